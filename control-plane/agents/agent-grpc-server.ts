@@ -1,0 +1,107 @@
+// Transport: the AgentReporting gRPC service. Each agent keeps one Session stream open; the
+// first message must be Hello. Inventory is persisted, then acknowledged by sequence.
+import * as grpc from '@grpc/grpc-js';
+import { loadStrataProto } from '../../lib/grpc/proto.js';
+import type { Logger } from '../../lib/logger.js';
+import type { AgentMessage__Output } from '../../proto/gen/strata/v1/AgentMessage.js';
+import type { ControlMessage } from '../../proto/gen/strata/v1/ControlMessage.js';
+import type { AgentReportingHandlers } from '../../proto/gen/strata/v1/AgentReporting.js';
+import type { AgentSessionHandle, AgentSessions } from './agent-sessions.js';
+import type { InventoryService } from './inventory-service.js';
+
+export interface AgentGrpcServerDeps {
+  readonly logger: Logger;
+  readonly sessions: AgentSessions;
+  readonly inventory: InventoryService;
+  readonly instanceId: string;
+  readonly clusterUUID: string;
+}
+
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
+  const proto = loadStrataProto();
+  const server = new grpc.Server({
+    'grpc.keepalive_time_ms': 10_000,
+    'grpc.keepalive_timeout_ms': 5_000,
+    'grpc.keepalive_permit_without_calls': 1,
+    'grpc.max_receive_message_length': 4 * 1024 * 1024,
+  });
+  const handlers: AgentReportingHandlers = {
+    Session: (call) => {
+      let session: AgentSessionHandle | undefined;
+      let ended = false;
+      const write = (message: ControlMessage) => {
+        if (!ended) call.write(message);
+      };
+      const end = (status?: { code: grpc.status; details: string }) => {
+        if (ended) return;
+        ended = true;
+        if (session) deps.sessions.closed(session);
+        if (status) call.destroy(Object.assign(new Error(status.details), status));
+        else call.end();
+      };
+      // Messages are handled one at a time, in order: an ack never overtakes its write.
+      let queue = Promise.resolve();
+      call.on('data', (message: AgentMessage__Output) => {
+        queue = queue.then(() => handle(message)).catch((err: Error) => {
+          deps.logger.error({ err, serverUUID: session?.serverUUID }, 'agent message failed');
+          end({ code: grpc.status.INTERNAL, details: `control plane could not process the message: ${err.message}` });
+        });
+      });
+      call.on('end', () => end());
+      call.on('error', () => end());
+      call.on('cancelled', () => end());
+
+      async function handle(message: AgentMessage__Output): Promise<void> {
+        if (ended) return;
+        if (!session) {
+          const hello = message.hello;
+          if (message.body !== 'hello' || !hello) {
+            return end({ code: grpc.status.FAILED_PRECONDITION, details: 'the first message of a session must be Hello' });
+          }
+          if (!UUID_PATTERN.test(hello.server_uuid)) {
+            return end({ code: grpc.status.INVALID_ARGUMENT, details: 'Hello.server_uuid must be a UUID' });
+          }
+          if (hello.cluster_uuid && hello.cluster_uuid !== deps.clusterUUID) {
+            return end({ code: grpc.status.FAILED_PRECONDITION, details: `agent belongs to cluster ${hello.cluster_uuid}, not ${deps.clusterUUID}` });
+          }
+          session = {
+            serverUUID: hello.server_uuid,
+            agentInstance: hello.agent_instance,
+            send: (command) => write({ command }),
+            close: (reason) => end({ code: grpc.status.ABORTED, details: reason }),
+          };
+          deps.sessions.open(session);
+          deps.logger.info({ serverUUID: hello.server_uuid, agentVersion: hello.agent_version }, 'agent session opened');
+          write({ welcome: { control_plane_instance: deps.instanceId, cluster_uuid: deps.clusterUUID } });
+          return;
+        }
+        switch (message.body) {
+          case 'inventory':
+            if (message.inventory) {
+              await deps.inventory.record(session.serverUUID, session.agentInstance, message.inventory);
+              // Acked even when stale-and-dropped: a newer report already covers it.
+              write({ inventory_ack: { sequence: message.inventory.sequence } });
+            }
+            return;
+          case 'command_result':
+            if (message.command_result) deps.sessions.commandResult(message.command_result);
+            return;
+          case 'heartbeat':
+            return;
+          default:
+            return end({ code: grpc.status.INVALID_ARGUMENT, details: 'unexpected message in session' });
+        }
+      }
+    },
+  };
+  server.addService(proto.strata.v1.AgentReporting.service, handlers);
+  return server;
+}
+
+export async function bindGrpcServer(server: grpc.Server, host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
+  });
+}

@@ -1,0 +1,125 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
+import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { removeDir, startControlPlaneProcess } from '../../test/helpers/processes.js';
+import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster } from './bootstrap.js';
+
+const logger = pino({ level: 'silent' });
+
+describe('cluster bootstrap', () => {
+  let etcd: TestEtcd;
+  before(async () => {
+    etcd = await startEtcd();
+  });
+  after(async () => {
+    await etcd.stop();
+  });
+
+  it('three control planes started together on an empty etcd create exactly one cluster', async () => {
+    const planes = await Promise.all([0, 1, 2].map(() => startControlPlaneProcess({ etcdEndpoint: etcd.endpoint })));
+    try {
+      const client = createEtcdClient([etcd.endpoint]);
+      try {
+        const cluster = parseRecord<ClusterRecord>(keys.cluster(), await client.get(keys.cluster()).string());
+        assert.ok(cluster, 'cluster record exists');
+        assert.match(cluster.UUID, /^[0-9a-f-]{36}$/);
+        assert.equal(cluster.clusterName, 'strata');
+        assert.equal(cluster.supportedMaxReplicas, 3);
+        assert.equal(cluster.subsystemNQN, `nqn.2024-01.io.strata:cluster:${cluster.UUID}`);
+        const projects = await client.getAll().prefix(keys.projectsPrefix()).strings();
+        assert.deepEqual(Object.keys(projects).sort(), [keys.project('default'), keys.project('system')]);
+        for (const value of Object.values(projects)) assert.equal((JSON.parse(value) as ProjectRecord).builtIn, true);
+        const credential = parseRecord<CredentialRecord>('', await client.get(keys.credential('system', 'root')).string());
+        assert.equal(credential?.type, 'RS256PubKey');
+        assert.match(credential?.payload ?? '', /BEGIN PUBLIC KEY/);
+
+        // Exactly one instance won: it alone holds the root key (0600) and the admin token.
+        const winners = planes.filter((p) => existsSync(join(p.stateDir, ADMIN_TOKEN_FILE)));
+        assert.equal(winners.length, 1, 'one admin token');
+        const winner = winners[0]!;
+        assert.equal(cluster.bootstrappedBy, winner.instanceId);
+        assert.equal(statSync(join(winner.stateDir, ROOT_KEY_FILE)).mode & 0o777, 0o600);
+        assert.equal(statSync(join(winner.stateDir, ADMIN_TOKEN_FILE)).mode & 0o777, 0o600);
+        for (const p of planes) {
+          assert.equal(existsSync(join(p.stateDir, `${ROOT_KEY_FILE}.pending`)), false, 'no pending key left behind');
+          if (p !== winner) assert.equal(existsSync(join(p.stateDir, ROOT_KEY_FILE)), false, 'losers keep no key');
+        }
+
+        // The admin token works against every instance, and all see the same cluster.
+        for (const p of planes) {
+          const res = await fetch(`${p.apiUrl}/api/v2/controlPlanes`, { headers: { Authorization: `Bearer ${winner.adminToken()}` } });
+          assert.equal(res.status, 200);
+          const body = (await res.json()) as { controlPlanes: { instanceId: string }[] };
+          assert.deepEqual(body.controlPlanes.map((c) => c.instanceId).sort(), planes.map((q) => q.instanceId).sort());
+        }
+      } finally {
+        client.close();
+      }
+    } finally {
+      for (const p of planes) {
+        assert.equal(await p.stop(), 0, 'graceful stop exits 0');
+        removeDir(p.stateDir);
+      }
+    }
+  });
+
+  it('a restart joins the existing cluster and keeps its identity', async () => {
+    const client = createEtcdClient([etcd.endpoint]);
+    const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+    try {
+      const before = await bootstrapCluster({ etcd: client, logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+      const again = await bootstrapCluster({ etcd: client, logger, instanceId: 'a', clusterName: 'other', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+      assert.equal(again.created, false);
+      assert.equal(again.cluster.UUID, before.cluster.UUID);
+      assert.equal(again.cluster.clusterName, before.cluster.clusterName, 'clusterName is fixed at bootstrap');
+    } finally {
+      client.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('finishes a bootstrap that crashed between the etcd transaction and the key files', async () => {
+    const scratch = await startEtcd();
+    const client = createEtcdClient([scratch.endpoint]);
+    const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+    try {
+      const options = { etcd: client, logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 };
+      const first = await bootstrapCluster(options);
+      assert.equal(first.created, true);
+      // The state right after the transaction committed: key still pending, no token.
+      renameSync(join(stateDir, ROOT_KEY_FILE), join(stateDir, `${ROOT_KEY_FILE}.pending`));
+      rmSync(join(stateDir, ADMIN_TOKEN_FILE));
+      const second = await bootstrapCluster(options);
+      assert.equal(second.created, false);
+      assert.equal(second.adminTokenPath, join(stateDir, ADMIN_TOKEN_FILE));
+      assert.ok(existsSync(join(stateDir, ROOT_KEY_FILE)));
+      assert.ok(!existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)));
+
+      // A pending key that does not match the stored credential (a lost race) is discarded.
+      const otherDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+      const scratch2 = await startEtcd();
+      const client2 = createEtcdClient([scratch2.endpoint]);
+      try {
+        await bootstrapCluster({ ...options, etcd: client2, stateDir: otherDir });
+        renameSync(join(otherDir, ROOT_KEY_FILE), join(stateDir, `${ROOT_KEY_FILE}.pending`));
+        await bootstrapCluster(options);
+        assert.ok(!existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)));
+      } finally {
+        client2.close();
+        await scratch2.stop();
+        rmSync(otherDir, { recursive: true, force: true });
+      }
+    } finally {
+      client.close();
+      await scratch.stop();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,137 @@
+// Cluster bootstrap: the first control plane to start on an empty etcd creates, in ONE etcd
+// transaction guarded by "the cluster key does not exist", the cluster record, the built-in
+// projects and the installation credential (system:root). However many instances start
+// together, exactly one transaction succeeds.
+//
+// The root private key is written to a pending file BEFORE the transaction and renamed into
+// place after it succeeds, so a crash in between loses nothing: on the next start, a pending
+// key whose public half matches the stored system:root credential is finished; any other
+// pending key (from an instance that lost the race) is deleted.
+import { randomUUID, createPublicKey } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Etcd3 } from 'etcd3';
+import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
+import { keys } from '../../lib/etcd/keys.js';
+import { parseRecord } from '../../lib/etcd/client.js';
+import { writeFileAtomic } from '../../lib/files.js';
+import type { Logger } from '../../lib/logger.js';
+import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
+import { DEFAULT_PROJECT, ROLE_CLUSTER_ADMIN, SYSTEM_PROJECT } from '../auth/permissions.js';
+import { importPrivateKey, signToken } from '../auth/tokens.js';
+
+export const ROOT_CREDENTIAL = 'root';
+export const ROOT_KEY_FILE = 'root-key.pem';
+export const ADMIN_TOKEN_FILE = 'admin.jwt';
+const PENDING_SUFFIX = '.pending';
+
+export interface BootstrapOptions {
+  readonly etcd: Etcd3;
+  readonly logger: Logger;
+  readonly instanceId: string;
+  readonly clusterName: string;
+  readonly subsystemNqnPrefix: string;
+  readonly stateDir: string;
+  readonly adminTokenTtlDays: number;
+}
+
+export interface BootstrapResult {
+  readonly cluster: ClusterRecord;
+  /** True when this instance created the cluster (and wrote the key and token files). */
+  readonly created: boolean;
+  /** Path of the admin token when this instance holds one. */
+  readonly adminTokenPath: string | undefined;
+}
+
+export async function bootstrapCluster(options: BootstrapOptions): Promise<BootstrapResult> {
+  const { etcd, logger, stateDir } = options;
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  const keyPath = join(stateDir, ROOT_KEY_FILE);
+  const pendingKeyPath = keyPath + PENDING_SUFFIX;
+  const tokenPath = join(stateDir, ADMIN_TOKEN_FILE);
+
+  const existing = await readCluster(etcd);
+  if (existing) {
+    await finishPendingKey(options, pendingKeyPath, keyPath, tokenPath);
+    logger.info({ clusterUUID: existing.UUID }, 'joined existing cluster');
+    return { cluster: existing, created: false, adminTokenPath: existsSync(tokenPath) ? tokenPath : undefined };
+  }
+
+  const { publicKey, privateKey } = await generateKeyPair('RS256', { modulusLength: 2048, extractable: true });
+  writeFileAtomic(pendingKeyPath, await exportPKCS8(privateKey), 0o600);
+
+  const now = new Date().toISOString();
+  const clusterUUID = randomUUID();
+  const cluster: ClusterRecord = {
+    UUID: clusterUUID,
+    clusterName: options.clusterName,
+    subsystemNQN: `${options.subsystemNqnPrefix}:cluster:${clusterUUID}`,
+    supportedMaxReplicas: 3,
+    createdAt: now,
+    bootstrappedBy: options.instanceId,
+  };
+  const project = (name: string, description: string): ProjectRecord => ({
+    UUID: randomUUID(), name, description, defaultPolicies: [], builtIn: true, createdAt: now,
+  });
+  const credential: CredentialRecord = {
+    project: SYSTEM_PROJECT, name: ROOT_CREDENTIAL, type: 'RS256PubKey', payload: await exportSPKI(publicKey), createdAt: now,
+  };
+
+  const result = await etcd
+    .if(keys.cluster(), 'Create', '==', 0)
+    .then(
+      etcd.put(keys.cluster()).value(JSON.stringify(cluster)),
+      etcd.put(keys.bootstrap()).value(JSON.stringify({ by: options.instanceId, at: now })),
+      etcd.put(keys.project(DEFAULT_PROJECT)).value(JSON.stringify(project(DEFAULT_PROJECT, 'Default project'))),
+      etcd.put(keys.project(SYSTEM_PROJECT)).value(JSON.stringify(project(SYSTEM_PROJECT, 'System project: installation credentials'))),
+      etcd.put(keys.credential(SYSTEM_PROJECT, ROOT_CREDENTIAL)).value(JSON.stringify(credential)),
+    )
+    .commit();
+
+  if (!result.succeeded) {
+    rmSync(pendingKeyPath, { force: true });
+    const winner = await readCluster(etcd);
+    if (!winner) throw new Error('bootstrap lost the race but no cluster record exists');
+    logger.info({ clusterUUID: winner.UUID }, 'another control plane bootstrapped the cluster; joined it');
+    return { cluster: winner, created: false, adminTokenPath: existsSync(tokenPath) ? tokenPath : undefined };
+  }
+
+  await writeAdminToken(pendingKeyPath, tokenPath, options);
+  renameSync(pendingKeyPath, keyPath);
+  logger.info({ clusterUUID, adminTokenPath: tokenPath }, 'bootstrapped a new cluster');
+  return { cluster, created: true, adminTokenPath: tokenPath };
+}
+
+export async function readCluster(etcd: Etcd3): Promise<ClusterRecord | null> {
+  return parseRecord<ClusterRecord>(keys.cluster(), await etcd.get(keys.cluster()).string());
+}
+
+async function writeAdminToken(privateKeyPath: string, tokenPath: string, options: BootstrapOptions): Promise<void> {
+  const key = await importPrivateKey(readFileSync(privateKeyPath, 'utf8'));
+  const token = await signToken(key, {
+    kid: `${SYSTEM_PROJECT}:${ROOT_CREDENTIAL}`,
+    subject: 'admin',
+    roles: [ROLE_CLUSTER_ADMIN],
+    ttlSeconds: options.adminTokenTtlDays * 86400,
+  });
+  writeFileAtomic(tokenPath, `${token}\n`, 0o600);
+}
+
+/** Completes a bootstrap that crashed after its transaction, or discards a losing key. */
+async function finishPendingKey(options: BootstrapOptions, pendingKeyPath: string, keyPath: string, tokenPath: string): Promise<void> {
+  if (!existsSync(pendingKeyPath)) return;
+  const stored = parseRecord<CredentialRecord>(
+    keys.credential(SYSTEM_PROJECT, ROOT_CREDENTIAL),
+    await options.etcd.get(keys.credential(SYSTEM_PROJECT, ROOT_CREDENTIAL)).string(),
+  );
+  const pendingPublic = createPublicKey(readFileSync(pendingKeyPath, 'utf8')).export({ type: 'spki', format: 'pem' }).toString();
+  if (stored && normalizePem(stored.payload) === normalizePem(pendingPublic)) {
+    if (!existsSync(tokenPath)) await writeAdminToken(pendingKeyPath, tokenPath, options);
+    renameSync(pendingKeyPath, keyPath);
+    options.logger.info({ adminTokenPath: tokenPath }, 'finished an interrupted bootstrap');
+  } else {
+    rmSync(pendingKeyPath, { force: true });
+  }
+}
+
+const normalizePem = (pem: string) => pem.replace(/\s+/g, '');

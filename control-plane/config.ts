@@ -1,0 +1,36 @@
+// The control plane's settings. `strata-control-plane --help` lists each with its env and flag.
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { loadConfigOrExit, settings, type ConfigOf, type LoadOptions } from '../lib/config.js';
+
+export const controlPlaneSettings = {
+  etcdEndpoints: { description: 'etcd client endpoints (host:port, comma-separated)', schema: settings.list(), default: ['127.0.0.1:2379'] },
+  apiHost: { description: 'address the REST API listens on', schema: settings.string(), default: '127.0.0.1' },
+  apiPort: { description: 'port of the REST API', schema: settings.port(), default: 8080 },
+  grpcHost: { description: 'address the agents gRPC service listens on', schema: settings.string(), default: '127.0.0.1' },
+  grpcPort: { description: 'port of the agents gRPC service', schema: settings.port(), default: 7443 },
+  advertiseAddress: { description: 'host clients and agents reach this instance at (in apiEndpoints)', schema: settings.string(), default: '127.0.0.1' },
+  stateDir: { description: 'directory for the root key and admin token written at bootstrap', schema: settings.string(), default: '/var/lib/strata/control-plane' },
+  clusterName: { description: 'cluster name recorded at bootstrap (first start on an empty etcd only)', schema: settings.string(), default: 'strata' },
+  subsystemNqnPrefix: { description: 'NQN prefix for the cluster subsystem NQN (the cluster UUID is appended)', schema: z.string().regex(/^nqn\.\d{4}-\d{2}\.[a-z0-9.-]+$/, 'must look like nqn.YYYY-MM.reverse.domain'), default: 'nqn.2024-01.io.strata' },
+  adminTokenTtlDays: { description: 'lifetime of the admin token minted at bootstrap', schema: settings.positiveInt(), default: 365 },
+  leaseTtlSeconds: { description: 'TTL of this instance\'s etcd lease (leadership and registration)', schema: settings.positiveInt().min(2), default: 10 },
+  instanceId: { description: 'stable id of this instance (default: hostname:apiPort)', schema: z.string().optional(), default: undefined },
+  tlsCert: { description: 'PEM certificate file: serve the REST API over HTTPS when set with tlsKey', schema: z.string().optional(), default: undefined },
+  tlsKey: { description: 'PEM private key file for tlsCert', schema: z.string().optional(), default: undefined },
+  logLevel: { description: 'log level', schema: settings.logLevel(), default: 'info' },
+} as const;
+
+export type ControlPlaneConfig = ConfigOf<typeof controlPlaneSettings>;
+
+export function loadControlPlaneConfig(options: Partial<LoadOptions> = {}): ControlPlaneConfig {
+  return loadConfigOrExit(controlPlaneSettings, {
+    program: 'strata-control-plane',
+    summary: 'Strata control plane: REST API, agent gRPC service, active cluster manager',
+    ...options,
+  });
+}
+
+export function instanceIdOf(config: ControlPlaneConfig): string {
+  return config.instanceId ?? `${hostname()}:${config.apiPort}`;
+}

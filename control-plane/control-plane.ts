@@ -1,0 +1,137 @@
+// The control plane's composition root: builds stores, services and transports from the
+// config and starts them. main.ts adds the process concerns (config, signals, systemd).
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { hostname } from 'node:os';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Etcd3 } from 'etcd3';
+import type Router from '@koa/router';
+import { createEtcdClient } from '../lib/etcd/client.js';
+import { KeptLease } from '../lib/etcd/lease.js';
+import type { Logger } from '../lib/logger.js';
+import { productVersion } from '../lib/paths.js';
+import { AgentSessions } from './agents/agent-sessions.js';
+import { bindGrpcServer, createAgentGrpcServer } from './agents/agent-grpc-server.js';
+import { InventoryService } from './agents/inventory-service.js';
+import { InventoryStore } from './agents/inventory-store.js';
+import { Authenticator } from './auth/authenticator.js';
+import { CredentialStore } from './auth/credentials-store.js';
+import { bootstrapCluster, type BootstrapResult } from './bootstrap/bootstrap.js';
+import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
+import { createControlPlaneRoutes } from './control-planes/control-plane-routes.js';
+import { instanceIdOf, type ControlPlaneConfig } from './config.js';
+import { createHttpApp } from './http/app.js';
+import { LeaderElection } from './leadership/leader-election.js';
+import { createVersionRoutes } from './version/version-routes.js';
+
+export interface RunningControlPlane {
+  readonly instanceId: string;
+  readonly bootstrap: BootstrapResult;
+  readonly apiPort: number;
+  readonly grpcPort: number;
+  readonly election: LeaderElection;
+  stop(): Promise<void>;
+}
+
+export async function startControlPlane(config: ControlPlaneConfig, logger: Logger): Promise<RunningControlPlane> {
+  const instanceId = instanceIdOf(config);
+  const etcd = createEtcdClient(config.etcdEndpoints);
+  const bootstrap = await untilEtcdAnswers(logger, () =>
+    bootstrapCluster({
+      etcd,
+      logger,
+      instanceId,
+      clusterName: config.clusterName,
+      subsystemNqnPrefix: config.subsystemNqnPrefix,
+      stateDir: config.stateDir,
+      adminTokenTtlDays: config.adminTokenTtlDays,
+    }),
+  );
+
+  // Stores and domain services.
+  const auth = new Authenticator(new CredentialStore(etcd));
+  const sessions = new AgentSessions();
+  const inventory = new InventoryService(new InventoryStore(etcd), instanceId);
+  const election = new LeaderElection(etcd, instanceId, logger.child({ component: 'leadership' }));
+
+  // Transports. Listen first so the advertised endpoints carry the real ports (port 0 in tests).
+  const grpcServer = createAgentGrpcServer({ logger: logger.child({ component: 'agents' }), sessions, inventory, instanceId, clusterUUID: bootstrap.cluster.UUID });
+  const grpcPort = await bindGrpcServer(grpcServer, config.grpcHost, config.grpcPort);
+  const tls = config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined;
+  const httpServer: HttpServer = tls ? createHttpsServer(tls) : createHttpServer();
+  httpServer.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    httpServer.once('error', reject);
+    httpServer.listen(config.apiPort, config.apiHost, () => resolve());
+  });
+  const apiPort = (httpServer.address() as AddressInfo).port;
+
+  const registry = new ControlPlaneRegistry(etcd, {
+    instanceId,
+    hostname: hostname(),
+    apiEndpoint: `${config.advertiseAddress}:${apiPort}`,
+    grpcEndpoint: `${config.advertiseAddress}:${grpcPort}`,
+    version: productVersion,
+    since: new Date().toISOString(),
+  });
+  const routers: Router[] = [
+    createVersionRoutes({ auth }),
+    createControlPlaneRoutes({ auth, registry }),
+    ...resourceRoutes(etcd, auth),
+  ];
+  httpServer.on('request', createHttpApp(logger.child({ component: 'http' }), routers).callback());
+
+  const lease = new KeptLease(etcd, {
+    ttlSeconds: config.leaseTtlSeconds,
+    logger: logger.child({ component: 'lease' }),
+    onGranted: async (granted) => {
+      await registry.register(granted);
+      await election.start(granted);
+    },
+    onLost: () => election.leaseLost(),
+  });
+  await lease.start();
+  logger.info({ instanceId, api: `${tls ? 'https' : 'http'}://${config.apiHost}:${apiPort}`, grpc: `${config.grpcHost}:${grpcPort}`, clusterUUID: bootstrap.cluster.UUID }, 'control plane started');
+
+  return {
+    instanceId,
+    bootstrap,
+    apiPort,
+    grpcPort,
+    election,
+    async stop() {
+      sessions.closeAll('control plane stopping');
+      await new Promise<void>((resolve) => {
+        httpServer.close(() => resolve());
+        httpServer.closeAllConnections();
+      });
+      await new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
+      await election.stop();
+      await lease.stop();
+      etcd.close();
+      logger.info({ instanceId }, 'control plane stopped');
+    },
+  };
+}
+
+/** The read APIs of the resource folders (wired as they land). */
+function resourceRoutes(_etcd: Etcd3, _auth: Authenticator): Router[] {
+  return [];
+}
+
+/** Retries `work` while etcd cannot be reached, so a control plane may start before etcd. */
+async function untilEtcdAnswers<T>(logger: Logger, work: () => Promise<T>): Promise<T> {
+  let delay = 250;
+  for (;;) {
+    try {
+      return await work();
+    } catch (err) {
+      if (!/GRPC|ClientRuntimeError|ECONNREFUSED|Unavailable/i.test(String((err as Error).constructor?.name) + String((err as Error).message))) throw err;
+      logger.warn({ err: (err as Error).message }, 'etcd not reachable yet; retrying');
+      await sleep(delay);
+      delay = Math.min(delay * 2, 5000);
+    }
+  }
+}

@@ -1,0 +1,39 @@
+// The Koa application: request ids and logs, the error mapper (every failure becomes the JSON
+// error body of wire-conventions §3 with the registry's status), routers, and the 404 fallback
+// (an unknown path or method gets the JSON 404 body too, not Koa's plain text).
+import { randomUUID } from 'node:crypto';
+import Koa from 'koa';
+import type Router from '@koa/router';
+import { StrataError, toStrataError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logger.js';
+
+export function createHttpApp(logger: Logger, routers: readonly Router[]): Koa {
+  const app = new Koa({ proxy: false });
+  app.silent = true; // errors are logged by the mapper below, once
+
+  app.use(async (ctx, next) => {
+    const requestId = randomUUID();
+    const started = process.hrtime.bigint();
+    ctx.set('X-Request-Id', requestId);
+    try {
+      await next();
+      if (ctx.body === undefined && ctx.status === 404) throw new StrataError('ROUTE_NOT_FOUND', `no route for ${ctx.method} ${ctx.path}`);
+    } catch (err) {
+      const error = toStrataError(err);
+      ctx.status = error.httpStatus;
+      ctx.type = 'application/json';
+      ctx.body = error.toWire();
+      if (error.httpStatus >= 500) {
+        logger.error({ err, requestId, method: ctx.method, path: ctx.path, code: error.code }, 'request failed');
+      }
+    } finally {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      logger.debug({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms }, 'request');
+    }
+  });
+
+  for (const router of routers) {
+    app.use(router.routes());
+  }
+  return app;
+}

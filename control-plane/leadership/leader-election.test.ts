@@ -1,0 +1,97 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { pino } from 'pino';
+import { StrataError } from '../../lib/errors.js';
+import { createEtcdClient } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { eventually, removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
+import { LeaderElection } from './leader-election.js';
+
+const logger = pino({ level: 'silent' });
+const TTL = 2;
+
+async function leaders(plane: ControlPlaneProcess, token: string): Promise<string[]> {
+  const res = await fetch(`${plane.apiUrl}/api/v2/controlPlanes`, { headers: { Authorization: `Bearer ${token}` } });
+  assert.equal(res.status, 200);
+  const body = (await res.json()) as { controlPlanes: { instanceId: string; isActiveClusterManager: boolean }[] };
+  return body.controlPlanes.filter((c) => c.isActiveClusterManager).map((c) => c.instanceId);
+}
+
+describe('active cluster manager election', () => {
+  let etcd: TestEtcd;
+  before(async () => {
+    etcd = await startEtcd();
+  });
+  after(async () => {
+    await etcd.stop();
+  });
+
+  it('two control planes elect one leader; killing it hands over within TTL + 1 s; SIGTERM hands over at once', async () => {
+    const first = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, leaseTtlSeconds: TTL });
+    const second = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, leaseTtlSeconds: TTL, stateDir: first.stateDir });
+    const token = first.adminToken();
+    const third: ControlPlaneProcess[] = [];
+    try {
+      const [leader] = await eventually(async () => {
+        const l = await leaders(second, token);
+        return l.length === 1 ? l : undefined;
+      }, 5000, 'one leader');
+      const [dead, survivor] = leader === first.instanceId ? [first, second] : [second, first];
+      assert.ok(
+        survivor.logs.every((r) => r['msg'] !== 'became the active cluster manager'),
+        'the other instance never claimed leadership',
+      );
+
+      const killedAt = Date.now();
+      await dead.kill();
+      await eventually(async () => ((await leaders(survivor, token))[0] === survivor.instanceId ? true : undefined), (TTL + 1) * 1000 + 1500, 'handover');
+      const handoverMs = Date.now() - killedAt;
+      assert.ok(handoverMs <= (TTL + 1) * 1000 + 500, `handover took ${handoverMs} ms`);
+
+      // Graceful stop resigns at once: a new instance takes over well before the TTL.
+      const next = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, leaseTtlSeconds: 30, stateDir: first.stateDir });
+      third.push(next);
+      const stoppedAt = Date.now();
+      assert.equal(await survivor.stop(), 0);
+      await eventually(async () => ((await leaders(next, token))[0] === next.instanceId ? true : undefined), 5000, 'handover after SIGTERM');
+      assert.ok(Date.now() - stoppedAt < 5000);
+    } finally {
+      for (const p of [first, second, ...third]) await p.stop();
+      removeDir(first.stateDir);
+    }
+  });
+
+  it('fences a deposed leader: its writes fail once another term began, even before it notices', async () => {
+    const clientA = createEtcdClient([etcd.endpoint]);
+    const clientB = createEtcdClient([etcd.endpoint]);
+    const a = new LeaderElection(clientA, 'a', logger);
+    const b = new LeaderElection(clientB, 'b', logger);
+    try {
+      await clientA.delete().key(keys.leader());
+      await a.start(clientA.lease(TTL));
+      await b.start(clientB.lease(TTL));
+      assert.equal(a.isLeader, true);
+      assert.equal(b.isLeader, false);
+      await a.fencedWrite([clientA.put('/strata/test/fenced').value('by-a')]);
+      assert.equal(await clientA.get('/strata/test/fenced').string(), 'by-a');
+
+      // Simulate A's lease expiring behind its back: delete the key; B campaigns and wins.
+      await clientB.delete().key(keys.leader());
+      await eventually(async () => (b.isLeader ? true : undefined), 3000, 'b leads');
+      await assert.rejects(
+        a.fencedWrite([clientA.put('/strata/test/fenced').value('stale')]),
+        (err: unknown) => err instanceof StrataError && err.code === 'NOT_LEADER',
+      );
+      assert.equal(a.isLeader, false);
+      assert.equal(await clientA.get('/strata/test/fenced').string(), 'by-a', 'the stale write did not land');
+      await b.fencedWrite([clientB.put('/strata/test/fenced').value('by-b')]);
+      assert.equal(await clientA.get('/strata/test/fenced').string(), 'by-b');
+    } finally {
+      await a.stop();
+      await b.stop();
+      clientA.close();
+      clientB.close();
+    }
+  });
+});

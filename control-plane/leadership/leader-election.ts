@@ -1,0 +1,142 @@
+// The active cluster manager: one control-plane instance at a time holds the leader key, bound
+// to its lease. We do not use etcd3's Election helper (it has been seen to elect two leaders);
+// the protocol here is one key and one compare:
+//   campaign  = txn(if leader key absent) put leader key with my lease
+//   term      = the leader key's create_revision when I won (unique per term)
+//   fenced write = txn(if leader key create_revision == my term) then <ops>
+// A deposed leader's fenced write fails even if it has not noticed yet; it then steps down.
+import type { Etcd3, Lease, Watcher } from 'etcd3';
+import type { IOperation } from 'etcd3/lib/builder.js';
+import { StrataError } from '../../lib/errors.js';
+import { keys } from '../../lib/etcd/keys.js';
+import { parseRecord } from '../../lib/etcd/client.js';
+import type { Logger } from '../../lib/logger.js';
+import type { LeaderRecord } from '../../lib/records.js';
+
+export type LeadershipListener = (isLeader: boolean) => void;
+
+export class LeaderElection {
+  private term: string | undefined;
+  private lease: Lease | undefined;
+  private watcher: Watcher | undefined;
+  private readonly listeners = new Set<LeadershipListener>();
+  private stopped = false;
+  private campaigning: Promise<void> | undefined;
+
+  constructor(
+    private readonly etcd: Etcd3,
+    private readonly instanceId: string,
+    private readonly logger: Logger,
+  ) {}
+
+  get isLeader(): boolean {
+    return this.term !== undefined;
+  }
+
+  onChange(listener: LeadershipListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Starts campaigning with the instance's lease; call again with each re-granted lease. */
+  async start(lease: Lease): Promise<void> {
+    this.lease = lease;
+    if (!this.watcher) {
+      this.watcher = await this.etcd.watch().key(keys.leader()).create();
+      this.watcher.on('delete', () => void this.campaign());
+      this.watcher.on('put', (kv) => {
+        const record = parseRecord<LeaderRecord>(keys.leader(), kv.value);
+        if (this.term !== undefined && (record?.instanceId !== this.instanceId || kv.create_revision !== this.term)) {
+          this.stepDown('the leader key now belongs to another term');
+        }
+      });
+    }
+    await this.campaign();
+  }
+
+  /** The lease behind leadership was lost: we are no longer leader, whatever etcd says later. */
+  leaseLost(): void {
+    this.lease = undefined;
+    this.stepDown('etcd lease lost');
+  }
+
+  /** Who leads now, from etcd (for the API and tests). */
+  async currentLeader(): Promise<LeaderRecord | null> {
+    return parseRecord<LeaderRecord>(keys.leader(), await this.etcd.get(keys.leader()).string());
+  }
+
+  /**
+   * Commits `ops` only while this instance is the leader of the current term. Throws NOT_LEADER
+   * (and steps down) when the term has ended.
+   */
+  async fencedWrite(ops: IOperation[]): Promise<void> {
+    const term = this.term;
+    if (term === undefined) throw new StrataError('NOT_LEADER', 'this control plane is not the active cluster manager');
+    const result = await this.etcd.if(keys.leader(), 'Create', '==', term).then(...ops).commit();
+    if (!result.succeeded) {
+      this.stepDown('fenced write refused: leadership term ended');
+      throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const term = this.term;
+    this.stepDown('stopping');
+    await this.watcher?.cancel();
+    this.watcher = undefined;
+    if (term !== undefined) {
+      // Resign at once so another instance takes over without waiting for the TTL.
+      await this.etcd.if(keys.leader(), 'Create', '==', term).then(this.etcd.delete().key(keys.leader())).commit().catch(() => undefined);
+    }
+  }
+
+  private campaign(): Promise<void> {
+    // One campaign at a time; a delete event during a campaign re-runs it afterwards.
+    const run = async () => {
+      const lease = this.lease;
+      if (this.stopped || !lease || this.term !== undefined) return;
+      const record: LeaderRecord = { instanceId: this.instanceId, since: new Date().toISOString() };
+      try {
+        const leaseId = await lease.grant();
+        const result = await this.etcd
+          .if(keys.leader(), 'Create', '==', 0)
+          .then(this.etcd.put(keys.leader()).value(JSON.stringify(record)).lease(leaseId))
+          .else(this.etcd.get(keys.leader()))
+          .commit();
+        if (!result.succeeded) return;
+        // The txn created the key, so its revision is the key's create_revision: the term.
+        this.term = result.header.revision;
+        if (this.stopped || this.lease !== lease) {
+          await this.etcd.if(keys.leader(), 'Create', '==', this.term).then(this.etcd.delete().key(keys.leader())).commit();
+          this.term = undefined;
+          return;
+        }
+        this.logger.info({ term: this.term }, 'became the active cluster manager');
+        this.emit(true);
+      } catch (err) {
+        this.logger.warn({ err: (err as Error).message }, 'leader campaign failed; will retry on the next change');
+      }
+    };
+    const next = (this.campaigning ?? Promise.resolve()).then(run);
+    this.campaigning = next;
+    return next;
+  }
+
+  private stepDown(reason: string): void {
+    if (this.term === undefined) return;
+    this.term = undefined;
+    this.logger.warn({ reason }, 'no longer the active cluster manager');
+    this.emit(false);
+  }
+
+  private emit(isLeader: boolean): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(isLeader);
+      } catch (err) {
+        this.logger.error({ err }, 'leadership listener failed');
+      }
+    }
+  }
+}

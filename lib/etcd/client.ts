@@ -1,0 +1,22 @@
+// The etcd3 client with the settings both daemons use.
+import { Etcd3 } from 'etcd3';
+
+export function createEtcdClient(endpoints: readonly string[], dialTimeoutMs = 3000): Etcd3 {
+  return new Etcd3({
+    hosts: endpoints.map((e) => (e.includes('://') ? e : `http://${e}`)),
+    dialTimeout: dialTimeoutMs,
+    // Fail fast and let callers map unavailability to 503; the faults policy retries nothing
+    // that is not idempotent.
+    defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + 5000 }),
+  });
+}
+
+/** Parses a stored JSON record; etcd values are always ours, so a parse failure is corruption. */
+export function parseRecord<T>(key: string, value: string | Buffer | null): T | null {
+  if (value === null) return null;
+  try {
+    return JSON.parse(typeof value === 'string' ? value : value.toString('utf8')) as T;
+  } catch (err) {
+    throw new Error(`corrupt record at ${key}: ${(err as Error).message}`);
+  }
+}

@@ -1,0 +1,52 @@
+// The etcd key layout, in one place. docs/etcd-keys.md describes each key; keep them in step.
+// Values are JSON records (lib/records.ts). Keys never carry user-chosen free text except
+// names whose charset the API restricts (project names, credential names).
+
+export const ROOT = '/strata/';
+
+export const keys = {
+  /** The cluster record; created exactly once by bootstrap. */
+  cluster: () => `${ROOT}cluster`,
+  /** Bootstrap marker written in the same transaction as the cluster record. */
+  bootstrap: () => `${ROOT}bootstrap`,
+
+  projectsPrefix: () => `${ROOT}projects/`,
+  project: (name: string) => `${ROOT}projects/${name}`,
+
+  credentialsPrefix: (project?: string) => (project ? `${ROOT}credentials/${project}/` : `${ROOT}credentials/`),
+  credential: (project: string, name: string) => `${ROOT}credentials/${project}/${name}`,
+
+  /** Persistent server identity, written by its agent at join. */
+  serversPrefix: () => `${ROOT}servers/`,
+  server: (serverUUID: string) => `${ROOT}servers/${serverUUID}`,
+  /** Facts the agent reports over gRPC, persisted by the control plane. */
+  serverFactsPrefix: () => `${ROOT}server-facts/`,
+  serverFacts: (serverUUID: string) => `${ROOT}server-facts/${serverUUID}`,
+
+  /** Persistent node identity and configuration, written by its agent at join. */
+  nodesPrefix: () => `${ROOT}nodes/`,
+  node: (nodeUUID: string) => `${ROOT}nodes/${nodeUUID}`,
+
+  /** NVMe devices as reported by agents, keyed by serial. */
+  devicesPrefix: () => `${ROOT}devices/`,
+  device: (serial: string) => `${ROOT}devices/${encodeURIComponent(serial)}`,
+
+  /** Liveness: one key per server, bound to its agent's lease. Absent key = server's nodes Inactive. */
+  presencePrefix: () => `${ROOT}presence/`,
+  presence: (serverUUID: string) => `${ROOT}presence/${serverUUID}`,
+
+  /** Control-plane instances, bound to each instance's lease. */
+  controlPlanesPrefix: () => `${ROOT}control-planes/`,
+  controlPlane: (instanceId: string) => `${ROOT}control-planes/${instanceId}`,
+
+  /** The active cluster manager, bound to the leader's lease. Leader-only writes compare it. */
+  leader: () => `${ROOT}leader`,
+
+  eventsPrefix: () => `${ROOT}events/`,
+  event: (id: string) => `${ROOT}events/${id}`,
+};
+
+/** The last path segment of a key (the record's id). */
+export function idOfKey(key: string): string {
+  return decodeURIComponent(key.slice(key.lastIndexOf('/') + 1));
+}

@@ -1,0 +1,42 @@
+import type * as grpc from '@grpc/grpc-js';
+import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-loader';
+
+import type { AgentMessage as _strata_v1_AgentMessage, AgentMessage__Output as _strata_v1_AgentMessage__Output } from './strata/v1/AgentMessage.js';
+import type { AgentReportingClient as _strata_v1_AgentReportingClient, AgentReportingDefinition as _strata_v1_AgentReportingDefinition } from './strata/v1/AgentReporting.js';
+import type { Command as _strata_v1_Command, Command__Output as _strata_v1_Command__Output } from './strata/v1/Command.js';
+import type { CommandResult as _strata_v1_CommandResult, CommandResult__Output as _strata_v1_CommandResult__Output } from './strata/v1/CommandResult.js';
+import type { ControlMessage as _strata_v1_ControlMessage, ControlMessage__Output as _strata_v1_ControlMessage__Output } from './strata/v1/ControlMessage.js';
+import type { Heartbeat as _strata_v1_Heartbeat, Heartbeat__Output as _strata_v1_Heartbeat__Output } from './strata/v1/Heartbeat.js';
+import type { Hello as _strata_v1_Hello, Hello__Output as _strata_v1_Hello__Output } from './strata/v1/Hello.js';
+import type { Inventory as _strata_v1_Inventory, Inventory__Output as _strata_v1_Inventory__Output } from './strata/v1/Inventory.js';
+import type { InventoryAck as _strata_v1_InventoryAck, InventoryAck__Output as _strata_v1_InventoryAck__Output } from './strata/v1/InventoryAck.js';
+import type { NvmeDevice as _strata_v1_NvmeDevice, NvmeDevice__Output as _strata_v1_NvmeDevice__Output } from './strata/v1/NvmeDevice.js';
+import type { ServerFacts as _strata_v1_ServerFacts, ServerFacts__Output as _strata_v1_ServerFacts__Output } from './strata/v1/ServerFacts.js';
+import type { SetLed as _strata_v1_SetLed, SetLed__Output as _strata_v1_SetLed__Output } from './strata/v1/SetLed.js';
+import type { Welcome as _strata_v1_Welcome, Welcome__Output as _strata_v1_Welcome__Output } from './strata/v1/Welcome.js';
+
+type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
+  new(...args: ConstructorParameters<Constructor>): Subtype;
+};
+
+export interface ProtoGrpcType {
+  strata: {
+    v1: {
+      AgentMessage: MessageTypeDefinition<_strata_v1_AgentMessage, _strata_v1_AgentMessage__Output>
+      AgentReporting: SubtypeConstructor<typeof grpc.Client, _strata_v1_AgentReportingClient> & { service: _strata_v1_AgentReportingDefinition }
+      Command: MessageTypeDefinition<_strata_v1_Command, _strata_v1_Command__Output>
+      CommandResult: MessageTypeDefinition<_strata_v1_CommandResult, _strata_v1_CommandResult__Output>
+      ControlMessage: MessageTypeDefinition<_strata_v1_ControlMessage, _strata_v1_ControlMessage__Output>
+      Heartbeat: MessageTypeDefinition<_strata_v1_Heartbeat, _strata_v1_Heartbeat__Output>
+      Hello: MessageTypeDefinition<_strata_v1_Hello, _strata_v1_Hello__Output>
+      Inventory: MessageTypeDefinition<_strata_v1_Inventory, _strata_v1_Inventory__Output>
+      InventoryAck: MessageTypeDefinition<_strata_v1_InventoryAck, _strata_v1_InventoryAck__Output>
+      LedPattern: EnumTypeDefinition
+      NvmeDevice: MessageTypeDefinition<_strata_v1_NvmeDevice, _strata_v1_NvmeDevice__Output>
+      ServerFacts: MessageTypeDefinition<_strata_v1_ServerFacts, _strata_v1_ServerFacts__Output>
+      SetLed: MessageTypeDefinition<_strata_v1_SetLed, _strata_v1_SetLed__Output>
+      Welcome: MessageTypeDefinition<_strata_v1_Welcome, _strata_v1_Welcome__Output>
+    }
+  }
+}
+

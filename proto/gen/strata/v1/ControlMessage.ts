@@ -1,0 +1,19 @@
+// Original file: proto/strata.proto
+
+import type { Welcome as _strata_v1_Welcome, Welcome__Output as _strata_v1_Welcome__Output } from '../../strata/v1/Welcome.js';
+import type { InventoryAck as _strata_v1_InventoryAck, InventoryAck__Output as _strata_v1_InventoryAck__Output } from '../../strata/v1/InventoryAck.js';
+import type { Command as _strata_v1_Command, Command__Output as _strata_v1_Command__Output } from '../../strata/v1/Command.js';
+
+export interface ControlMessage {
+  'welcome'?: (_strata_v1_Welcome | null);
+  'inventory_ack'?: (_strata_v1_InventoryAck | null);
+  'command'?: (_strata_v1_Command | null);
+  'body'?: "welcome"|"inventory_ack"|"command";
+}
+
+export interface ControlMessage__Output {
+  'welcome'?: (_strata_v1_Welcome__Output | null);
+  'inventory_ack'?: (_strata_v1_InventoryAck__Output | null);
+  'command'?: (_strata_v1_Command__Output | null);
+  'body'?: "welcome"|"inventory_ack"|"command";
+}

@@ -1,0 +1,170 @@
+// Starts the real daemons (dist/control-plane/main.js, dist/agent/main.js) as child processes,
+// collects their JSON logs, and stops them (SIGTERM, or SIGKILL to simulate a crash).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { packageRoot } from '../../lib/paths.js';
+import { freePort } from './ports.js';
+
+export interface DaemonProcess {
+  readonly child: ChildProcess;
+  readonly logs: Record<string, unknown>[];
+  /** Resolves with the first log record matching, or rejects after timeoutMs. */
+  waitForLog(predicate: (record: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** SIGTERM and wait; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL: a crash, no cleanup. */
+  kill(): Promise<void>;
+}
+
+const children = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+export function spawnDaemon(script: string, args: string[], env: NodeJS.ProcessEnv = {}): DaemonProcess {
+  const child = spawn(process.execPath, [join(packageRoot, 'dist', script), ...args], {
+    cwd: packageRoot,
+    env: { ...process.env, NOTIFY_SOCKET: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(child);
+  const logs: Record<string, unknown>[] = [];
+  const waiters = new Set<{ predicate: (r: Record<string, unknown>) => boolean; resolve: (r: Record<string, unknown>) => void }>();
+  let buffer = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    buffer += chunk.toString();
+    let newline;
+    while ((newline = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, newline);
+      buffer = buffer.slice(newline + 1);
+      let record: Record<string, unknown>;
+      try {
+        record = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        record = { msg: line };
+      }
+      logs.push(record);
+      for (const waiter of waiters) {
+        if (waiter.predicate(record)) {
+          waiters.delete(waiter);
+          waiter.resolve(record);
+        }
+      }
+    }
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-8000);
+  });
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      children.delete(child);
+      resolve(code);
+    }),
+  );
+  return {
+    child,
+    logs,
+    waitForLog(predicate, timeoutMs = 20_000) {
+      const found = logs.find(predicate);
+      if (found) return Promise.resolve(found);
+      return new Promise((resolve, reject) => {
+        const waiter = { predicate, resolve };
+        waiters.add(waiter);
+        const timer = setTimeout(() => {
+          waiters.delete(waiter);
+          reject(new Error(`${script}: no matching log in ${timeoutMs} ms; exit=${child.exitCode}; stderr=${stderr}; last logs=${JSON.stringify(logs.slice(-5))}`));
+        }, timeoutMs);
+        void exited.then(() => {
+          if (!waiters.has(waiter)) return;
+          waiters.delete(waiter);
+          clearTimeout(timer);
+          reject(new Error(`${script} exited (${child.exitCode}) before the expected log; stderr=${stderr}; last logs=${JSON.stringify(logs.slice(-5))}`));
+        });
+        const originalResolve = waiter.resolve;
+        waiter.resolve = (r) => {
+          clearTimeout(timer);
+          originalResolve(r);
+        };
+      });
+    },
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+export interface ControlPlaneProcess extends DaemonProcess {
+  readonly apiUrl: string;
+  readonly grpcEndpoint: string;
+  readonly stateDir: string;
+  readonly instanceId: string;
+  /** The admin token, when this instance bootstrapped the cluster. */
+  adminToken(): string;
+}
+
+export interface ControlPlaneOptions {
+  readonly etcdEndpoint: string;
+  readonly stateDir?: string;
+  readonly leaseTtlSeconds?: number;
+  readonly extraArgs?: string[];
+}
+
+/** Starts a control plane on free ports and waits until it serves. */
+export async function startControlPlaneProcess(options: ControlPlaneOptions): Promise<ControlPlaneProcess> {
+  const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'strata-cp-'));
+  const [apiPort, grpcPort] = [await freePort(), await freePort()];
+  const instanceId = `cp-${apiPort}`;
+  const daemon = spawnDaemon('control-plane/main.js', [
+    '--etcd-endpoints', options.etcdEndpoint,
+    '--api-port', String(apiPort),
+    '--grpc-port', String(grpcPort),
+    '--state-dir', stateDir,
+    '--instance-id', instanceId,
+    '--lease-ttl-seconds', String(options.leaseTtlSeconds ?? 2),
+    '--log-level', 'debug',
+    ...(options.extraArgs ?? []),
+  ]);
+  await daemon.waitForLog((r) => r['msg'] === 'control plane started');
+  return {
+    ...daemon,
+    apiUrl: `http://127.0.0.1:${apiPort}`,
+    grpcEndpoint: `127.0.0.1:${grpcPort}`,
+    stateDir,
+    instanceId,
+    adminToken: () => readFileSync(join(stateDir, 'admin.jwt'), 'utf8').trim(),
+  };
+}
+
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** Polls `check` until it returns a value other than undefined, or throws after timeoutMs. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+    await sleep(50);
+  }
+}
