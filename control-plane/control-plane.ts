@@ -25,6 +25,15 @@ import { instanceIdOf, type ControlPlaneConfig } from './config.js';
 import { createHttpApp } from './http/app.js';
 import { LeaderElection } from './leadership/leader-election.js';
 import { createVersionRoutes } from './version/version-routes.js';
+import { InventoryReader } from './inventory/inventory-reader.js';
+import { ClusterService } from './cluster/cluster-service.js';
+import { createClusterRoutes } from './cluster/cluster-routes.js';
+import { NodesService } from './nodes/nodes-service.js';
+import { createNodesRoutes } from './nodes/nodes-routes.js';
+import { ServersService } from './servers/servers-service.js';
+import { createServersRoutes } from './servers/servers-routes.js';
+import { NvmeDevicesService } from './nvme-devices/nvme-devices-service.js';
+import { createNvmeDevicesRoutes } from './nvme-devices/nvme-devices-routes.js';
 
 export interface RunningControlPlane {
   readonly instanceId: string;
@@ -116,9 +125,16 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   };
 }
 
-/** The read APIs of the resource folders (wired as they land). */
-function resourceRoutes(_etcd: Etcd3, _auth: Authenticator): Router[] {
-  return [];
+/** The resource folders' routes over their services and shared stores. */
+function resourceRoutes(etcd: Etcd3, auth: Authenticator): Router[] {
+  // One reader for all inventory views: it keeps the last snapshot and reads only changes.
+  const inventory = new InventoryReader(etcd);
+  return [
+    createClusterRoutes({ auth, cluster: new ClusterService(inventory) }),
+    createServersRoutes({ auth, servers: new ServersService(inventory) }),
+    createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
+    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory) }),
+  ];
 }
 
 /** Retries `work` while etcd cannot be reached, so a control plane may start before etcd. */

@@ -92,6 +92,7 @@ export interface DeviceRecord {
   ledState: LedState;
   /** False once the agent stops reporting it (pulled, failed). */
   present: boolean;
+  /** When this record last changed: first seen, changed, or found missing (its failure time). */
   reportedAt: string;
 }
 

@@ -38,7 +38,8 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
         if (ended) return;
         ended = true;
         if (session) deps.sessions.closed(session);
-        if (status) call.destroy(Object.assign(new Error(status.details), status));
+        // grpc-js turns an 'error' emitted on a server stream into the call's final status.
+        if (status) call.emit('error', Object.assign(new Error(status.details), status));
         else call.end();
       };
       // Messages are handled one at a time, in order: an ack never overtakes its write.
@@ -50,7 +51,6 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
         });
       });
       call.on('end', () => end());
-      call.on('error', () => end());
       call.on('cancelled', () => end());
 
       async function handle(message: AgentMessage__Output): Promise<void> {

@@ -27,19 +27,27 @@ export class InventoryStore {
       const txn = this.etcd.if(keys.serverFacts(serverUUID), 'Mod', '==', factsNow.kvs[0]?.mod_revision ?? 0);
       const ops = [
         this.etcd.put(keys.serverFacts(serverUUID)).value(JSON.stringify(report.facts)),
-        ...report.devices.map((d) => this.etcd.put(keys.device(d.serial)).value(JSON.stringify(d))),
       ];
       const compares: [string, string][] = [];
+      // Unchanged devices are not rewritten: their ETag (mod_revision) changes only on change.
+      const unchanged = new Set<string>();
       for (const kv of existing.kvs) {
         const key = kv.key.toString();
         const device = parseRecord<DeviceRecord>(key, kv.value);
         if (!device) continue;
         if (reported.has(device.serial)) {
           compares.push([key, kv.mod_revision]);
+          unchanged.add(device.serial);
+          const fresh = report.devices.find((d) => d.serial === device.serial);
+          if (fresh && !sameDevice(fresh, device)) unchanged.delete(device.serial);
         } else if (device.serverUUID === serverUUID && device.present) {
           compares.push([key, kv.mod_revision]);
-          ops.push(this.etcd.put(key).value(JSON.stringify({ ...device, present: false })));
+          // reportedAt becomes the time the device was found missing (its failureTime).
+          ops.push(this.etcd.put(key).value(JSON.stringify({ ...device, present: false, reportedAt: report.facts.reportedAt })));
         }
+      }
+      for (const device of report.devices) {
+        if (!unchanged.has(device.serial)) ops.push(this.etcd.put(keys.device(device.serial)).value(JSON.stringify(device)));
       }
       for (const [key, revision] of compares) txn.and(key, 'Mod', '==', revision);
       const result = await txn.then(...ops).commit();
@@ -47,4 +55,9 @@ export class InventoryStore {
     }
     throw new Error(`inventory of server ${serverUUID} kept changing under concurrent writes`);
   }
+}
+
+/** Equal in everything but the report time. */
+function sameDevice(a: DeviceRecord, b: DeviceRecord): boolean {
+  return JSON.stringify({ ...a, reportedAt: '' }) === JSON.stringify({ ...b, reportedAt: '' });
 }

@@ -1,0 +1,156 @@
+// The control plane's side of the agent channel, over a real gRPC connection and a real etcd:
+// inventory persisted then acked, stale reports ignored, commands round-trip, bad sessions refused.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import { loadStrataProto } from '../../lib/grpc/proto.js';
+import type { DeviceRecord, ServerFactsRecord } from '../../lib/records.js';
+import type { AgentMessage } from '../../proto/gen/strata/v1/AgentMessage.js';
+import type { ControlMessage__Output } from '../../proto/gen/strata/v1/ControlMessage.js';
+import type { NvmeDevice } from '../../proto/gen/strata/v1/NvmeDevice.js';
+import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { eventually } from '../../test/helpers/processes.js';
+import { AgentSessions } from './agent-sessions.js';
+import { bindGrpcServer, createAgentGrpcServer } from './agent-grpc-server.js';
+import { InventoryService } from './inventory-service.js';
+import { InventoryStore } from './inventory-store.js';
+
+const CLUSTER = randomUUID();
+
+describe('agent gRPC service', () => {
+  let etcd: TestEtcd;
+  let client: ReturnType<typeof createEtcdClient>;
+  let server: grpc.Server;
+  let port: number;
+  const sessions = new AgentSessions();
+
+  before(async () => {
+    etcd = await startEtcd();
+    client = createEtcdClient([etcd.endpoint]);
+    server = createAgentGrpcServer({
+      logger: pino({ level: 'silent' }),
+      sessions,
+      inventory: new InventoryService(new InventoryStore(client), 'cp-test'),
+      instanceId: 'cp-test',
+      clusterUUID: CLUSTER,
+    });
+    port = await bindGrpcServer(server, '127.0.0.1', 0);
+  });
+  after(async () => {
+    sessions.closeAll('test done');
+    server.forceShutdown();
+    client.close();
+    await etcd.stop();
+  });
+
+  function openSession() {
+    const proto = loadStrataProto();
+    const stub = new proto.strata.v1.AgentReporting(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    const call = stub.Session();
+    const received: ControlMessage__Output[] = [];
+    let status: grpc.StatusObject | undefined;
+    call.on('data', (m: ControlMessage__Output) => received.push(m));
+    call.on('error', () => undefined);
+    call.on('status', (s: grpc.StatusObject) => (status = s));
+    return {
+      send: (m: AgentMessage) => call.write(m),
+      received,
+      status: () => status,
+      close: () => {
+        call.end();
+        stub.close();
+      },
+    };
+  }
+  const device = (serial: string, size = '1000'): NvmeDevice => ({
+    serial, model: 'QEMU NVMe Ctrl', size_bytes: size, numa_node: -1, firmware: '1.0', pci_address: '0000:00:04.0', controller: 'nvme0', holds_os: false, led: 'LED_OFF',
+  });
+  const devicesOf = async (serverUUID: string) =>
+    Object.values(await client.getAll().prefix(keys.devicesPrefix()).strings())
+      .map((v) => JSON.parse(v) as DeviceRecord)
+      .filter((d) => d.serverUUID === serverUUID)
+      .sort((a, b) => a.serial.localeCompare(b.serial));
+
+  it('persists inventory, then acks it; a later report marks vanished devices not present; stale ones are ignored', async () => {
+    const serverUUID = randomUUID();
+    const s = openSession();
+    try {
+      s.send({ hello: { server_uuid: serverUUID, node_uuids: [randomUUID()], agent_version: '0.1.0', agent_instance: 'i1', cluster_uuid: CLUSTER } });
+      await eventually(async () => s.received.find((m) => m.welcome), 3000, 'welcome');
+      s.send({ inventory: { sequence: '1', facts: { hostname: 'h1', product_version: '0.1.0', tpm2_supported: true }, devices: [device('SN1'), device('SN2')], journal_device_serial: 'SN2' } });
+      await eventually(async () => s.received.find((m) => m.inventory_ack?.sequence === '1'), 3000, 'ack 1');
+      // Acked means persisted.
+      const facts = parseRecord<ServerFactsRecord>('', await client.get(keys.serverFacts(serverUUID)).string());
+      assert.equal(facts?.hostname, 'h1');
+      assert.equal(facts?.tpm2IsSupported, true);
+      assert.equal(facts?.journalDeviceSerial, 'SN2');
+      assert.deepEqual((await devicesOf(serverUUID)).map((d) => [d.serial, d.present]), [['SN1', true], ['SN2', true]]);
+
+      s.send({ inventory: { sequence: '3', facts: { hostname: 'h1' }, devices: [device('SN1', '2000')] } });
+      await eventually(async () => s.received.find((m) => m.inventory_ack?.sequence === '3'), 3000, 'ack 3');
+      s.send({ inventory: { sequence: '2', facts: { hostname: 'stale' }, devices: [] } });
+      await eventually(async () => s.received.find((m) => m.inventory_ack?.sequence === '2'), 3000, 'ack 2');
+      const devices = await devicesOf(serverUUID);
+      assert.deepEqual(devices.map((d) => [d.serial, d.present, d.sizeBytes]), [['SN1', true, '2000'], ['SN2', false, '1000']]);
+      assert.equal(parseRecord<ServerFactsRecord>('', await client.get(keys.serverFacts(serverUUID)).string())?.hostname, 'h1', 'stale report ignored');
+
+      // An identical report does not rewrite the device: its ETag (mod_revision) is stable.
+      const revision = async () => (await client.get(keys.device('SN1')).exec()).kvs[0]?.mod_revision;
+      const before = await revision();
+      s.send({ inventory: { sequence: '4', facts: { hostname: 'h1' }, devices: [device('SN1', '2000')] } });
+      await eventually(async () => s.received.find((m) => m.inventory_ack?.sequence === '4'), 3000, 'ack 4');
+      assert.equal(await revision(), before);
+    } finally {
+      s.close();
+    }
+  });
+
+  it('sends commands down the session and returns the agent result; a newer session replaces the old', async () => {
+    const serverUUID = randomUUID();
+    const first = openSession();
+    const second = openSession();
+    try {
+      first.send({ hello: { server_uuid: serverUUID, agent_instance: 'a', cluster_uuid: CLUSTER } });
+      await eventually(async () => first.received.find((m) => m.welcome), 3000, 'welcome');
+      second.send({ hello: { server_uuid: serverUUID, agent_instance: 'b', cluster_uuid: CLUSTER } });
+      await eventually(async () => second.received.find((m) => m.welcome), 3000, 'welcome 2');
+      await eventually(async () => first.status(), 3000, 'old session closed');
+      assert.equal(first.status()?.code, grpc.status.ABORTED);
+
+      const sent = sessions.send(serverUUID, { set_led: { serial: 'SN1', pattern: 'LED_LOCATE' } });
+      const command = await eventually(async () => second.received.find((m) => m.command)?.command ?? undefined, 3000, 'command');
+      assert.equal(command.set_led?.pattern, 'LED_LOCATE');
+      second.send({ command_result: { command_id: command.command_id, ok: true } });
+      await sent;
+
+      const failing = sessions.send(serverUUID, { set_led: { serial: 'SN9', pattern: 'LED_LOCATE' } });
+      const command2 = await eventually(async () => second.received.filter((m) => m.command)[1]?.command ?? undefined, 3000, 'command 2');
+      second.send({ command_result: { command_id: command2.command_id, ok: false, error: 'no PCIe slot for SN9' } });
+      await assert.rejects(failing, /no PCIe slot for SN9/);
+      await assert.rejects(sessions.send(randomUUID(), { set_led: { serial: 'x', pattern: 'LED_OFF' } }), /not connected/);
+    } finally {
+      first.close();
+      second.close();
+    }
+  });
+
+  it('refuses a session that does not start with Hello, or belongs to another cluster', async () => {
+    const noHello = openSession();
+    const otherCluster = openSession();
+    try {
+      noHello.send({ heartbeat: { sent_at: new Date().toISOString() } });
+      await eventually(async () => noHello.status(), 3000, 'status');
+      assert.equal(noHello.status()?.code, grpc.status.FAILED_PRECONDITION);
+      otherCluster.send({ hello: { server_uuid: randomUUID(), cluster_uuid: randomUUID() } });
+      await eventually(async () => otherCluster.status(), 3000, 'status');
+      assert.equal(otherCluster.status()?.code, grpc.status.FAILED_PRECONDITION);
+    } finally {
+      noHello.close();
+      otherCluster.close();
+    }
+  });
+});

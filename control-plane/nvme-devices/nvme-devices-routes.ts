@@ -1,0 +1,29 @@
+// GET /api/v2/nvmeDevices and GET /api/v2/nvmeDevices/{Serial} (spec 4.9): cluster read.
+// Route pattern: params (400) → auth.require (401/403) → NvmeDevicesService. The serial path
+// parameter arrives URL-encoded (serials may hold spaces and other characters); the router
+// decodes it.
+import Router from '@koa/router';
+import type { Authenticator } from '../auth/authenticator.js';
+import { permissions } from '../auth/permissions.js';
+import { parseNvmeDeviceListQuery } from './nvme-devices-schema.js';
+import type { NvmeDevicesService } from './nvme-devices-service.js';
+
+export interface NvmeDevicesRoutesDeps {
+  readonly auth: Authenticator;
+  readonly devices: NvmeDevicesService;
+}
+
+export function createNvmeDevicesRoutes(deps: NvmeDevicesRoutesDeps): Router {
+  const router = new Router({ prefix: '/api/v2' });
+  router.get('/nvmeDevices', async (ctx) => {
+    const filters = parseNvmeDeviceListQuery(ctx.query);
+    await deps.auth.require(ctx.headers, permissions.clusterRead);
+    ctx.body = { NvmeDevices: await deps.devices.list(filters) };
+  });
+  router.get('/nvmeDevices/:serial', async (ctx) => {
+    const serial = ctx.params['serial'] ?? '';
+    await deps.auth.require(ctx.headers, permissions.clusterRead);
+    ctx.body = await deps.devices.get(serial);
+  });
+  return router;
+}

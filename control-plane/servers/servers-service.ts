@@ -1,0 +1,148 @@
+// Servers (spec 2.16, 4.12): the 17 fields of a server, from its record (written by its agent
+// at join), its facts (reported over gRPC), its presence (the agent's lease) and the
+// control-plane instances running on the same host.
+import { errors } from '../../lib/errors.js';
+import type { ServerRecord } from '../../lib/records.js';
+import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
+import { InventoryView } from '../inventory/inventory-view.js';
+import { etagOf, noUpgrade, type LastUpgradeWire } from '../inventory/wire.js';
+
+export const riskOfServiceLossStates = [
+  'UnknownRiskOfServiceLoss',
+  'NoRiskOfServiceLoss',
+  'InRiskOfServiceLoss',
+  'SourceOfRiskOfServiceLoss',
+] as const;
+export type RiskOfServiceLossState = (typeof riskOfServiceLossStates)[number];
+
+export type ServerState = 'UnknownState' | 'Creating' | 'Enabled' | 'Deleting' | 'Failed' | 'Disabled' | 'Enabling' | 'Disabling';
+export type ServerHealth = 'None' | 'OK' | 'Warning' | 'Error';
+export type UpgradeStatus = 'Unknown' | 'None' | 'UpgradeFailed' | 'Upgrading' | 'Rebooting' | 'Recovering';
+
+/** `LastEviction`: lower-case keys (wire-conventions §7). */
+export interface LastEvictionWire {
+  status: 'None' | 'Failed' | 'Evicting' | 'Aborting' | 'Completed' | 'Aborted';
+  startTime: string | null;
+  endTime: string | null;
+  errorMessage: string;
+  progress: number;
+}
+
+export interface EtcdMemberInfoWire {
+  state: 'Unknown' | 'Healthy' | 'Unhealthy';
+  role: 'UnknownRole' | 'Leader' | 'Follower' | 'Learner';
+}
+
+/** A server as the API returns it: exactly the 17 fields of spec 2.16. */
+export interface ServerWire {
+  UUID: string;
+  name: string;
+  RiskOfServiceLossState: RiskOfServiceLossState;
+  NodesUUIDs: string[];
+  state: ServerState;
+  ServerEndpoints: string[];
+  ETag: string;
+  ProductVersion: string;
+  UpgradeStatus: UpgradeStatus;
+  ApiEndpoints: string[];
+  LastUpgrade: LastUpgradeWire;
+  IsWitness: boolean;
+  LastEviction: LastEvictionWire;
+  health: ServerHealth;
+  /** A per-server override of the cluster's permanent-failure timeout; null = none (the cluster's applies). */
+  ServerPermanenetFailureTimeout: string | null;
+  tpm2IsSupported: boolean;
+  etcdMemberInfo: EtcdMemberInfoWire;
+}
+
+export interface ServerFilters {
+  readonly UUID?: string;
+  readonly name?: string;
+  readonly riskOfServiceLoss?: RiskOfServiceLossState;
+}
+
+export class ServersService {
+  constructor(private readonly inventory: InventorySource) {}
+
+  async list(filters: ServerFilters = {}): Promise<ServerWire[]> {
+    const view = new InventoryView(await this.inventory.read());
+    const servers: ServerWire[] = [];
+    for (const server of view.snapshot.servers.values()) {
+      if (filters.UUID !== undefined && server.record.UUID !== filters.UUID) continue;
+      if (filters.name !== undefined && server.record.name !== filters.name) continue;
+      const wire = serverToWire(view, server);
+      if (filters.riskOfServiceLoss !== undefined && wire.RiskOfServiceLossState !== filters.riskOfServiceLoss) continue;
+      servers.push(wire);
+    }
+    return servers;
+  }
+
+  async get(uuid: string): Promise<ServerWire> {
+    const view = new InventoryView(await this.inventory.read());
+    const server = view.snapshot.servers.get(uuid);
+    if (!server) throw errors.notFound('server', uuid);
+    return serverToWire(view, server);
+  }
+}
+
+export function serverToWire(view: InventoryView, stored: Stored<ServerRecord>): ServerWire {
+  const server = stored.record;
+  const facts = view.snapshot.serverFacts.get(server.UUID)?.record;
+  const nodeUUIDs = view.nodeUUIDsOfServer(server);
+  const health = serverHealth(view, server.UUID, nodeUUIDs);
+  return {
+    UUID: server.UUID,
+    name: server.name,
+    RiskOfServiceLossState: riskOfServiceLoss(health),
+    NodesUUIDs: nodeUUIDs,
+    // Registered servers are Enabled: there is no server create/disable/delete flow yet.
+    state: 'Enabled',
+    ServerEndpoints: [...(server.endpoints ?? [])],
+    ETag: etagOf(stored),
+    ProductVersion: facts?.productVersion ?? '',
+    UpgradeStatus: 'None',
+    ApiEndpoints: apiEndpointsOnHost(view, server.hostname || facts?.hostname || ''),
+    LastUpgrade: noUpgrade(),
+    IsWitness: false,
+    LastEviction: { status: 'None', startTime: null, endTime: null, errorMessage: '', progress: 0 },
+    health,
+    ServerPermanenetFailureTimeout: null,
+    // Unknown support counts as unsupported (spec 2.16): no facts yet means false.
+    tpm2IsSupported: facts?.tpm2IsSupported ?? false,
+    // Matching etcd members to servers needs member-list and status calls outside the
+    // inventory transaction; not worth a round trip per listing yet.
+    etcdMemberInfo: { state: 'Unknown', role: 'UnknownRole' },
+  };
+}
+
+/**
+ * OK when every node of the server is Active, Warning when some are Inactive, Error when none
+ * is Active. A server without nodes is OK while its agent is present, Error when it is not.
+ */
+export function serverHealth(view: InventoryView, serverUUID: string, nodeUUIDs: readonly string[]): ServerHealth {
+  if (nodeUUIDs.length === 0) return view.isServerPresent(serverUUID) ? 'OK' : 'Error';
+  const active = nodeUUIDs.filter((uuid) => view.isNodeOfServerActive(serverUUID, uuid)).length;
+  if (active === nodeUUIDs.length) return 'OK';
+  return active === 0 ? 'Error' : 'Warning';
+}
+
+/**
+ * Our rule until replication tracks which volumes a server's loss would take down:
+ * NoRiskOfServiceLoss while the server is healthy (agent present, every node Active);
+ * InRiskOfServiceLoss when it is not (agent down, or some of its nodes Inactive) — its data
+ * is at risk. SourceOfRiskOfServiceLoss and UnknownRiskOfServiceLoss are not produced yet.
+ */
+export function riskOfServiceLoss(health: ServerHealth): RiskOfServiceLossState {
+  return health === 'OK' ? 'NoRiskOfServiceLoss' : 'InRiskOfServiceLoss';
+}
+
+/** apiEndpoint of the running control-plane instances on this host (hostnames compare case-insensitively). */
+function apiEndpointsOnHost(view: InventoryView, hostname: string): string[] {
+  if (!hostname) return [];
+  const host = hostname.toLowerCase();
+  const endpoints = new Set<string>();
+  for (const { record } of view.snapshot.controlPlanes.values()) {
+    if (record.apiEndpoint && record.hostname?.toLowerCase() === host) endpoints.add(record.apiEndpoint);
+  }
+  return [...endpoints].sort();
+}

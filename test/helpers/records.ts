@@ -1,0 +1,218 @@
+// Inventory records for tests, written into a real etcd the way their writers write them:
+// the agent writes its server, node and presence records when it joins (presence is leased in
+// production; tests put and delete it); the control plane writes server facts and devices from
+// agent reports. Also an API harness: a real etcd, a bootstrapped cluster, tokens, and a Koa
+// app on 127.0.0.1 serving the routers under test.
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type Router from '@koa/router';
+import type { Etcd3 } from 'etcd3';
+import { createEtcdClient } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import { createLogger } from '../../lib/logger.js';
+import type {
+  ClusterRecord,
+  ControlPlaneRecord,
+  DeviceRecord,
+  NodeRecord,
+  PresenceRecord,
+  ServerFactsRecord,
+  ServerRecord,
+} from '../../lib/records.js';
+import { Authenticator } from '../../control-plane/auth/authenticator.js';
+import { CredentialStore } from '../../control-plane/auth/credentials-store.js';
+import { ROLE_CLUSTER_VIEWER } from '../../control-plane/auth/permissions.js';
+import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
+import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster } from '../../control-plane/bootstrap/bootstrap.js';
+import { createHttpApp } from '../../control-plane/http/app.js';
+import { startEtcd, type TestEtcd } from './etcd.js';
+
+const now = () => new Date().toISOString();
+
+// ---- record builders (defaults a real writer would produce; override what a test needs) ----
+
+export function serverRecord(overrides: Partial<ServerRecord> = {}): ServerRecord {
+  const UUID = overrides.UUID ?? randomUUID();
+  return { UUID, name: `server-${UUID.slice(0, 8)}`, hostname: `host-${UUID.slice(0, 8)}`, nodeUUIDs: [], endpoints: ['10.0.0.1:7443'], createdAt: now(), ...overrides };
+}
+
+export function nodeRecord(overrides: Partial<NodeRecord> & Pick<NodeRecord, 'serverUUID'>): NodeRecord {
+  const UUID = overrides.UUID ?? randomUUID();
+  return {
+    UUID,
+    name: `node-${UUID.slice(0, 8)}`,
+    hostname: 'host',
+    nvmeEndpoint: '10.0.0.1:4420',
+    discoveryEndpoint: '10.0.0.1:8009',
+    failureDomains: [],
+    maxNvmeDevices: 24,
+    managedDeviceSerials: [],
+    journalDeviceSerial: '',
+    ec: false,
+    createdAt: now(),
+    ...overrides,
+  };
+}
+
+export function deviceRecord(overrides: Partial<DeviceRecord> & Pick<DeviceRecord, 'serial' | 'serverUUID'>): DeviceRecord {
+  return {
+    model: 'Test NVMe SSD',
+    sizeBytes: '1000204886016',
+    numaNode: 0,
+    firmware: '1.0',
+    pciAddress: '0000:01:00.0',
+    controller: 'nvme0',
+    holdsOS: false,
+    ledState: 'off',
+    present: true,
+    reportedAt: now(),
+    ...overrides,
+  };
+}
+
+export function factsRecord(overrides: Partial<ServerFactsRecord> & Pick<ServerFactsRecord, 'serverUUID'>): ServerFactsRecord {
+  return {
+    hostname: 'host',
+    productVersion: '0.1.0',
+    tpm2IsSupported: false,
+    cpuCores: 8,
+    memoryBytes: '34359738368',
+    os: 'Debian GNU/Linux 12',
+    kernel: '6.1.0-test',
+    journalDeviceSerial: '',
+    reportedAt: now(),
+    reportedTo: 'test-control-plane',
+    ...overrides,
+  };
+}
+
+export function controlPlaneRecord(overrides: Partial<ControlPlaneRecord> = {}): ControlPlaneRecord {
+  const instanceId = overrides.instanceId ?? `cp-${randomUUID().slice(0, 8)}`;
+  return { instanceId, hostname: 'host', apiEndpoint: '10.0.0.1:8080', grpcEndpoint: '10.0.0.1:7443', version: '0.1.0', since: now(), ...overrides };
+}
+
+// ---- writers ----
+
+export async function putRecord(etcd: Etcd3, key: string, record: unknown): Promise<void> {
+  await etcd.put(key).value(JSON.stringify(record)).exec();
+}
+
+export interface JoinedServer {
+  readonly server: ServerRecord;
+  readonly nodes: readonly NodeRecord[];
+}
+
+/**
+ * What an agent writes when it joins: its server record, one record per node (the server's
+ * hostname and UUID filled in), and its presence listing every node (present = agent alive).
+ */
+export async function joinServer(
+  etcd: Etcd3,
+  options: { server?: Partial<ServerRecord>; nodes?: readonly Partial<NodeRecord>[]; present?: boolean } = {},
+): Promise<JoinedServer> {
+  const base = serverRecord(options.server);
+  const nodes = (options.nodes ?? [{}]).map((n) => nodeRecord({ hostname: base.hostname, ...n, serverUUID: base.UUID }));
+  const server: ServerRecord = { ...base, nodeUUIDs: nodes.map((n) => n.UUID) };
+  await putRecord(etcd, keys.server(server.UUID), server);
+  for (const node of nodes) await putRecord(etcd, keys.node(node.UUID), node);
+  if (options.present ?? true) await markPresent(etcd, server.UUID, server.nodeUUIDs, server.hostname);
+  return { server, nodes };
+}
+
+/** The agent's presence key (leased in production): these nodes are Active. */
+export async function markPresent(etcd: Etcd3, serverUUID: string, nodeUUIDs: readonly string[], hostname = 'host'): Promise<void> {
+  const presence: PresenceRecord = { serverUUID, nodeUUIDs: [...nodeUUIDs], hostname, agentVersion: '0.1.0', agentInstance: randomUUID(), since: now() };
+  await putRecord(etcd, keys.presence(serverUUID), presence);
+}
+
+/** The agent's lease expired: the presence key is gone and the server's nodes are Inactive. */
+export async function markAbsent(etcd: Etcd3, serverUUID: string): Promise<void> {
+  await etcd.delete().key(keys.presence(serverUUID)).exec();
+}
+
+/** What the control plane persists from an agent's inventory report: facts and devices. */
+export async function reportInventory(
+  etcd: Etcd3,
+  serverUUID: string,
+  report: { facts?: Partial<ServerFactsRecord>; devices?: readonly (Partial<DeviceRecord> & Pick<DeviceRecord, 'serial'>)[] },
+): Promise<DeviceRecord[]> {
+  if (report.facts !== undefined) await putRecord(etcd, keys.serverFacts(serverUUID), factsRecord({ ...report.facts, serverUUID }));
+  const devices = (report.devices ?? []).map((d) => deviceRecord({ ...d, serverUUID }));
+  for (const device of devices) await putRecord(etcd, keys.device(device.serial), device);
+  return devices;
+}
+
+// ---- API harness ----
+
+export interface ApiHarness {
+  readonly etcd: Etcd3;
+  readonly cluster: ClusterRecord;
+  readonly baseUrl: string;
+  /** system:cluster-admin (the bootstrap token, admin.jwt). */
+  readonly adminToken: string;
+  /** system:cluster-viewer. */
+  readonly clusterViewerToken: string;
+  /** A valid token without a cluster role: default:viewer. */
+  readonly projectViewerToken: string;
+  /** GET with an optional bearer token; returns status and parsed JSON body. */
+  get(path: string, token?: string): Promise<{ status: number; body: any; contentType: string | null }>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts etcd, bootstraps a cluster into a temp stateDir, and serves the routers built by
+ * `routers(etcd, auth)` on 127.0.0.1 (port 0).
+ */
+export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator) => Router[]): Promise<ApiHarness> {
+  const testEtcd: TestEtcd = await startEtcd();
+  const etcd = createEtcdClient([testEtcd.endpoint]);
+  const stateDir = mkdtempSync(join(tmpdir(), 'strata-cp-'));
+  let server: Server | undefined;
+  try {
+    const logger = createLogger('test', 'silent');
+    const { cluster } = await bootstrapCluster({
+      etcd, logger, instanceId: 'test-cp', clusterName: 'test-cluster', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1,
+    });
+    const adminToken = readFileSync(join(stateDir, ADMIN_TOKEN_FILE), 'utf8').trim();
+    const rootKey = await importPrivateKey(readFileSync(join(stateDir, ROOT_KEY_FILE), 'utf8'));
+    const mint = (roles: string[]) => signToken(rootKey, { kid: 'system:root', subject: 'test', roles, ttlSeconds: 3600 });
+    const clusterViewerToken = await mint([ROLE_CLUSTER_VIEWER]);
+    const projectViewerToken = await mint(['default:viewer']);
+    const auth = new Authenticator(new CredentialStore(etcd));
+    const app = createHttpApp(logger, routers(etcd, auth));
+    const httpServer = createServer(app.callback());
+    server = httpServer;
+    await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve));
+    const baseUrl = `http://127.0.0.1:${(httpServer.address() as AddressInfo).port}`;
+    return {
+      etcd, cluster, baseUrl, adminToken, clusterViewerToken, projectViewerToken,
+      async get(path, token) {
+        const res = await fetch(baseUrl + path, { headers: token ? { Authorization: `Bearer ${token}` } : {} });
+        const text = await res.text();
+        return { status: res.status, body: text ? JSON.parse(text) : undefined, contentType: res.headers.get('content-type') };
+      },
+      async close() {
+        httpServer.closeAllConnections();
+        await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+        etcd.close();
+        await testEtcd.stop();
+        rmSync(stateDir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    server?.close();
+    etcd.close();
+    await testEtcd.stop();
+    rmSync(stateDir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** Asserts-friendly: the sorted key set of an object. */
+export function fieldsOf(value: object): string[] {
+  return Object.keys(value).sort();
+}
