@@ -1,11 +1,13 @@
 // Durable file writes: temp file, fsync, rename, fsync the directory. A crash leaves either the
 // old file or the new one, never a torn one.
-import { closeSync, fsyncSync, openSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname, basename, join } from 'node:path';
 
 export function writeFileAtomic(path: string, content: string, mode = 0o644): void {
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
-  const fd = openSync(temp, 'w', mode);
+  // A temp file left by a crash may have another mode: remove it, then create exclusively.
+  rmSync(temp, { force: true });
+  const fd = openSync(temp, 'wx', mode);
   try {
     writeSync(fd, content);
     fsyncSync(fd);

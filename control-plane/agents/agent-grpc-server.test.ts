@@ -13,7 +13,7 @@ import type { AgentMessage } from '../../proto/gen/strata/v1/AgentMessage.js';
 import type { ControlMessage__Output } from '../../proto/gen/strata/v1/ControlMessage.js';
 import type { NvmeDevice } from '../../proto/gen/strata/v1/NvmeDevice.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { eventually } from '../../test/helpers/processes.js';
+import { waitUntil } from '../../test/helpers/wait.js';
 import { AgentSessions } from './agent-sessions.js';
 import { bindGrpcServer, createAgentGrpcServer } from './agent-grpc-server.js';
 import { InventoryService } from './inventory-service.js';
@@ -80,9 +80,9 @@ describe('agent gRPC service', () => {
     const s = openSession();
     try {
       s.send({ hello: { server_uuid: serverUUID, node_uuids: [randomUUID()], agent_version: '0.1.0', agent_instance: 'i1', cluster_uuid: CLUSTER } });
-      await eventually(async () => s.received.find((m) => m.welcome), 3000, 'welcome');
+      await waitUntil(async () => s.received.find((m) => m.welcome), 'welcome', 3000);
       s.send({ inventory: { sequence: '1', facts: { hostname: 'h1', product_version: '0.1.0', tpm2_supported: true }, devices: [device('SN1'), device('SN2')], journal_device_serial: 'SN2' } });
-      await eventually(async () => s.received.find((m) => m.inventory_ack?.sequence === '1'), 3000, 'ack 1');
+      await waitUntil(async () => s.received.find((m) => m.inventory_ack?.sequence === '1'), 'ack 1', 3000);
       // Acked means persisted.
       const facts = parseRecord<ServerFactsRecord>('', await client.get(keys.serverFacts(serverUUID)).string());
       assert.equal(facts?.hostname, 'h1');
@@ -91,9 +91,9 @@ describe('agent gRPC service', () => {
       assert.deepEqual((await devicesOf(serverUUID)).map((d) => [d.serial, d.present]), [['SN1', true], ['SN2', true]]);
 
       s.send({ inventory: { sequence: '3', facts: { hostname: 'h1' }, devices: [device('SN1', '2000')] } });
-      await eventually(async () => s.received.find((m) => m.inventory_ack?.sequence === '3'), 3000, 'ack 3');
+      await waitUntil(async () => s.received.find((m) => m.inventory_ack?.sequence === '3'), 'ack 3', 3000);
       s.send({ inventory: { sequence: '2', facts: { hostname: 'stale' }, devices: [] } });
-      await eventually(async () => s.received.find((m) => m.inventory_ack?.sequence === '2'), 3000, 'ack 2');
+      await waitUntil(async () => s.received.find((m) => m.inventory_ack?.sequence === '2'), 'ack 2', 3000);
       const devices = await devicesOf(serverUUID);
       assert.deepEqual(devices.map((d) => [d.serial, d.present, d.sizeBytes]), [['SN1', true, '2000'], ['SN2', false, '1000']]);
       assert.equal(parseRecord<ServerFactsRecord>('', await client.get(keys.serverFacts(serverUUID)).string())?.hostname, 'h1', 'stale report ignored');
@@ -102,7 +102,7 @@ describe('agent gRPC service', () => {
       const revision = async () => (await client.get(keys.device('SN1')).exec()).kvs[0]?.mod_revision;
       const before = await revision();
       s.send({ inventory: { sequence: '4', facts: { hostname: 'h1' }, devices: [device('SN1', '2000')] } });
-      await eventually(async () => s.received.find((m) => m.inventory_ack?.sequence === '4'), 3000, 'ack 4');
+      await waitUntil(async () => s.received.find((m) => m.inventory_ack?.sequence === '4'), 'ack 4', 3000);
       assert.equal(await revision(), before);
     } finally {
       s.close();
@@ -115,20 +115,20 @@ describe('agent gRPC service', () => {
     const second = openSession();
     try {
       first.send({ hello: { server_uuid: serverUUID, agent_instance: 'a', cluster_uuid: CLUSTER } });
-      await eventually(async () => first.received.find((m) => m.welcome), 3000, 'welcome');
+      await waitUntil(async () => first.received.find((m) => m.welcome), 'welcome', 3000);
       second.send({ hello: { server_uuid: serverUUID, agent_instance: 'b', cluster_uuid: CLUSTER } });
-      await eventually(async () => second.received.find((m) => m.welcome), 3000, 'welcome 2');
-      await eventually(async () => first.status(), 3000, 'old session closed');
+      await waitUntil(async () => second.received.find((m) => m.welcome), 'welcome 2', 3000);
+      await waitUntil(async () => first.status(), 'old session closed', 3000);
       assert.equal(first.status()?.code, grpc.status.ABORTED);
 
       const sent = sessions.send(serverUUID, { set_led: { serial: 'SN1', pattern: 'LED_LOCATE' } });
-      const command = await eventually(async () => second.received.find((m) => m.command)?.command ?? undefined, 3000, 'command');
+      const command = await waitUntil(async () => second.received.find((m) => m.command)?.command ?? undefined, 'command', 3000);
       assert.equal(command.set_led?.pattern, 'LED_LOCATE');
       second.send({ command_result: { command_id: command.command_id, ok: true } });
       await sent;
 
       const failing = sessions.send(serverUUID, { set_led: { serial: 'SN9', pattern: 'LED_LOCATE' } });
-      const command2 = await eventually(async () => second.received.filter((m) => m.command)[1]?.command ?? undefined, 3000, 'command 2');
+      const command2 = await waitUntil(async () => second.received.filter((m) => m.command)[1]?.command ?? undefined, 'command 2', 3000);
       second.send({ command_result: { command_id: command2.command_id, ok: false, error: 'no PCIe slot for SN9' } });
       await assert.rejects(failing, /no PCIe slot for SN9/);
       await assert.rejects(sessions.send(randomUUID(), { set_led: { serial: 'x', pattern: 'LED_OFF' } }), /not connected/);
@@ -143,10 +143,10 @@ describe('agent gRPC service', () => {
     const otherCluster = openSession();
     try {
       noHello.send({ heartbeat: { sent_at: new Date().toISOString() } });
-      await eventually(async () => noHello.status(), 3000, 'status');
+      await waitUntil(async () => noHello.status(), 'status', 3000);
       assert.equal(noHello.status()?.code, grpc.status.FAILED_PRECONDITION);
       otherCluster.send({ hello: { server_uuid: randomUUID(), cluster_uuid: randomUUID() } });
-      await eventually(async () => otherCluster.status(), 3000, 'status');
+      await waitUntil(async () => otherCluster.status(), 'status', 3000);
       assert.equal(otherCluster.status()?.code, grpc.status.FAILED_PRECONDITION);
     } finally {
       noHello.close();

@@ -5,7 +5,8 @@ import { StrataError } from '../../lib/errors.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { eventually, removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
+import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
+import { waitUntil } from '../../test/helpers/wait.js';
 import { LeaderElection } from './leader-election.js';
 
 const logger = pino({ level: 'silent' });
@@ -33,10 +34,10 @@ describe('active cluster manager election', () => {
     const token = first.adminToken();
     const third: ControlPlaneProcess[] = [];
     try {
-      const [leader] = await eventually(async () => {
+      const [leader] = await waitUntil(async () => {
         const l = await leaders(second, token);
         return l.length === 1 ? l : undefined;
-      }, 5000, 'one leader');
+      }, 'one leader', 5000);
       const [dead, survivor] = leader === first.instanceId ? [first, second] : [second, first];
       assert.ok(
         survivor.logs.every((r) => r['msg'] !== 'became the active cluster manager'),
@@ -45,7 +46,7 @@ describe('active cluster manager election', () => {
 
       const killedAt = Date.now();
       await dead.kill();
-      await eventually(async () => ((await leaders(survivor, token))[0] === survivor.instanceId ? true : undefined), (TTL + 1) * 1000 + 1500, 'handover');
+      await waitUntil(async () => ((await leaders(survivor, token))[0] === survivor.instanceId ? true : undefined), 'handover', (TTL + 1) * 1000 + 1500);
       const handoverMs = Date.now() - killedAt;
       assert.ok(handoverMs <= (TTL + 1) * 1000 + 500, `handover took ${handoverMs} ms`);
 
@@ -54,7 +55,7 @@ describe('active cluster manager election', () => {
       third.push(next);
       const stoppedAt = Date.now();
       assert.equal(await survivor.stop(), 0);
-      await eventually(async () => ((await leaders(next, token))[0] === next.instanceId ? true : undefined), 5000, 'handover after SIGTERM');
+      await waitUntil(async () => ((await leaders(next, token))[0] === next.instanceId ? true : undefined), 'handover after SIGTERM', 5000);
       assert.ok(Date.now() - stoppedAt < 5000);
     } finally {
       for (const p of [first, second, ...third]) await p.stop();
@@ -78,7 +79,7 @@ describe('active cluster manager election', () => {
 
       // Simulate A's lease expiring behind its back: delete the key; B campaigns and wins.
       await clientB.delete().key(keys.leader());
-      await eventually(async () => (b.isLeader ? true : undefined), 3000, 'b leads');
+      await waitUntil(async () => (b.isLeader ? true : undefined), 'b leads', 3000);
       await assert.rejects(
         a.fencedWrite([clientA.put('/strata/test/fenced').value('stale')]),
         (err: unknown) => err instanceof StrataError && err.code === 'NOT_LEADER',

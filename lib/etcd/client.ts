@@ -1,5 +1,9 @@
 // The etcd3 client with the settings both daemons use.
-import { Etcd3 } from 'etcd3';
+import { ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
+import { Etcd3, isRecoverableError } from 'etcd3';
+
+/** How long an etcd host that failed 3 calls in a row is skipped before it is tried again. */
+const HOST_RETRY_AFTER_MS = 1000;
 
 export function createEtcdClient(endpoints: readonly string[], dialTimeoutMs = 3000): Etcd3 {
   return new Etcd3({
@@ -8,6 +12,11 @@ export function createEtcdClient(endpoints: readonly string[], dialTimeoutMs = 3
     // Fail fast and let callers map unavailability to 503; the faults policy retries nothing
     // that is not idempotent.
     defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + 5000 }),
+    // etcd3's default breaker skips a failed host for 5 s: after a network cut that delays
+    // re-registration (a node staying Inactive) by up to 5 s more than the cut itself.
+    faultHandling: {
+      host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: HOST_RETRY_AFTER_MS, breaker: new ConsecutiveBreaker(3) }),
+    },
   });
 }
 

@@ -1,0 +1,157 @@
+// The agent's composition root: builds identity, etcd client, membership, inventory and the
+// control-plane session from one AgentConfig, and stops them in order. agent/main.ts is the
+// process entry around it (config, logger, signals, systemd); launchers and tests call
+// startAgent directly.
+import { randomUUID } from 'node:crypto';
+import type { Etcd3 } from 'etcd3';
+import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
+import { keys } from '../lib/etcd/keys.js';
+import type { Logger } from '../lib/logger.js';
+import { productVersion } from '../lib/paths.js';
+import type { ClusterRecord } from '../lib/records.js';
+import type { AgentConfig } from './config.js';
+import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
+import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
+import { InventoryService } from './inventory/inventory-service.js';
+import { Membership } from './membership/membership.js';
+
+export interface RunningAgent {
+  readonly identity: AgentIdentity;
+  /** Random per process start (PresenceRecord.agentInstance, Hello.agent_instance). */
+  readonly agentInstance: string;
+  readonly membership: Membership;
+  readonly inventory: InventoryService;
+  readonly session: ControlPlaneSession;
+  readonly etcd: Etcd3;
+  /**
+   * Resolves once registered in etcd (retrying until etcd answers) with a first inventory
+   * taken, and the control-plane session started; rejects if sysfs cannot be read.
+   */
+  readonly ready: Promise<void>;
+  /** Stops the session, revokes the lease (the server goes Inactive at once), closes etcd. */
+  stop(): Promise<void>;
+}
+
+export interface StartAgentOptions {
+  /** Called once registered in etcd and the first inventory is taken (systemd READY=1). */
+  readonly onReady?: () => void;
+}
+
+/**
+ * Starts the agent. Resolves as soon as it runs (identity loaded); `ready` tells when it is
+ * registered with a first inventory. stop() may be called at any time, also before ready.
+ */
+export async function startAgent(config: AgentConfig, logger: Logger, options: StartAgentOptions = {}): Promise<RunningAgent> {
+  const identity = await loadOrCreateIdentity(config.stateDir, config.nodesPerServer);
+  const agentInstance = randomUUID();
+  logger.info(
+    {
+      event: 'agent.starting',
+      serverUUID: identity.serverUUID,
+      nodeUUIDs: identity.nodeUUIDs,
+      agentInstance,
+      version: productVersion,
+      hostname: config.hostname,
+      etcdEndpoints: config.etcdEndpoints,
+      controlPlaneEndpoints: config.controlPlaneEndpoints,
+    },
+    'strata-agent starting',
+  );
+
+  const etcd = createEtcdClient(config.etcdEndpoints);
+  const membership = new Membership({
+    etcd,
+    facts: {
+      serverUUID: identity.serverUUID,
+      nodeUUIDs: identity.nodeUUIDs,
+      hostname: config.hostname,
+      advertiseAddress: config.advertiseAddress,
+      // Not advertised yet: this build runs neither the NVMe/TCP target (data path) nor the
+      // discovery controller, and the cluster must not hand hosts endpoints nobody serves.
+      nvmePort: undefined,
+      discoveryPort: undefined,
+      failureDomain: config.failureDomain,
+      maxNvmeDevices: config.maxNvmeDevices,
+      dataDevices: config.dataDevices,
+      journalDevice: config.journalDevice,
+    },
+    leaseTtlSeconds: config.leaseTtlSeconds,
+    agentVersion: productVersion,
+    agentInstance,
+    logger: logger.child({ component: 'membership' }),
+  });
+  const inventory = new InventoryService({
+    sysfsRoot: config.sysfsRoot,
+    mountsPath: config.mountsPath,
+    swapsPath: config.swapsPath,
+    hostname: config.hostname,
+    journalDeviceSerial: config.journalDevice,
+    rescanIntervalMs: config.inventoryRescanSeconds * 1000,
+    logger: logger.child({ component: 'inventory' }),
+  });
+
+  // The cluster UUID goes in Hello so a control plane of another cluster refuses the agent;
+  // read after each registration ('' until the cluster is bootstrapped).
+  let clusterUUID = '';
+  const refreshClusterUUID = async () => {
+    try {
+      const record = parseRecord<ClusterRecord>(keys.cluster(), await etcd.get(keys.cluster()).string());
+      clusterUUID = record?.UUID ?? '';
+    } catch (err) {
+      logger.debug({ err }, 'reading the cluster record failed');
+    }
+  };
+  membership.on('registered', () => void refreshClusterUUID());
+
+  const session = new ControlPlaneSession({
+    endpoints: config.controlPlaneEndpoints,
+    identity,
+    agentVersion: productVersion,
+    agentInstance,
+    clusterUUID: () => clusterUUID,
+    inventory,
+    commands: { setLed: (serial, state) => inventory.setLed(serial, state) },
+    heartbeatMs: config.heartbeatSeconds * 1000,
+    logger: logger.child({ component: 'control-plane-session' }),
+  });
+  session.on('connected', (s) => logger.debug({ endpoint: s.endpoint }, 'session connected'));
+
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    await session.stop();
+    inventory.stop();
+    await membership.stop();
+    etcd.close();
+    logger.info({ serverUUID: identity.serverUUID }, 'strata-agent stopped');
+  };
+
+  const ready = (async () => {
+    try {
+      await Promise.all([membership.start(), inventory.start()]);
+    } catch (err) {
+      await stop().catch(() => undefined);
+      throw err;
+    }
+    if (stopped) throw new Error('the agent was stopped while starting');
+    await refreshClusterUUID();
+    session.start();
+    logger.info(
+      {
+        event: 'agent.started',
+        serverUUID: identity.serverUUID,
+        nodeUUIDs: identity.nodeUUIDs,
+        agentInstance,
+        leaseId: membership.state().leaseId,
+        inventorySequence: inventory.current()?.sequence,
+        devices: inventory.current()?.devices.map((d) => d.serial),
+      },
+      'strata-agent ready',
+    );
+    options.onReady?.();
+  })();
+  // Callers that only stop() must not see an unhandled rejection.
+  ready.catch(() => undefined);
+  return { identity, agentInstance, membership, inventory, session, etcd, ready, stop };
+}

@@ -1,0 +1,129 @@
+// The agent's settings: one flat spec (file + STRATA_* environment + --flags, see lib/config.ts).
+// Defaults fit a single-node lab on 127.0.0.1; production units override the endpoints.
+import { hostname as osHostname } from 'node:os';
+import { z } from 'zod';
+import { loadConfig, settings, type ConfigOf, type LoadOptions, type SettingsSpec } from '../lib/config.js';
+import { StrataError } from '../lib/errors.js';
+
+/** host:port with a non-empty host and a numeric port (IPv6 hosts in brackets). */
+const hostPortPattern = /^(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):(\d{1,5})$/;
+const endpointList = () =>
+  settings
+    .list()
+    .pipe(z.array(z.string().regex(hostPortPattern, 'expected host:port')).min(1, 'at least one endpoint is required'));
+
+export const agentSettings = {
+  etcdEndpoints: {
+    description: 'etcd client endpoints (host:port), comma-separated',
+    schema: endpointList(),
+    default: ['127.0.0.1:2379'],
+  },
+  controlPlaneEndpoints: {
+    description: 'control-plane gRPC endpoints (host:port) the agent reports to, tried in order',
+    schema: endpointList(),
+    default: ['127.0.0.1:7443'],
+  },
+  stateDir: {
+    description: 'directory for the agent’s persistent state (identity.json)',
+    schema: settings.string(),
+    default: '/var/lib/strata/agent',
+  },
+  sysfsRoot: {
+    description: 'root of sysfs (tests point it at a fixture tree)',
+    schema: settings.string(),
+    default: '/sys',
+  },
+  mountsPath: {
+    description: 'mount table used to find the devices that hold the OS',
+    schema: settings.string(),
+    default: '/proc/self/mounts',
+  },
+  swapsPath: {
+    description: 'swap table used to find the devices that hold the OS',
+    schema: settings.string(),
+    default: '/proc/swaps',
+  },
+  advertiseAddress: {
+    description: 'address (no port) other servers and hosts reach this server at',
+    schema: settings.string().refine((v) => !/\s/.test(v), 'must not contain spaces'),
+    default: '127.0.0.1',
+  },
+  nvmePort: { description: 'NVMe/TCP target port', schema: settings.port(), default: 4420 },
+  discoveryPort: { description: 'NVMe/TCP discovery controller port', schema: settings.port(), default: 8009 },
+  leaseTtlSeconds: {
+    description: 'TTL of the membership lease: how long after the agent dies its server turns Inactive',
+    schema: z.coerce.number().int().min(2).max(300),
+    default: 10,
+  },
+  heartbeatSeconds: {
+    description: 'interval of heartbeats on the control-plane session',
+    schema: settings.positiveInt(),
+    default: 5,
+  },
+  inventoryRescanSeconds: {
+    description: 'interval of the NVMe/sysfs rescan; a changed inventory is reported at once',
+    schema: settings.positiveInt(),
+    default: 30,
+  },
+  nodesPerServer: {
+    description: 'number of storage nodes this server hosts; raising it adds nodes, lowering it removes none',
+    schema: z.coerce.number().int().min(1).max(16),
+    default: 1,
+  },
+  failureDomain: {
+    description: 'failure domain of this server’s nodes (empty: the hostname)',
+    schema: z.string(),
+    default: '',
+  },
+  maxNvmeDevices: {
+    description: 'maximum number of data devices a node may manage',
+    schema: settings.positiveInt(),
+    default: 32,
+  },
+  dataDevices: {
+    description: 'serials of the NVMe devices the (first) node manages at creation, comma-separated',
+    schema: settings.list(),
+    default: [] as string[],
+  },
+  journalDevice: {
+    description: 'serial of the journal NVMe device, empty for none',
+    schema: z.string().trim(),
+    default: '',
+  },
+  hostname: {
+    description: 'hostname reported for this server',
+    schema: settings.string(),
+    default: osHostname(),
+  },
+  logLevel: { description: 'log level', schema: settings.logLevel(), default: 'info' },
+} satisfies SettingsSpec;
+
+export type AgentConfig = ConfigOf<typeof agentSettings>;
+
+export const agentProgram = {
+  program: 'strata-agent',
+  summary: 'Strata storage agent: server membership, NVMe inventory and the control-plane session',
+} as const;
+
+/**
+ * Fills defaults that depend on other settings and checks cross-setting rules. Call it on the
+ * result of loadConfig/loadConfigOrExit with agentSettings.
+ */
+export function resolveAgentConfig(raw: AgentConfig): AgentConfig {
+  const resolved: AgentConfig = { ...raw, failureDomain: raw.failureDomain.trim() || raw.hostname };
+  if (resolved.journalDevice !== '' && resolved.dataDevices.includes(resolved.journalDevice)) {
+    throw new StrataError(
+      'CONFIG_INVALID',
+      `invalid configuration: journalDevice ${resolved.journalDevice} is also listed in dataDevices`,
+    );
+  }
+  if (new Set(resolved.dataDevices).size !== resolved.dataDevices.length) {
+    throw new StrataError('CONFIG_INVALID', 'invalid configuration: dataDevices lists a serial twice');
+  }
+  return Object.freeze(resolved);
+}
+
+/** loadConfig + resolveAgentConfig, for tests and launchers that build the config in code. */
+export function loadAgentConfig(options: Partial<Pick<LoadOptions, 'argv' | 'env'>> = {}): AgentConfig {
+  return resolveAgentConfig(loadConfig(agentSettings, { ...agentProgram, ...options }));
+}

@@ -1,0 +1,337 @@
+// The agent's gRPC session with the control plane (strata.v1.AgentReporting/Session), the
+// transport layer of the agent. One long-lived bidi stream at a time:
+//   agent → Hello, Inventory (whenever it changed and is not yet acked), Heartbeat, CommandResult
+//   control plane → Welcome, InventoryAck{sequence}, Command
+// Any control-plane instance can take the session. When a stream fails or ends, the agent dials
+// the next endpoint of its list after a capped, jittered exponential backoff, and re-sends the
+// latest inventory unless a control plane already acknowledged that sequence (the ack means it
+// was persisted in etcd, so no other instance needs it again).
+import { EventEmitter } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
+import { loadStrataProto } from '../../lib/grpc/proto.js';
+import type { Logger } from '../../lib/logger.js';
+import type { LedState } from '../../lib/records.js';
+import type { AgentMessage } from '../../proto/gen/strata/v1/AgentMessage.js';
+import type { Command__Output } from '../../proto/gen/strata/v1/Command.js';
+import type { ControlMessage__Output } from '../../proto/gen/strata/v1/ControlMessage.js';
+import type { LedPattern, LedPattern__Output } from '../../proto/gen/strata/v1/LedPattern.js';
+import type { Inventory } from '../../proto/gen/strata/v1/Inventory.js';
+import { Backoff, sleep, type BackoffOptions } from '../backoff.js';
+import type { AgentIdentity } from '../identity/identity-store.js';
+import type { InventorySnapshot, InventorySource } from '../inventory/inventory-service.js';
+import type { ObservedLedState } from '../inventory/pci-slot-led.js';
+
+/** What the control plane may ask of the agent. */
+export interface AgentCommandHandler {
+  setLed(serial: string, state: LedState): Promise<void>;
+}
+
+export interface ControlPlaneSessionOptions {
+  /** host:port, tried in this order (then round-robin). */
+  readonly endpoints: readonly string[];
+  readonly identity: AgentIdentity;
+  readonly agentVersion: string;
+  readonly agentInstance: string;
+  /** The cluster UUID known to the agent ('' before bootstrap), read at each dial. */
+  readonly clusterUUID?: () => string;
+  readonly inventory: InventorySource;
+  readonly commands: AgentCommandHandler;
+  readonly heartbeatMs: number;
+  readonly reconnectBackoff?: BackoffOptions;
+  /** A dialed endpoint that does not answer Welcome within this time is given up for the next. */
+  readonly welcomeTimeoutMs?: number;
+  readonly logger: Logger;
+  readonly credentials?: grpc.ChannelCredentials;
+  readonly channelOptions?: grpc.ChannelOptions;
+}
+
+export interface SessionState {
+  /** True between the Welcome of a stream and its end. */
+  readonly connected: boolean;
+  /** The endpoint of the current stream (being dialed or connected). */
+  readonly endpoint: string | undefined;
+  readonly controlPlaneInstance: string | undefined;
+  /** Highest inventory sequence a control plane acknowledged (0: none). */
+  readonly lastAckedSequence: number;
+  /** Highest inventory sequence written to any stream (0: none). */
+  readonly lastSentSequence: number;
+  /** Number of welcomed streams so far. */
+  readonly sessions: number;
+}
+
+export interface SessionEvents {
+  state: [SessionState];
+  connected: [SessionState];
+  disconnected: [SessionState & { reason: string }];
+}
+
+interface ActiveStream {
+  readonly endpoint: string;
+  readonly call: grpc.ClientDuplexStream<AgentMessage, ControlMessage__Output>;
+  /** Inventory sequence last written on this stream. */
+  sentSequence: number;
+  welcomed: boolean;
+  /** Cleared by Welcome. */
+  welcomeTimer: NodeJS.Timeout | undefined;
+}
+
+const ledStateOfPattern: Partial<Record<LedPattern__Output, LedState>> = {
+  LED_OFF: 'off',
+  LED_LOCATE: 'locate',
+  LED_REBUILD: 'rebuild',
+};
+const patternOfLedState: Record<ObservedLedState, LedPattern> = {
+  off: 'LED_OFF',
+  locate: 'LED_LOCATE',
+  rebuild: 'LED_REBUILD',
+  unknown: 'LED_PATTERN_UNSPECIFIED',
+};
+
+export class ControlPlaneSession extends EventEmitter<SessionEvents> {
+  private stream: ActiveStream | undefined;
+  private connected = false;
+  private endpoint: string | undefined;
+  private controlPlaneInstance: string | undefined;
+  private lastAckedSequence = 0;
+  private lastSentSequence = 0;
+  private sessions = 0;
+  private stopped = false;
+  private loop: Promise<void> | undefined;
+  private readonly abort = new AbortController();
+  private unsubscribe: (() => void) | undefined;
+  private endCurrentStream: ((reason: string) => void) | undefined;
+
+  constructor(private readonly options: ControlPlaneSessionOptions) {
+    super();
+    if (options.endpoints.length === 0) throw new Error('ControlPlaneSession needs at least one endpoint');
+  }
+
+  state(): SessionState {
+    return {
+      connected: this.connected,
+      endpoint: this.endpoint,
+      controlPlaneInstance: this.controlPlaneInstance,
+      lastAckedSequence: this.lastAckedSequence,
+      lastSentSequence: this.lastSentSequence,
+      sessions: this.sessions,
+    };
+  }
+
+  start(): void {
+    if (this.loop || this.stopped) return;
+    this.unsubscribe = this.options.inventory.onChange(() => this.sendInventoryIfUnacked());
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.unsubscribe?.();
+    this.abort.abort();
+    this.endCurrentStream?.('agent stopping');
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    const backoff = new Backoff(this.options.reconnectBackoff ?? { initialMs: 200, maxMs: 5000 });
+    const endpoints = this.options.endpoints;
+    let failedDials = 0;
+    for (let attempt = 0; !this.stopped; attempt++) {
+      const endpoint = endpoints[attempt % endpoints.length] as string;
+      const outcome = await this.runStream(endpoint);
+      if (this.stopped) break;
+      if (outcome.welcomed) {
+        backoff.reset();
+        failedDials = 0;
+      } else {
+        failedDials += 1;
+      }
+      const delay = backoff.next();
+      const next = endpoints[(attempt + 1) % endpoints.length];
+      const details = { endpoint, reason: outcome.reason, nextEndpoint: next, retryInMs: delay, failedDials };
+      // A lost session is news; every refused dial while no control plane is up is not.
+      if (outcome.welcomed) this.options.logger.warn(details, 'control-plane session ended; failing over');
+      else if (failedDials === 1 || failedDials % 20 === 0) this.options.logger.warn(details, 'no control plane reachable; still dialing');
+      else this.options.logger.debug(details, 'control-plane dial failed');
+      await sleep(delay, this.abort.signal);
+    }
+  }
+
+  /** Runs one stream to its end; never rejects. */
+  private runStream(endpoint: string): Promise<{ welcomed: boolean; reason: string }> {
+    return new Promise((resolve) => {
+      const proto = loadStrataProto();
+      const client = new proto.strata.v1.AgentReporting(
+        endpoint,
+        this.options.credentials ?? grpc.credentials.createInsecure(),
+        {
+          // A dead peer behind a silent network (no RST) is noticed by pings, not by writes.
+          'grpc.keepalive_time_ms': 15_000,
+          'grpc.keepalive_timeout_ms': 5_000,
+          ...this.options.channelOptions,
+        },
+      );
+      const call = client.Session();
+      const stream: ActiveStream = { endpoint, call, sentSequence: 0, welcomed: false, welcomeTimer: undefined };
+      this.stream = stream;
+      this.endpoint = endpoint;
+      this.emitState();
+
+      let heartbeat: NodeJS.Timeout | undefined;
+      let finished = false;
+      const finish = (reason: string) => {
+        if (finished) return;
+        finished = true;
+        clearTimeout(stream.welcomeTimer);
+        if (heartbeat) clearInterval(heartbeat);
+        this.endCurrentStream = undefined;
+        call.removeAllListeners('data');
+        call.on('error', () => undefined); // cancel() reports CANCELLED; nobody needs it
+        call.cancel();
+        client.close();
+        const wasConnected = this.connected;
+        this.stream = undefined;
+        this.endpoint = undefined;
+        this.connected = false;
+        this.controlPlaneInstance = undefined;
+        if (wasConnected) this.emit('disconnected', { ...this.state(), reason });
+        this.emitState();
+        resolve({ welcomed: stream.welcomed, reason });
+      };
+      this.endCurrentStream = finish;
+      // A dialed endpoint that accepts the stream but never answers is given up for the next.
+      stream.welcomeTimer = setTimeout(
+        () => finish(`no Welcome within ${this.options.welcomeTimeoutMs ?? 10_000} ms`),
+        this.options.welcomeTimeoutMs ?? 10_000,
+      );
+
+      call.on('data', (message: ControlMessage__Output) => this.onMessage(stream, message));
+      call.on('error', (err: grpc.ServiceError) => finish(`stream error: ${err.code} ${err.details || err.message}`));
+      call.on('end', () => finish('stream ended by the control plane'));
+
+      this.write(stream, {
+        hello: {
+          server_uuid: this.options.identity.serverUUID,
+          node_uuids: [...this.options.identity.nodeUUIDs],
+          agent_version: this.options.agentVersion,
+          agent_instance: this.options.agentInstance,
+          cluster_uuid: this.options.clusterUUID?.() ?? '',
+        },
+      });
+      // Pipelined after Hello (gRPC keeps order): a control plane that rejects Hello ends the
+      // stream and the inventory is simply re-sent to the next one.
+      this.sendInventoryIfUnacked();
+      heartbeat = setInterval(
+        () => this.write(stream, { heartbeat: { sent_at: new Date().toISOString() } }),
+        this.options.heartbeatMs,
+      );
+    });
+  }
+
+  private onMessage(stream: ActiveStream, message: ControlMessage__Output): void {
+    if (stream !== this.stream) return;
+    switch (message.body) {
+      case 'welcome': {
+        clearTimeout(stream.welcomeTimer);
+        stream.welcomed = true;
+        this.connected = true;
+        this.sessions += 1;
+        this.controlPlaneInstance = message.welcome?.control_plane_instance ?? '';
+        this.options.logger.info(
+          { endpoint: stream.endpoint, controlPlaneInstance: this.controlPlaneInstance, lastAckedSequence: this.lastAckedSequence },
+          'control-plane session established',
+        );
+        this.emit('connected', this.state());
+        this.emitState();
+        return;
+      }
+      case 'inventory_ack': {
+        const sequence = Number(message.inventory_ack?.sequence ?? 0);
+        if (sequence > this.lastAckedSequence) {
+          this.lastAckedSequence = sequence;
+          this.options.logger.debug({ sequence }, 'inventory acknowledged');
+          this.emitState();
+        }
+        return;
+      }
+      case 'command':
+        if (message.command) void this.runCommand(stream, message.command);
+        return;
+      default:
+        this.options.logger.warn({ body: message.body }, 'ignoring an unknown control message');
+    }
+  }
+
+  private async runCommand(stream: ActiveStream, command: Command__Output): Promise<void> {
+    const log = this.options.logger.child({ commandId: command.command_id, action: command.action });
+    let ok = true;
+    let error = '';
+    try {
+      if (command.action === 'set_led' && command.set_led) {
+        const state = ledStateOfPattern[command.set_led.pattern];
+        if (!state) throw new Error(`invalid LED pattern ${command.set_led.pattern}`);
+        await this.options.commands.setLed(command.set_led.serial, state);
+      } else {
+        throw new Error(`unsupported command ${command.action ?? '(none)'}`);
+      }
+    } catch (err) {
+      ok = false;
+      error = (err as Error).message;
+    }
+    log[ok ? 'info' : 'warn']({ ok, error }, 'command done');
+    // The result goes back on the stream the command came on; if it broke meanwhile, the
+    // control plane that sent it is gone too and its successor decides whether to resend.
+    if (this.stream === stream) this.write(stream, { command_result: { command_id: command.command_id, ok, error } });
+  }
+
+  private sendInventoryIfUnacked(): void {
+    const stream = this.stream;
+    const snapshot = this.options.inventory.current();
+    if (!stream || !snapshot) return;
+    if (snapshot.sequence <= this.lastAckedSequence || snapshot.sequence <= stream.sentSequence) return;
+    stream.sentSequence = snapshot.sequence;
+    this.lastSentSequence = Math.max(this.lastSentSequence, snapshot.sequence);
+    this.write(stream, { inventory: toInventoryMessage(snapshot) });
+    this.options.logger.debug({ sequence: snapshot.sequence, endpoint: stream.endpoint }, 'inventory sent');
+    this.emitState();
+  }
+
+  private write(stream: ActiveStream, message: AgentMessage): void {
+    try {
+      stream.call.write(message);
+    } catch (err) {
+      if (stream === this.stream) this.endCurrentStream?.(`write failed: ${(err as Error).message}`);
+    }
+  }
+
+  private emitState(): void {
+    this.emit('state', this.state());
+  }
+}
+
+export function toInventoryMessage(snapshot: InventorySnapshot): Inventory {
+  return {
+    sequence: String(snapshot.sequence),
+    facts: {
+      hostname: snapshot.facts.hostname,
+      product_version: snapshot.facts.productVersion,
+      tpm2_supported: snapshot.facts.tpm2Supported,
+      cpu_cores: snapshot.facts.cpuCores,
+      memory_bytes: snapshot.facts.memoryBytes,
+      os: snapshot.facts.os,
+      kernel: snapshot.facts.kernel,
+    },
+    devices: snapshot.devices.map((d) => ({
+      serial: d.serial,
+      model: d.model,
+      size_bytes: d.sizeBytes,
+      numa_node: d.numaNode,
+      firmware: d.firmware,
+      pci_address: d.pciAddress,
+      controller: d.controller,
+      holds_os: d.holdsOS,
+      led: patternOfLedState[d.led],
+    })),
+    journal_device_serial: snapshot.journalDeviceSerial,
+  };
+}

@@ -1,0 +1,152 @@
+// Server membership: the agent's etcd lease and the presence key bound to it. The presence key
+// existing is what makes the control plane count the server's nodes Active; it vanishes by
+// itself when the agent dies or is cut off from etcd for longer than the lease TTL. When that
+// happens to a live agent (network cut), the lease is lost for good, so the agent grants a new
+// one and registers again as soon as etcd answers: that is how a node returns to Active.
+import { EventEmitter } from 'node:events';
+import type { Etcd3, Lease } from 'etcd3';
+import type { Logger } from '../../lib/logger.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { PresenceRecord } from '../../lib/records.js';
+import { Backoff, sleep, type BackoffOptions } from '../backoff.js';
+import { registerNodeRecords, registerServerRecord, type RegistrationFacts } from './registration-store.js';
+
+export interface MembershipOptions {
+  readonly etcd: Etcd3;
+  readonly facts: RegistrationFacts;
+  readonly leaseTtlSeconds: number;
+  readonly agentVersion: string;
+  /** Random per agent process: tells the control plane a restart from a continuous session. */
+  readonly agentInstance: string;
+  readonly logger: Logger;
+  readonly retryBackoff?: BackoffOptions;
+  /** Deadline of the lease revoke on stop; shutdown must not hang on an unreachable etcd. */
+  readonly revokeTimeoutMs?: number;
+}
+
+export interface MembershipState {
+  readonly registered: boolean;
+  /** etcd lease ID (decimal string) of the current registration. */
+  readonly leaseId: string | undefined;
+  /** How many times the agent registered (1 + re-registrations after lost leases). */
+  readonly registrations: number;
+  readonly lastError: string | undefined;
+}
+
+export interface MembershipEvents {
+  registered: [MembershipState];
+  lost: [Error];
+}
+
+export class Membership extends EventEmitter<MembershipEvents> {
+  private lease: Lease | undefined;
+  private leaseId: string | undefined;
+  private registrations = 0;
+  private lastError: string | undefined;
+  private registering: Promise<void> | undefined;
+  private stopped = false;
+  private readonly abort = new AbortController();
+
+  constructor(private readonly options: MembershipOptions) {
+    super();
+  }
+
+  state(): MembershipState {
+    return {
+      registered: this.lease !== undefined,
+      leaseId: this.leaseId,
+      registrations: this.registrations,
+      lastError: this.lastError,
+    };
+  }
+
+  /** Starts registering; resolves once registered (retrying while etcd is unreachable) or stopped. */
+  async start(): Promise<void> {
+    this.ensureRegistering();
+    await this.registering;
+  }
+
+  /** Revokes the lease so the server turns Inactive now rather than after the TTL. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.abort.abort();
+    // An attempt blocked on an unreachable etcd must not hold up shutdown; if it completes
+    // later it sees `stopped` and revokes its own lease.
+    if (this.registering) await Promise.race([this.registering, sleep(1500)]);
+    const lease = this.lease;
+    this.lease = undefined;
+    if (!lease) return;
+    try {
+      await lease.revoke({ deadline: Date.now() + (this.options.revokeTimeoutMs ?? 2000) });
+      this.options.logger.info({ leaseId: this.leaseId }, 'membership lease revoked');
+    } catch (err) {
+      // The presence key then disappears when the TTL runs out.
+      this.options.logger.warn({ err }, 'revoking the membership lease failed; presence expires with the TTL');
+    }
+  }
+
+  private ensureRegistering(): void {
+    if (this.registering || this.stopped) return;
+    this.registering = this.registerUntilDone().finally(() => {
+      this.registering = undefined;
+    });
+  }
+
+  private async registerUntilDone(): Promise<void> {
+    const { etcd, facts, logger } = this.options;
+    const backoff = new Backoff(this.options.retryBackoff ?? { initialMs: 200, maxMs: 5000 });
+    while (!this.stopped) {
+      const lease = etcd.lease(this.options.leaseTtlSeconds);
+      lease.on('lost', (err) => this.onLeaseLost(lease, err));
+      try {
+        const leaseId = await lease.grant();
+        const server = await registerServerRecord(etcd, facts);
+        const nodes = await registerNodeRecords(etcd, facts);
+        const presence: PresenceRecord = {
+          serverUUID: facts.serverUUID,
+          nodeUUIDs: [...facts.nodeUUIDs],
+          hostname: facts.hostname,
+          agentVersion: this.options.agentVersion,
+          agentInstance: this.options.agentInstance,
+          since: new Date().toISOString(),
+        };
+        await lease.put(keys.presence(facts.serverUUID)).value(JSON.stringify(presence));
+        if (lease.revoked()) throw new Error('the lease was lost while registering');
+        if (this.stopped) {
+          await lease.revoke({ deadline: Date.now() + 1000 }).catch(() => undefined);
+          return;
+        }
+        this.lease = lease;
+        this.leaseId = leaseId;
+        this.registrations += 1;
+        this.lastError = undefined;
+        logger.info(
+          { leaseId, ttlSeconds: this.options.leaseTtlSeconds, serverRecord: server, nodeRecords: nodes, registrations: this.registrations },
+          'registered in etcd: presence key written',
+        );
+        this.emit('registered', this.state());
+        return;
+      } catch (err) {
+        this.lastError = (err as Error).message;
+        // Let a half-granted lease expire on its own; revoking needs the etcd we cannot reach.
+        lease.release();
+        const delay = backoff.next();
+        logger.warn({ err, retryInMs: delay }, 'registering in etcd failed; retrying');
+        await sleep(delay, this.abort.signal);
+      }
+    }
+  }
+
+  private onLeaseLost(lease: Lease, err: Error): void {
+    if (lease !== this.lease || this.stopped) return;
+    this.lease = undefined;
+    this.lastError = err.message;
+    this.options.logger.warn(
+      { err, leaseId: this.leaseId },
+      'membership lease lost (etcd unreachable longer than the TTL, or the lease was revoked): re-registering',
+    );
+    this.emit('lost', err);
+    this.ensureRegistering();
+  }
+}

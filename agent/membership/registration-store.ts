@@ -1,0 +1,146 @@
+// etcd writes of the agent's join: the persistent server and node records. Both records are
+// shared with the control plane, which owns some of their fields (names, device assignment,
+// ec, createdAt). The agent creates a record when absent and afterwards rewrites only the
+// fields it owns, with a compare on mod_revision so a concurrent control-plane edit is never
+// overwritten: on conflict it re-reads and merges again.
+import type { Etcd3 } from 'etcd3';
+import { parseRecord } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { NodeRecord, ServerRecord } from '../../lib/records.js';
+
+export interface RegistrationFacts {
+  readonly serverUUID: string;
+  readonly nodeUUIDs: readonly string[];
+  readonly hostname: string;
+  readonly advertiseAddress: string;
+  /** Port of the NVMe/TCP target this agent serves, or undefined while it serves none. */
+  readonly nvmePort: number | undefined;
+  /** Port of the discovery controller this agent serves, or undefined while it serves none. */
+  readonly discoveryPort: number | undefined;
+  readonly failureDomain: string;
+  readonly maxNvmeDevices: number;
+  /** Initial managedDeviceSerials of the first node (the control plane owns them afterwards). */
+  readonly dataDevices: readonly string[];
+  /** Initial journal device of the first node, '' for none. */
+  readonly journalDevice: string;
+}
+
+export type UpsertOutcome = 'created' | 'updated' | 'unchanged';
+
+/** Formats host:port, bracketing IPv6 literals. */
+export function hostPort(host: string, port: number): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+export function nodeName(hostname: string, index: number, nodeCount: number): string {
+  return nodeCount === 1 ? hostname : `${hostname}-${index}`;
+}
+
+export async function registerServerRecord(etcd: Etcd3, facts: RegistrationFacts, now = new Date()): Promise<UpsertOutcome> {
+  return upsertRecord<ServerRecord>(
+    etcd,
+    keys.server(facts.serverUUID),
+    () => ({
+      UUID: facts.serverUUID,
+      name: facts.hostname,
+      hostname: facts.hostname,
+      nodeUUIDs: [...facts.nodeUUIDs],
+      endpoints: [facts.advertiseAddress],
+      createdAt: now.toISOString(),
+    }),
+    (existing) => ({
+      ...existing,
+      hostname: facts.hostname,
+      // The server may carry more nodes than configured now (nodesPerServer lowered); never
+      // forget a node the cluster knows: its volumes still name it.
+      nodeUUIDs: [...existing.nodeUUIDs, ...facts.nodeUUIDs.filter((u) => !existing.nodeUUIDs.includes(u))],
+      endpoints: [facts.advertiseAddress],
+    }),
+  );
+}
+
+export async function registerNodeRecords(etcd: Etcd3, facts: RegistrationFacts, now = new Date()): Promise<UpsertOutcome[]> {
+  const outcomes: UpsertOutcome[] = [];
+  for (const [index, nodeUUID] of facts.nodeUUIDs.entries()) {
+    const agentOwned = {
+      serverUUID: facts.serverUUID,
+      hostname: facts.hostname,
+      // Only endpoints something listens on: the API hands these to hosts.
+      nvmeEndpoint: facts.nvmePort === undefined ? '' : hostPort(facts.advertiseAddress, facts.nvmePort),
+      discoveryEndpoint: facts.discoveryPort === undefined ? '' : hostPort(facts.advertiseAddress, facts.discoveryPort),
+      failureDomains: [facts.failureDomain],
+      maxNvmeDevices: facts.maxNvmeDevices,
+    };
+    outcomes.push(
+      await upsertRecord<NodeRecord>(
+        etcd,
+        keys.node(nodeUUID),
+        () => ({
+          UUID: nodeUUID,
+          name: nodeName(facts.hostname, index, facts.nodeUUIDs.length),
+          ...agentOwned,
+          // A device belongs to one node: the configured devices go to the first node; the
+          // control plane moves them (POST /nvmeDevices) once the nodes exist.
+          managedDeviceSerials: index === 0 ? [...facts.dataDevices] : [],
+          journalDeviceSerial: index === 0 ? facts.journalDevice : '',
+          ec: false,
+          createdAt: now.toISOString(),
+        }),
+        (existing) => ({ ...existing, ...agentOwned }),
+      ),
+    );
+  }
+  return outcomes;
+}
+
+/**
+ * Creates the record at `key` when absent, else replaces it with merge(existing) when that
+ * differs. Compare-and-swap on create_revision / mod_revision; retried on conflict.
+ */
+export async function upsertRecord<T extends object>(
+  etcd: Etcd3,
+  key: string,
+  create: () => T,
+  merge: (existing: T) => T,
+  maxAttempts = 10,
+): Promise<UpsertOutcome> {
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const response = await etcd.get(key).exec();
+    const kv = response.kvs[0];
+    if (!kv) {
+      const result = await etcd
+        .if(key, 'Create', '==', 0)
+        .then(etcd.put(key).value(JSON.stringify(create())))
+        .commit();
+      if (result.succeeded) return 'created';
+      continue;
+    }
+    const existing = parseRecord<T>(key, kv.value);
+    if (existing === null) throw new Error(`record at ${key} is empty`);
+    const merged = merge(existing);
+    if (sameJson(existing, merged)) return 'unchanged';
+    const result = await etcd
+      .if(key, 'Mod', '==', kv.mod_revision)
+      .then(etcd.put(key).value(JSON.stringify(merged)))
+      .commit();
+    if (result.succeeded) return 'updated';
+  }
+  throw new Error(`${key} kept changing under ${maxAttempts} attempts to update it`);
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
+}
+
+/** Key order must not count as a change (the control plane may write fields in another order). */
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.keys(value)
+        .sort()
+        .map((k) => [k, canonical((value as Record<string, unknown>)[k])]),
+    );
+  }
+  return value;
+}

@@ -1,0 +1,119 @@
+// Lenient wire input (wire-conventions §1, §2, §8), as zod schemas every resource reuses:
+// `null` means "not given", numbers may arrive as strings, enums as names or numbers, sizes in
+// any of the accepted forms, booleans in the spellings clients send. Validation failures become
+// one 400 naming each bad field.
+import { z } from 'zod';
+import { StrataError } from '../../lib/errors.js';
+
+/** `null` (and absence) mean "not given". */
+export function optional<T extends z.ZodType>(schema: T) {
+  return z.preprocess((v) => (v === null ? undefined : v), schema.optional());
+}
+
+/** An integer that may arrive as a JSON number or a decimal string. */
+export function integer(options: { min?: number; max?: number } = {}) {
+  return z.preprocess(
+    (v) => (typeof v === 'string' && /^\s*-?\d+\s*$/.test(v) ? Number(v) : v),
+    z.number({ error: 'must be an integer' }).int('must be an integer')
+      .min(options.min ?? Number.MIN_SAFE_INTEGER, `must be at least ${options.min}`)
+      .max(options.max ?? Number.MAX_SAFE_INTEGER, `must be at most ${options.max}`),
+  );
+}
+
+/** A boolean: true/false, "true"/"True"/"false"/"1"/"0". */
+export const boolean = z.preprocess((v) => {
+  if (typeof v === 'string') {
+    const lower = v.trim().toLowerCase();
+    if (lower === 'true' || lower === '1') return true;
+    if (lower === 'false' || lower === '0') return false;
+  }
+  return v;
+}, z.boolean({ error: 'must be a boolean' }));
+
+/**
+ * An enum given by name or by its number (protobuf style: the index in `names`).
+ * `aliases` adds accepted inputs (e.g. 4096 for sectorSize_4K).
+ */
+export function enumeration<const T extends readonly [string, ...string[]]>(names: T, aliases: Record<string, T[number]> = {}) {
+  return z.preprocess((v) => {
+    if (typeof v === 'number' && Number.isInteger(v)) return aliases[String(v)] ?? names[v] ?? v;
+    if (typeof v === 'string') {
+      if (v in aliases) return aliases[v];
+      if (/^\d+$/.test(v)) return aliases[v] ?? names[Number(v)] ?? v;
+      const exact = names.find((n) => n === v) ?? names.find((n) => n.toLowerCase() === v.toLowerCase());
+      return exact ?? v;
+    }
+    return v;
+  }, z.enum(names, { error: `must be one of ${names.join(', ')}` }));
+}
+
+/** Compression input: true/True/enable/enabled/false/False/disable/disabled/"" (§8). */
+export const compression = z.preprocess((v) => {
+  if (typeof v === 'boolean') return v;
+  if (typeof v !== 'string') return v;
+  const lower = v.trim().toLowerCase();
+  if (['true', 'enable', 'enabled'].includes(lower)) return true;
+  if (['false', 'disable', 'disabled', ''].includes(lower)) return false;
+  return v;
+}, z.boolean({ error: 'must be one of true, enable, enabled, false, disable, disabled' }));
+
+const BINARY_UNITS: Record<string, bigint> = {
+  '': 1n, b: 1n,
+  k: 1024n, kb: 1000n, kib: 1024n,
+  m: 1024n ** 2n, mb: 1000n ** 2n, mib: 1024n ** 2n,
+  g: 1024n ** 3n, gb: 1000n ** 3n, gib: 1024n ** 3n,
+  t: 1024n ** 4n, tb: 1000n ** 4n, tib: 1024n ** 4n,
+  p: 1024n ** 5n, pb: 1000n ** 5n, pib: 1024n ** 5n,
+};
+
+/** The largest size we accept: 2^63-1 bytes (an int64 on the wire). */
+export const MAX_SIZE_BYTES = 2n ** 63n - 1n;
+
+/**
+ * Parses a size (wire-conventions §2) to bytes. Binary units `kib mib gib tib pib` (and the
+ * bare letters `k m g t p`) are powers of 1024; decimal units `kb mb gb tb pb` are powers of
+ * 1000, as their SI names say; case-insensitive; optional space; `b` or no unit means bytes.
+ * A JSON number is bytes. Zero, negatives, fractions of a byte and non-integers are rejected.
+ */
+export function parseSize(input: unknown): bigint {
+  let text: string;
+  if (typeof input === 'number') {
+    if (!Number.isSafeInteger(input)) throw new Error('must be a whole number of bytes');
+    text = String(input);
+  } else if (typeof input === 'string') {
+    text = input.trim().toLowerCase();
+  } else {
+    throw new Error('must be a size such as "10GiB" or a number of bytes');
+  }
+  const match = /^(\d+)\s*([a-z]*)$/.exec(text);
+  if (!match) throw new Error('must be a positive whole number with an optional unit (b, kib, mib, gib, tib, pib, kb, mb, gb, tb, pb)');
+  const unit = BINARY_UNITS[match[2]!];
+  if (unit === undefined) throw new Error(`unknown size unit "${match[2]}"`);
+  const bytes = BigInt(match[1]!) * unit;
+  if (bytes <= 0n) throw new Error('must be positive');
+  if (bytes > MAX_SIZE_BYTES) throw new Error('is too large');
+  return bytes;
+}
+
+export const size = z.unknown().transform((v, ctx) => {
+  try {
+    return parseSize(v);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    return z.NEVER;
+  }
+});
+
+/** Names: 1 to 253 of a-z A-Z 0-9 - _ . (spec §8: volume names, label keys and values). */
+export const NAME_PATTERN = /^[A-Za-z0-9._-]{1,253}$/;
+export const name = z.string({ error: 'must be a string' }).regex(NAME_PATTERN, 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period');
+
+/** Validates `input` against `schema`; a failure is one 400 listing every bad field. */
+export function parseInput<T extends z.ZodType>(schema: T, input: unknown): z.output<T> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : 'body'} ${issue.message}`);
+  throw new StrataError('INVALID_ARGUMENT', `invalid request: ${problems.join('; ')}`, {
+    details: result.error.issues.map((i) => ({ field: i.path.join('.'), message: i.message })),
+  });
+}
