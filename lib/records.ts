@@ -119,3 +119,126 @@ export interface LeaderRecord {
   instanceId: string;
   since: string;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Volumes and their data path (docs/volume-lifecycle.md tells the whole flow).
+
+export type VolumeState = 'Creating' | 'Available' | 'Deleting' | 'Failed' | 'Updating' | 'Rollback';
+export type AclEntry = string; // a host NQN, or 'ALLOW_ANY' / 'ALLOW_NONE' alone
+export interface Label {
+  key: string;
+  value: string;
+}
+export interface PlacementRestriction {
+  operator: 'Unknown' | 'In';
+  labelValueKeyPairs: { key: 'Unknown' | 'FD' | 'PrimaryFD' | 'ClusterID'; value: string }[];
+}
+
+/** Where a volume lives; chosen once by the active cluster manager. */
+export interface VolumePlacement {
+  nodeList: string[];
+  primaryNodeUUID: string;
+  /** Cluster-unique namespace id. */
+  nsid: number;
+  /** The volume's own NVMe/TCP port, the same on every node that serves it. */
+  port: number;
+}
+
+/** /strata/volumes/<UUID>: the volume as the API sees it (desired spec + lifecycle). */
+export interface VolumeRecord {
+  UUID: string;
+  name: string;
+  projectName: string;
+  sizeBytes: string;
+  acl: AclEntry[];
+  ipAcl: string[];
+  compression: boolean;
+  replicaCount: number;
+  sectorSize: 512 | 4096;
+  labels: Label[];
+  /** '' = none given: the project's default policy applies. */
+  qosPolicyUUID: string;
+  placementRestrictions: PlacementRestriction[];
+  /** Clone source ('' when not a clone). */
+  sourceSnapshotUUID: string;
+  sourceSnapshotName: string;
+  encrypted: boolean;
+  state: VolumeState;
+  /** Bumped by every change the data path must apply; agents report the generation they served. */
+  generation: number;
+  /** null until the active cluster manager places the volume. */
+  placement: VolumePlacement | null;
+  /** Why the volume is Failed ('' otherwise). */
+  failureReason: string;
+  /** Pending rollback: the snapshot whose data replaces the volume's (state Rollback). */
+  rollbackSnapshotUUID: string;
+  creationTime: string;
+}
+
+/** /strata/snapshots/<UUID> (project-scoped; names unique per project). */
+export interface SnapshotRecord {
+  UUID: string;
+  name: string;
+  projectName: string;
+  description: string;
+  sourceVolumeUUID: string;
+  sourceVolumeName: string;
+  /** Copied from the volume when taken. */
+  sizeBytes: string;
+  compression: boolean;
+  sectorSize: 512 | 4096;
+  labels: Label[];
+  state: 'Creating' | 'Available' | 'Deleting' | 'Failed';
+  failureReason: string;
+  /** Seconds the snapshot is kept after creation; 0 = forever. */
+  retentionSeconds: number;
+  creationTime: string;
+}
+
+/**
+ * /strata/assignments/<nodeUUID>/<volumeUUID>: what one node must serve for one volume.
+ * Written only by the active cluster manager (fenced); the node's agent watches its prefix.
+ */
+export interface VolumeAssignment {
+  volumeUUID: string;
+  nodeUUID: string;
+  /** The volume generation this assignment reflects. */
+  generation: number;
+  sizeBytes: string;
+  compression: boolean;
+  sectorSize: 512 | 4096;
+  acl: AclEntry[];
+  ipAcl: string[];
+  /** nqn of the volume's subsystem: `<cluster subsystemNQN>:vol:<volume UUID>`. */
+  subsystemNQN: string;
+  nsid: number;
+  port: number;
+  role: 'primary' | 'replica';
+  anaState: 'optimized' | 'inaccessible';
+  /** Controller-ID window of this node (disjoint per node, for multipath). */
+  cntlidMin: number;
+  cntlidMax: number;
+  /** Clone: create the backing from this snapshot (on this node) instead of empty. */
+  cloneFromSnapshotUUID: string;
+  /** Snapshots of this volume that must exist on this node. */
+  snapshotUUIDs: string[];
+  /** Rollback: replace the volume's data with this snapshot's, then report the generation. */
+  rollbackSnapshotUUID: string;
+}
+
+/** /strata/volume-status/<volumeUUID>/<nodeUUID>: what the node's agent last reported. */
+export interface VolumeStatusRecord {
+  volumeUUID: string;
+  nodeUUID: string;
+  /** The assignment generation the node has applied. */
+  generation: number;
+  /** Served: exported and reachable; Failed: could not apply (see error); Absent: torn down. */
+  state: 'Served' | 'Failed' | 'Absent';
+  error: string;
+  /** Snapshots present on the node, with their state. */
+  snapshots: { snapshotUUID: string; state: 'Available' | 'Failed'; error: string }[];
+  connectedHosts: { hostNQN: string; address: string }[];
+  logicalUsedBytes: string;
+  physicalUsedBytes: string;
+  reportedAt: string;
+}

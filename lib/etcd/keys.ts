@@ -44,6 +44,36 @@ export const keys = {
 
   eventsPrefix: () => `${ROOT}events/`,
   event: (id: string) => `${ROOT}events/${id}`,
+
+  volumesPrefix: () => `${ROOT}volumes/`,
+  volume: (uuid: string) => `${ROOT}volumes/${uuid}`,
+  /** Name index, unique per project; deleted when the volume starts Deleting (name free at once). */
+  volumeNamesPrefix: (project?: string) => (project ? `${ROOT}volume-names/${project}/` : `${ROOT}volume-names/`),
+  volumeName: (project: string, name: string) => `${ROOT}volume-names/${project}/${name}`,
+  /** Allocations owned by a volume: nsid and TCP port, each unique cluster-wide. */
+  nsidsPrefix: () => `${ROOT}nsids/`,
+  nsid: (nsid: number) => `${ROOT}nsids/${String(nsid).padStart(10, '0')}`,
+  volumePortsPrefix: () => `${ROOT}volume-ports/`,
+  volumePort: (port: number) => `${ROOT}volume-ports/${String(port).padStart(5, '0')}`,
+  assignmentsPrefix: (nodeUUID?: string) => (nodeUUID ? `${ROOT}assignments/${nodeUUID}/` : `${ROOT}assignments/`),
+  assignment: (nodeUUID: string, volumeUUID: string) => `${ROOT}assignments/${nodeUUID}/${volumeUUID}`,
+  volumeStatusPrefix: (volumeUUID?: string) => (volumeUUID ? `${ROOT}volume-status/${volumeUUID}/` : `${ROOT}volume-status/`),
+  volumeStatus: (volumeUUID: string, nodeUUID: string) => `${ROOT}volume-status/${volumeUUID}/${nodeUUID}`,
+
+  snapshotsPrefix: () => `${ROOT}snapshots/`,
+  snapshot: (uuid: string) => `${ROOT}snapshots/${uuid}`,
+  snapshotNamesPrefix: (project?: string) => (project ? `${ROOT}snapshot-names/${project}/` : `${ROOT}snapshot-names/`),
+  snapshotName: (project: string, name: string) => `${ROOT}snapshot-names/${project}/${name}`,
+
+  policiesPrefix: () => `${ROOT}policies/`,
+  policy: (uuid: string) => `${ROOT}policies/${uuid}`,
+  policyName: (name: string) => `${ROOT}policy-names/${name}`,
+
+  featureFlagsPrefix: () => `${ROOT}feature-flags/`,
+  featureFlag: (name: string) => `${ROOT}feature-flags/${name}`,
+
+  adminEndpointsPrefix: () => `${ROOT}admin-endpoints/`,
+  adminEndpoint: (port: number) => `${ROOT}admin-endpoints/${String(port).padStart(5, '0')}`,
 };
 
 /** The last path segment of a key (the record's id). */

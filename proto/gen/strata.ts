@@ -5,6 +5,7 @@ import type { AgentMessage as _strata_v1_AgentMessage, AgentMessage__Output as _
 import type { AgentReportingClient as _strata_v1_AgentReportingClient, AgentReportingDefinition as _strata_v1_AgentReportingDefinition } from './strata/v1/AgentReporting.js';
 import type { Command as _strata_v1_Command, Command__Output as _strata_v1_Command__Output } from './strata/v1/Command.js';
 import type { CommandResult as _strata_v1_CommandResult, CommandResult__Output as _strata_v1_CommandResult__Output } from './strata/v1/CommandResult.js';
+import type { ConnectedHost as _strata_v1_ConnectedHost, ConnectedHost__Output as _strata_v1_ConnectedHost__Output } from './strata/v1/ConnectedHost.js';
 import type { ControlMessage as _strata_v1_ControlMessage, ControlMessage__Output as _strata_v1_ControlMessage__Output } from './strata/v1/ControlMessage.js';
 import type { Heartbeat as _strata_v1_Heartbeat, Heartbeat__Output as _strata_v1_Heartbeat__Output } from './strata/v1/Heartbeat.js';
 import type { Hello as _strata_v1_Hello, Hello__Output as _strata_v1_Hello__Output } from './strata/v1/Hello.js';
@@ -13,6 +14,10 @@ import type { InventoryAck as _strata_v1_InventoryAck, InventoryAck__Output as _
 import type { NvmeDevice as _strata_v1_NvmeDevice, NvmeDevice__Output as _strata_v1_NvmeDevice__Output } from './strata/v1/NvmeDevice.js';
 import type { ServerFacts as _strata_v1_ServerFacts, ServerFacts__Output as _strata_v1_ServerFacts__Output } from './strata/v1/ServerFacts.js';
 import type { SetLed as _strata_v1_SetLed, SetLed__Output as _strata_v1_SetLed__Output } from './strata/v1/SetLed.js';
+import type { SnapshotStatus as _strata_v1_SnapshotStatus, SnapshotStatus__Output as _strata_v1_SnapshotStatus__Output } from './strata/v1/SnapshotStatus.js';
+import type { VolumeReport as _strata_v1_VolumeReport, VolumeReport__Output as _strata_v1_VolumeReport__Output } from './strata/v1/VolumeReport.js';
+import type { VolumeReportAck as _strata_v1_VolumeReportAck, VolumeReportAck__Output as _strata_v1_VolumeReportAck__Output } from './strata/v1/VolumeReportAck.js';
+import type { VolumeStatus as _strata_v1_VolumeStatus, VolumeStatus__Output as _strata_v1_VolumeStatus__Output } from './strata/v1/VolumeStatus.js';
 import type { Welcome as _strata_v1_Welcome, Welcome__Output as _strata_v1_Welcome__Output } from './strata/v1/Welcome.js';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
@@ -26,6 +31,7 @@ export interface ProtoGrpcType {
       AgentReporting: SubtypeConstructor<typeof grpc.Client, _strata_v1_AgentReportingClient> & { service: _strata_v1_AgentReportingDefinition }
       Command: MessageTypeDefinition<_strata_v1_Command, _strata_v1_Command__Output>
       CommandResult: MessageTypeDefinition<_strata_v1_CommandResult, _strata_v1_CommandResult__Output>
+      ConnectedHost: MessageTypeDefinition<_strata_v1_ConnectedHost, _strata_v1_ConnectedHost__Output>
       ControlMessage: MessageTypeDefinition<_strata_v1_ControlMessage, _strata_v1_ControlMessage__Output>
       Heartbeat: MessageTypeDefinition<_strata_v1_Heartbeat, _strata_v1_Heartbeat__Output>
       Hello: MessageTypeDefinition<_strata_v1_Hello, _strata_v1_Hello__Output>
@@ -35,6 +41,11 @@ export interface ProtoGrpcType {
       NvmeDevice: MessageTypeDefinition<_strata_v1_NvmeDevice, _strata_v1_NvmeDevice__Output>
       ServerFacts: MessageTypeDefinition<_strata_v1_ServerFacts, _strata_v1_ServerFacts__Output>
       SetLed: MessageTypeDefinition<_strata_v1_SetLed, _strata_v1_SetLed__Output>
+      SnapshotStatus: MessageTypeDefinition<_strata_v1_SnapshotStatus, _strata_v1_SnapshotStatus__Output>
+      VolumeReport: MessageTypeDefinition<_strata_v1_VolumeReport, _strata_v1_VolumeReport__Output>
+      VolumeReportAck: MessageTypeDefinition<_strata_v1_VolumeReportAck, _strata_v1_VolumeReportAck__Output>
+      VolumeServeState: EnumTypeDefinition
+      VolumeStatus: MessageTypeDefinition<_strata_v1_VolumeStatus, _strata_v1_VolumeStatus__Output>
       Welcome: MessageTypeDefinition<_strata_v1_Welcome, _strata_v1_Welcome__Output>
     }
   }

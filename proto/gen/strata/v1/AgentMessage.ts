@@ -4,13 +4,15 @@ import type { Hello as _strata_v1_Hello, Hello__Output as _strata_v1_Hello__Outp
 import type { Inventory as _strata_v1_Inventory, Inventory__Output as _strata_v1_Inventory__Output } from '../../strata/v1/Inventory.js';
 import type { CommandResult as _strata_v1_CommandResult, CommandResult__Output as _strata_v1_CommandResult__Output } from '../../strata/v1/CommandResult.js';
 import type { Heartbeat as _strata_v1_Heartbeat, Heartbeat__Output as _strata_v1_Heartbeat__Output } from '../../strata/v1/Heartbeat.js';
+import type { VolumeReport as _strata_v1_VolumeReport, VolumeReport__Output as _strata_v1_VolumeReport__Output } from '../../strata/v1/VolumeReport.js';
 
 export interface AgentMessage {
   'hello'?: (_strata_v1_Hello | null);
   'inventory'?: (_strata_v1_Inventory | null);
   'command_result'?: (_strata_v1_CommandResult | null);
   'heartbeat'?: (_strata_v1_Heartbeat | null);
-  'body'?: "hello"|"inventory"|"command_result"|"heartbeat";
+  'volume_report'?: (_strata_v1_VolumeReport | null);
+  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report";
 }
 
 export interface AgentMessage__Output {
@@ -18,5 +20,6 @@ export interface AgentMessage__Output {
   'inventory'?: (_strata_v1_Inventory__Output | null);
   'command_result'?: (_strata_v1_CommandResult__Output | null);
   'heartbeat'?: (_strata_v1_Heartbeat__Output | null);
-  'body'?: "hello"|"inventory"|"command_result"|"heartbeat";
+  'volume_report'?: (_strata_v1_VolumeReport__Output | null);
+  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report";
 }

@@ -1,0 +1,66 @@
+// What the volumes service needs from other resources, as interfaces: projects, policies,
+// snapshots, feature flags, the cluster's replica limit. Each is implemented by its own
+// resource folder (projects/, policies/, snapshots/, feature-flags/, cluster/) and wired in
+// control-plane.ts. Errors follow the registry: a missing project/policy/snapshot is NOT_FOUND.
+
+export const FEATURE_FLAG_NAMES = ['event-log', 'evict-data', 'fail-in-place', 'in-band-authentication', 'proactive-rebalance'] as const;
+export type FeatureFlagName = (typeof FEATURE_FLAG_NAMES)[number];
+
+export interface ProjectDirectory {
+  /** Throws NOT_FOUND (404) when the project does not exist. */
+  require(projectName: string): Promise<void>;
+  /** The project's default QoS policy UUID, '' when none. */
+  defaultQosPolicyUUID(projectName: string): Promise<string>;
+}
+
+export interface PolicyRef {
+  readonly UUID: string;
+  readonly name: string;
+}
+
+export interface PolicyDirectory {
+  /**
+   * Resolves a policy given by UUID or name (at least one given; both must agree) that the
+   * project may use. NOT_FOUND when absent; INVALID_ARGUMENT when UUID and name disagree or
+   * the policy is not visible to the project.
+   */
+  resolve(projectName: string, ref: { UUID?: string; name?: string }): Promise<PolicyRef>;
+  /** Name of a policy by UUID, '' when it no longer exists. */
+  nameOf(policyUUID: string): Promise<string>;
+}
+
+export interface SnapshotRef {
+  readonly UUID: string;
+  readonly name: string;
+  readonly projectName: string;
+  readonly sourceVolumeUUID: string;
+  readonly sizeBytes: string;
+  readonly compression: boolean;
+  readonly sectorSize: 512 | 4096;
+  readonly labels: readonly { key: string; value: string }[];
+  readonly state: 'Creating' | 'Available' | 'Deleting' | 'Failed';
+}
+
+export interface SnapshotDirectory {
+  /** A snapshot of the project by UUID or name. NOT_FOUND when absent. */
+  resolve(projectName: string, ref: { UUID?: string; name?: string }): Promise<SnapshotRef>;
+}
+
+export interface FeatureFlagReader {
+  isEnabled(name: FeatureFlagName): Promise<boolean>;
+}
+
+export interface ReplicaLimits {
+  /** Largest replica count a new volume can have now (spec 2.7 currentMaxReplicas). */
+  currentMaxReplicas(): Promise<number>;
+}
+
+/** Lets policies/ and projects/ refuse to delete what volumes still use. */
+export interface VolumeUsage {
+  /** Number of (non-deleted) volumes using the policy. */
+  countUsingPolicy(policyUUID: string): Promise<number>;
+  /** Number of (non-deleted) volumes in the project. */
+  countInProject(projectName: string): Promise<number>;
+  /** Number of volumes cloned from the snapshot and not yet deleted. */
+  countClonedFrom(snapshotUUID: string): Promise<number>;
+}
