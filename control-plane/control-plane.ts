@@ -24,6 +24,12 @@ import { createControlPlaneRoutes } from './control-planes/control-plane-routes.
 import { instanceIdOf, type ControlPlaneConfig } from './config.js';
 import { createHttpApp } from './http/app.js';
 import { LeaderElection } from './leadership/leader-election.js';
+import { LeaderTasks } from './leadership/leader-tasks.js';
+import { VolumeController } from './volume-controller/volume-controller.js';
+import { VolumeReportService } from './agents/volume-report-service.js';
+import { VolumeStatusStore } from './agents/volume-status-store.js';
+import type { EventRecorder } from './events/event-recorder.js';
+import { StrataError } from '../lib/errors.js';
 import { createVersionRoutes } from './version/version-routes.js';
 import { InventoryReader } from './inventory/inventory-reader.js';
 import { ClusterService } from './cluster/cluster-service.js';
@@ -64,9 +70,40 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   const sessions = new AgentSessions();
   const inventory = new InventoryService(new InventoryStore(etcd), instanceId);
   const election = new LeaderElection(etcd, instanceId, logger.child({ component: 'leadership' }));
+  if (config.volumePortMin > config.volumePortMax) {
+    throw new StrataError('CONFIG_INVALID', `volumePortMin ${config.volumePortMin} is above volumePortMax ${config.volumePortMax}`);
+  }
+  const events: EventRecorder = {
+    // Until the event log lands: events go to the log only.
+    record: async (event) => {
+      logger.info({ event }, 'event');
+    },
+  };
+  const leaderTasks = new LeaderTasks(election, [
+    {
+      name: 'volume controller',
+      start: async () => {
+        const controller = new VolumeController({
+          etcd,
+          election,
+          logger: logger.child({ component: 'volume-controller' }),
+          events,
+          clusterUUID: bootstrap.cluster.UUID,
+          clusterSubsystemNQN: bootstrap.cluster.subsystemNQN,
+          volumePorts: { min: config.volumePortMin, max: config.volumePortMax },
+          overcommitRatio: config.overcommitRatio,
+          creatingTimeoutMs: config.creatingTimeoutSeconds * 1000,
+        });
+        await controller.start();
+        return controller;
+      },
+    },
+  ], logger.child({ component: 'leader-tasks' }));
+  leaderTasks.watch();
 
   // Transports. Listen first so the advertised endpoints carry the real ports (port 0 in tests).
-  const grpcServer = createAgentGrpcServer({ logger: logger.child({ component: 'agents' }), sessions, inventory, instanceId, clusterUUID: bootstrap.cluster.UUID });
+  const volumeReports = new VolumeReportService(new VolumeStatusStore(etcd));
+  const grpcServer = createAgentGrpcServer({ logger: logger.child({ component: 'agents' }), sessions, inventory, volumeReports, instanceId, clusterUUID: bootstrap.cluster.UUID });
   const grpcPort = await bindGrpcServer(grpcServer, config.grpcHost, config.grpcPort);
   const tls = config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined;
   const httpServer: HttpServer = tls ? createHttpsServer(tls) : createHttpServer();
@@ -117,6 +154,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
         httpServer.closeAllConnections();
       });
       await new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
+      await leaderTasks.stop();
       await election.stop();
       await lease.stop();
       etcd.close();

@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
-import type { DeviceRecord, ServerFactsRecord } from '../../lib/records.js';
+import type { DeviceRecord, ServerFactsRecord, VolumeStatusRecord } from '../../lib/records.js';
 import type { AgentMessage } from '../../proto/gen/strata/v1/AgentMessage.js';
 import type { ControlMessage__Output } from '../../proto/gen/strata/v1/ControlMessage.js';
 import type { NvmeDevice } from '../../proto/gen/strata/v1/NvmeDevice.js';
@@ -18,6 +18,8 @@ import { AgentSessions } from './agent-sessions.js';
 import { bindGrpcServer, createAgentGrpcServer } from './agent-grpc-server.js';
 import { InventoryService } from './inventory-service.js';
 import { InventoryStore } from './inventory-store.js';
+import { VolumeReportService } from './volume-report-service.js';
+import { VolumeStatusStore } from './volume-status-store.js';
 
 const CLUSTER = randomUUID();
 
@@ -35,6 +37,7 @@ describe('agent gRPC service', () => {
       logger: pino({ level: 'silent' }),
       sessions,
       inventory: new InventoryService(new InventoryStore(client), 'cp-test'),
+      volumeReports: new VolumeReportService(new VolumeStatusStore(client)),
       instanceId: 'cp-test',
       clusterUUID: CLUSTER,
     });
@@ -135,6 +138,32 @@ describe('agent gRPC service', () => {
     } finally {
       first.close();
       second.close();
+    }
+  });
+
+  it('persists volume reports of the agent\'s own nodes, marks unlisted ones Absent when complete, and refuses other nodes', async () => {
+    const [serverUUID, node, volumeA, volumeB] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const s = openSession();
+    const statusOf = async (volume: string) => parseRecord<VolumeStatusRecord>('', await client.get(keys.volumeStatus(volume, node)).string());
+    try {
+      s.send({ hello: { server_uuid: serverUUID, node_uuids: [node], agent_instance: 'i', cluster_uuid: CLUSTER } });
+      await waitUntil(async () => s.received.find((m) => m.welcome), 'welcome', 3000);
+      const served = (volume: string) => ({ volume_uuid: volume, node_uuid: node, generation: '2', state: 'VOLUME_SERVED' as const, logical_used_bytes: '4096', physical_used_bytes: '2048', connected_hosts: [{ host_nqn: 'nqn.2014-08.org.example:host1', address: '10.0.0.9' }] });
+      s.send({ volume_report: { sequence: '1', volumes: [served(volumeA), served(volumeB)], complete: true } });
+      await waitUntil(async () => s.received.find((m) => m.volume_report_ack?.sequence === '1'), 'ack', 3000);
+      const a = await statusOf(volumeA);
+      assert.deepEqual([a?.state, a?.generation, a?.logicalUsedBytes, a?.connectedHosts[0]?.hostNQN], ['Served', 2, '4096', 'nqn.2014-08.org.example:host1']);
+
+      s.send({ volume_report: { sequence: '2', volumes: [served(volumeA)], complete: true } });
+      await waitUntil(async () => s.received.find((m) => m.volume_report_ack?.sequence === '2'), 'ack 2', 3000);
+      assert.equal((await statusOf(volumeB))?.state, 'Absent', 'not listed in a complete report: absent');
+      assert.equal((await statusOf(volumeA))?.state, 'Served');
+
+      s.send({ volume_report: { sequence: '3', volumes: [{ ...served(volumeA), node_uuid: randomUUID() }] } });
+      await waitUntil(async () => s.status(), 'session refused', 3000);
+      assert.equal(s.status()?.code, grpc.status.INVALID_ARGUMENT);
+    } finally {
+      s.close();
     }
   });
 

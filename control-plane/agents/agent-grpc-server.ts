@@ -1,6 +1,7 @@
 // Transport: the AgentReporting gRPC service. Each agent keeps one Session stream open; the
 // first message must be Hello. Inventory is persisted, then acknowledged by sequence.
 import * as grpc from '@grpc/grpc-js';
+import { StrataError } from '../../lib/errors.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
 import type { Logger } from '../../lib/logger.js';
 import type { AgentMessage__Output } from '../../proto/gen/strata/v1/AgentMessage.js';
@@ -8,11 +9,13 @@ import type { ControlMessage } from '../../proto/gen/strata/v1/ControlMessage.js
 import type { AgentReportingHandlers } from '../../proto/gen/strata/v1/AgentReporting.js';
 import type { AgentSessionHandle, AgentSessions } from './agent-sessions.js';
 import type { InventoryService } from './inventory-service.js';
+import type { VolumeReportService } from './volume-report-service.js';
 
 export interface AgentGrpcServerDeps {
   readonly logger: Logger;
   readonly sessions: AgentSessions;
   readonly inventory: InventoryService;
+  readonly volumeReports: VolumeReportService;
   readonly instanceId: string;
   readonly clusterUUID: string;
 }
@@ -30,6 +33,7 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
   const handlers: AgentReportingHandlers = {
     Session: (call) => {
       let session: AgentSessionHandle | undefined;
+      let agentNodes: readonly string[] = [];
       let ended = false;
       const write = (message: ControlMessage) => {
         if (!ended) call.write(message);
@@ -46,8 +50,10 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
       let queue = Promise.resolve();
       call.on('data', (message: AgentMessage__Output) => {
         queue = queue.then(() => handle(message)).catch((err: Error) => {
-          deps.logger.error({ err, serverUUID: session?.serverUUID }, 'agent message failed');
-          end({ code: grpc.status.INTERNAL, details: `control plane could not process the message: ${err.message}` });
+          // A coded error (a bad report) carries its gRPC status; anything else is internal.
+          const code = err instanceof StrataError ? err.grpc : grpc.status.INTERNAL;
+          if (code === grpc.status.INTERNAL) deps.logger.error({ err, serverUUID: session?.serverUUID }, 'agent message failed');
+          end({ code, details: `control plane could not process the message: ${err.message}` });
         });
       });
       call.on('end', () => end());
@@ -72,6 +78,7 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
             send: (command) => write({ command }),
             close: (reason) => end({ code: grpc.status.ABORTED, details: reason }),
           };
+          agentNodes = [...hello.node_uuids];
           deps.sessions.open(session);
           deps.logger.info({ serverUUID: hello.server_uuid, agentVersion: hello.agent_version }, 'agent session opened');
           write({ welcome: { control_plane_instance: deps.instanceId, cluster_uuid: deps.clusterUUID } });
@@ -83,6 +90,12 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
               await deps.inventory.record(session.serverUUID, session.agentInstance, message.inventory);
               // Acked even when stale-and-dropped: a newer report already covers it.
               write({ inventory_ack: { sequence: message.inventory.sequence } });
+            }
+            return;
+          case 'volume_report':
+            if (message.volume_report) {
+              await deps.volumeReports.record(agentNodes, message.volume_report);
+              write({ volume_report_ack: { sequence: message.volume_report.sequence } });
             }
             return;
           case 'command_result':

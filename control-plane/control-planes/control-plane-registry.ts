@@ -2,7 +2,7 @@
 // the API and which one is the active cluster manager.
 import type { Etcd3, Lease } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
-import { parseRecord } from '../../lib/etcd/client.js';
+import { parseRecord, unconditionalTxn } from '../../lib/etcd/client.js';
 import type { ControlPlaneRecord, LeaderRecord } from '../../lib/records.js';
 
 export interface ControlPlaneView extends ControlPlaneRecord {
@@ -17,8 +17,7 @@ export class ControlPlaneRegistry {
   }
 
   async list(): Promise<ControlPlaneView[]> {
-    const result = await this.etcd
-      .if(keys.leader(), 'Mod', '>', -1)
+    const result = await unconditionalTxn(this.etcd)
       .then(this.etcd.getAll().prefix(keys.controlPlanesPrefix()), this.etcd.get(keys.leader()))
       .commit();
     const [instances, leader] = result.responses.map((r) => r.response_range);

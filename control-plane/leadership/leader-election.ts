@@ -14,6 +14,7 @@ import type { Logger } from '../../lib/logger.js';
 import type { LeaderRecord } from '../../lib/records.js';
 
 export type LeadershipListener = (isLeader: boolean) => void;
+export type FenceCompare = readonly [key: string, target: 'Mod' | 'Create', revision: string];
 
 export class LeaderElection {
   private term: string | undefined;
@@ -77,6 +78,27 @@ export class LeaderElection {
       this.stepDown('fenced write refused: leadership term ended');
       throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
     }
+  }
+
+  /**
+   * Like fencedWrite, with extra compares on the records the write depends on:
+   * `[key, 'Mod' | 'Create', revision]` ('0' = the key must not exist). Returns false when one
+   * of those compares failed (the caller re-reads and retries); throws NOT_LEADER when the
+   * leadership term ended.
+   */
+  async fencedCommit(compares: readonly FenceCompare[], ops: IOperation[]): Promise<boolean> {
+    const term = this.term;
+    if (term === undefined) throw new StrataError('NOT_LEADER', 'this control plane is not the active cluster manager');
+    const txn = this.etcd.if(keys.leader(), 'Create', '==', term);
+    for (const [key, target, revision] of compares) txn.and(key, target, '==', revision);
+    const result = await txn.then(...ops).commit();
+    if (result.succeeded) return true;
+    const leader = await this.etcd.get(keys.leader()).exec();
+    if (leader.kvs[0]?.create_revision !== term) {
+      this.stepDown('fenced write refused: leadership term ended');
+      throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
+    }
+    return false;
   }
 
   async stop(): Promise<void> {

@@ -29,3 +29,12 @@ export function parseRecord<T>(key: string, value: string | Buffer | null): T | 
     throw new Error(`corrupt record at ${key}: ${(err as Error).message}`);
   }
 }
+
+/**
+ * A transaction that always commits (etcd3 builds multi-op transactions from a compare): use it
+ * to apply several operations atomically, or to read several ranges at one revision.
+ */
+export function unconditionalTxn(etcd: Etcd3) {
+  // Any key's mod_revision is >= 0 (0 when absent), so this compare always holds.
+  return etcd.if('/strata/', 'Mod', '>', -1);
+}

@@ -1,0 +1,44 @@
+// Turns an agent's VolumeReport into stored VolumeStatusRecords. An agent may report only its
+// own nodes (named in its Hello); anything else in the report is refused.
+import { StrataError } from '../../lib/errors.js';
+import type { VolumeStatusRecord } from '../../lib/records.js';
+import type { VolumeReport__Output } from '../../proto/gen/strata/v1/VolumeReport.js';
+import type { VolumeServeState__Output } from '../../proto/gen/strata/v1/VolumeServeState.js';
+import type { VolumeStatusStore } from './volume-status-store.js';
+
+const stateOf: Record<VolumeServeState__Output, VolumeStatusRecord['state'] | undefined> = {
+  VOLUME_SERVE_STATE_UNSPECIFIED: undefined,
+  VOLUME_SERVED: 'Served',
+  VOLUME_FAILED: 'Failed',
+  VOLUME_ABSENT: 'Absent',
+};
+
+export class VolumeReportService {
+  constructor(private readonly store: VolumeStatusStore) {}
+
+  async record(agentNodes: readonly string[], report: VolumeReport__Output): Promise<void> {
+    const nodes = new Set(agentNodes);
+    const now = new Date().toISOString();
+    const records: VolumeStatusRecord[] = [];
+    for (const status of report.volumes) {
+      if (!nodes.has(status.node_uuid)) {
+        throw new StrataError('INVALID_ARGUMENT', `volume report names node ${status.node_uuid}, which is not this agent's`);
+      }
+      const state = stateOf[status.state];
+      if (!state) throw new StrataError('INVALID_ARGUMENT', `volume ${status.volume_uuid}: state unspecified`);
+      records.push({
+        volumeUUID: status.volume_uuid,
+        nodeUUID: status.node_uuid,
+        generation: Number(status.generation),
+        state,
+        error: status.error,
+        snapshots: status.snapshots.map((s) => ({ snapshotUUID: s.snapshot_uuid, state: s.available ? 'Available' : 'Failed', error: s.error })),
+        connectedHosts: status.connected_hosts.map((h) => ({ hostNQN: h.host_nqn, address: h.address })),
+        logicalUsedBytes: status.logical_used_bytes,
+        physicalUsedBytes: status.physical_used_bytes,
+        reportedAt: now,
+      });
+    }
+    await this.store.save(records, report.complete ? nodes : undefined);
+  }
+}

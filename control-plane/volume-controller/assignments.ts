@@ -1,0 +1,47 @@
+// What each node of a placed volume must serve (VolumeAssignment), derived from the volume and
+// its snapshots. Pure: the controller compares this with what is stored and writes the
+// difference.
+import type { SnapshotRecord, VolumeAssignment, VolumeRecord } from '../../lib/records.js';
+
+/** Each node exporting a volume gets its own controller-ID window (multipath needs them disjoint). */
+export const CNTLID_WINDOW = 1000;
+
+export function volumeSubsystemNQN(clusterSubsystemNQN: string, volumeUUID: string): string {
+  return `${clusterSubsystemNQN}:vol:${volumeUUID}`;
+}
+
+export function assignmentFor(
+  volume: VolumeRecord,
+  nodeUUID: string,
+  clusterSubsystemNQN: string,
+  snapshotsOfVolume: readonly SnapshotRecord[],
+): VolumeAssignment {
+  const placement = volume.placement!;
+  const index = placement.nodeList.indexOf(nodeUUID);
+  const primary = placement.primaryNodeUUID === nodeUUID;
+  return {
+    volumeUUID: volume.UUID,
+    nodeUUID,
+    generation: volume.generation,
+    sizeBytes: volume.sizeBytes,
+    compression: volume.compression,
+    sectorSize: volume.sectorSize,
+    acl: [...volume.acl],
+    ipAcl: [...volume.ipAcl],
+    subsystemNQN: volumeSubsystemNQN(clusterSubsystemNQN, volume.UUID),
+    nsid: placement.nsid,
+    port: placement.port,
+    role: primary ? 'primary' : 'replica',
+    anaState: primary ? 'optimized' : 'inaccessible',
+    cntlidMin: index * CNTLID_WINDOW + 1,
+    cntlidMax: (index + 1) * CNTLID_WINDOW,
+    cloneFromSnapshotUUID: volume.sourceSnapshotUUID,
+    // Snapshots being taken or kept; a Deleting one is dropped so the node removes it.
+    snapshotUUIDs: snapshotsOfVolume.filter((s) => s.state === 'Creating' || s.state === 'Available').map((s) => s.UUID).sort(),
+    rollbackSnapshotUUID: volume.state === 'Rollback' ? volume.rollbackSnapshotUUID : '',
+  };
+}
+
+export function sameAssignment(a: VolumeAssignment, b: VolumeAssignment): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}

@@ -1,0 +1,88 @@
+// Placement: which nodes serve a new volume. Pure functions, so the rules are testable alone.
+//
+// A node qualifies when it is Active and has room: its capacity (the managed data devices it
+// reports, until the storage pool reports its own) minus what is already allocated to it must
+// hold the volume's full size — thin volumes are not overcommitted by default, so a pool never
+// runs out under volumes the cluster promised. Among those, distinct servers first, then
+// distinct failure domains, then the most free space (spreading load); the first is primary.
+import type { PlacementRestriction } from '../../lib/records.js';
+
+export interface NodeCandidate {
+  readonly UUID: string;
+  readonly serverUUID: string;
+  readonly failureDomains: readonly string[];
+  readonly active: boolean;
+  readonly capacityBytes: bigint;
+  readonly allocatedBytes: bigint;
+}
+
+export interface PlacementRequest {
+  readonly replicaCount: number;
+  readonly sizeBytes: bigint;
+  readonly placementRestrictions: readonly PlacementRestriction[];
+  /** A clone must live where its snapshot's data is: only these nodes, in this order. */
+  readonly onlyNodes?: readonly string[];
+  readonly clusterUUID: string;
+  /** Allowed allocation as a multiple of capacity (1 = no overcommit). */
+  readonly overcommitRatio: number;
+}
+
+export type PlacementResult =
+  | { readonly ok: true; readonly nodeList: string[]; readonly primaryNodeUUID: string }
+  | { readonly ok: false; readonly reason: string; /** true when waiting may help (nodes inactive) */ readonly retryable: boolean };
+
+export function chooseNodes(request: PlacementRequest, candidates: readonly NodeCandidate[]): PlacementResult {
+  const restrictions = request.placementRestrictions.filter((r) => r.operator === 'In');
+  const required = (key: string) => restrictions.flatMap((r) => r.labelValueKeyPairs.filter((p) => p.key === key).map((p) => p.value));
+  const clusterIds = required('ClusterID');
+  if (clusterIds.length > 0 && !clusterIds.includes(request.clusterUUID)) {
+    return { ok: false, reason: `placement restriction ClusterID matches no cluster (this is ${request.clusterUUID})`, retryable: false };
+  }
+  const domains = required('FD');
+  const primaryDomains = required('PrimaryFD');
+
+  let pool = [...candidates];
+  if (request.onlyNodes) {
+    const order = new Map(request.onlyNodes.map((u, i) => [u, i]));
+    pool = pool.filter((c) => order.has(c.UUID)).sort((a, b) => order.get(a.UUID)! - order.get(b.UUID)!);
+    if (pool.length < request.replicaCount) {
+      return { ok: false, reason: `a clone needs ${request.replicaCount} nodes holding its snapshot; ${pool.length} do`, retryable: false };
+    }
+  }
+  if (domains.length > 0) pool = pool.filter((c) => c.failureDomains.some((d) => domains.includes(d)));
+  const active = pool.filter((c) => c.active);
+  const free = (c: NodeCandidate) => BigInt(Math.floor(Number(c.capacityBytes) * request.overcommitRatio)) - c.allocatedBytes;
+  const roomy = active.filter((c) => free(c) >= request.sizeBytes);
+  if (roomy.length < request.replicaCount) {
+    const why =
+      active.length < request.replicaCount
+        ? `${request.replicaCount} Active node(s) needed${domains.length ? ` in failure domain(s) ${domains.join(', ')}` : ''}, ${active.length} available`
+        : `not enough free capacity: ${request.replicaCount} node(s) with ${request.sizeBytes} bytes free needed, ${roomy.length} have it`;
+    return { ok: false, reason: why, retryable: active.length < pool.length };
+  }
+
+  const ordered = request.onlyNodes ? roomy : [...roomy].sort((a, b) => (free(b) > free(a) ? 1 : free(b) < free(a) ? -1 : a.UUID.localeCompare(b.UUID)));
+  const chosen: NodeCandidate[] = [];
+  const pick = (accept: (c: NodeCandidate) => boolean) => {
+    for (const c of ordered) {
+      if (chosen.length >= request.replicaCount) return;
+      if (!chosen.includes(c) && accept(c)) chosen.push(c);
+    }
+  };
+  if (primaryDomains.length > 0) {
+    const primary = ordered.find((c) => c.failureDomains.some((d) => primaryDomains.includes(d)));
+    if (!primary) return { ok: false, reason: `no Active node with room in primary failure domain ${primaryDomains.join(', ')}`, retryable: true };
+    chosen.push(primary);
+  }
+  // Distinct servers first, then distinct failure domains, then anything with room.
+  pick((c) => !chosen.some((x) => x.serverUUID === c.serverUUID) && !chosen.some((x) => x.failureDomains.some((d) => c.failureDomains.includes(d))));
+  pick((c) => !chosen.some((x) => x.serverUUID === c.serverUUID));
+  pick(() => true);
+  return { ok: true, nodeList: chosen.map((c) => c.UUID), primaryNodeUUID: chosen[0]!.UUID };
+}
+
+/** The lowest free number in [min, max], or undefined when all are taken. */
+export function lowestFree(used: ReadonlySet<number>, min: number, max: number): number | undefined {
+  for (let n = min; n <= max; n++) if (!used.has(n)) return n;
+  return undefined;
+}

@@ -1,0 +1,243 @@
+// The volume controller against a real etcd: placement, assignments, the moves driven by
+// agents' reports (written here as the control plane persists them), deletion, failure,
+// snapshots, clones, and resuming after a change of leader.
+import { after, before, beforeEach, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { pino } from 'pino';
+import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { joinServer, markAbsent, putRecord, reportInventory } from '../../test/helpers/records.js';
+import { waitUntil } from '../../test/helpers/wait.js';
+import type { EventInput } from '../events/event-recorder.js';
+import { LeaderElection } from '../leadership/leader-election.js';
+import { VolumeController } from './volume-controller.js';
+
+const logger = pino({ level: 'silent' });
+const GiB = 1024n ** 3n;
+const CLUSTER_NQN = 'nqn.2024-01.io.strata:cluster:test';
+
+describe('volume controller', () => {
+  let etcd: TestEtcd;
+  let client: ReturnType<typeof createEtcdClient>;
+  let election: LeaderElection;
+  let controller: VolumeController;
+  const events: EventInput[] = [];
+  const now = { ms: Date.now() };
+
+  async function startController(): Promise<void> {
+    election = new LeaderElection(client, `cp-${randomUUID()}`, logger);
+    await election.start(client.lease(5));
+    assert.ok(election.isLeader);
+    controller = new VolumeController({
+      etcd: client, election, logger, events: { record: async (e) => void events.push(e) },
+      clusterUUID: 'cluster-test', clusterSubsystemNQN: CLUSTER_NQN,
+      volumePorts: { min: 20000, max: 20009 }, overcommitRatio: 1, creatingTimeoutMs: 60_000, now: () => now.ms,
+    });
+    await controller.start();
+  }
+  async function stopController(): Promise<void> {
+    await controller.stop();
+    await election.stop();
+  }
+
+  before(async () => {
+    etcd = await startEtcd();
+    client = createEtcdClient([etcd.endpoint]);
+  });
+  after(async () => {
+    client.close();
+    await etcd.stop();
+  });
+  beforeEach(async () => {
+    await client.delete().prefix('/strata/');
+    events.length = 0;
+    now.ms = Date.now();
+  });
+
+  /** A server with one node managing one data device of `size`, present (Active). */
+  async function storageNode(size = 100n * GiB, failureDomain = randomUUID().slice(0, 8)) {
+    const serial = `SN-${randomUUID().slice(0, 8)}`;
+    const { server, nodes } = await joinServer(client, { nodes: [{ managedDeviceSerials: [serial], failureDomains: [failureDomain] }] });
+    await reportInventory(client, server.UUID, { devices: [{ serial, sizeBytes: String(size), present: true }] });
+    return { server, node: nodes[0]! };
+  }
+  function volume(overrides: Partial<VolumeRecord> = {}): VolumeRecord {
+    return {
+      UUID: randomUUID(), name: `v-${randomUUID().slice(0, 6)}`, projectName: 'default', sizeBytes: String(10n * GiB),
+      acl: ['ALLOW_ANY'], ipAcl: ['ALLOW_ANY'], compression: false, replicaCount: 1, sectorSize: 4096, labels: [],
+      qosPolicyUUID: '', placementRestrictions: [], sourceSnapshotUUID: '', sourceSnapshotName: '', encrypted: false,
+      state: 'Creating', generation: 1, placement: null, failureReason: '', rollbackSnapshotUUID: '', creationTime: new Date(now.ms).toISOString(),
+      ...overrides,
+    };
+  }
+  const read = async <T>(key: string) => parseRecord<T>(key, await client.get(key).string());
+  const readVolume = (uuid: string) => read<VolumeRecord>(keys.volume(uuid));
+  async function report(v: VolumeRecord, node: string, state: VolumeStatusRecord['state'], extra: Partial<VolumeStatusRecord> = {}) {
+    const fresh = (await readVolume(v.UUID)) ?? v;
+    const status: VolumeStatusRecord = {
+      volumeUUID: v.UUID, nodeUUID: node, generation: fresh.generation, state, error: '', snapshots: [], connectedHosts: [],
+      logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(), ...extra,
+    };
+    await putRecord(client, keys.volumeStatus(v.UUID, node), status);
+  }
+  const until = <T>(what: string, probe: () => Promise<T | undefined | false>) => waitUntil(probe, what, 5000);
+
+  it('places a volume on distinct servers, allocates nsid and port, writes assignments, and goes Available once served', async () => {
+    const nodes = [await storageNode(), await storageNode(), await storageNode(50n * GiB)];
+    await startController();
+    try {
+      const v = volume({ replicaCount: 2, acl: ['nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555'] });
+      await putRecord(client, keys.volume(v.UUID), v);
+      const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      assert.equal(placed.nodeList.length, 2);
+      assert.equal(new Set(placed.nodeList.map((n) => nodes.find((x) => x.node.UUID === n)!.server.UUID)).size, 2, 'distinct servers');
+      assert.ok(!placed.nodeList.includes(nodes[2]!.node.UUID), 'the fullest node is not chosen');
+      assert.equal(placed.nsid, 1);
+      assert.equal(placed.port, 20000);
+      assert.equal(placed.primaryNodeUUID, placed.nodeList[0]);
+      assert.equal((await readVolume(v.UUID))?.state, 'Creating');
+
+      const assignments = await Promise.all(placed.nodeList.map((n) => read<VolumeAssignment>(keys.assignment(n, v.UUID))));
+      assert.deepEqual(assignments.map((a) => [a?.role, a?.anaState]), [['primary', 'optimized'], ['replica', 'inaccessible']]);
+      assert.equal(assignments[0]?.subsystemNQN, `${CLUSTER_NQN}:vol:${v.UUID}`);
+      assert.deepEqual(assignments.map((a) => [a?.cntlidMin, a?.cntlidMax]), [[1, 1000], [1001, 2000]]);
+      assert.deepEqual(assignments[0]?.acl, v.acl);
+
+      await report(v, placed.nodeList[0]!, 'Served');
+      await controller.idle();
+      assert.equal((await readVolume(v.UUID))?.state, 'Creating', 'one node is not enough');
+      await report(v, placed.nodeList[1]!, 'Served');
+      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+      assert.ok(events.some((e) => e.eventName === 'VolumeAvailable'));
+
+      // An update bumps the generation: assignments follow, Available again once re-served.
+      const updated = { ...(await readVolume(v.UUID))!, state: 'Updating' as const, generation: 2, acl: ['ALLOW_NONE'] };
+      await putRecord(client, keys.volume(v.UUID), updated);
+      await until('assignments updated', async () => (await read<VolumeAssignment>(keys.assignment(placed.nodeList[1]!, v.UUID)))?.generation === 2);
+      assert.deepEqual((await read<VolumeAssignment>(keys.assignment(placed.nodeList[0]!, v.UUID)))?.acl, ['ALLOW_NONE']);
+      for (const n of placed.nodeList) await report(v, n, 'Served');
+      await until('Available after update', async () => (await readVolume(v.UUID))?.state === 'Available');
+
+      // Deleting: assignments go, and once nodes report Absent, everything goes.
+      await putRecord(client, keys.volume(v.UUID), { ...(await readVolume(v.UUID))!, state: 'Deleting', generation: 3 });
+      await until('assignments removed', async () => (await client.getAll().prefix(keys.assignmentsPrefix()).keys()).length === 0);
+      assert.ok(await readVolume(v.UUID), 'kept until the nodes report it gone');
+      for (const n of placed.nodeList) await report(v, n, 'Absent');
+      await until('deleted', async () => (await readVolume(v.UUID)) === null);
+      assert.equal((await client.getAll().prefix(keys.volumeStatusPrefix(v.UUID)).keys()).length, 0);
+      assert.equal(await client.get(keys.nsid(1)).string(), null, 'nsid freed');
+      assert.equal(await client.get(keys.volumePort(20000)).string(), null, 'port freed');
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('fails a volume that cannot be placed, and one a node failed to serve', async () => {
+    await storageNode(5n * GiB);
+    await startController();
+    try {
+      const tooBig = volume({ sizeBytes: String(6n * GiB) });
+      const tooMany = volume({ replicaCount: 2, sizeBytes: String(GiB) });
+      await putRecord(client, keys.volume(tooBig.UUID), tooBig);
+      await putRecord(client, keys.volume(tooMany.UUID), tooMany);
+      await until('both Failed', async () => (await readVolume(tooBig.UUID))?.state === 'Failed' && (await readVolume(tooMany.UUID))?.state === 'Failed');
+      assert.match((await readVolume(tooBig.UUID))!.failureReason, /free capacity/);
+      assert.match((await readVolume(tooMany.UUID))!.failureReason, /2 Active node\(s\) needed/);
+      assert.ok(events.filter((e) => e.eventName === 'VolumeFailed').length >= 2);
+
+      const v = volume({ sizeBytes: String(GiB) });
+      await putRecord(client, keys.volume(v.UUID), v);
+      const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      await report(v, placed.nodeList[0]!, 'Failed', { error: 'this server has no NVMe target (nvmet) in its kernel' });
+      await until('Failed', async () => (await readVolume(v.UUID))?.state === 'Failed');
+      assert.match((await readVolume(v.UUID))!.failureReason, /no NVMe target/);
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('waits for nodes while they are inactive, then times out', async () => {
+    const { server } = await storageNode();
+    await markAbsent(client, server.UUID);
+    await startController();
+    try {
+      const v = volume();
+      await putRecord(client, keys.volume(v.UUID), v);
+      await controller.idle();
+      assert.equal((await readVolume(v.UUID))?.state, 'Creating', 'waits: the node may come back');
+      now.ms += 61_000;
+      await until('timed out', async () => (await readVolume(v.UUID))?.state === 'Failed');
+      assert.match((await readVolume(v.UUID))!.failureReason, /cannot place/);
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('takes snapshots on every node, places clones where the snapshot is, and resumes under a new leader', async () => {
+    await storageNode();
+    await storageNode();
+    await startController();
+    const v = volume({ replicaCount: 2 });
+    let placed: NonNullable<VolumeRecord['placement']>;
+    try {
+      await putRecord(client, keys.volume(v.UUID), v);
+      placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      for (const n of placed.nodeList) await report(v, n, 'Served');
+      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+    } finally {
+      await stopController();
+    }
+
+    // A new leader picks the work up from etcd alone.
+    await startController();
+    try {
+      const snapshot: SnapshotRecord = {
+        UUID: randomUUID(), name: 's1', projectName: 'default', description: '', sourceVolumeUUID: v.UUID, sourceVolumeName: v.name,
+        sizeBytes: v.sizeBytes, compression: false, sectorSize: 4096, labels: [], state: 'Creating', failureReason: '', retentionSeconds: 0, creationTime: new Date().toISOString(),
+      };
+      await putRecord(client, keys.snapshot(snapshot.UUID), snapshot);
+      await until('snapshot in assignments', async () => {
+        const a = await Promise.all(placed.nodeList.map((n) => read<VolumeAssignment>(keys.assignment(n, v.UUID))));
+        return a.every((x) => x?.snapshotUUIDs.includes(snapshot.UUID));
+      });
+      for (const n of placed.nodeList) await report(v, n, 'Served', { snapshots: [{ snapshotUUID: snapshot.UUID, state: 'Available', error: '' }] });
+      await until('snapshot Available', async () => (await read<SnapshotRecord>(keys.snapshot(snapshot.UUID)))?.state === 'Available');
+
+      const clone = volume({ replicaCount: 1, sourceSnapshotUUID: snapshot.UUID, sourceSnapshotName: 's1' });
+      await putRecord(client, keys.volume(clone.UUID), clone);
+      const clonePlacement = await until('clone placed', async () => (await readVolume(clone.UUID))?.placement ?? undefined);
+      assert.ok(placed.nodeList.includes(clonePlacement.nodeList[0]!), 'a clone lives where its snapshot is');
+      assert.equal((await read<VolumeAssignment>(keys.assignment(clonePlacement.nodeList[0]!, clone.UUID)))?.cloneFromSnapshotUUID, snapshot.UUID);
+      assert.notEqual(clonePlacement.nsid, placed.nsid);
+      assert.notEqual(clonePlacement.port, placed.port);
+
+      // Deleting the snapshot drops it from assignments; gone once no node reports it.
+      await putRecord(client, keys.snapshot(snapshot.UUID), { ...(await read<SnapshotRecord>(keys.snapshot(snapshot.UUID)))!, state: 'Deleting' });
+      await until('snapshot out of assignments', async () => !(await read<VolumeAssignment>(keys.assignment(placed.nodeList[0]!, v.UUID)))?.snapshotUUIDs.length);
+      for (const n of placed.nodeList) await report(v, n, 'Served');
+      await until('snapshot record gone', async () => (await read<SnapshotRecord>(keys.snapshot(snapshot.UUID))) === null);
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('a deposed leader writes nothing', async () => {
+    await storageNode();
+    await startController();
+    try {
+      // Another instance takes the leader key behind this one's back.
+      await client.delete().key(keys.leader());
+      await client.put(keys.leader()).value(JSON.stringify({ instanceId: 'other', since: '' }));
+      const v = volume();
+      await putRecord(client, keys.volume(v.UUID), v);
+      await new Promise((r) => setTimeout(r, 300));
+      await controller.idle();
+      assert.equal((await readVolume(v.UUID))?.placement, null, 'no placement written by a deposed leader');
+    } finally {
+      await stopController();
+    }
+  });
+});

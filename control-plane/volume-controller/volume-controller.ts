@@ -1,0 +1,438 @@
+// The active cluster manager's volume controller (docs/volume-lifecycle.md). It runs only on
+// the leader and writes only with fenced transactions. It is level-triggered: every pass
+// derives what should be from what etcd holds (mirrored in memory and kept current by
+// watches), so a restart or a change of leader in the middle of any operation resumes it.
+//
+//   Creating, unplaced  → choose nodes, allocate nsid + port, write placement + assignments
+//   placed, not Deleting → keep each node's assignment equal to what the volume says
+//   Creating/Updating/Rollback → Available once every node reports Served at the generation
+//   any node reports Failed at the generation → Failed (with the node's error)
+//   Deleting            → remove assignments; once no node holds the volume, delete it all
+//   snapshots           → Available once every node holds them; Deleting → gone likewise
+import type { Etcd3 } from 'etcd3';
+import type { IOperation } from 'etcd3/lib/builder.js';
+import { StrataError } from '../../lib/errors.js';
+import { idOfKey, keys } from '../../lib/etcd/keys.js';
+import { PrefixMirror, type MirrorChange } from '../../lib/etcd/prefix-mirror.js';
+import type { Logger } from '../../lib/logger.js';
+import type {
+  DeviceRecord,
+  NodeRecord,
+  PresenceRecord,
+  SnapshotRecord,
+  VolumeAssignment,
+  VolumeRecord,
+  VolumeStatusRecord,
+} from '../../lib/records.js';
+import type { EventInput, EventRecorder } from '../events/event-recorder.js';
+import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
+import { assignmentFor, sameAssignment } from './assignments.js';
+import { chooseNodes, type NodeCandidate } from './placement.js';
+
+export interface VolumeControllerOptions {
+  readonly etcd: Etcd3;
+  readonly election: LeaderElection;
+  readonly logger: Logger;
+  readonly events: EventRecorder;
+  readonly clusterUUID: string;
+  readonly clusterSubsystemNQN: string;
+  /** TCP ports volumes are exported on (one per volume, the same on every node). */
+  readonly volumePorts: { readonly min: number; readonly max: number };
+  readonly overcommitRatio: number;
+  /** A Creating volume that cannot be placed or served within this time becomes Failed. */
+  readonly creatingTimeoutMs: number;
+  /** Test hook. */
+  readonly now?: () => number;
+}
+
+const MAX_NSID = 0xfffffffe;
+const PERIODIC_PASS_MS = 2000;
+
+const PREFIXES = {
+  volumes: keys.volumesPrefix(),
+  snapshots: keys.snapshotsPrefix(),
+  status: keys.volumeStatusPrefix(),
+  assignments: keys.assignmentsPrefix(),
+  nodes: keys.nodesPrefix(),
+  presence: keys.presencePrefix(),
+  devices: keys.devicesPrefix(),
+  nsids: keys.nsidsPrefix(),
+  ports: keys.volumePortsPrefix(),
+};
+
+export class VolumeController {
+  private readonly mirror: PrefixMirror;
+  private readonly dirty = new Set<string>();
+  private running: Promise<void> | undefined;
+  private scheduled = false;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** Allocations made in this process and not yet seen back through the watch. */
+  private readonly pendingNsids = new Set<number>();
+  private readonly pendingPorts = new Set<number>();
+  private readonly now: () => number;
+
+  constructor(private readonly options: VolumeControllerOptions) {
+    this.mirror = new PrefixMirror(options.etcd, Object.values(PREFIXES), options.logger);
+    this.now = options.now ?? Date.now;
+  }
+
+  async start(): Promise<void> {
+    this.mirror.onChange((changes, reloaded) => this.onChanges(changes, reloaded));
+    await this.mirror.start();
+    this.timer = setInterval(() => this.markWaiting(), PERIODIC_PASS_MS);
+    this.timer.unref();
+    this.options.logger.info('volume controller started');
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.mirror.stop();
+    await this.running?.catch(() => undefined);
+  }
+
+  /** Resolves when no pass is running or due (tests). */
+  async idle(): Promise<void> {
+    while (this.running || this.scheduled) await (this.running ?? new Promise((r) => setImmediate(r)));
+  }
+
+  private onChanges(changes: MirrorChange[], reloaded: boolean): void {
+    if (reloaded) {
+      for (const key of this.mirror.all(PREFIXES.volumes).keys()) this.dirty.add(idOfKey(key));
+      // Orphans: assignments or status of volumes that no longer exist.
+      for (const key of this.mirror.all(PREFIXES.assignments).keys()) this.dirty.add(idOfKey(key));
+      for (const key of this.mirror.all(PREFIXES.status).keys()) this.dirty.add(volumeOfStatusKey(key));
+    }
+    for (const change of changes) {
+      switch (change.prefix) {
+        case PREFIXES.volumes:
+        case PREFIXES.assignments:
+          this.dirty.add(idOfKey(change.key));
+          break;
+        case PREFIXES.status:
+          this.dirty.add(volumeOfStatusKey(change.key));
+          break;
+        case PREFIXES.snapshots: {
+          const snapshot = this.mirror.get<SnapshotRecord>(PREFIXES.snapshots, change.key)?.record;
+          if (snapshot) this.dirty.add(snapshot.sourceVolumeUUID);
+          else this.markAll(); // a deleted snapshot record: rare; re-check everything
+          break;
+        }
+        case PREFIXES.nodes:
+        case PREFIXES.presence:
+        case PREFIXES.devices:
+          this.markWaiting();
+          break;
+        default:
+          break;
+      }
+    }
+    this.schedule();
+  }
+
+  /** Volumes that may be waiting for nodes: anything not settled in Available. */
+  private markWaiting(): void {
+    for (const [key, { record }] of this.mirror.all<VolumeRecord>(PREFIXES.volumes)) {
+      if (record.state !== 'Available' && record.state !== 'Failed') this.dirty.add(idOfKey(key));
+    }
+    this.schedule();
+  }
+
+  private markAll(): void {
+    for (const key of this.mirror.all(PREFIXES.volumes).keys()) this.dirty.add(idOfKey(key));
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.stopped || this.dirty.size === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      if (this.running) {
+        void this.running.then(() => this.schedule());
+        return;
+      }
+      this.running = this.pass().finally(() => {
+        this.running = undefined;
+        this.schedule();
+      });
+    });
+  }
+
+  private async pass(): Promise<void> {
+    const batch = [...this.dirty];
+    this.dirty.clear();
+    for (const volumeUUID of batch) {
+      if (this.stopped) return;
+      try {
+        const changed = await this.reconcile(volumeUUID);
+        // A write that lost a race (compare failed) is retried once the watch catches up.
+        if (changed === 'retry') this.dirty.add(volumeUUID);
+      } catch (err) {
+        if (err instanceof StrataError && err.code === 'NOT_LEADER') return;
+        this.options.logger.error({ err, volumeUUID }, 'volume reconcile failed; will retry');
+        this.dirty.add(volumeUUID);
+      }
+    }
+    if (this.dirty.size > 0) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  private async reconcile(volumeUUID: string): Promise<'done' | 'retry'> {
+    const stored = this.mirror.get<VolumeRecord>(PREFIXES.volumes, keys.volume(volumeUUID));
+    if (!stored) return this.removeOrphans(volumeUUID);
+    const volume = stored.record;
+    const fence: FenceCompare = [keys.volume(volumeUUID), 'Mod', stored.revision];
+
+    if (volume.state === 'Deleting') return this.reconcileDeleting(volume, fence);
+    if (!volume.placement) {
+      if (volume.state === 'Creating') return this.place(volume, fence);
+      return 'done'; // Failed before placement: nothing to serve
+    }
+
+    const assignmentOps = this.assignmentChanges(volume);
+    if (assignmentOps.length > 0) {
+      return (await this.commit([fence], assignmentOps)) ? 'done' : 'retry';
+    }
+    const snapshotsDone = await this.reconcileSnapshots(volume);
+    if (snapshotsDone === 'retry') return 'retry';
+    return this.reconcileServing(volume, fence);
+  }
+
+  /** Volume record gone: drop any assignment and status left for it. */
+  private async removeOrphans(volumeUUID: string): Promise<'done' | 'retry'> {
+    const ops: IOperation[] = [];
+    for (const key of this.mirror.all(PREFIXES.assignments).keys()) {
+      if (idOfKey(key) === volumeUUID) ops.push(this.options.etcd.delete().key(key));
+    }
+    if (ops.length === 0) return 'done';
+    await this.commit([[keys.volume(volumeUUID), 'Create', '0']], ops);
+    return 'done';
+  }
+
+  private async place(volume: VolumeRecord, fence: FenceCompare): Promise<'done' | 'retry'> {
+    let onlyNodes: string[] | undefined;
+    if (volume.sourceSnapshotUUID) {
+      const snapshot = this.mirror.get<SnapshotRecord>(PREFIXES.snapshots, keys.snapshot(volume.sourceSnapshotUUID))?.record;
+      const source = snapshot && this.mirror.get<VolumeRecord>(PREFIXES.volumes, keys.volume(snapshot.sourceVolumeUUID))?.record;
+      if (!snapshot || !source?.placement) {
+        return this.fail(volume, fence, `clone source snapshot ${volume.sourceSnapshotUUID} or its volume no longer exists`);
+      }
+      onlyNodes = source.placement.nodeList;
+    }
+    const result = chooseNodes(
+      {
+        replicaCount: volume.replicaCount,
+        sizeBytes: BigInt(volume.sizeBytes),
+        placementRestrictions: volume.placementRestrictions,
+        ...(onlyNodes ? { onlyNodes } : {}),
+        clusterUUID: this.options.clusterUUID,
+        overcommitRatio: this.options.overcommitRatio,
+      },
+      this.candidates(),
+    );
+    if (!result.ok) {
+      if (!result.retryable || this.expired(volume)) return this.fail(volume, fence, `cannot place volume: ${result.reason}`);
+      return 'done'; // wait for nodes; re-checked on membership changes and periodically
+    }
+    const nsid = this.allocate(PREFIXES.nsids, this.pendingNsids, 1, MAX_NSID);
+    const port = this.allocate(PREFIXES.ports, this.pendingPorts, this.options.volumePorts.min, this.options.volumePorts.max);
+    if (nsid === undefined) return this.fail(volume, fence, 'no namespace id is free');
+    if (port === undefined) return this.fail(volume, fence, `no volume port is free in ${this.options.volumePorts.min}-${this.options.volumePorts.max}`);
+
+    const placed: VolumeRecord = { ...volume, placement: { nodeList: result.nodeList, primaryNodeUUID: result.primaryNodeUUID, nsid, port } };
+    const etcd = this.options.etcd;
+    const ops: IOperation[] = [
+      etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(placed)),
+      etcd.put(keys.nsid(nsid)).value(JSON.stringify({ volumeUUID: volume.UUID })),
+      etcd.put(keys.volumePort(port)).value(JSON.stringify({ volumeUUID: volume.UUID })),
+      ...result.nodeList.map((node) => etcd.put(keys.assignment(node, volume.UUID)).value(JSON.stringify(this.assignment(placed, node)))),
+    ];
+    this.pendingNsids.add(nsid);
+    this.pendingPorts.add(port);
+    const ok = await this.commit([fence, [keys.nsid(nsid), 'Create', '0'], [keys.volumePort(port), 'Create', '0']], ops);
+    if (!ok) {
+      this.pendingNsids.delete(nsid);
+      this.pendingPorts.delete(port);
+      return 'retry';
+    }
+    this.options.logger.info({ volumeUUID: volume.UUID, nodeList: result.nodeList, nsid, port }, 'volume placed');
+    return 'done';
+  }
+
+  /** Writes or removes assignments so every node holds exactly what the volume says. */
+  private assignmentChanges(volume: VolumeRecord): IOperation[] {
+    const etcd = this.options.etcd;
+    const ops: IOperation[] = [];
+    const nodes = new Set(volume.placement!.nodeList);
+    for (const node of nodes) {
+      const want = this.assignment(volume, node);
+      const have = this.mirror.get<VolumeAssignment>(PREFIXES.assignments, keys.assignment(node, volume.UUID))?.record;
+      if (!have || !sameAssignment(have, want)) ops.push(etcd.put(keys.assignment(node, volume.UUID)).value(JSON.stringify(want)));
+    }
+    for (const key of this.mirror.all(PREFIXES.assignments).keys()) {
+      if (idOfKey(key) === volume.UUID && !nodes.has(nodeOfAssignmentKey(key))) ops.push(etcd.delete().key(key));
+    }
+    return ops;
+  }
+
+  private assignment(volume: VolumeRecord, node: string): VolumeAssignment {
+    return assignmentFor(volume, node, this.options.clusterSubsystemNQN, this.snapshotsOf(volume.UUID).map((s) => s.record));
+  }
+
+  private async reconcileServing(volume: VolumeRecord, fence: FenceCompare): Promise<'done' | 'retry'> {
+    if (volume.state !== 'Creating' && volume.state !== 'Updating' && volume.state !== 'Rollback') return 'done';
+    const reports = this.statusOf(volume.UUID);
+    const nodes = volume.placement!.nodeList;
+    const current = nodes.map((n) => reports.get(n)).filter((r) => r && r.generation >= volume.generation);
+    const failed = current.find((r) => r!.state === 'Failed');
+    if (failed) return this.fail(volume, fence, `node ${failed.nodeUUID}: ${failed.error}`);
+    if (current.length === nodes.length && current.every((r) => r!.state === 'Served')) {
+      const available: VolumeRecord = { ...volume, state: 'Available', rollbackSnapshotUUID: '', failureReason: '' };
+      if (!(await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(available))]))) return 'retry';
+      if (volume.state === 'Creating') {
+        await this.event(volume, 'VolumeAvailable', 'Info', `volume ${volume.name} is served by ${nodes.length} node(s)`);
+      }
+      return 'done';
+    }
+    if (volume.state === 'Creating' && this.expired(volume)) {
+      const missing = nodes.filter((n) => !current.some((r) => r!.nodeUUID === n));
+      return this.fail(volume, fence, `not served within ${this.options.creatingTimeoutMs / 1000} s by node(s) ${missing.join(', ')}`);
+    }
+    return 'done';
+  }
+
+  private async reconcileDeleting(volume: VolumeRecord, fence: FenceCompare): Promise<'done' | 'retry'> {
+    const etcd = this.options.etcd;
+    const assignmentKeys = [...this.mirror.all(PREFIXES.assignments).keys()].filter((k) => idOfKey(k) === volume.UUID);
+    if (assignmentKeys.length > 0) {
+      return (await this.commit([fence], assignmentKeys.map((k) => etcd.delete().key(k)))) ? 'done' : 'retry';
+    }
+    // Gone once no Active node still reports holding it. An Inactive node's agent removes
+    // anything it holds without an assignment when it returns.
+    const active = this.activeNodes();
+    const holding = [...this.statusOf(volume.UUID).values()].filter((r) => r.state !== 'Absent' && active.has(r.nodeUUID));
+    if (holding.length > 0) return 'done';
+    const ops: IOperation[] = [etcd.delete().key(keys.volume(volume.UUID)), etcd.delete().prefix(keys.volumeStatusPrefix(volume.UUID))];
+    if (volume.placement) {
+      ops.push(etcd.delete().key(keys.nsid(volume.placement.nsid)), etcd.delete().key(keys.volumePort(volume.placement.port)));
+    }
+    if (!(await this.commit([fence], ops))) return 'retry';
+    await this.event(volume, 'VolumeDeleted', 'Info', `volume ${volume.name} deleted`);
+    return 'done';
+  }
+
+  /** Snapshot states from the nodes' reports (Creating → Available/Failed, Deleting → gone). */
+  private async reconcileSnapshots(volume: VolumeRecord): Promise<'done' | 'retry'> {
+    const reports = this.statusOf(volume.UUID);
+    const nodes = volume.placement!.nodeList;
+    const active = this.activeNodes();
+    for (const { record: snapshot, revision } of this.snapshotsOf(volume.UUID)) {
+      const fence: FenceCompare = [keys.snapshot(snapshot.UUID), 'Mod', revision];
+      const onNode = (n: string) => reports.get(n)?.snapshots.find((s) => s.snapshotUUID === snapshot.UUID);
+      let next: SnapshotRecord | null | undefined;
+      if (snapshot.state === 'Creating') {
+        const failed = nodes.map(onNode).find((s) => s?.state === 'Failed');
+        if (failed) next = { ...snapshot, state: 'Failed', failureReason: failed.error };
+        else if (nodes.every((n) => onNode(n)?.state === 'Available')) next = { ...snapshot, state: 'Available' };
+      } else if (snapshot.state === 'Deleting') {
+        if (nodes.every((n) => !onNode(n) || !active.has(n))) next = null;
+      }
+      if (next === undefined) continue;
+      const op = next === null ? this.options.etcd.delete().key(keys.snapshot(snapshot.UUID)) : this.options.etcd.put(keys.snapshot(snapshot.UUID)).value(JSON.stringify(next));
+      if (!(await this.commit([fence], [op]))) return 'retry';
+    }
+    return 'done';
+  }
+
+  private async fail(volume: VolumeRecord, fence: FenceCompare, reason: string): Promise<'done' | 'retry'> {
+    const failed: VolumeRecord = { ...volume, state: 'Failed', failureReason: reason };
+    if (!(await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(failed))]))) return 'retry';
+    this.options.logger.warn({ volumeUUID: volume.UUID, reason }, 'volume failed');
+    await this.event(volume, 'VolumeFailed', 'High', `volume ${volume.name} failed: ${reason}`);
+    return 'done';
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  private async commit(compares: readonly FenceCompare[], ops: IOperation[]): Promise<boolean> {
+    return this.options.election.fencedCommit(compares, ops);
+  }
+
+  private expired(volume: VolumeRecord): boolean {
+    return this.now() - Date.parse(volume.creationTime) > this.options.creatingTimeoutMs;
+  }
+
+  private activeNodes(): Set<string> {
+    const active = new Set<string>();
+    for (const { record } of this.mirror.all<PresenceRecord>(PREFIXES.presence).values()) {
+      for (const node of record.nodeUUIDs) active.add(node);
+    }
+    return active;
+  }
+
+  private candidates(): NodeCandidate[] {
+    const active = this.activeNodes();
+    const allocated = new Map<string, bigint>();
+    for (const { record } of this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()) {
+      if (!record.placement || record.state === 'Deleting') continue;
+      for (const node of record.placement.nodeList) allocated.set(node, (allocated.get(node) ?? 0n) + BigInt(record.sizeBytes));
+    }
+    const devices = this.mirror.all<DeviceRecord>(PREFIXES.devices);
+    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].map(({ record: node }) => ({
+      UUID: node.UUID,
+      serverUUID: node.serverUUID,
+      failureDomains: node.failureDomains,
+      active: active.has(node.UUID),
+      // Until the storage pool reports its own capacity: the managed data devices present.
+      capacityBytes: node.managedDeviceSerials.reduce((sum, serial) => {
+        const device = devices.get(keys.device(serial))?.record;
+        return device?.present ? sum + BigInt(device.sizeBytes) : sum;
+      }, 0n),
+      allocatedBytes: allocated.get(node.UUID) ?? 0n,
+    }));
+  }
+
+  private allocate(prefix: string, pending: Set<number>, min: number, max: number): number | undefined {
+    const used = new Set(pending);
+    for (const key of this.mirror.all(prefix).keys()) used.add(Number(idOfKey(key)));
+    for (const n of pending) if (this.mirror.get(prefix, prefix === PREFIXES.nsids ? keys.nsid(n) : keys.volumePort(n))) pending.delete(n);
+    for (let n = min; n <= max; n++) if (!used.has(n)) return n;
+    return undefined;
+  }
+
+  private statusOf(volumeUUID: string): Map<string, VolumeStatusRecord> {
+    const result = new Map<string, VolumeStatusRecord>();
+    const prefix = keys.volumeStatusPrefix(volumeUUID);
+    for (const [key, { record }] of this.mirror.all<VolumeStatusRecord>(PREFIXES.status)) {
+      if (key.startsWith(prefix)) result.set(record.nodeUUID, record);
+    }
+    return result;
+  }
+
+  private snapshotsOf(volumeUUID: string): { record: SnapshotRecord; revision: string }[] {
+    return [...this.mirror.all<SnapshotRecord>(PREFIXES.snapshots).values()].filter((s) => s.record.sourceVolumeUUID === volumeUUID);
+  }
+
+  private async event(volume: VolumeRecord, eventName: string, severity: EventInput['severity'], description: string): Promise<void> {
+    await this.options.events.record({
+      type: 'Volume',
+      severity,
+      eventName,
+      reportingService: 'CM',
+      description,
+      component: { kind: 'volume', projectName: volume.projectName, volumes: [{ ID: volume.UUID, Name: volume.name }] },
+    });
+  }
+}
+
+function volumeOfStatusKey(key: string): string {
+  const parts = key.slice(keys.volumeStatusPrefix().length).split('/');
+  return parts[0] ?? '';
+}
+
+function nodeOfAssignmentKey(key: string): string {
+  const parts = key.slice(keys.assignmentsPrefix().length).split('/');
+  return parts[0] ?? '';
+}
