@@ -28,6 +28,7 @@ import type { EventInput, EventRecorder } from '../events/event-recorder.js';
 import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
 import { assignmentFor, sameAssignment } from './assignments.js';
 import { chooseNodes, type NodeCandidate } from './placement.js';
+import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
 
 export interface VolumeControllerOptions {
   readonly etcd: Etcd3;
@@ -325,23 +326,28 @@ export class VolumeController {
 
   /** Snapshot states from the nodes' reports (Creating → Available/Failed, Deleting → gone). */
   private async reconcileSnapshots(volume: VolumeRecord): Promise<'done' | 'retry'> {
-    const reports = this.statusOf(volume.UUID);
-    const nodes = volume.placement!.nodeList;
     const active = this.activeNodes();
+    const reports = [...this.statusOf(volume.UUID).values()];
+    // A node that is gone cannot remove a snapshot now; its agent drops unassigned ones on return.
+    const countingReports = reports.filter((r) => active.has(r.nodeUUID));
     for (const { record: snapshot, revision } of this.snapshotsOf(volume.UUID)) {
       const fence: FenceCompare = [keys.snapshot(snapshot.UUID), 'Mod', revision];
-      const onNode = (n: string) => reports.get(n)?.snapshots.find((s) => s.snapshotUUID === snapshot.UUID);
       let next: SnapshotRecord | null | undefined;
       if (snapshot.state === 'Creating') {
-        const failed = nodes.map(onNode).find((s) => s?.state === 'Failed');
-        if (failed) next = { ...snapshot, state: 'Failed', failureReason: failed.error };
-        else if (nodes.every((n) => onNode(n)?.state === 'Available')) next = { ...snapshot, state: 'Available' };
-      } else if (snapshot.state === 'Deleting') {
-        if (nodes.every((n) => !onNode(n) || !active.has(n))) next = null;
+        const state = snapshotStateFromReports(snapshot, volume, reports);
+        if (state === 'Available') next = { ...snapshot, state, failureReason: '' };
+        else if (state === 'Failed') next = { ...snapshot, state, failureReason: snapshotFailureReason(snapshot, volume, reports) };
+        else if (this.now() - Date.parse(snapshot.creationTime) > this.options.creatingTimeoutMs) {
+          next = { ...snapshot, state: 'Failed', failureReason: `not taken on every node within ${this.options.creatingTimeoutMs / 1000} s` };
+        }
+      } else if (snapshot.state === 'Deleting' && isSnapshotGone(snapshot, countingReports)) {
+        next = null;
       }
       if (next === undefined) continue;
       const op = next === null ? this.options.etcd.delete().key(keys.snapshot(snapshot.UUID)) : this.options.etcd.put(keys.snapshot(snapshot.UUID)).value(JSON.stringify(next));
       if (!(await this.commit([fence], [op]))) return 'retry';
+      const what = next === null ? 'SnapshotDeleted' : next.state === 'Available' ? 'SnapshotAvailable' : 'SnapshotFailed';
+      await this.event(volume, what, next?.state === 'Failed' ? 'High' : 'Info', `snapshot ${snapshot.name} of volume ${volume.name}: ${next === null ? 'deleted' : next.state}${next?.failureReason ? ` (${next.failureReason})` : ''}`);
     }
     return 'done';
   }

@@ -1,0 +1,170 @@
+// Snapshots in etcd: /strata/snapshots/<UUID> (SnapshotRecord) and the per-project name index
+// /strata/snapshot-names/<project>/<name> = {"UUID": ...}, always changed in one transaction
+// with the record. Also the reads of other resources' records a snapshot needs: its source
+// volume (record and name index) and the cluster id.
+import type { Etcd3 } from 'etcd3';
+import { parseRecord } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import type { ClusterRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
+
+/** The value of a name index key (volume-names and snapshot-names). */
+interface NameIndexValue {
+  UUID: string;
+}
+
+export interface NameIndexEntry {
+  readonly UUID: string;
+  readonly revision: string;
+}
+
+/** How many records one list request reads from etcd when a page is filtered. */
+const LIST_BATCH = 1000;
+/** Parallel reads when fetching the source volumes of a page. */
+const VOLUME_READ_CONCURRENCY = 64;
+
+export type CreateOutcome =
+  | { readonly kind: 'created'; readonly snapshot: Versioned<SnapshotRecord> }
+  /** The name is taken in the project (409). */
+  | { readonly kind: 'name-taken' }
+  /** The source volume changed since it was read: read it again and retry. */
+  | { readonly kind: 'volume-changed' };
+
+export class SnapshotStore {
+  readonly records: RecordStore;
+  private clusterId: string | undefined;
+
+  constructor(readonly etcd: Etcd3) {
+    this.records = new RecordStore(etcd);
+  }
+
+  get(uuid: string): Promise<Versioned<SnapshotRecord> | null> {
+    return this.records.get<SnapshotRecord>(keys.snapshot(uuid));
+  }
+
+  async nameIndex(project: string, name: string): Promise<NameIndexEntry | null> {
+    return readNameIndex(this.etcd, keys.snapshotName(project, name));
+  }
+
+  /** Names in use in a project (snapshots that are not Deleting). */
+  async countNames(project: string): Promise<number> {
+    return this.etcd.getAll().prefix(keys.snapshotNamesPrefix(project)).count();
+  }
+
+  /**
+   * Snapshots in UUID (key) order after `startAfterUUID`, keeping those `keep` accepts, until
+   * `limit` are kept or the prefix ends. Reads in batches, so a page of one project costs
+   * reads proportional to the snapshots it skips, never the whole prefix at once.
+   */
+  async scan(options: { startAfterUUID?: string; limit: number; keep: (s: Versioned<SnapshotRecord>) => boolean }): Promise<Versioned<SnapshotRecord>[]> {
+    const kept: Versioned<SnapshotRecord>[] = [];
+    let startAfter = options.startAfterUUID === undefined ? undefined : keys.snapshot(options.startAfterUUID);
+    while (kept.length < options.limit) {
+      const batch = await this.records.list<SnapshotRecord>(keys.snapshotsPrefix(), { ...(startAfter !== undefined ? { startAfter } : {}), limit: LIST_BATCH });
+      for (const snapshot of batch) {
+        if (options.keep(snapshot)) kept.push(snapshot);
+        if (kept.length === options.limit) break;
+      }
+      if (batch.length < LIST_BATCH) break;
+      startAfter = batch[batch.length - 1]!.key;
+    }
+    return kept;
+  }
+
+  /** Every snapshot and the etcd revision they were read at (a watch resumes after it). */
+  async listAll(): Promise<{ snapshots: Versioned<SnapshotRecord>[]; revision: string }> {
+    const res = await this.etcd.getAll().prefix(keys.snapshotsPrefix()).sort('Key', 'Ascend').exec();
+    const snapshots = res.kvs.map((kv) => {
+      const key = kv.key.toString('utf8');
+      return { key, record: parseRecord<SnapshotRecord>(key, kv.value) as SnapshotRecord, revision: kv.mod_revision };
+    });
+    return { snapshots, revision: res.header.revision };
+  }
+
+  /**
+   * Writes a new snapshot and its name index in one transaction, provided the name is free in
+   * the project and the source volume is still at the revision it was validated at.
+   */
+  async create(record: SnapshotRecord, volume: Versioned<VolumeRecord>): Promise<CreateOutcome> {
+    const nameKey = keys.snapshotName(record.projectName, record.name);
+    const snapshotKey = keys.snapshot(record.UUID);
+    const result = await this.etcd
+      .if(nameKey, 'Mod', '==', 0)
+      .and(volume.key, 'Mod', '==', volume.revision)
+      .and(snapshotKey, 'Mod', '==', 0)
+      .then(this.records.put(snapshotKey, record), this.records.put(nameKey, { UUID: record.UUID } satisfies NameIndexValue))
+      .commit();
+    if (result.succeeded) return { kind: 'created', snapshot: { key: snapshotKey, record, revision: result.header.revision } };
+    return (await this.nameIndex(record.projectName, record.name)) ? { kind: 'name-taken' } : { kind: 'volume-changed' };
+  }
+
+  /**
+   * Moves a snapshot to Deleting and frees its name (the index key is deleted if it still
+   * points to this snapshot), in one transaction conditional on the revision read. Returns
+   * the new version, or null when the snapshot changed meanwhile (re-read and decide again).
+   */
+  async markDeleting(current: Versioned<SnapshotRecord>): Promise<Versioned<SnapshotRecord> | null> {
+    const record: SnapshotRecord = { ...current.record, state: 'Deleting' };
+    const nameKey = keys.snapshotName(record.projectName, record.name);
+    const index = await this.nameIndex(record.projectName, record.name);
+    let txn = this.etcd.if(current.key, 'Mod', '==', current.revision);
+    const ops = [this.records.put(current.key, record)];
+    if (index?.UUID === record.UUID) {
+      txn = txn.and(nameKey, 'Mod', '==', index.revision);
+      ops.push(this.records.delete(nameKey));
+    }
+    const result = await txn.then(...ops).commit();
+    return result.succeeded ? { key: current.key, record, revision: result.header.revision } : null;
+  }
+
+  // ---- other resources' records, read-only ----
+
+  getVolume(uuid: string): Promise<Versioned<VolumeRecord> | null> {
+    return this.records.get<VolumeRecord>(keys.volume(uuid));
+  }
+
+  async volumeByName(project: string, name: string): Promise<Versioned<VolumeRecord> | null> {
+    const index = await readNameIndex(this.etcd, keys.volumeName(project, name));
+    if (!index) return null;
+    const volume = await this.getVolume(index.UUID);
+    return volume && volume.record.projectName === project && volume.record.name === name ? volume : null;
+  }
+
+  /** The source volumes of `snapshots`, by UUID (absent when the volume no longer exists). */
+  async volumesOf(snapshots: readonly SnapshotRecord[]): Promise<Map<string, VolumeRecord>> {
+    const uuids = [...new Set(snapshots.map((s) => s.sourceVolumeUUID))];
+    const volumes = new Map<string, VolumeRecord>();
+    for (let i = 0; i < uuids.length; i += VOLUME_READ_CONCURRENCY) {
+      const found = await Promise.all(uuids.slice(i, i + VOLUME_READ_CONCURRENCY).map((uuid) => this.getVolume(uuid)));
+      for (const volume of found) if (volume) volumes.set(volume.record.UUID, volume.record);
+    }
+    return volumes;
+  }
+
+  /** The cluster UUID (clusterId of every snapshot); written once at bootstrap, so cached. */
+  async clusterUUID(): Promise<string> {
+    if (this.clusterId === undefined) {
+      const cluster = await this.records.get<ClusterRecord>(keys.cluster());
+      if (!cluster) return '';
+      this.clusterId = cluster.record.UUID;
+    }
+    return this.clusterId;
+  }
+}
+
+/** Reads a name index key; tolerates a bare UUID string as the value. */
+async function readNameIndex(etcd: Etcd3, key: string): Promise<NameIndexEntry | null> {
+  const res = await etcd.get(key).exec();
+  const kv = res.kvs[0];
+  if (!kv) return null;
+  const text = kv.value.toString('utf8');
+  let UUID = text;
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    if (typeof parsed === 'string') UUID = parsed;
+    else if (parsed && typeof parsed === 'object' && typeof (parsed as NameIndexValue).UUID === 'string') UUID = (parsed as NameIndexValue).UUID;
+  } catch {
+    // not JSON: the raw value is the UUID
+  }
+  return { UUID, revision: kv.mod_revision };
+}
