@@ -29,6 +29,14 @@ import { VolumeController } from './volume-controller/volume-controller.js';
 import { VolumeReportService } from './agents/volume-report-service.js';
 import { VolumeStatusStore } from './agents/volume-status-store.js';
 import type { EventRecorder } from './events/event-recorder.js';
+import { EtcdEventLog } from './events/etcd-event-log.js';
+import { startEventRetention } from './events/event-retention.js';
+import { EventStore, EventsService, EtcdProjectExistence } from './events/events-service.js';
+import { createEventsRoutes } from './events/events-routes.js';
+import { startMembershipEvents } from './membership-events/membership-events.js';
+import { ConnectedHostsService } from './connected-hosts/connected-hosts-service.js';
+import { ConnectedHostsStore } from './connected-hosts/connected-hosts-store.js';
+import { createConnectedHostsRoutes } from './connected-hosts/connected-hosts-routes.js';
 import { StrataError } from '../lib/errors.js';
 import { createVersionRoutes } from './version/version-routes.js';
 import { InventoryReader } from './inventory/inventory-reader.js';
@@ -73,13 +81,14 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   if (config.volumePortMin > config.volumePortMax) {
     throw new StrataError('CONFIG_INVALID', `volumePortMin ${config.volumePortMin} is above volumePortMax ${config.volumePortMax}`);
   }
-  const events: EventRecorder = {
-    // Until the event log lands: events go to the log only.
-    record: async (event) => {
-      logger.info({ event }, 'event');
-    },
-  };
+  const events = new EtcdEventLog(etcd, logger.child({ component: 'events' }));
   const leaderTasks = new LeaderTasks(election, [
+    { name: 'event retention', start: async () => startEventRetention(etcd, logger.child({ component: 'event-retention' })) },
+    {
+      name: 'membership events',
+      start: async () =>
+        startMembershipEvents({ etcd, events, logger: logger.child({ component: 'membership-events' }), fencedWrite: (ops) => election.fencedWrite(ops) }),
+    },
     {
       name: 'volume controller',
       start: async () => {
@@ -125,7 +134,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   const routers: Router[] = [
     createVersionRoutes({ auth }),
     createControlPlaneRoutes({ auth, registry }),
-    ...resourceRoutes(etcd, auth),
+    ...resourceRoutes(etcd, auth, events),
   ];
   httpServer.on('request', createHttpApp(logger.child({ component: 'http' }), routers).callback());
 
@@ -164,7 +173,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
 }
 
 /** The resource folders' routes over their services and shared stores. */
-function resourceRoutes(etcd: Etcd3, auth: Authenticator): Router[] {
+function resourceRoutes(etcd: Etcd3, auth: Authenticator, _events: EventRecorder): Router[] {
   // One reader for all inventory views: it keeps the last snapshot and reads only changes.
   const inventory = new InventoryReader(etcd);
   return [
@@ -172,6 +181,8 @@ function resourceRoutes(etcd: Etcd3, auth: Authenticator): Router[] {
     createServersRoutes({ auth, servers: new ServersService(inventory) }),
     createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory) }),
+    createEventsRoutes({ auth, events: new EventsService(new EventStore(etcd), new EtcdProjectExistence(etcd)) }),
+    createConnectedHostsRoutes({ auth, connectedHosts: new ConnectedHostsService(new ConnectedHostsStore(etcd)) }),
   ];
 }
 

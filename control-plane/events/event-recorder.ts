@@ -10,7 +10,8 @@ export type EventComponent =
   | { readonly kind: 'nvmeSsd'; readonly ID: string; readonly Name: string }
   | { readonly kind: 'node'; readonly ID: string; readonly Name: string }
   | { readonly kind: 'server'; readonly ID: string; readonly Name: string }
-  | { readonly kind: 'cluster'; readonly ID: string; readonly Name: string };
+  | { readonly kind: 'cluster'; readonly ID: string; readonly Name: string }
+  | { readonly kind: 'dataIntegrity'; readonly NodeUUID: string; readonly ServerUUID: string; readonly SSDs: readonly { ID: string; Name: string }[] };
 
 export interface EventInput {
   readonly type: EventType;

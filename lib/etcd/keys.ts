@@ -42,6 +42,12 @@ export const keys = {
   /** The active cluster manager, bound to the leader's lease. Leader-only writes compare it. */
   leader: () => `${ROOT}leader`,
 
+  /** What the membership-events controller last reported per node, server and device. */
+  membershipEventsPrefix: () => `${ROOT}membership-events/`,
+  membershipEventNode: (nodeUUID: string) => `${ROOT}membership-events/nodes/${nodeUUID}`,
+  membershipEventServer: (serverUUID: string) => `${ROOT}membership-events/servers/${serverUUID}`,
+  membershipEventDevice: (serial: string) => `${ROOT}membership-events/devices/${encodeURIComponent(serial)}`,
+
   eventsPrefix: () => `${ROOT}events/`,
   event: (id: string) => `${ROOT}events/${id}`,
 

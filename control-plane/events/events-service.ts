@@ -1,0 +1,117 @@
+// Listing the event log (spec 4.5, §6): newest first. A page is read as limited ranges of the
+// time-ordered keys between the since/until bounds, starting after nextToken; filters apply
+// server-side chunk by chunk, so a page costs what it scans, never the whole log.
+//
+// nextToken is the last returned event's ID when more events may follow in the range, '' when
+// the range is exhausted. Paging is stable: events recorded while a client pages are newer
+// than its cursor and never shift what the next page returns.
+import type { Etcd3 } from 'etcd3';
+import { errors } from '../../lib/errors.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { ProjectDirectory } from '../volumes/volume-dependencies.js';
+import { eventsRangeEnd, eventsRangeStart, timeBoundKey } from './event-id.js';
+import { projectsOf, type EventWire } from './event-wire.js';
+import type { EventQuery } from './events-schema.js';
+
+export interface EventPage {
+  events: EventWire[];
+  nextToken: string;
+}
+
+/**
+ * Events per etcd read while filtering (the unfiltered read asks for limit + 1). The chunk
+ * doubles on each read of one page: etcd 3.4 walks its index over the whole remaining range on
+ * every limited read, so a sparse filter over a long log needs few, large reads. Reads aim at
+ * 2 MiB (from the sizes seen so far) to stay under gRPC's 4 MiB message limit; a read over it
+ * is retried in halves.
+ */
+const FILTER_CHUNK_FIRST = 250;
+const FILTER_CHUNK_MAX = 4000;
+const READ_TARGET_BYTES = 2 * 1024 * 1024;
+
+/** Reads of the event keys. */
+export class EventStore {
+  constructor(private readonly etcd: Etcd3) {}
+
+  /** Up to `limit` events with keys in [start, end), in key order (newest first); `more` when the range holds more. */
+  async range(start: string, end: string, limit: number): Promise<{ events: EventWire[]; lastKey: string | undefined; more: boolean; bytes: number }> {
+    if (start >= end) return { events: [], lastKey: undefined, more: false, bytes: 0 };
+    let res;
+    for (let n = limit; ; n = Math.ceil(n / 2)) {
+      try {
+        res = await this.etcd.getAll().inRange({ start, end }).limit(n).exec();
+        break;
+      } catch (err) {
+        // etcd3 spells it GRPCResourceExhastedError: a response over the client's message limit.
+        if (n === 1 || !/ResourceExh/i.test((err as Error).constructor.name)) throw err;
+      }
+    }
+    const events: EventWire[] = [];
+    let bytes = 0;
+    for (const kv of res.kvs) {
+      bytes += kv.key.length + kv.value.length;
+      try {
+        events.push(JSON.parse(kv.value.toString('utf8')) as EventWire);
+      } catch {
+        // A corrupt event must not make the log unreadable; it is skipped.
+      }
+    }
+    return { events, lastKey: res.kvs.at(-1)?.key.toString('utf8'), more: res.more, bytes };
+  }
+}
+
+/** Project existence straight from etcd (keys.project), for wiring without the projects folder. */
+export class EtcdProjectExistence implements Pick<ProjectDirectory, 'require'> {
+  constructor(private readonly etcd: Etcd3) {}
+
+  async require(projectName: string): Promise<void> {
+    // Names with '/' could address other keys; such a project cannot exist.
+    if (projectName.includes('/') || (await this.etcd.get(keys.project(projectName)).string()) === null) {
+      throw errors.notFound('project', projectName);
+    }
+  }
+}
+
+export class EventsService {
+  constructor(
+    private readonly store: EventStore,
+    private readonly projects: Pick<ProjectDirectory, 'require'>,
+  ) {}
+
+  async list(query: EventQuery): Promise<EventPage> {
+    if (query.projectName !== undefined) await this.projects.require(query.projectName);
+    const end = query.since !== undefined ? timeBoundKey(query.since) : eventsRangeEnd();
+    let start = query.until !== undefined ? timeBoundKey(query.until) : eventsRangeStart();
+    if (query.after !== undefined) {
+      const afterKey = `${keys.event(query.after)}\0`;
+      if (afterKey > start) start = afterKey;
+    }
+    const matches = matcher(query);
+    const unfiltered = matches === undefined;
+    const events: EventWire[] = [];
+    let filterChunk = FILTER_CHUNK_FIRST;
+    for (;;) {
+      const chunk = await this.store.range(start, end, unfiltered ? query.limit - events.length + 1 : filterChunk);
+      const bytesPerEvent = chunk.events.length > 0 ? chunk.bytes / chunk.events.length : 1024;
+      filterChunk = Math.max(1, Math.min(filterChunk * 2, FILTER_CHUNK_MAX, Math.floor(READ_TARGET_BYTES / bytesPerEvent)));
+      for (const [i, event] of chunk.events.entries()) {
+        if (matches && !matches(event)) continue;
+        events.push(event);
+        if (events.length === query.limit) {
+          const more = i < chunk.events.length - 1 || chunk.more;
+          return { events, nextToken: more ? event.ID : '' };
+        }
+      }
+      if (!chunk.more || chunk.lastKey === undefined) return { events, nextToken: '' };
+      start = `${chunk.lastKey}\0`;
+    }
+  }
+}
+
+function matcher(query: EventQuery): ((event: EventWire) => boolean) | undefined {
+  const { severities, componentType, projectName } = query;
+  if (severities) return (e) => severities.has(e.Severity);
+  if (componentType !== undefined) return (e) => e.Type === componentType;
+  if (projectName !== undefined) return (e) => projectsOf(e).includes(projectName);
+  return undefined;
+}

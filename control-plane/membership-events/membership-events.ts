@@ -1,0 +1,335 @@
+// Node, server and device events (docs/events.md, "Membership events"), run by the active
+// cluster manager only. Node state is derived, not stored (docs/decisions.md: present ⇒ Active),
+// so nobody writes "node became Inactive": this controller watches the records the state is
+// derived from, re-derives after every change, and reports what differs from what it last
+// reported. What it last reported lives in etcd and is written in the SAME transaction as the
+// event (fenced by the leader's term when the lead passes fencedWrite), so a restart or a
+// failover neither repeats nor loses an event.
+import type { Etcd3, Watcher } from 'etcd3';
+import type { IOperation } from 'etcd3/lib/builder.js';
+import { StrataError } from '../../lib/errors.js';
+import { ROOT, keys } from '../../lib/etcd/keys.js';
+import { parseRecord } from '../../lib/etcd/client.js';
+import type { Logger } from '../../lib/logger.js';
+import type { DeviceRecord, NodeRecord, ServerRecord } from '../../lib/records.js';
+import { catalogued } from '../events/event-catalogue.js';
+import { commitOps, type EventPreparer } from '../events/etcd-event-log.js';
+import type { EventInput } from '../events/event-recorder.js';
+import { InventoryReader, type InventorySnapshot, type Stored } from '../inventory/inventory-reader.js';
+import { InventoryView } from '../inventory/inventory-view.js';
+
+/** Local until lib/etcd/keys.ts has them (asked for): what this controller last reported. */
+/** The keys of what this controller last reported (lib/etcd/keys.ts). */
+export const membershipKeys = {
+  prefix: keys.membershipEventsPrefix,
+  node: keys.membershipEventNode,
+  server: keys.membershipEventServer,
+  device: keys.membershipEventDevice,
+};
+
+/** /strata/membership-events/nodes/<nodeUUID> */
+export interface ReportedNodeState {
+  nodeUUID: string;
+  state: 'Active' | 'Inactive';
+  /** The event that reported it; '' when none was recorded (event log disabled, or first seen Inactive). */
+  eventID: string;
+  at: string;
+}
+
+/** /strata/membership-events/servers/<serverUUID> */
+export interface ReportedServer {
+  serverUUID: string;
+  eventID: string;
+  at: string;
+}
+
+/** /strata/membership-events/devices/<serial> */
+export interface ReportedDevice {
+  serial: string;
+  present: boolean;
+  eventID: string;
+  at: string;
+}
+
+export interface MembershipEventsDeps {
+  readonly etcd: Etcd3;
+  /** The event log (EtcdEventLog): events are committed together with the controller's own state. */
+  readonly events: EventPreparer;
+  readonly logger: Logger;
+  /** The leader's fenced commit (LeaderElection.fencedWrite); without it, a plain transaction. */
+  readonly fencedWrite?: (ops: IOperation[]) => Promise<void>;
+}
+
+export interface MembershipEvents {
+  /** Resolves once the first evaluation is committed (or the controller stopped first). */
+  readonly ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Changes committed per transaction: two ops each, under etcd's 128-op limit with the fence. */
+const CHANGES_PER_TXN = 40;
+const MAX_BACKOFF_MS = 5000;
+
+export function startMembershipEvents(deps: MembershipEventsDeps): MembershipEvents {
+  const controller = new MembershipEventsController(deps);
+  const ready = controller.start();
+  return { ready, stop: () => controller.stop() };
+}
+
+interface Change {
+  readonly key: string;
+  /** The new reported state; null removes it. `eventID` is filled in at commit. */
+  readonly reported: (ReportedNodeState | ReportedServer | ReportedDevice) | null;
+  readonly event?: EventInput;
+  readonly apply: (eventID: string) => void;
+}
+
+class MembershipEventsController {
+  private readonly nodes = new Map<string, ReportedNodeState>();
+  private readonly servers = new Map<string, ReportedServer>();
+  private readonly devices = new Map<string, ReportedDevice>();
+  private readonly reader: InventoryReader;
+  private watchers: Watcher[] = [];
+  private stopped = false;
+  private dirty = false;
+  private loop: Promise<void> | undefined;
+  private backoffMs = 0;
+  private restarting = false;
+
+  constructor(private readonly deps: MembershipEventsDeps) {
+    this.reader = new InventoryReader(deps.etcd);
+  }
+
+  /** Reads what was reported, then the records at one revision, watches from the next, evaluates. */
+  async start(): Promise<void> {
+    for (let delay = 250; !this.stopped; delay = Math.min(delay * 2, MAX_BACKOFF_MS)) {
+      try {
+        await this.loadReported();
+        const snapshot = await this.reader.read();
+        await this.watchFrom(snapshot.revision);
+        break;
+      } catch (err) {
+        this.deps.logger.warn({ err: (err as Error).message }, 'membership events: start failed; retrying');
+        await this.cancelWatchers();
+        await sleep(delay);
+      }
+    }
+    // Evaluations run one at a time in the drain loop, the first one included.
+    this.poke();
+    await this.loop;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.cancelWatchers();
+    await this.loop;
+  }
+
+  private async loadReported(): Promise<void> {
+    const all = await this.deps.etcd.getAll().prefix(membershipKeys.prefix()).strings();
+    this.nodes.clear();
+    this.servers.clear();
+    this.devices.clear();
+    for (const [key, value] of Object.entries(all)) {
+      const record = parseRecord<Record<string, unknown>>(key, value);
+      if (!record) continue;
+      if (key.startsWith(membershipKeys.node(''))) this.nodes.set(String(record['nodeUUID']), record as unknown as ReportedNodeState);
+      else if (key.startsWith(membershipKeys.server(''))) this.servers.set(String(record['serverUUID']), record as unknown as ReportedServer);
+      else if (key.startsWith(membershipKeys.device(''))) this.devices.set(String(record['serial']), record as unknown as ReportedDevice);
+    }
+  }
+
+  /** Watches what node, server and device events derive from, after the revision just read. */
+  private async watchFrom(revision: string): Promise<void> {
+    const from = (BigInt(revision) + 1n).toString();
+    for (const prefix of [keys.presencePrefix(), keys.nodesPrefix(), keys.serversPrefix(), keys.devicesPrefix()]) {
+      const watcher = await this.deps.etcd.watch().prefix(prefix).startRevision(from).create();
+      watcher.on('data', () => this.poke());
+      watcher.on('error', (err) => {
+        // e.g. the revision was compacted: start over from a fresh read (the reported state
+        // in etcd keeps this from repeating events).
+        this.deps.logger.warn({ err: err.message }, 'membership events: watch failed; re-reading');
+        void this.restart();
+      });
+      this.watchers.push(watcher);
+    }
+  }
+
+  private async cancelWatchers(): Promise<void> {
+    const watchers = this.watchers;
+    this.watchers = [];
+    await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
+  }
+
+  private async restart(): Promise<void> {
+    if (this.restarting) return;
+    this.restarting = true;
+    try {
+      await this.cancelWatchers();
+      await this.loop;
+      if (!this.stopped) await this.start();
+    } finally {
+      this.restarting = false;
+    }
+  }
+
+  /** Something changed: evaluate again (changes arriving meanwhile fold into one more pass). */
+  private poke(): void {
+    this.dirty = true;
+    this.loop ??= this.drain().finally(() => {
+      this.loop = undefined;
+    });
+  }
+
+  private async drain(): Promise<void> {
+    while (this.dirty && !this.stopped) {
+      this.dirty = false;
+      try {
+        await this.evaluate(await this.reader.read());
+        this.backoffMs = 0;
+      } catch (err) {
+        if (this.haltIfDeposed(err)) return;
+        this.backoffMs = Math.min(Math.max(this.backoffMs * 2, 250), MAX_BACKOFF_MS);
+        this.deps.logger.warn({ err: (err as Error).message, retryInMs: this.backoffMs }, 'membership events: evaluation failed; retrying');
+        this.dirty = true;
+        await sleep(this.backoffMs);
+      }
+    }
+  }
+
+  /** A fenced write was refused: this control plane no longer leads; the new leader carries on. */
+  private haltIfDeposed(err: unknown): boolean {
+    if (!(err instanceof StrataError && err.code === 'NOT_LEADER')) return false;
+    this.deps.logger.info('membership events: no longer the active cluster manager; stopping');
+    this.stopped = true;
+    void this.cancelWatchers();
+    return true;
+  }
+
+  private async evaluate(snapshot: InventorySnapshot): Promise<void> {
+    if (this.stopped) return;
+    const view = new InventoryView(snapshot);
+    const changes = [...this.serverChanges(snapshot), ...this.nodeChanges(view), ...this.deviceChanges(view)];
+    for (let i = 0; i < changes.length && !this.stopped; i += CHANGES_PER_TXN) {
+      await this.commit(changes.slice(i, i + CHANGES_PER_TXN));
+    }
+  }
+
+  private async commit(changes: readonly Change[]): Promise<void> {
+    const ops: IOperation[] = [];
+    const ids: string[] = [];
+    for (const change of changes) {
+      const prepared = change.event ? await this.deps.events.prepare(change.event) : null;
+      const eventID = prepared?.id ?? '';
+      ids.push(eventID);
+      if (prepared) ops.push(...prepared.ops);
+      ops.push(change.reported ? this.deps.etcd.put(change.key).value(JSON.stringify({ ...change.reported, eventID })) : this.deps.etcd.delete().key(change.key));
+    }
+    if (this.deps.fencedWrite) await this.deps.fencedWrite(ops);
+    else await commitOps(this.deps.etcd, ops);
+    changes.forEach((change, i) => change.apply(ids[i]!));
+  }
+
+  private serverChanges(snapshot: InventorySnapshot): Change[] {
+    const changes: Change[] = [];
+    const at = new Date().toISOString();
+    for (const [uuid, { record }] of snapshot.servers) {
+      if (this.servers.has(uuid)) continue;
+      changes.push({
+        key: membershipKeys.server(uuid),
+        reported: { serverUUID: uuid, eventID: '', at },
+        event: catalogued('ServerJoined', {
+          component: { kind: 'server', ID: uuid, Name: record.name },
+          description: `server ${record.name} (${record.hostname}) joined the cluster with ${record.nodeUUIDs?.length ?? 0} node(s)`,
+        }),
+        apply: (eventID) => this.servers.set(uuid, { serverUUID: uuid, eventID, at }),
+      });
+    }
+    for (const uuid of this.servers.keys()) {
+      if (!snapshot.servers.has(uuid)) changes.push({ key: membershipKeys.server(uuid), reported: null, apply: () => this.servers.delete(uuid) });
+    }
+    return changes;
+  }
+
+  private nodeChanges(view: InventoryView): Change[] {
+    const changes: Change[] = [];
+    const at = new Date().toISOString();
+    const nodes = view.snapshot.nodes;
+    for (const [uuid, stored] of nodes) {
+      const state = view.isNodeActive(stored.record) ? 'Active' : 'Inactive';
+      const last = this.nodes.get(uuid);
+      if (last?.state === state) continue;
+      const remember = (eventID: string) => this.nodes.set(uuid, { nodeUUID: uuid, state, eventID, at });
+      const reported: ReportedNodeState = { nodeUUID: uuid, state, eventID: '', at };
+      // First seen Inactive: an agent writes its node record just before its presence.
+      if (!last && state === 'Inactive') {
+        changes.push({ key: membershipKeys.node(uuid), reported, apply: remember });
+        continue;
+      }
+      changes.push({ key: membershipKeys.node(uuid), reported, event: nodeEvent(view, stored, state, last?.eventID ?? ''), apply: remember });
+    }
+    for (const uuid of this.nodes.keys()) {
+      if (!nodes.has(uuid)) changes.push({ key: membershipKeys.node(uuid), reported: null, apply: () => this.nodes.delete(uuid) });
+    }
+    return changes;
+  }
+
+  private deviceChanges(view: InventoryView): Change[] {
+    const changes: Change[] = [];
+    const at = new Date().toISOString();
+    const devices = view.snapshot.devices;
+    for (const [serial, { record }] of devices) {
+      const present = record.present !== false;
+      const last = this.devices.get(serial);
+      if (last ? last.present === present : !present) {
+        // Unchanged, or first seen already gone: remember silently.
+        if (!last) changes.push({ key: membershipKeys.device(serial), reported: { serial, present, eventID: '', at }, apply: (eventID) => this.devices.set(serial, { serial, present, eventID, at }) });
+        continue;
+      }
+      changes.push({
+        key: membershipKeys.device(serial),
+        reported: { serial, present, eventID: '', at },
+        event: deviceEvent(view, record, present, last?.eventID ?? ''),
+        apply: (eventID) => this.devices.set(serial, { serial, present, eventID, at }),
+      });
+    }
+    for (const serial of this.devices.keys()) {
+      if (!devices.has(serial)) changes.push({ key: membershipKeys.device(serial), reported: null, apply: () => this.devices.delete(serial) });
+    }
+    return changes;
+  }
+}
+
+function nodeEvent(view: InventoryView, stored: Stored<NodeRecord>, state: 'Active' | 'Inactive', previousEventID: string): EventInput {
+  const node = stored.record;
+  const where = serverLabel(view.snapshot.servers.get(node.serverUUID)?.record, node.serverUUID);
+  const component = { kind: 'node', ID: node.UUID, Name: node.name } as const;
+  const associated = previousEventID ? { associatedEventID: previousEventID } : {};
+  return state === 'Active'
+    ? catalogued('NodeEnteredActiveState', { component, ...associated, description: `node ${node.name} (${node.UUID}) on ${where} entered the Active state: its agent is connected` })
+    : catalogued('NodeEnteredInactiveState', { component, ...associated, description: `node ${node.name} (${node.UUID}) on ${where} entered the Inactive state: its agent is not connected to the cluster` });
+}
+
+function deviceEvent(view: InventoryView, device: DeviceRecord, present: boolean, previousEventID: string): EventInput {
+  const component = { kind: 'nvmeSsd', ID: device.serial, Name: device.controller ?? '' } as const;
+  const where = serverLabel(view.snapshot.servers.get(device.serverUUID)?.record, device.serverUUID);
+  const associated = previousEventID ? { associatedEventID: previousEventID } : {};
+  if (present) {
+    return catalogued('NVMeSSDAdded', { component, ...associated, description: `NVMe device ${device.serial} (${device.model}, ${device.sizeBytes} bytes) is reported by ${where}` });
+  }
+  const assignment = view.assignmentOf(device.serial);
+  if (assignment) {
+    const node = view.snapshot.nodes.get(assignment.nodeUUID)?.record;
+    const role = assignment.usage === 'Journal' ? 'journal' : 'data';
+    return catalogued('NVMeSSDFailed', { component, ...associated, description: `NVMe device ${device.serial}, the ${role} device of node ${node?.name ?? assignment.nodeUUID}, is no longer reported by ${where}` });
+  }
+  return catalogued('NVMeSSDRemoved', { component, ...associated, description: `NVMe device ${device.serial} is no longer reported by ${where}` });
+}
+
+function serverLabel(server: ServerRecord | undefined, serverUUID: string): string {
+  return server ? `server ${server.name} (${server.hostname})` : `server ${serverUUID}`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
