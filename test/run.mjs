@@ -1,9 +1,12 @@
 #!/usr/bin/env node
-// Runs the compiled tests with node's built-in test runner (its summary is what CI reads).
-//   node test/run.mjs          every suite: unit + integration (real etcd, real daemons), then e2e
-//   node test/run.mjs --fast   unit + integration only
-// Test files are dist/**/*.test.js; files under test/e2e/ belong to the end-to-end suite.
-import { spawnSync } from 'node:child_process';
+// Runs the compiled tests with node's built-in test runner, in two phases:
+//   1. host tests (unit + integration: real etcd, real daemons), two files at a time;
+//   2. end-to-end tests (dist/test/e2e: QEMU guests booting Debian's kernel), one at a time,
+//      only after the host tests passed — guests must not compete with the host tests.
+//   node test/run.mjs          both phases
+//   node test/run.mjs --fast   phase 1 only
+// Ends with one "N passed, N failed" line over both phases.
+import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,13 +23,38 @@ function* testFiles(dir) {
 }
 const all = [...testFiles(join(root, 'dist'))].map((f) => relative(root, f)).sort();
 const isE2e = (f) => f.startsWith(join('dist', 'test', 'e2e'));
-const files = all.filter((f) => !fast && isE2e(f) ? true : !isE2e(f));
-if (files.length === 0) {
+const host = all.filter((f) => !isE2e(f));
+const e2e = all.filter(isE2e);
+if (host.length === 0) {
   console.error('no test files found under dist/: run `npm run build` first');
   process.exit(1);
 }
-const result = spawnSync(process.execPath, ['--test', '--test-concurrency=2', '--test-reporter=spec', ...files], {
-  cwd: root,
-  stdio: 'inherit',
-});
-process.exit(result.status ?? 1);
+
+/** Runs one phase, echoing its output; returns its exit code and pass/fail counts. */
+function phase(files, concurrency) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let tail = '';
+    child.stdout.on('data', (chunk) => {
+      process.stdout.write(chunk);
+      tail = (tail + chunk.toString()).slice(-4000);
+    });
+    child.on('exit', (code) => {
+      const count = (name) => Number(new RegExp(`ℹ ${name} (\\d+)`).exec(tail)?.[1] ?? 0);
+      resolve({ code: code ?? 1, passed: count('pass'), failed: count('fail') });
+    });
+  });
+}
+
+const results = [await phase(host, 2)];
+if (!fast && e2e.length > 0 && results[0].code === 0) {
+  console.log('\n--- end-to-end tests (QEMU guests) ---\n');
+  results.push(await phase(e2e, 1));
+}
+const passed = results.reduce((n, r) => n + r.passed, 0);
+const failed = results.reduce((n, r) => n + r.failed, 0);
+console.log(`\n${passed} passed, ${failed} failed`);
+process.exit(results.every((r) => r.code === 0) ? 0 : 1);

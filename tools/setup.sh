@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# Installs what Strata's build, tests and local cluster need, when missing: Debian packages
-# (as root; uses sudo otherwise) and the npm dependencies. Idempotent and quiet when all is there.
+# Installs what Strata's build, tests and local cluster need, when missing: the Debian packages
+# of tools/debian-packages.txt (as root; sudo otherwise) and the npm dependencies.
+# Idempotent and quiet when everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=()
-command -v etcd >/dev/null 2>&1 || packages+=(etcd-server)
-command -v etcdctl >/dev/null 2>&1 || packages+=(etcd-client)
-command -v setpriv >/dev/null 2>&1 || packages+=(util-linux)
-command -v python3 >/dev/null 2>&1 || packages+=(python3)
-command -v make >/dev/null 2>&1 || packages+=(make)
-command -v g++ >/dev/null 2>&1 || packages+=(g++)
+while read -r package command; do
+  case "$package" in ''|'#'*|'['*) continue ;; esac
+  command -v "$command" >/dev/null 2>&1 || [ -x "/usr/sbin/$command" ] || [ -x "/sbin/$command" ] || packages+=("$package")
+done < tools/debian-packages.txt
 if [ ${#packages[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
