@@ -1,0 +1,39 @@
+// Admin endpoints in etcd: /strata/admin-endpoints/<port, zero-padded>.
+import type { Etcd3 } from 'etcd3';
+import { keys } from '../../lib/etcd/keys.js';
+import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import { commitGuarded, type CommitResult } from '../projects/etcd-guards.js';
+
+/** /strata/admin-endpoints/<port>. Lives here until lib/records.ts takes it. */
+export interface AdminEndpointRecord {
+  port: number;
+  ips: string[];
+  createdAt: string;
+}
+
+export class AdminEndpointsStore {
+  private readonly records: RecordStore;
+
+  constructor(private readonly etcd: Etcd3) {
+    this.records = new RecordStore(etcd);
+  }
+
+  get(port: number): Promise<Versioned<AdminEndpointRecord> | null> {
+    return this.records.get<AdminEndpointRecord>(keys.adminEndpoint(port));
+  }
+
+  /** Every endpoint, by port (the key pads the port, so key order is numeric order). */
+  list(): Promise<Versioned<AdminEndpointRecord>[]> {
+    return this.records.list<AdminEndpointRecord>(keys.adminEndpointsPrefix());
+  }
+
+  /** Writes the record if its key is still at `expectedRevision` ('0': absent). */
+  put(record: AdminEndpointRecord, expectedRevision: string): Promise<CommitResult> {
+    const key = keys.adminEndpoint(record.port);
+    return commitGuarded(this.etcd, [{ key, revision: expectedRevision }], [{ put: key, value: record }]);
+  }
+
+  delete(current: Versioned<AdminEndpointRecord>): Promise<boolean> {
+    return this.records.commitIf([[current.key, current.revision]], [this.records.delete(current.key)]);
+  }
+}

@@ -1,0 +1,86 @@
+// Feature flags (spec 2.10, 4.6). Five names; a flag never set has its default:
+//   event-log               enabled   events are recorded only while it is enabled
+//   evict-data, fail-in-place, in-band-authentication, proactive-rebalance   disabled
+// Enable and disable are idempotent (setting a flag to its current value writes nothing and
+// records no event). A change records a Cluster event through the EventRecorder.
+//
+// Disable answers 501 in one case: `in-band-authentication` while it is enabled. Turning host
+// authentication off on a live cluster silently lets unauthenticated hosts reach volumes that
+// required it and breaks hosts set up to authenticate the target; like cluster encryption (whose
+// states have no way back), it is one-way through the API.
+import { StrataError } from '../../lib/errors.js';
+import type { EventRecorder } from '../events/event-recorder.js';
+import { FEATURE_FLAG_NAMES, type FeatureFlagName, type FeatureFlagReader } from '../volumes/volume-dependencies.js';
+import type { FeatureFlagRecord, FeatureFlagsStore } from './feature-flags-store.js';
+
+export const FEATURE_FLAG_DEFAULTS: Readonly<Record<FeatureFlagName, boolean>> = {
+  'event-log': true,
+  'evict-data': false,
+  'fail-in-place': false,
+  'in-band-authentication': false,
+  'proactive-rebalance': false,
+};
+
+/** Flags that cannot be disabled once enabled (501). */
+export const ONE_WAY_FLAGS: ReadonlySet<FeatureFlagName> = new Set(['in-band-authentication']);
+
+export interface FeatureFlagWire {
+  name: FeatureFlagName;
+  enabled: boolean;
+}
+
+const ATTEMPTS = 10;
+
+export class FeatureFlagsService implements FeatureFlagReader {
+  constructor(
+    private readonly store: FeatureFlagsStore,
+    private readonly events: EventRecorder,
+  ) {}
+
+  async isEnabled(name: FeatureFlagName): Promise<boolean> {
+    return (await this.store.get(name))?.record.enabled ?? FEATURE_FLAG_DEFAULTS[name];
+  }
+
+  /** Every flag, keyed by name, in the spec's order. */
+  async list(): Promise<Record<FeatureFlagName, FeatureFlagWire>> {
+    const stored = new Map((await this.store.list()).map((f) => [f.record.name, f.record.enabled]));
+    const flags = {} as Record<FeatureFlagName, FeatureFlagWire>;
+    for (const name of FEATURE_FLAG_NAMES) flags[name] = { name, enabled: stored.get(name) ?? FEATURE_FLAG_DEFAULTS[name] };
+    return flags;
+  }
+
+  async get(name: FeatureFlagName): Promise<FeatureFlagWire> {
+    return { name, enabled: await this.isEnabled(name) };
+  }
+
+  /** Sets the flag; `actor` is the token subject, for the record and the event. */
+  async set(name: FeatureFlagName, enabled: boolean, actor: string): Promise<void> {
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      const current = await this.store.get(name);
+      const was = current?.record.enabled ?? FEATURE_FLAG_DEFAULTS[name];
+      if (was === enabled) return;
+      if (!enabled && ONE_WAY_FLAGS.has(name)) {
+        throw new StrataError('UNIMPLEMENTED', `feature flag ${name} cannot be disabled once enabled: turning host authentication off on a live cluster is not supported`);
+      }
+      const record: FeatureFlagRecord = { name, enabled, updatedAt: new Date().toISOString(), updatedBy: actor };
+      if (await this.store.put(record, current?.revision ?? '0')) {
+        await this.recordChange(name, enabled, actor);
+        return;
+      }
+    }
+    throw new StrataError('OPERATION_IN_PROGRESS', `feature flag ${name} is being changed by other requests; retry`);
+  }
+
+  private async recordChange(name: FeatureFlagName, enabled: boolean, actor: string): Promise<void> {
+    const cluster = await this.store.cluster().catch(() => null);
+    await this.events.record({
+      type: 'Cluster',
+      severity: 'Info',
+      eventName: enabled ? 'FeatureFlagEnabled' : 'FeatureFlagDisabled',
+      reportingService: 'API',
+      description: `feature flag ${name} ${enabled ? 'enabled' : 'disabled'}${actor ? ` by ${actor}` : ''}`,
+      component: { kind: 'cluster', ID: cluster?.UUID ?? '', Name: cluster?.clusterName ?? '' },
+      status: enabled ? 'Enabled' : 'Disabled',
+    });
+  }
+}

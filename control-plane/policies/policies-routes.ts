@@ -1,0 +1,82 @@
+// GET|POST /api/v2/policies, GET|PUT|DELETE /api/v2/policies/{UUID} (spec 4.10,
+// wire-conventions §7). Route pattern: params and body (400) → auth.require (401/403) →
+// PoliciesService. Writes need a cluster write role; reads need a cluster role or a role in a
+// project the policy is visible to.
+//
+// QoS is not enforced by the data path yet (architecture.md §QoS). Every response here says so
+// in a header, `X-Strata-QoS-Enforced: false`, which leaves the spec's bodies untouched;
+// docs/policies.md says it in words.
+//
+// GET /api/v2/policies/?name=X (trailing slash, empty UUID) addresses one policy, as the by-name
+// lookups of volumes do (wire-conventions §4); without a UUID or name it is the list.
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import type { Authenticator } from '../auth/authenticator.js';
+import { permissions } from '../auth/permissions.js';
+import { readJsonBody } from '../http/body.js';
+import { ifMatch } from '../http/etag.js';
+import { readScopeOf } from '../projects/read-scope.js';
+import { parseCreatePolicy, parsePolicyQuery, parseUpdatePolicy, type PolicyLookup } from './policies-schema.js';
+import type { PoliciesService } from './policies-service.js';
+
+export const QOS_ENFORCEMENT_HEADER = 'X-Strata-QoS-Enforced';
+
+export interface PoliciesRoutesDeps {
+  readonly auth: Authenticator;
+  readonly policies: PoliciesService;
+}
+
+export function createPoliciesRoutes(deps: PoliciesRoutesDeps): Router {
+  const router = new Router({ prefix: '/api/v2' });
+
+  const readerScope = async (ctx: Context, lookup: PolicyLookup) => {
+    const permission = lookup.projectName === undefined ? permissions.authenticated : permissions.projectRead(lookup.projectName);
+    return readScopeOf(await deps.auth.require(ctx.headers, permission));
+  };
+
+  router.get('/policies', async (ctx) => {
+    ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
+    const lookup = parsePolicyQuery(ctx.query);
+    const scope = await readerScope(ctx, lookup);
+    if (ctx.path.endsWith('/') && (lookup.UUID !== undefined || lookup.name !== undefined)) {
+      const policy = await deps.policies.get(scope, lookup);
+      ctx.set('ETag', `"${policy.ETag}"`);
+      ctx.body = policy;
+      return;
+    }
+    ctx.body = { policies: await deps.policies.list(scope, lookup) };
+  });
+  router.post('/policies', async (ctx) => {
+    ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
+    const input = parseCreatePolicy(await readJsonBody(ctx));
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    const { ETag, ...policy } = await deps.policies.create(input);
+    ctx.set('ETag', `"${ETag}"`);
+    ctx.body = policy;
+  });
+  router.get('/policies/:uuid', async (ctx) => {
+    ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
+    const lookup = parsePolicyQuery(ctx.query, ctx.params['uuid']);
+    const scope = await readerScope(ctx, lookup);
+    const policy = await deps.policies.get(scope, lookup);
+    ctx.set('ETag', `"${policy.ETag}"`);
+    ctx.body = policy;
+  });
+  router.put('/policies/:uuid', async (ctx) => {
+    ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
+    const { UUID } = parsePolicyQuery({}, ctx.params['uuid']);
+    const input = parseUpdatePolicy(await readJsonBody(ctx));
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    const etag = await deps.policies.update(UUID!, input, ifMatch(ctx.headers));
+    ctx.set('ETag', `"${etag}"`);
+    ctx.body = {};
+  });
+  router.delete('/policies/:uuid', async (ctx) => {
+    ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
+    const { UUID } = parsePolicyQuery({}, ctx.params['uuid']);
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    await deps.policies.delete(UUID!, ifMatch(ctx.headers));
+    ctx.body = {};
+  });
+  return router;
+}

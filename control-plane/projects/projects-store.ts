@@ -1,0 +1,81 @@
+// Projects in etcd (/strata/projects/<name>), and the counts a project's deletion depends on.
+// Every write is one guarded transaction (etcd-guards.ts): a project never refers to a policy
+// that was deleted or narrowed concurrently, and is never deleted while something is being
+// created in it.
+import type { Etcd3 } from 'etcd3';
+import { keys } from '../../lib/etcd/keys.js';
+import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import type { ProjectRecord, SnapshotRecord } from '../../lib/records.js';
+import { commitGuarded, currentRevision, type CommitResult, type Guard } from './etcd-guards.js';
+
+export class ProjectsStore {
+  private readonly records: RecordStore;
+
+  constructor(private readonly etcd: Etcd3) {
+    this.records = new RecordStore(etcd);
+  }
+
+  get(name: string): Promise<Versioned<ProjectRecord> | null> {
+    return this.records.get<ProjectRecord>(keys.project(name));
+  }
+
+  /** Every project, by name. */
+  list(): Promise<Versioned<ProjectRecord>[]> {
+    return this.records.list<ProjectRecord>(keys.projectsPrefix());
+  }
+
+  currentRevision(): Promise<string> {
+    return currentRevision(this.etcd);
+  }
+
+  /** Creates the project if its name is free and each referenced record is still at the revision read. */
+  create(record: ProjectRecord, references: readonly Versioned<unknown>[]): Promise<CommitResult> {
+    return commitGuarded(this.etcd, [{ key: keys.project(record.name), revision: '0' }, ...guardsOf(references)], [
+      { put: keys.project(record.name), value: record },
+    ]);
+  }
+
+  update(current: Versioned<ProjectRecord>, record: ProjectRecord, references: readonly Versioned<unknown>[]): Promise<CommitResult> {
+    return commitGuarded(this.etcd, [{ key: current.key, revision: current.revision }, ...guardsOf(references)], [
+      { put: current.key, value: record },
+    ]);
+  }
+
+  /**
+   * Deletes the project if it is unchanged and nothing that belongs to or names it (volumes,
+   * snapshots, credentials, policy scopes) was created or changed since `checkedAt`, the
+   * revision read before the caller counted them.
+   */
+  async delete(current: Versioned<ProjectRecord>, checkedAt: string): Promise<boolean> {
+    const name = current.record.name;
+    const since = (prefix: string): Guard => ({ prefix, unchangedSince: checkedAt });
+    const result = await commitGuarded(
+      this.etcd,
+      [
+        { key: current.key, revision: current.revision },
+        since(keys.volumeNamesPrefix(name)),
+        since(keys.volumesPrefix()),
+        since(keys.snapshotNamesPrefix(name)),
+        since(keys.snapshotsPrefix()),
+        since(keys.credentialsPrefix(name)),
+        since(keys.policiesPrefix()),
+      ],
+      [{ delete: current.key }],
+    );
+    return result.succeeded;
+  }
+
+  async countCredentials(project: string): Promise<number> {
+    return (await this.etcd.getAll().prefix(keys.credentialsPrefix(project)).keys()).length;
+  }
+
+  /** Snapshots of the project that are not on their way out. */
+  async countSnapshots(project: string): Promise<number> {
+    const snapshots = await this.records.list<SnapshotRecord>(keys.snapshotsPrefix());
+    return snapshots.filter((s) => s.record.projectName === project && s.record.state !== 'Deleting').length;
+  }
+}
+
+function guardsOf(references: readonly Versioned<unknown>[]): Guard[] {
+  return references.map((r) => ({ key: r.key, revision: r.revision }));
+}
