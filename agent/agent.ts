@@ -1,7 +1,7 @@
-// The agent's composition root: builds identity, etcd client, membership, inventory and the
-// control-plane session from one AgentConfig, and stops them in order. agent/main.ts is the
-// process entry around it (config, logger, signals, systemd); launchers and tests call
-// startAgent directly.
+// The agent's composition root: builds identity, etcd client, membership, inventory, the data
+// path and the control-plane session from one AgentConfig, and stops them in order.
+// agent/main.ts is the process entry around it (config, logger, signals, systemd); launchers
+// and tests call startAgent directly.
 import { randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
@@ -11,6 +11,8 @@ import { productVersion } from '../lib/paths.js';
 import type { ClusterRecord } from '../lib/records.js';
 import type { AgentConfig } from './config.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
+import { createDataPath, type DataPathTestOptions } from './datapath/datapath.js';
+import type { DataPathReconciler } from './datapath/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
 import { Membership } from './membership/membership.js';
@@ -22,6 +24,8 @@ export interface RunningAgent {
   readonly membership: Membership;
   readonly inventory: InventoryService;
   readonly session: ControlPlaneSession;
+  /** Assignments → storage pool + kernel NVMe target → volume reports. */
+  readonly dataPath: DataPathReconciler;
   readonly etcd: Etcd3;
   /**
    * Resolves once registered in etcd (retrying until etcd answers) with a first inventory
@@ -35,6 +39,8 @@ export interface RunningAgent {
 export interface StartAgentOptions {
   /** Called once registered in etcd and the first inventory is taken (systemd READY=1). */
   readonly onReady?: () => void;
+  /** Tests only: run the data path on a plain directory / an injected pool (never a setting). */
+  readonly dataPath?: DataPathTestOptions;
 }
 
 /**
@@ -103,6 +109,12 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   };
   membership.on('registered', () => void refreshClusterUUID());
 
+  const dataPath = await createDataPath(
+    config,
+    { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }) },
+    options.dataPath,
+  );
+
   const session = new ControlPlaneSession({
     endpoints: config.controlPlaneEndpoints,
     identity,
@@ -110,6 +122,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     agentInstance,
     clusterUUID: () => clusterUUID,
     inventory,
+    volumeReports: dataPath,
     commands: { setLed: (serial, state) => inventory.setLed(serial, state) },
     heartbeatMs: config.heartbeatSeconds * 1000,
     logger: logger.child({ component: 'control-plane-session' }),
@@ -121,6 +134,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     if (stopped) return;
     stopped = true;
     await session.stop();
+    await dataPath.stop();
     inventory.stop();
     await membership.stop();
     etcd.close();
@@ -136,6 +150,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     }
     if (stopped) throw new Error('the agent was stopped while starting');
     await refreshClusterUUID();
+    // After registration: a node's pool is described by its node record. Until then the kernel
+    // target simply keeps serving what it serves.
+    dataPath.start();
     session.start();
     logger.info(
       {
@@ -153,5 +170,5 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   })();
   // Callers that only stop() must not see an unhandled rejection.
   ready.catch(() => undefined);
-  return { identity, agentInstance, membership, inventory, session, etcd, ready, stop };
+  return { identity, agentInstance, membership, inventory, session, dataPath, etcd, ready, stop };
 }

@@ -90,6 +90,31 @@ export const agentSettings = {
     schema: z.string().trim(),
     default: '',
   },
+  poolDir: {
+    description: 'directory of the file storage pool that holds volume backings (one subdirectory per node)',
+    schema: settings.string(),
+    default: '/var/lib/strata/pool',
+  },
+  volumeListenAddress: {
+    description: 'address the volumes’ NVMe/TCP ports listen on (0.0.0.0: every IPv4 address)',
+    schema: settings.string().refine((v) => /^[0-9a-fA-F.:]+$/.test(v), 'must be an IPv4 or IPv6 address'),
+    default: '0.0.0.0',
+  },
+  volumePortMin: {
+    description: 'lowest volume port (and nvmet port id) this agent owns; must match the control plane’s volumePortMin',
+    schema: settings.port().min(1024),
+    default: 20000,
+  },
+  volumePortMax: {
+    description: 'highest volume port (and nvmet port id) this agent owns; must match the control plane’s volumePortMax',
+    schema: settings.port().min(1024),
+    default: 31999,
+  },
+  reconcileIntervalSeconds: {
+    description: 'interval of the full data-path pass (assignments re-read, kernel target and pool checked); changes apply at once',
+    schema: settings.positiveInt(),
+    default: 30,
+  },
   hostname: {
     description: 'hostname reported for this server',
     schema: settings.string(),
@@ -102,7 +127,7 @@ export type AgentConfig = ConfigOf<typeof agentSettings>;
 
 export const agentProgram = {
   program: 'strata-agent',
-  summary: 'Strata storage agent: server membership, NVMe inventory and the control-plane session',
+  summary: 'Strata storage agent: server membership, NVMe inventory, the data path (kernel NVMe target + storage pool) and the control-plane session',
 } as const;
 
 /**
@@ -116,6 +141,9 @@ export function resolveAgentConfig(raw: AgentConfig): AgentConfig {
       'CONFIG_INVALID',
       `invalid configuration: journalDevice ${resolved.journalDevice} is also listed in dataDevices`,
     );
+  }
+  if (resolved.volumePortMin > resolved.volumePortMax) {
+    throw new StrataError('CONFIG_INVALID', `invalid configuration: volumePortMin ${resolved.volumePortMin} is above volumePortMax ${resolved.volumePortMax}`);
   }
   if (new Set(resolved.dataDevices).size !== resolved.dataDevices.length) {
     throw new StrataError('CONFIG_INVALID', 'invalid configuration: dataDevices lists a serial twice');

@@ -19,7 +19,7 @@ export const controlPlaneSettings = {
   tlsCert: { description: 'PEM certificate file: serve the REST API over HTTPS when set with tlsKey', schema: z.string().optional(), default: undefined },
   tlsKey: { description: 'PEM private key file for tlsCert', schema: z.string().optional(), default: undefined },
   volumePortMin: { description: 'lowest TCP port a volume is exported on (each volume has its own port)', schema: settings.port().min(1024), default: 20000 },
-  volumePortMax: { description: 'highest TCP port a volume is exported on', schema: settings.port().min(1024), default: 39999 },
+  volumePortMax: { description: 'highest TCP port a volume is exported on (below 32768: Linux hands out ephemeral ports from there)', schema: settings.port().min(1024), default: 31999 },
   overcommitRatio: { description: 'how many times its capacity a node may have allocated to volumes (1 = no thin overcommit)', schema: z.coerce.number().min(1).max(100), default: 1 },
   creatingTimeoutSeconds: { description: 'a volume not placed and served within this time becomes Failed', schema: settings.positiveInt(), default: 120 },
   logLevel: { description: 'log level', schema: settings.logLevel(), default: 'info' },

@@ -1,13 +1,13 @@
-// The control plane's composition root: builds stores, services and transports from the
-// config and starts them. main.ts adds the process concerns (config, signals, systemd).
+// The control plane's composition root: the etcd client, bootstrap, the two transports (REST
+// and the agents' gRPC), leadership and its tasks, and the order of start and stop.
+// resources.ts builds the resources' services and routers. main.ts adds the process concerns.
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Etcd3 } from 'etcd3';
-import type Router from '@koa/router';
+import { StrataError } from '../lib/errors.js';
 import { createEtcdClient } from '../lib/etcd/client.js';
 import { KeptLease } from '../lib/etcd/lease.js';
 import type { Logger } from '../lib/logger.js';
@@ -16,38 +16,17 @@ import { AgentSessions } from './agents/agent-sessions.js';
 import { bindGrpcServer, createAgentGrpcServer } from './agents/agent-grpc-server.js';
 import { InventoryService } from './agents/inventory-service.js';
 import { InventoryStore } from './agents/inventory-store.js';
+import { VolumeReportService } from './agents/volume-report-service.js';
+import { VolumeStatusStore } from './agents/volume-status-store.js';
 import { Authenticator } from './auth/authenticator.js';
 import { CredentialStore } from './auth/credentials-store.js';
 import { bootstrapCluster, type BootstrapResult } from './bootstrap/bootstrap.js';
 import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
-import { createControlPlaneRoutes } from './control-planes/control-plane-routes.js';
 import { instanceIdOf, type ControlPlaneConfig } from './config.js';
 import { createHttpApp } from './http/app.js';
 import { LeaderElection } from './leadership/leader-election.js';
 import { LeaderTasks } from './leadership/leader-tasks.js';
-import { VolumeController } from './volume-controller/volume-controller.js';
-import { VolumeReportService } from './agents/volume-report-service.js';
-import { VolumeStatusStore } from './agents/volume-status-store.js';
-import type { EventRecorder } from './events/event-recorder.js';
-import { EtcdEventLog } from './events/etcd-event-log.js';
-import { startEventRetention } from './events/event-retention.js';
-import { EventStore, EventsService, EtcdProjectExistence } from './events/events-service.js';
-import { createEventsRoutes } from './events/events-routes.js';
-import { startMembershipEvents } from './membership-events/membership-events.js';
-import { ConnectedHostsService } from './connected-hosts/connected-hosts-service.js';
-import { ConnectedHostsStore } from './connected-hosts/connected-hosts-store.js';
-import { createConnectedHostsRoutes } from './connected-hosts/connected-hosts-routes.js';
-import { StrataError } from '../lib/errors.js';
-import { createVersionRoutes } from './version/version-routes.js';
-import { InventoryReader } from './inventory/inventory-reader.js';
-import { ClusterService } from './cluster/cluster-service.js';
-import { createClusterRoutes } from './cluster/cluster-routes.js';
-import { NodesService } from './nodes/nodes-service.js';
-import { createNodesRoutes } from './nodes/nodes-routes.js';
-import { ServersService } from './servers/servers-service.js';
-import { createServersRoutes } from './servers/servers-routes.js';
-import { NvmeDevicesService } from './nvme-devices/nvme-devices-service.js';
-import { createNvmeDevicesRoutes } from './nvme-devices/nvme-devices-routes.js';
+import { buildResources } from './resources.js';
 
 export interface RunningControlPlane {
   readonly instanceId: string;
@@ -59,6 +38,9 @@ export interface RunningControlPlane {
 }
 
 export async function startControlPlane(config: ControlPlaneConfig, logger: Logger): Promise<RunningControlPlane> {
+  if (config.volumePortMin > config.volumePortMax) {
+    throw new StrataError('CONFIG_INVALID', `volumePortMin ${config.volumePortMin} is above volumePortMax ${config.volumePortMax}`);
+  }
   const instanceId = instanceIdOf(config);
   const etcd = createEtcdClient(config.etcdEndpoints);
   const bootstrap = await untilEtcdAnswers(logger, () =>
@@ -72,48 +54,21 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
       adminTokenTtlDays: config.adminTokenTtlDays,
     }),
   );
+  const child = (component: string) => logger.child({ component });
 
-  // Stores and domain services.
-  const auth = new Authenticator(new CredentialStore(etcd));
+  // The agents' gRPC service. Listen first so advertised endpoints carry real ports (0 in tests).
   const sessions = new AgentSessions();
-  const inventory = new InventoryService(new InventoryStore(etcd), instanceId);
-  const election = new LeaderElection(etcd, instanceId, logger.child({ component: 'leadership' }));
-  if (config.volumePortMin > config.volumePortMax) {
-    throw new StrataError('CONFIG_INVALID', `volumePortMin ${config.volumePortMin} is above volumePortMax ${config.volumePortMax}`);
-  }
-  const events = new EtcdEventLog(etcd, logger.child({ component: 'events' }));
-  const leaderTasks = new LeaderTasks(election, [
-    { name: 'event retention', start: async () => startEventRetention(etcd, logger.child({ component: 'event-retention' })) },
-    {
-      name: 'membership events',
-      start: async () =>
-        startMembershipEvents({ etcd, events, logger: logger.child({ component: 'membership-events' }), fencedWrite: (ops) => election.fencedWrite(ops) }),
-    },
-    {
-      name: 'volume controller',
-      start: async () => {
-        const controller = new VolumeController({
-          etcd,
-          election,
-          logger: logger.child({ component: 'volume-controller' }),
-          events,
-          clusterUUID: bootstrap.cluster.UUID,
-          clusterSubsystemNQN: bootstrap.cluster.subsystemNQN,
-          volumePorts: { min: config.volumePortMin, max: config.volumePortMax },
-          overcommitRatio: config.overcommitRatio,
-          creatingTimeoutMs: config.creatingTimeoutSeconds * 1000,
-        });
-        await controller.start();
-        return controller;
-      },
-    },
-  ], logger.child({ component: 'leader-tasks' }));
-  leaderTasks.watch();
-
-  // Transports. Listen first so the advertised endpoints carry the real ports (port 0 in tests).
-  const volumeReports = new VolumeReportService(new VolumeStatusStore(etcd));
-  const grpcServer = createAgentGrpcServer({ logger: logger.child({ component: 'agents' }), sessions, inventory, volumeReports, instanceId, clusterUUID: bootstrap.cluster.UUID });
+  const grpcServer = createAgentGrpcServer({
+    logger: child('agents'),
+    sessions,
+    inventory: new InventoryService(new InventoryStore(etcd), instanceId),
+    volumeReports: new VolumeReportService(new VolumeStatusStore(etcd)),
+    instanceId,
+    clusterUUID: bootstrap.cluster.UUID,
+  });
   const grpcPort = await bindGrpcServer(grpcServer, config.grpcHost, config.grpcPort);
+
+  // The REST API: bound before the routes exist, so the registry can advertise its port.
   const tls = config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined;
   const httpServer: HttpServer = tls ? createHttpsServer(tls) : createHttpServer();
   httpServer.keepAliveTimeout = 65_000;
@@ -131,16 +86,25 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     version: productVersion,
     since: new Date().toISOString(),
   });
-  const routers: Router[] = [
-    createVersionRoutes({ auth }),
-    createControlPlaneRoutes({ auth, registry }),
-    ...resourceRoutes(etcd, auth, events),
-  ];
-  httpServer.on('request', createHttpApp(logger.child({ component: 'http' }), routers).callback());
+  const election = new LeaderElection(etcd, instanceId, child('leadership'));
+  const resources = buildResources({
+    etcd,
+    auth: new Authenticator(new CredentialStore(etcd)),
+    election,
+    registry,
+    cluster: bootstrap.cluster,
+    config,
+    ports: { api: apiPort, grpc: grpcPort },
+    logger,
+  });
+  httpServer.on('request', createHttpApp(child('http'), resources.routers).callback());
 
+  // Membership and leadership: one lease for both, granted again whenever it is lost.
+  const leaderTasks = new LeaderTasks(election, resources.leaderTasks, child('leader-tasks'));
+  leaderTasks.watch();
   const lease = new KeptLease(etcd, {
     ttlSeconds: config.leaseTtlSeconds,
-    logger: logger.child({ component: 'lease' }),
+    logger: child('lease'),
     onGranted: async (granted) => {
       await registry.register(granted);
       await election.start(granted);
@@ -148,7 +112,10 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     onLost: () => election.leaseLost(),
   });
   await lease.start();
-  logger.info({ instanceId, api: `${tls ? 'https' : 'http'}://${config.apiHost}:${apiPort}`, grpc: `${config.grpcHost}:${grpcPort}`, clusterUUID: bootstrap.cluster.UUID }, 'control plane started');
+  logger.info(
+    { instanceId, api: `${tls ? 'https' : 'http'}://${config.apiHost}:${apiPort}`, grpc: `${config.grpcHost}:${grpcPort}`, clusterUUID: bootstrap.cluster.UUID },
+    'control plane started',
+  );
 
   return {
     instanceId,
@@ -170,20 +137,6 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
       logger.info({ instanceId }, 'control plane stopped');
     },
   };
-}
-
-/** The resource folders' routes over their services and shared stores. */
-function resourceRoutes(etcd: Etcd3, auth: Authenticator, _events: EventRecorder): Router[] {
-  // One reader for all inventory views: it keeps the last snapshot and reads only changes.
-  const inventory = new InventoryReader(etcd);
-  return [
-    createClusterRoutes({ auth, cluster: new ClusterService(inventory) }),
-    createServersRoutes({ auth, servers: new ServersService(inventory) }),
-    createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
-    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory) }),
-    createEventsRoutes({ auth, events: new EventsService(new EventStore(etcd), new EtcdProjectExistence(etcd)) }),
-    createConnectedHostsRoutes({ auth, connectedHosts: new ConnectedHostsService(new ConnectedHostsStore(etcd)) }),
-  ];
 }
 
 /** Retries `work` while etcd cannot be reached, so a control plane may start before etcd. */

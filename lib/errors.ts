@@ -74,6 +74,7 @@ export const errorRegistry = {
   TRANSIENT_STATE: { grpc: GrpcCode.UNAVAILABLE, summary: 'The object is in a temporary state (Creating or Updating) that forbids the operation.' },
   UNAVAILABLE: { grpc: GrpcCode.UNAVAILABLE, summary: 'A dependency (etcd, an agent) cannot be reached now; retry later.' },
   NOT_LEADER: { grpc: GrpcCode.FAILED_PRECONDITION, summary: 'A leader-only write was refused because this process no longer holds leadership.' },
+  FEDERATION_UNAVAILABLE: { grpc: GrpcCode.INTERNAL, summary: 'Cluster-federation operations are reserved and their service is unavailable (spec 4.3).' },
   CONFIG_INVALID: { grpc: GrpcCode.INVALID_ARGUMENT, summary: 'The process configuration (file, environment, flags) is invalid.' },
   INTERNAL: { grpc: GrpcCode.INTERNAL, summary: 'An unexpected internal error; the log has the details.' },
 } as const satisfies Record<string, ErrorDefinition>;
@@ -130,6 +131,8 @@ export function toStrataError(err: unknown): StrataError {
 
 function isEtcdUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
-  // etcd3 typed errors: GRPCUnavailableError, GRPCDeadlineExceededError, ClientRuntimeError(no hosts)...
-  return /GRPCUnavailable|GRPCDeadlineExceeded|ClientRuntimeError|GRPCConnectFailed/.test(err.constructor.name);
+  // etcd3 typed errors (GRPCUnavailableError, GRPCDeadlineExceededError, ClientRuntimeError when
+  // no host answers), and cockatiel's BrokenCircuitError while etcd3 skips a failing host.
+  return /GRPCUnavailable|GRPCDeadlineExceeded|ClientRuntimeError|GRPCConnectFailed|BrokenCircuit/.test(err.constructor.name) ||
+    (err as { isBrokenCircuitError?: boolean }).isBrokenCircuitError === true;
 }

@@ -12,6 +12,7 @@ import { InventoryService, type InventorySnapshot, type InventorySource } from '
 import { createFakeSysfs } from '../../test/helpers/sysfs-fixture.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
+import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/volume-report.js';
 import { ControlPlaneSession } from './control-plane-session.js';
 
 interface FakeSession {
@@ -52,6 +53,7 @@ async function startFakeControlPlane(name: string, ack: boolean, port = 0): Prom
         session.messages.push(message);
         if (message.body === 'hello') call.write({ welcome: { control_plane_instance: name, cluster_uuid: '' } });
         if (message.body === 'inventory' && plane.ack) call.write({ inventory_ack: { sequence: message.inventory?.sequence ?? '0' } });
+        if (message.body === 'volume_report' && plane.ack) call.write({ volume_report_ack: { sequence: message.volume_report?.sequence ?? '0' } });
       });
       call.on('error', () => undefined);
       call.on('end', () => call.end());
@@ -99,6 +101,43 @@ class ScriptedInventory implements InventorySource {
   }
 }
 
+/** A volume-report source the test publishes reports to; records acknowledgements. */
+class ScriptedVolumeReports implements VolumeReportSource {
+  private report: VolumeReportSnapshot | undefined;
+  private readonly listeners = new Set<(r: VolumeReportSnapshot) => void>();
+  readonly acks: number[] = [];
+  current() {
+    return this.report;
+  }
+  onChange(listener: (r: VolumeReportSnapshot) => void) {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  acknowledged(sequence: number) {
+    this.acks.push(sequence);
+  }
+  publish(volumeUUIDs: string[]): VolumeReportSnapshot {
+    this.report = {
+      sequence: (this.report?.sequence ?? 0) + 1,
+      complete: true,
+      volumes: volumeUUIDs.map((volumeUUID) => ({
+        volumeUUID,
+        nodeUUID: identity.nodeUUIDs[0] as string,
+        generation: 2,
+        state: 'Served',
+        error: '',
+        snapshots: [{ snapshotUUID: 's1', state: 'Available', error: '' }],
+        connectedHosts: [{ hostNQN: '', address: '192.0.2.1' }],
+        logicalUsedBytes: '4096',
+        physicalUsedBytes: '1024',
+      })),
+      takenAt: new Date().toISOString(),
+    };
+    for (const l of this.listeners) l(this.report);
+    return this.report;
+  }
+}
+
 const identity = { serverUUID: randomUUID(), nodeUUIDs: [randomUUID()] };
 const ofBody = (session: FakeSession | undefined, body: string) => (session?.messages ?? []).filter((m) => m.body === body);
 
@@ -107,6 +146,7 @@ function newSession(
   inventory: InventorySource,
   setLed: (serial: string, state: LedState) => Promise<void> = async () => undefined,
   welcomeTimeoutMs = 2000,
+  volumeReports?: VolumeReportSource,
 ) {
   return new ControlPlaneSession({
     endpoints,
@@ -115,6 +155,7 @@ function newSession(
     agentInstance: randomUUID(),
     clusterUUID: () => 'cluster-1',
     inventory,
+    ...(volumeReports ? { volumeReports } : {}),
     commands: { setLed },
     heartbeatMs: 100,
     reconnectBackoff: { initialMs: 50, maxMs: 400 },
@@ -271,5 +312,47 @@ describe('ControlPlaneSession', () => {
     assert.equal(results['c4']?.ok, false);
     assert.match(results['c4']?.error ?? '', /invalid LED pattern/);
     assert.equal(readFileSync(attention, 'utf8'), '1', 'failed commands changed nothing');
+  });
+
+  it('sends volume reports like inventories: after Hello, on change, again after failover until acked', async (t) => {
+    const a = await startFakeControlPlane('cp-a', false);
+    const b = await startFakeControlPlane('cp-b', true);
+    const inventory = new ScriptedInventory();
+    inventory.publish(['S1']);
+    const reports = new ScriptedVolumeReports();
+    reports.publish(['v1']);
+    const session = newSession([a.endpoint, b.endpoint], inventory, undefined, 2000, reports);
+    t.after(async () => {
+      await session.stop();
+      a.kill();
+      b.kill();
+    });
+    session.start();
+    const first = await waitUntil(() => ofBody(a.sessions[0], 'volume_report')[0], 'volume report on cp-a');
+    assert.deepEqual(first.volume_report, {
+      sequence: '1',
+      complete: true,
+      volumes: [
+        {
+          volume_uuid: 'v1',
+          node_uuid: identity.nodeUUIDs[0],
+          generation: '2',
+          state: 'VOLUME_SERVED',
+          error: '',
+          snapshots: [{ snapshot_uuid: 's1', available: true, error: '' }],
+          connected_hosts: [{ host_nqn: '', address: '192.0.2.1' }],
+          logical_used_bytes: '4096',
+          physical_used_bytes: '1024',
+        },
+      ],
+    });
+    a.kill();
+    await waitUntil(() => session.state().lastAckedVolumeReportSequence === 1, 'cp-b acks the re-sent report');
+    assert.deepEqual(reports.acks, [1]);
+    reports.publish(['v1', 'v2']);
+    await waitUntil(() => session.state().lastAckedVolumeReportSequence === 2, 'the changed report is sent at once and acked');
+    b.sessions[0]?.end();
+    await waitUntil(() => b.sessions.length === 2 && ofBody(b.sessions[1], 'heartbeat').length >= 1, 'a new session on cp-b');
+    assert.equal(ofBody(b.sessions[1], 'volume_report').length, 0, 'an acked report is not re-sent');
   });
 });

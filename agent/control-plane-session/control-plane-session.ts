@@ -1,11 +1,12 @@
 // The agent's gRPC session with the control plane (strata.v1.AgentReporting/Session), the
 // transport layer of the agent. One long-lived bidi stream at a time:
-//   agent → Hello, Inventory (whenever it changed and is not yet acked), Heartbeat, CommandResult
-//   control plane → Welcome, InventoryAck{sequence}, Command
+//   agent → Hello, Inventory and VolumeReport (whenever they changed and are not yet acked),
+//           Heartbeat, CommandResult
+//   control plane → Welcome, InventoryAck{sequence}, VolumeReportAck{sequence}, Command
 // Any control-plane instance can take the session. When a stream fails or ends, the agent dials
 // the next endpoint of its list after a capped, jittered exponential backoff, and re-sends the
-// latest inventory unless a control plane already acknowledged that sequence (the ack means it
-// was persisted in etcd, so no other instance needs it again).
+// latest inventory and volume report unless a control plane already acknowledged that sequence
+// (the ack means it was persisted in etcd, so no other instance needs it again).
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
@@ -17,6 +18,7 @@ import type { ControlMessage__Output } from '../../proto/gen/strata/v1/ControlMe
 import type { LedPattern, LedPattern__Output } from '../../proto/gen/strata/v1/LedPattern.js';
 import type { Inventory } from '../../proto/gen/strata/v1/Inventory.js';
 import { Backoff, sleep, type BackoffOptions } from '../backoff.js';
+import { toVolumeReportMessage, type VolumeReportSource } from '../datapath/volume-report.js';
 import type { AgentIdentity } from '../identity/identity-store.js';
 import type { InventorySnapshot, InventorySource } from '../inventory/inventory-service.js';
 import type { ObservedLedState } from '../inventory/pci-slot-led.js';
@@ -35,6 +37,8 @@ export interface ControlPlaneSessionOptions {
   /** The cluster UUID known to the agent ('' before bootstrap), read at each dial. */
   readonly clusterUUID?: () => string;
   readonly inventory: InventorySource;
+  /** The data path's volume reports (absent when the agent runs without one). */
+  readonly volumeReports?: VolumeReportSource;
   readonly commands: AgentCommandHandler;
   readonly heartbeatMs: number;
   readonly reconnectBackoff?: BackoffOptions;
@@ -55,6 +59,8 @@ export interface SessionState {
   readonly lastAckedSequence: number;
   /** Highest inventory sequence written to any stream (0: none). */
   readonly lastSentSequence: number;
+  /** Highest volume-report sequence a control plane acknowledged (0: none). */
+  readonly lastAckedVolumeReportSequence: number;
   /** Number of welcomed streams so far. */
   readonly sessions: number;
 }
@@ -70,6 +76,8 @@ interface ActiveStream {
   readonly call: grpc.ClientDuplexStream<AgentMessage, ControlMessage__Output>;
   /** Inventory sequence last written on this stream. */
   sentSequence: number;
+  /** Volume-report sequence last written on this stream. */
+  sentVolumeReportSequence: number;
   welcomed: boolean;
   /** Cleared by Welcome. */
   welcomeTimer: NodeJS.Timeout | undefined;
@@ -94,11 +102,12 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
   private controlPlaneInstance: string | undefined;
   private lastAckedSequence = 0;
   private lastSentSequence = 0;
+  private lastAckedVolumeReportSequence = 0;
   private sessions = 0;
   private stopped = false;
   private loop: Promise<void> | undefined;
   private readonly abort = new AbortController();
-  private unsubscribe: (() => void) | undefined;
+  private readonly unsubscribers: (() => void)[] = [];
   private endCurrentStream: ((reason: string) => void) | undefined;
 
   constructor(private readonly options: ControlPlaneSessionOptions) {
@@ -113,20 +122,22 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
       controlPlaneInstance: this.controlPlaneInstance,
       lastAckedSequence: this.lastAckedSequence,
       lastSentSequence: this.lastSentSequence,
+      lastAckedVolumeReportSequence: this.lastAckedVolumeReportSequence,
       sessions: this.sessions,
     };
   }
 
   start(): void {
     if (this.loop || this.stopped) return;
-    this.unsubscribe = this.options.inventory.onChange(() => this.sendInventoryIfUnacked());
+    this.unsubscribers.push(this.options.inventory.onChange(() => this.sendInventoryIfUnacked()));
+    if (this.options.volumeReports) this.unsubscribers.push(this.options.volumeReports.onChange(() => this.sendVolumeReportIfUnacked()));
     this.loop = this.run();
   }
 
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    this.unsubscribe?.();
+    for (const unsubscribe of this.unsubscribers.splice(0)) unsubscribe();
     this.abort.abort();
     this.endCurrentStream?.('agent stopping');
     await this.loop;
@@ -172,7 +183,7 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
         },
       );
       const call = client.Session();
-      const stream: ActiveStream = { endpoint, call, sentSequence: 0, welcomed: false, welcomeTimer: undefined };
+      const stream: ActiveStream = { endpoint, call, sentSequence: 0, sentVolumeReportSequence: 0, welcomed: false, welcomeTimer: undefined };
       this.stream = stream;
       this.endpoint = endpoint;
       this.emitState();
@@ -221,6 +232,7 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
       // Pipelined after Hello (gRPC keeps order): a control plane that rejects Hello ends the
       // stream and the inventory is simply re-sent to the next one.
       this.sendInventoryIfUnacked();
+      this.sendVolumeReportIfUnacked();
       heartbeat = setInterval(
         () => this.write(stream, { heartbeat: { sent_at: new Date().toISOString() } }),
         this.options.heartbeatMs,
@@ -250,6 +262,15 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
         if (sequence > this.lastAckedSequence) {
           this.lastAckedSequence = sequence;
           this.options.logger.debug({ sequence }, 'inventory acknowledged');
+          this.emitState();
+        }
+        return;
+      }
+      case 'volume_report_ack': {
+        const sequence = Number(message.volume_report_ack?.sequence ?? 0);
+        if (sequence > this.lastAckedVolumeReportSequence) {
+          this.lastAckedVolumeReportSequence = sequence;
+          this.options.volumeReports?.acknowledged(sequence);
           this.emitState();
         }
         return;
@@ -294,6 +315,16 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
     this.write(stream, { inventory: toInventoryMessage(snapshot) });
     this.options.logger.debug({ sequence: snapshot.sequence, endpoint: stream.endpoint }, 'inventory sent');
     this.emitState();
+  }
+
+  private sendVolumeReportIfUnacked(): void {
+    const stream = this.stream;
+    const report = this.options.volumeReports?.current();
+    if (!stream || !report) return;
+    if (report.sequence <= this.lastAckedVolumeReportSequence || report.sequence <= stream.sentVolumeReportSequence) return;
+    stream.sentVolumeReportSequence = report.sequence;
+    this.write(stream, { volume_report: toVolumeReportMessage(report) });
+    this.options.logger.debug({ sequence: report.sequence, volumes: report.volumes.length, endpoint: stream.endpoint }, 'volume report sent');
   }
 
   private write(stream: ActiveStream, message: AgentMessage): void {

@@ -38,7 +38,7 @@ export function isHostPort(value: string): boolean {
 }
 
 function unavailable(): StrataError {
-  return errors.internal(FEDERATION_UNAVAILABLE);
+  return new StrataError('FEDERATION_UNAVAILABLE', FEDERATION_UNAVAILABLE);
 }
 
 export function createFederationRoutes(deps: FederationRoutesDeps): Router {

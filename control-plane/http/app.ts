@@ -23,8 +23,12 @@ export function createHttpApp(logger: Logger, routers: readonly Router[]): Koa {
       ctx.status = error.httpStatus;
       ctx.type = 'application/json';
       ctx.body = error.toWire();
-      if (error.httpStatus >= 500) {
+      // Internal errors are ours to fix: log them in full. 503s (transient states, etcd away) and
+      // deliberate 500s like the unavailable federation service are part of the API's answers.
+      if (error.code === 'INTERNAL') {
         logger.error({ err, requestId, method: ctx.method, path: ctx.path, code: error.code }, 'request failed');
+      } else if (error.httpStatus >= 500) {
+        logger.warn({ requestId, method: ctx.method, path: ctx.path, code: error.code, message: error.message }, 'request refused');
       }
     } finally {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;

@@ -32,7 +32,8 @@ describe('volume controller', () => {
     await election.start(client.lease(5));
     assert.ok(election.isLeader);
     controller = new VolumeController({
-      etcd: client, election, logger, events: { record: async (e) => void events.push(e) },
+      etcd: client, election, logger,
+      events: { prepare: async (e) => { events.push(e as EventInput); return { id: '', wire: {} as never, ops: [] }; } },
       clusterUUID: 'cluster-test', clusterSubsystemNQN: CLUSTER_NQN,
       volumePorts: { min: 20000, max: 20009 }, overcommitRatio: 1, creatingTimeoutMs: 60_000, now: () => now.ms,
     });
@@ -130,6 +131,27 @@ describe('volume controller', () => {
       assert.equal((await client.getAll().prefix(keys.volumeStatusPrefix(v.UUID)).keys()).length, 0);
       assert.equal(await client.get(keys.nsid(1)).string(), null, 'nsid freed');
       assert.equal(await client.get(keys.volumePort(20000)).string(), null, 'port freed');
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('sees a node registered just before a volume (changes arrive in revision order)', async () => {
+    await startController();
+    try {
+      for (let i = 0; i < 5; i++) {
+        await client.delete().prefix(keys.volumesPrefix());
+        await client.delete().prefix(keys.nodesPrefix());
+        await client.delete().prefix(keys.presencePrefix());
+        await storageNode();
+        const v = volume();
+        await putRecord(client, keys.volume(v.UUID), v);
+        const placed = await until('placement', async () => {
+          const now = await readVolume(v.UUID);
+          return now?.placement ?? (now?.state === 'Failed' ? now.failureReason : undefined);
+        });
+        assert.equal(typeof placed, 'object', `placed, not failed: ${String(placed)}`);
+      }
     } finally {
       await stopController();
     }

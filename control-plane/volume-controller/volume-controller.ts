@@ -24,7 +24,9 @@ import type {
   VolumeRecord,
   VolumeStatusRecord,
 } from '../../lib/records.js';
-import type { EventInput, EventRecorder } from '../events/event-recorder.js';
+import type { EventInput } from '../events/event-recorder.js';
+import type { EventPreparer } from '../events/etcd-event-log.js';
+import { TxnBatcher } from './txn-batcher.js';
 import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
 import { assignmentFor, sameAssignment } from './assignments.js';
 import { chooseNodes, type NodeCandidate } from './placement.js';
@@ -34,7 +36,8 @@ export interface VolumeControllerOptions {
   readonly etcd: Etcd3;
   readonly election: LeaderElection;
   readonly logger: Logger;
-  readonly events: EventRecorder;
+  /** Events are prepared and committed in the same transaction as the change they record. */
+  readonly events: EventPreparer;
   readonly clusterUUID: string;
   readonly clusterSubsystemNQN: string;
   /** TCP ports volumes are exported on (one per volume, the same on every node). */
@@ -48,6 +51,8 @@ export interface VolumeControllerOptions {
 
 const MAX_NSID = 0xfffffffe;
 const PERIODIC_PASS_MS = 2000;
+/** Volumes reconciled at once within a pass. */
+const RECONCILE_CONCURRENCY = 32;
 
 const PREFIXES = {
   volumes: keys.volumesPrefix(),
@@ -72,10 +77,22 @@ export class VolumeController {
   private readonly pendingNsids = new Set<number>();
   private readonly pendingPorts = new Set<number>();
   private readonly now: () => number;
+  /** Snapshot key → its volume, to find the volume when the snapshot record is deleted. */
+  private readonly snapshotVolumes = new Map<string, string>();
+  /** Node allocations for placement, computed once per pass and kept current within it. */
+  private passCandidates: NodeCandidate[] | undefined;
+  private readonly allocationHints = new Map<string, number>();
+  private readonly batcher: TxnBatcher;
 
   constructor(private readonly options: VolumeControllerOptions) {
     this.mirror = new PrefixMirror(options.etcd, Object.values(PREFIXES), options.logger);
+    // Per-volume lookups without scanning every key: a pass over 10,000 volumes must stay
+    // linear, or it blocks the event loop long enough to lose the lease (and leadership).
+    this.mirror.addIndex('assignments', PREFIXES.assignments, (key) => idOfKey(key));
+    this.mirror.addIndex('status', PREFIXES.status, (key) => volumeOfStatusKey(key));
+    this.mirror.addIndex('snapshots', PREFIXES.snapshots, (_key, record) => (record as SnapshotRecord).sourceVolumeUUID);
     this.now = options.now ?? Date.now;
+    this.batcher = new TxnBatcher((compares, ops) => options.election.fencedCommit(compares, ops));
   }
 
   async start(): Promise<void> {
@@ -100,6 +117,8 @@ export class VolumeController {
 
   private onChanges(changes: MirrorChange[], reloaded: boolean): void {
     if (reloaded) {
+      this.snapshotVolumes.clear();
+      for (const [key, { record }] of this.mirror.all<SnapshotRecord>(PREFIXES.snapshots)) this.snapshotVolumes.set(key, record.sourceVolumeUUID);
       for (const key of this.mirror.all(PREFIXES.volumes).keys()) this.dirty.add(idOfKey(key));
       // Orphans: assignments or status of volumes that no longer exist.
       for (const key of this.mirror.all(PREFIXES.assignments).keys()) this.dirty.add(idOfKey(key));
@@ -116,8 +135,10 @@ export class VolumeController {
           break;
         case PREFIXES.snapshots: {
           const snapshot = this.mirror.get<SnapshotRecord>(PREFIXES.snapshots, change.key)?.record;
-          if (snapshot) this.dirty.add(snapshot.sourceVolumeUUID);
-          else this.markAll(); // a deleted snapshot record: rare; re-check everything
+          const volume = snapshot?.sourceVolumeUUID ?? this.snapshotVolumes.get(change.key);
+          if (snapshot) this.snapshotVolumes.set(change.key, snapshot.sourceVolumeUUID);
+          else this.snapshotVolumes.delete(change.key);
+          if (volume) this.dirty.add(volume);
           break;
         }
         case PREFIXES.nodes:
@@ -140,10 +161,6 @@ export class VolumeController {
     this.schedule();
   }
 
-  private markAll(): void {
-    for (const key of this.mirror.all(PREFIXES.volumes).keys()) this.dirty.add(idOfKey(key));
-  }
-
   private schedule(): void {
     if (this.scheduled || this.stopped || this.dirty.size === 0) return;
     this.scheduled = true;
@@ -163,18 +180,28 @@ export class VolumeController {
   private async pass(): Promise<void> {
     const batch = [...this.dirty];
     this.dirty.clear();
-    for (const volumeUUID of batch) {
-      if (this.stopped) return;
-      try {
-        const changed = await this.reconcile(volumeUUID);
-        // A write that lost a race (compare failed) is retried once the watch catches up.
-        if (changed === 'retry') this.dirty.add(volumeUUID);
-      } catch (err) {
-        if (err instanceof StrataError && err.code === 'NOT_LEADER') return;
-        this.options.logger.error({ err, volumeUUID }, 'volume reconcile failed; will retry');
-        this.dirty.add(volumeUUID);
+    this.passCandidates = undefined;
+    // Volumes are independent (each write compares its own record), so reconcile several at
+    // once: etcd commits concurrent transactions together, sequential ones each pay a sync.
+    let next = 0;
+    let notLeader = false;
+    const worker = async () => {
+      for (let i = next++; i < batch.length && !this.stopped && !notLeader; i = next++) {
+        const volumeUUID = batch[i]!;
+        try {
+          // A write that lost a race (compare failed) is retried once the watch catches up.
+          if ((await this.reconcile(volumeUUID)) === 'retry') this.dirty.add(volumeUUID);
+        } catch (err) {
+          if (err instanceof StrataError && err.code === 'NOT_LEADER') {
+            notLeader = true;
+            return;
+          }
+          this.options.logger.error({ err, volumeUUID }, 'volume reconcile failed; will retry');
+          this.dirty.add(volumeUUID);
+        }
       }
-    }
+    };
+    await Promise.all(Array.from({ length: Math.min(RECONCILE_CONCURRENCY, batch.length) }, worker));
     if (this.dirty.size > 0) await new Promise((r) => setTimeout(r, 20));
   }
 
@@ -203,10 +230,7 @@ export class VolumeController {
 
   /** Volume record gone: drop any assignment and status left for it. */
   private async removeOrphans(volumeUUID: string): Promise<'done' | 'retry'> {
-    const ops: IOperation[] = [];
-    for (const key of this.mirror.all(PREFIXES.assignments).keys()) {
-      if (idOfKey(key) === volumeUUID) ops.push(this.options.etcd.delete().key(key));
-    }
+    const ops: IOperation[] = [...this.mirror.lookup('assignments', volumeUUID)].map((key) => this.options.etcd.delete().key(key));
     if (ops.length === 0) return 'done';
     await this.commit([[keys.volume(volumeUUID), 'Create', '0']], ops);
     return 'done';
@@ -231,7 +255,7 @@ export class VolumeController {
         clusterUUID: this.options.clusterUUID,
         overcommitRatio: this.options.overcommitRatio,
       },
-      this.candidates(),
+      this.passCandidates ??= this.candidates(),
     );
     if (!result.ok) {
       if (!result.retryable || this.expired(volume)) return this.fail(volume, fence, `cannot place volume: ${result.reason}`);
@@ -250,14 +274,26 @@ export class VolumeController {
       etcd.put(keys.volumePort(port)).value(JSON.stringify({ volumeUUID: volume.UUID })),
       ...result.nodeList.map((node) => etcd.put(keys.assignment(node, volume.UUID)).value(JSON.stringify(this.assignment(placed, node)))),
     ];
+    // Reserve before committing: placements running concurrently must see this allocation.
     this.pendingNsids.add(nsid);
     this.pendingPorts.add(port);
-    const ok = await this.commit([fence, [keys.nsid(nsid), 'Create', '0'], [keys.volumePort(port), 'Create', '0']], ops);
-    if (!ok) {
-      this.pendingNsids.delete(nsid);
-      this.pendingPorts.delete(port);
-      return 'retry';
+    const reserve = (sign: bigint) => {
+      this.passCandidates = this.passCandidates?.map((c) =>
+        result.nodeList.includes(c.UUID) ? { ...c, allocatedBytes: c.allocatedBytes + sign * BigInt(volume.sizeBytes) } : c,
+      );
+    };
+    reserve(1n);
+    let ok = false;
+    try {
+      ok = await this.commit([fence, [keys.nsid(nsid), 'Create', '0'], [keys.volumePort(port), 'Create', '0']], ops);
+    } finally {
+      if (!ok) {
+        this.pendingNsids.delete(nsid);
+        this.pendingPorts.delete(port);
+        reserve(-1n);
+      }
     }
+    if (!ok) return 'retry';
     this.options.logger.info({ volumeUUID: volume.UUID, nodeList: result.nodeList, nsid, port }, 'volume placed');
     return 'done';
   }
@@ -272,8 +308,8 @@ export class VolumeController {
       const have = this.mirror.get<VolumeAssignment>(PREFIXES.assignments, keys.assignment(node, volume.UUID))?.record;
       if (!have || !sameAssignment(have, want)) ops.push(etcd.put(keys.assignment(node, volume.UUID)).value(JSON.stringify(want)));
     }
-    for (const key of this.mirror.all(PREFIXES.assignments).keys()) {
-      if (idOfKey(key) === volume.UUID && !nodes.has(nodeOfAssignmentKey(key))) ops.push(etcd.delete().key(key));
+    for (const key of this.mirror.lookup('assignments', volume.UUID)) {
+      if (!nodes.has(nodeOfAssignmentKey(key))) ops.push(etcd.delete().key(key));
     }
     return ops;
   }
@@ -291,11 +327,8 @@ export class VolumeController {
     if (failed) return this.fail(volume, fence, `node ${failed.nodeUUID}: ${failed.error}`);
     if (current.length === nodes.length && current.every((r) => r!.state === 'Served')) {
       const available: VolumeRecord = { ...volume, state: 'Available', rollbackSnapshotUUID: '', failureReason: '' };
-      if (!(await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(available))]))) return 'retry';
-      if (volume.state === 'Creating') {
-        await this.event(volume, 'VolumeAvailable', 'Info', `volume ${volume.name} is served by ${nodes.length} node(s)`);
-      }
-      return 'done';
+      const event = volume.state === 'Creating' ? this.event(volume, 'VolumeAvailable', 'Info', `volume ${volume.name} is served by ${nodes.length} node(s)`) : undefined;
+      return (await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(available))], event)) ? 'done' : 'retry';
     }
     if (volume.state === 'Creating' && this.expired(volume)) {
       const missing = nodes.filter((n) => !current.some((r) => r!.nodeUUID === n));
@@ -306,7 +339,7 @@ export class VolumeController {
 
   private async reconcileDeleting(volume: VolumeRecord, fence: FenceCompare): Promise<'done' | 'retry'> {
     const etcd = this.options.etcd;
-    const assignmentKeys = [...this.mirror.all(PREFIXES.assignments).keys()].filter((k) => idOfKey(k) === volume.UUID);
+    const assignmentKeys = [...this.mirror.lookup('assignments', volume.UUID)];
     if (assignmentKeys.length > 0) {
       return (await this.commit([fence], assignmentKeys.map((k) => etcd.delete().key(k)))) ? 'done' : 'retry';
     }
@@ -319,9 +352,7 @@ export class VolumeController {
     if (volume.placement) {
       ops.push(etcd.delete().key(keys.nsid(volume.placement.nsid)), etcd.delete().key(keys.volumePort(volume.placement.port)));
     }
-    if (!(await this.commit([fence], ops))) return 'retry';
-    await this.event(volume, 'VolumeDeleted', 'Info', `volume ${volume.name} deleted`);
-    return 'done';
+    return (await this.commit([fence], ops, this.event(volume, 'VolumeDeleted', 'Info', `volume ${volume.name} deleted`))) ? 'done' : 'retry';
   }
 
   /** Snapshot states from the nodes' reports (Creating → Available/Failed, Deleting → gone). */
@@ -345,25 +376,27 @@ export class VolumeController {
       }
       if (next === undefined) continue;
       const op = next === null ? this.options.etcd.delete().key(keys.snapshot(snapshot.UUID)) : this.options.etcd.put(keys.snapshot(snapshot.UUID)).value(JSON.stringify(next));
-      if (!(await this.commit([fence], [op]))) return 'retry';
       const what = next === null ? 'SnapshotDeleted' : next.state === 'Available' ? 'SnapshotAvailable' : 'SnapshotFailed';
-      await this.event(volume, what, next?.state === 'Failed' ? 'High' : 'Info', `snapshot ${snapshot.name} of volume ${volume.name}: ${next === null ? 'deleted' : next.state}${next?.failureReason ? ` (${next.failureReason})` : ''}`);
+      const event = this.event(volume, what, next?.state === 'Failed' ? 'High' : 'Info', `snapshot ${snapshot.name} of volume ${volume.name}: ${next === null ? 'deleted' : next.state}${next?.failureReason ? ` (${next.failureReason})` : ''}`);
+      if (!(await this.commit([fence], [op], event))) return 'retry';
     }
     return 'done';
   }
 
   private async fail(volume: VolumeRecord, fence: FenceCompare, reason: string): Promise<'done' | 'retry'> {
     const failed: VolumeRecord = { ...volume, state: 'Failed', failureReason: reason };
-    if (!(await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(failed))]))) return 'retry';
+    const event = this.event(volume, 'VolumeFailed', 'High', `volume ${volume.name} failed: ${reason}`);
+    if (!(await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(failed))], event))) return 'retry';
     this.options.logger.warn({ volumeUUID: volume.UUID, reason }, 'volume failed');
-    await this.event(volume, 'VolumeFailed', 'High', `volume ${volume.name} failed: ${reason}`);
     return 'done';
   }
 
   // ------------------------------------------------------------------------------------------
 
-  private async commit(compares: readonly FenceCompare[], ops: IOperation[]): Promise<boolean> {
-    return this.options.election.fencedCommit(compares, ops);
+  /** Commits through the batcher; an event, when given, is appended in the same transaction. */
+  private async commit(compares: readonly FenceCompare[], ops: IOperation[], event?: EventInput): Promise<boolean> {
+    const prepared = event ? await this.options.events.prepare(event) : null;
+    return this.batcher.submit(compares, prepared ? [...ops, ...prepared.ops] : ops);
   }
 
   private expired(volume: VolumeRecord): boolean {
@@ -400,36 +433,49 @@ export class VolumeController {
     }));
   }
 
+  /**
+   * The lowest free number at or after the last one handed out (wrapping once), skipping numbers
+   * taken in etcd or allocated here and not yet seen back through the watch.
+   */
   private allocate(prefix: string, pending: Set<number>, min: number, max: number): number | undefined {
-    const used = new Set(pending);
-    for (const key of this.mirror.all(prefix).keys()) used.add(Number(idOfKey(key)));
-    for (const n of pending) if (this.mirror.get(prefix, prefix === PREFIXES.nsids ? keys.nsid(n) : keys.volumePort(n))) pending.delete(n);
-    for (let n = min; n <= max; n++) if (!used.has(n)) return n;
+    const keyOf = (n: number) => (prefix === PREFIXES.nsids ? keys.nsid(n) : keys.volumePort(n));
+    for (const n of pending) if (this.mirror.get(prefix, keyOf(n))) pending.delete(n);
+    const taken = (n: number) => pending.has(n) || this.mirror.get(prefix, keyOf(n)) !== undefined;
+    const start = Math.min(Math.max(this.allocationHints.get(prefix) ?? min, min), max);
+    for (let i = 0, n = start; i <= max - min; i++, n = n === max ? min : n + 1) {
+      if (!taken(n)) {
+        this.allocationHints.set(prefix, n === max ? min : n + 1);
+        return n;
+      }
+    }
     return undefined;
   }
 
   private statusOf(volumeUUID: string): Map<string, VolumeStatusRecord> {
     const result = new Map<string, VolumeStatusRecord>();
-    const prefix = keys.volumeStatusPrefix(volumeUUID);
-    for (const [key, { record }] of this.mirror.all<VolumeStatusRecord>(PREFIXES.status)) {
-      if (key.startsWith(prefix)) result.set(record.nodeUUID, record);
+    for (const key of this.mirror.lookup('status', volumeUUID)) {
+      const record = this.mirror.get<VolumeStatusRecord>(PREFIXES.status, key)?.record;
+      if (record) result.set(record.nodeUUID, record);
     }
     return result;
   }
 
   private snapshotsOf(volumeUUID: string): { record: SnapshotRecord; revision: string }[] {
-    return [...this.mirror.all<SnapshotRecord>(PREFIXES.snapshots).values()].filter((s) => s.record.sourceVolumeUUID === volumeUUID);
+    return [...this.mirror.lookup('snapshots', volumeUUID)].flatMap((key) => {
+      const stored = this.mirror.get<SnapshotRecord>(PREFIXES.snapshots, key);
+      return stored ? [stored] : [];
+    });
   }
 
-  private async event(volume: VolumeRecord, eventName: string, severity: EventInput['severity'], description: string): Promise<void> {
-    await this.options.events.record({
+  private event(volume: VolumeRecord, eventName: string, severity: EventInput['severity'], description: string): EventInput {
+    return {
       type: 'Volume',
       severity,
       eventName,
       reportingService: 'CM',
       description,
       component: { kind: 'volume', projectName: volume.projectName, volumes: [{ ID: volume.UUID, Name: volume.name }] },
-    });
+    };
   }
 }
 

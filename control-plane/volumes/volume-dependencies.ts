@@ -44,6 +44,8 @@ export interface SnapshotRef {
 export interface SnapshotDirectory {
   /** A snapshot of the project by UUID or name. NOT_FOUND when absent. */
   resolve(projectName: string, ref: { UUID?: string; name?: string }): Promise<SnapshotRef>;
+  /** Snapshots of the volume that are not being deleted: a volume with snapshots is not deleted. */
+  countOfVolume(volumeUUID: string): Promise<number>;
 }
 
 export interface FeatureFlagReader {

@@ -9,6 +9,8 @@ export function createEtcdClient(endpoints: readonly string[], dialTimeoutMs = 3
   return new Etcd3({
     hosts: endpoints.map((e) => (e.includes('://') ? e : `http://${e}`)),
     dialTimeout: dialTimeoutMs,
+    // gRPC's default 4 MiB receive limit is less than one range over 10,000 volume records.
+    grpcOptions: { 'grpc.max_receive_message_length': 512 * 1024 * 1024 },
     // Fail fast and let callers map unavailability to 503; the faults policy retries nothing
     // that is not idempotent.
     defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + 5000 }),

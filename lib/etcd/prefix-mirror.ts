@@ -13,11 +13,18 @@ export interface MirroredRecord<T> {
 
 export type MirrorChange = { readonly prefix: string; readonly key: string; readonly deleted: boolean };
 
+/** Maps a record to the value it is indexed under (undefined: not indexed). */
+export type IndexFunction = (key: string, record: unknown) => string | undefined;
+
+const EMPTY: ReadonlySet<string> = new Set();
+
 export class PrefixMirror {
   private readonly maps = new Map<string, Map<string, MirroredRecord<unknown>>>();
   private watchers: Watcher[] = [];
   private stopped = false;
   private listener: (changes: MirrorChange[], reloaded: boolean) => void = () => {};
+  /** Secondary indexes: name → (prefix, function, value → keys). */
+  private readonly indexes = new Map<string, { prefix: string; fn: IndexFunction; entries: Map<string, Set<string>> }>();
 
   constructor(
     private readonly etcd: Etcd3,
@@ -30,6 +37,19 @@ export class PrefixMirror {
   /** Called after every batch of changes; `reloaded` means everything may have changed. */
   onChange(listener: (changes: MirrorChange[], reloaded: boolean) => void): void {
     this.listener = listener;
+  }
+
+  /**
+   * Adds a secondary index over one prefix, kept current with the mirror, so callers find the
+   * records of, say, one volume without scanning every key. Add indexes before start().
+   */
+  addIndex(name: string, prefix: string, fn: IndexFunction): void {
+    this.indexes.set(name, { prefix, fn, entries: new Map() });
+  }
+
+  /** The keys indexed under `value` (live set: do not mutate). */
+  lookup(name: string, value: string): ReadonlySet<string> {
+    return this.indexes.get(name)?.entries.get(value) ?? EMPTY;
   }
 
   async start(): Promise<void> {
@@ -68,39 +88,68 @@ export class PrefixMirror {
         map.set(key, { record: parseRecord(key, kv.value), revision: kv.mod_revision });
       }
       this.maps.set(prefix, map);
+      for (const index of this.indexes.values()) {
+        if (index.prefix !== prefix) continue;
+        index.entries.clear();
+        for (const [key, { record }] of map) this.indexAdd(index, key, record);
+      }
     });
+    // ONE watch over the range covering every prefix: etcd orders events only within a watch,
+    // and a controller must never see a volume before the node record written ahead of it.
     const startRevision = String(BigInt(revision) + 1n);
-    const watchers: Watcher[] = [];
-    for (const prefix of this.prefixes) {
-      const watcher = await this.etcd.watch().prefix(prefix).startRevision(startRevision).create();
-      watcher.on('data', (res) => {
-        const changes: MirrorChange[] = [];
+    const watcher = await this.etcd.watch().prefix(commonPrefix(this.prefixes)).startRevision(startRevision).create();
+    watcher.on('data', (res) => {
+      const changes: MirrorChange[] = [];
+      for (const event of res.events) {
+        const key = event.kv.key.toString();
+        const prefix = this.prefixes.find((p) => key.startsWith(p));
+        if (!prefix) continue;
         const map = this.maps.get(prefix)!;
-        for (const event of res.events) {
-          const key = event.kv.key.toString();
-          if (event.type === 'Delete') {
-            map.delete(key);
-            changes.push({ prefix, key, deleted: true });
-          } else {
-            try {
-              map.set(key, { record: parseRecord(key, event.kv.value), revision: event.kv.mod_revision });
-              changes.push({ prefix, key, deleted: false });
-            } catch (err) {
-              this.logger.error({ err, key }, 'ignoring a corrupt record');
-            }
+        const before = map.get(key);
+        if (before) this.unindex(prefix, key, before.record);
+        if (event.type === 'Delete') {
+          map.delete(key);
+          changes.push({ prefix, key, deleted: true });
+        } else {
+          try {
+            const record = parseRecord(key, event.kv.value);
+            map.set(key, { record, revision: event.kv.mod_revision });
+            for (const index of this.indexes.values()) if (index.prefix === prefix) this.indexAdd(index, key, record);
+            changes.push({ prefix, key, deleted: false });
+          } catch (err) {
+            this.logger.error({ err, key }, 'ignoring a corrupt record');
           }
         }
-        if (changes.length > 0) this.listener(changes, false);
-      });
-      watcher.on('error', (err) => {
-        if (this.stopped) return;
-        this.logger.warn({ err: err.message, prefix }, 'watch failed; reloading the mirror');
-        void this.reload();
-      });
-      watchers.push(watcher);
-    }
+      }
+      if (changes.length > 0) this.listener(changes, false);
+    });
+    watcher.on('error', (err) => {
+      if (this.stopped) return;
+      this.logger.warn({ err: err.message }, 'watch failed; reloading the mirror');
+      void this.reload();
+    });
+    const watchers = [watcher];
     this.watchers = watchers;
     this.listener([], true);
+  }
+
+  private indexAdd(index: { fn: IndexFunction; entries: Map<string, Set<string>> }, key: string, record: unknown): void {
+    const value = index.fn(key, record);
+    if (value === undefined) return;
+    let keys = index.entries.get(value);
+    if (!keys) index.entries.set(value, (keys = new Set()));
+    keys.add(key);
+  }
+
+  private unindex(prefix: string, key: string, record: unknown): void {
+    for (const index of this.indexes.values()) {
+      if (index.prefix !== prefix) continue;
+      const value = index.fn(key, record);
+      if (value === undefined) continue;
+      const keys = index.entries.get(value);
+      keys?.delete(key);
+      if (keys?.size === 0) index.entries.delete(value);
+    }
   }
 
   private reloading: Promise<void> | undefined;
@@ -124,4 +173,11 @@ export class PrefixMirror {
     });
     return this.reloading;
   }
+}
+
+/** The longest common prefix of the mirrored prefixes (the one range a single watch covers). */
+function commonPrefix(prefixes: readonly string[]): string {
+  let common = prefixes[0] ?? '';
+  for (const p of prefixes) while (!p.startsWith(common)) common = common.slice(0, -1);
+  return common;
 }

@@ -119,13 +119,17 @@ export interface ControlPlaneOptions {
   readonly etcdEndpoint: string;
   readonly stateDir?: string;
   readonly leaseTtlSeconds?: number;
+  /** Reuse these ports (a restart on the same address, as systemd would do). */
+  readonly apiPort?: number;
+  readonly grpcPort?: number;
   readonly extraArgs?: string[];
 }
 
 /** Starts a control plane on free ports and waits until it serves. */
 export async function startControlPlaneProcess(options: ControlPlaneOptions): Promise<ControlPlaneProcess> {
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'strata-cp-'));
-  const [apiPort, grpcPort] = [await freePort(), await freePort()];
+  const apiPort = options.apiPort ?? (await freePort());
+  const grpcPort = options.grpcPort ?? (await freePort());
   const instanceId = `cp-${apiPort}`;
   const daemon = spawnDaemon('control-plane/main.js', [
     '--etcd-endpoints', options.etcdEndpoint,

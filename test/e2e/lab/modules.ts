@@ -17,7 +17,7 @@ export const LAB_MODULES: readonly string[] = [
   '9p', '9pnet', '9pnet_virtio', 'netfs', 'overlay',
   'nvme', 'nvme-core', 'nvme-fabrics', 'nvme-tcp', 'nvmet', 'nvmet-tcp',
   'dm-mod', 'dm-bufio', 'dm-persistent-data', 'dm-bio-prison', 'dm-thin-pool', 'dm-snapshot', 'dm-mirror',
-  'md-mod', 'raid1', 'raid456',
+  'md-mod', 'raid0', 'raid1', 'raid456',
   'btrfs',
   'nf_tables', 'nft_reject_inet', 'nft_ct',
   'loop', 'brd', 'null_blk',

@@ -1,0 +1,307 @@
+// Driver for the kernel NVMe target's configfs tree (/sys/kernel/config/nvmet): reads the whole
+// tree back into the NvmetTree model and applies the five operations the planner emits (mkdir,
+// write attribute, symlink, unlink, rmdir) — nothing else.
+//
+// The same code runs on the real configfs and on a plain directory (tests, mode "emulated").
+// Differences it handles:
+// - mkdir: configfs creates an object's attribute files and default groups (allowed_hosts/,
+//   namespaces/; subsystems/, referrals/, ana_groups/1/ for a port). On a plain directory the
+//   driver creates the default groups; attribute files appear when first written, so a read
+//   shows them missing (undefined) until then.
+// - rmdir: configfs removes an object whose only contents are attribute files and default
+//   groups. On a plain directory the driver first removes those files and empty default groups
+//   (never a link or an unknown directory: those make rmdir fail, as user-created children do
+//   on configfs).
+// - write: one write(2) per value (configfs parses each write as a whole); errors come back as
+//   the errno of the kernel's store function (EINVAL, EBUSY, EACCES).
+// - symlink: the kernel resolves a configfs link target as a path from the process, not from
+//   the link, so links are created with absolute targets. configfs reads links back as relative
+//   paths (../../../hosts/x): only the target's last component is used.
+// - read: write-only attributes (revalidate_size) are never read; an attribute that cannot be
+//   read counts as unknown.
+import { promises as fs } from 'node:fs';
+import { isAbsolute, join, normalize, sep } from 'node:path';
+import {
+  describeOp,
+  emptyTree,
+  namespaceAttributes,
+  portAttributes,
+  subsystemAttributes,
+  type Attributes,
+  type NvmetNamespace,
+  type NvmetOp,
+  type NvmetPort,
+  type NvmetSubsystem,
+  type NvmetTree,
+} from './nvmet-model.js';
+
+export const DEFAULT_NVMET_ROOT = '/sys/kernel/config/nvmet';
+
+/** Default groups configfs creates with an object, by object kind. */
+const defaultGroups = {
+  subsystem: ['allowed_hosts', 'namespaces'],
+  port: ['subsystems', 'referrals', 'ana_groups', 'ana_groups/1'],
+} as const;
+
+export class NvmetOperationError extends Error {
+  constructor(
+    readonly op: NvmetOp,
+    readonly code: string | undefined,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface NvmetConfigfsOptions {
+  /**
+   * true: the root is a plain directory standing in for configfs (tests only; never reachable
+   * from a configuration setting).
+   */
+  readonly emulated: boolean;
+}
+
+export class NvmetConfigfs {
+  constructor(
+    readonly root: string,
+    private readonly options: NvmetConfigfsOptions,
+  ) {
+    if (!isAbsolute(root)) throw new Error(`the nvmet root must be an absolute path: ${root}`);
+  }
+
+  get emulated(): boolean {
+    return this.options.emulated;
+  }
+
+  /** Plain-directory mode: makes sure the three top-level groups exist. */
+  async prepareEmulatedRoot(): Promise<void> {
+    if (!this.options.emulated) return;
+    for (const group of ['hosts', 'subsystems', 'ports']) await fs.mkdir(join(this.root, group), { recursive: true });
+  }
+
+  async read(): Promise<NvmetTree> {
+    const [hosts, subsystemNames, portNames] = await Promise.all([
+      this.listDirs('hosts'),
+      this.listDirs('subsystems'),
+      this.listDirs('ports'),
+    ]);
+    if (hosts === undefined && subsystemNames === undefined && portNames === undefined) return emptyTree();
+    const subsystems = await Promise.all((subsystemNames ?? []).map((nqn) => this.readSubsystem(nqn)));
+    const ports = await Promise.all(
+      (portNames ?? []).filter((n) => /^\d+$/.test(n)).map((id) => this.readPort(Number(id))),
+    );
+    return {
+      hosts: new Set((hosts ?? []).sort()),
+      subsystems: new Map(
+        subsystems.filter((s): s is NvmetSubsystem => s !== undefined).sort(byKey((s) => s.nqn)).map((s) => [s.nqn, s]),
+      ),
+      ports: new Map(ports.filter((p): p is NvmetPort => p !== undefined).sort(byKey((p) => p.id)).map((p) => [p.id, p])),
+    };
+  }
+
+  /** Applies one operation. Throws NvmetOperationError (with the errno code) on failure. */
+  async apply(op: NvmetOp): Promise<void> {
+    const path = this.resolve(op.path);
+    try {
+      switch (op.op) {
+        case 'mkdir':
+          await fs.mkdir(path);
+          if (this.options.emulated) await this.createDefaultGroups(op.path);
+          return;
+        case 'write': {
+          // 'w' (O_TRUNC|O_CREAT) is what nvmetcli uses on configfs too; a plain directory needs the create.
+          const handle = await fs.open(path, 'w');
+          try {
+            const { bytesWritten } = await handle.write(op.value);
+            if (bytesWritten !== Buffer.byteLength(op.value)) throw Object.assign(new Error('short write'), { code: 'EIO' });
+          } finally {
+            await handle.close();
+          }
+          return;
+        }
+        case 'symlink':
+          await fs.symlink(this.resolve(op.target), path);
+          return;
+        case 'unlink': {
+          const stat = await fs.lstat(path);
+          if (!stat.isSymbolicLink()) throw Object.assign(new Error('not a link'), { code: 'EINVAL' });
+          await fs.unlink(path);
+          return;
+        }
+        case 'rmdir':
+          if (this.options.emulated) await this.removeEmulatedContents(op.path);
+          await fs.rmdir(path);
+          return;
+      }
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new NvmetOperationError(op, code, `${describeOp(op)} failed: ${code ?? ''} ${(err as Error).message}`.trim());
+    }
+  }
+
+  private resolve(relative: string): string {
+    const clean = normalize(relative);
+    if (isAbsolute(clean) || clean.startsWith('..') || clean.split(sep).includes('..')) {
+      throw new Error(`configfs path escapes the nvmet root: ${relative}`);
+    }
+    return join(this.root, clean);
+  }
+
+  private async createDefaultGroups(relative: string): Promise<void> {
+    const kind = objectKind(relative);
+    if (!kind) return;
+    for (const group of defaultGroups[kind]) await fs.mkdir(join(this.resolve(relative), group), { recursive: true });
+  }
+
+  /** What configfs does implicitly on rmdir: drop attribute files and empty default groups. */
+  private async removeEmulatedContents(relative: string): Promise<void> {
+    const dir = this.resolve(relative);
+    const kind = objectKind(relative);
+    const groups = kind ? [...defaultGroups[kind]].reverse() : [];
+    for (const group of groups) {
+      const groupDir = join(dir, group);
+      const entries = await fs.readdir(groupDir, { withFileTypes: true }).catch(() => undefined);
+      if (!entries) continue;
+      for (const e of entries) if (e.isFile()) await fs.unlink(join(groupDir, e.name));
+      await fs.rmdir(groupDir).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
+    }
+    const entries = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
+    for (const e of entries) if (e.isFile()) await fs.unlink(join(dir, e.name));
+  }
+
+  private async readSubsystem(nqn: string): Promise<NvmetSubsystem | undefined> {
+    const base = `subsystems/${nqn}`;
+    const [attrs, allowedHosts, nsNames] = await Promise.all([
+      this.readAttrs(base, subsystemAttributes),
+      this.readLinks(`${base}/allowed_hosts`),
+      this.listDirs(`${base}/namespaces`),
+    ]);
+    if (attrs === undefined) return undefined; // vanished while reading
+    const namespaces: NvmetNamespace[] = await Promise.all(
+      (nsNames ?? [])
+        .filter((n) => /^\d+$/.test(n))
+        .map(async (n) => ({ nsid: Number(n), attrs: (await this.readAttrs(`${base}/namespaces/${n}`, namespaceAttributes)) ?? {} })),
+    );
+    return {
+      nqn,
+      attrs,
+      allowedHosts: allowedHosts.sort(),
+      namespaces: new Map(namespaces.sort(byKey((n) => n.nsid)).map((n) => [n.nsid, n])),
+    };
+  }
+
+  private async readPort(id: number): Promise<NvmetPort | undefined> {
+    const base = `ports/${id}`;
+    const [attrs, subsystems, groups, referrals] = await Promise.all([
+      this.readAttrs(base, portAttributes),
+      this.readLinks(`${base}/subsystems`),
+      this.listDirs(`${base}/ana_groups`),
+      this.listDirs(`${base}/referrals`),
+    ]);
+    if (attrs === undefined) return undefined;
+    const anaGroups = await Promise.all(
+      (groups ?? [])
+        .filter((g) => /^\d+$/.test(g))
+        .map(async (g): Promise<[number, string | undefined]> => [Number(g), await this.readValue(`${base}/ana_groups/${g}/ana_state`)]),
+    );
+    return {
+      id,
+      attrs,
+      anaGroups: new Map(anaGroups.sort(byKey(([g]) => g))),
+      subsystems: subsystems.sort(),
+      referrals: (referrals ?? []).sort(),
+    };
+  }
+
+  /** undefined when the object directory itself is gone. */
+  private async readAttrs<K extends string>(base: string, names: readonly K[]): Promise<Attributes<K> | undefined> {
+    try {
+      await fs.access(this.resolve(base));
+    } catch {
+      return undefined;
+    }
+    const values = await Promise.all(names.map(async (name) => [name, await this.readValue(`${base}/${name}`)] as const));
+    const attrs: Attributes<K> = {};
+    for (const [name, value] of values) if (value !== undefined) attrs[name] = value;
+    return attrs;
+  }
+
+  private async readValue(relative: string): Promise<string | undefined> {
+    try {
+      return (await fs.readFile(this.resolve(relative), 'utf8')).trimEnd();
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Directory entries that are directories; undefined when the directory does not exist. */
+  private async listDirs(relative: string): Promise<string[] | undefined> {
+    try {
+      const entries = await fs.readdir(this.resolve(relative), { withFileTypes: true });
+      return entries.filter((e) => e.isDirectory()).map((e) => e.name);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Names of the objects the links in a directory point to. */
+  private async readLinks(relative: string): Promise<string[]> {
+    let entries;
+    try {
+      entries = await fs.readdir(this.resolve(relative), { withFileTypes: true });
+    } catch {
+      return [];
+    }
+    const targets = await Promise.all(
+      entries
+        .filter((e) => e.isSymbolicLink())
+        .map(async (e) => {
+          try {
+            const target = await fs.readlink(join(this.resolve(relative), e.name));
+            return target.replace(/\/+$/, '').split('/').pop() ?? e.name;
+          } catch {
+            return undefined;
+          }
+        }),
+    );
+    return targets.filter((t): t is string => t !== undefined && t.length > 0);
+  }
+}
+
+function objectKind(relative: string): keyof typeof defaultGroups | undefined {
+  const parts = normalize(relative).split(sep);
+  if (parts.length === 2 && parts[0] === 'subsystems') return 'subsystem';
+  if (parts.length === 2 && parts[0] === 'ports') return 'port';
+  return undefined;
+}
+
+function byKey<T>(key: (t: T) => string | number): (a: T, b: T) => number {
+  return (a, b) => {
+    const ka = key(a);
+    const kb = key(b);
+    return ka < kb ? -1 : ka > kb ? 1 : 0;
+  };
+}
+
+/**
+ * Whether `path` lies on a configfs mount, from a mount table in /proc/self/mounts format.
+ * The longest mount point that is a prefix of the path decides.
+ */
+export function isOnConfigfs(path: string, mountTable: string): boolean {
+  let best: { mountPoint: string; fsType: string } | undefined;
+  for (const line of mountTable.split('\n')) {
+    const fields = line.split(' ');
+    if (fields.length < 3) continue;
+    const mountPoint = unescapeMountField(fields[1] as string);
+    const fsType = fields[2] as string;
+    const inside = mountPoint === '/' || path === mountPoint || path.startsWith(`${mountPoint}/`);
+    if (inside && (!best || mountPoint.length >= best.mountPoint.length)) best = { mountPoint, fsType };
+  }
+  return best?.fsType === 'configfs';
+}
+
+function unescapeMountField(field: string): string {
+  return field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
+}

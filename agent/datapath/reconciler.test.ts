@@ -1,0 +1,195 @@
+// The reconciler alone (no agent around it): crash safety. A process that dies in the middle of
+// applying a plan (simulated by an apply that never returns, then a fresh reconciler with a
+// fresh state loaded from disk, as after kill -9) must finish the job, including what the
+// kernel tree cannot show: a revocation whose port relink had not happened yet.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Etcd3 } from 'etcd3';
+import { createEtcdClient } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
+import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { silentLogger } from '../../test/helpers/silent-logger.js';
+import { waitUntil } from '../../test/helpers/wait.js';
+import { DataPathState } from './datapath-state.js';
+import { NvmetConfigfs } from './nvmet-configfs.js';
+import { describeOp, type NvmetOp } from './nvmet-model.js';
+import { DataPathReconciler } from './reconciler.js';
+import { FilePool } from './storage-pool.js';
+
+const CLUSTER: ClusterRecord = {
+  UUID: 'c0ffee00-0000-4000-8000-000000000002',
+  clusterName: 'test',
+  subsystemNQN: 'nqn.2016-01.io.strata:cluster:c0ffee02',
+  supportedMaxReplicas: 3,
+  createdAt: new Date().toISOString(),
+  bootstrappedBy: 'test',
+};
+const NODE = '99999999-9999-4999-8999-999999999999';
+const V1 = '11111111-1111-4111-8111-111111111111';
+const NQN = `${CLUSTER.subsystemNQN}:vol:${V1}`;
+const H1 = 'nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-4000-8000-000000000001';
+const H2 = 'nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-4000-8000-000000000002';
+
+/** A configfs driver that records what it applies and can "die" (hang forever) after n operations. */
+class RecordingConfigfs extends NvmetConfigfs {
+  readonly applied: NvmetOp[] = [];
+  dieAfter = Infinity;
+  died = false;
+  override async apply(op: NvmetOp): Promise<void> {
+    if (this.applied.length >= this.dieAfter) {
+      this.died = true;
+      return new Promise(() => undefined);
+    }
+    await super.apply(op);
+    this.applied.push(op);
+  }
+}
+
+function assignment(overrides: Partial<VolumeAssignment> = {}): VolumeAssignment {
+  return {
+    volumeUUID: V1,
+    nodeUUID: NODE,
+    generation: 1,
+    sizeBytes: String(8 * 1024 * 1024),
+    compression: false,
+    sectorSize: 4096,
+    acl: [H1, H2],
+    ipAcl: [],
+    subsystemNQN: NQN,
+    nsid: 1,
+    port: 20001,
+    role: 'primary',
+    anaState: 'optimized',
+    cntlidMin: 1,
+    cntlidMax: 1000,
+    cloneFromSnapshotUUID: '',
+    snapshotUUIDs: [],
+    rollbackSnapshotUUID: '',
+    ...overrides,
+  };
+}
+
+describe('DataPathReconciler crash safety', () => {
+  let etcd: TestEtcd;
+  let writer: Etcd3;
+  let work: string;
+  const clients: Etcd3[] = [];
+
+  before(async () => {
+    etcd = await startEtcd();
+    writer = createEtcdClient([etcd.endpoint]);
+    await writer.put(keys.cluster()).value(JSON.stringify(CLUSTER));
+    work = mkdtempSync(join(tmpdir(), 'strata-reconciler-'));
+  });
+  after(async () => {
+    for (const c of clients) c.close();
+    writer.close();
+    await etcd.stop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  /** A reconciler as a fresh agent process would build it (state read from disk). */
+  async function reconciler(configfs: NvmetConfigfs): Promise<DataPathReconciler> {
+    const client = createEtcdClient([etcd.endpoint]);
+    clients.push(client);
+    await configfs.prepareEmulatedRoot();
+    return new DataPathReconciler({
+      etcd: client,
+      nodeUUIDs: [NODE],
+      backend: async () => ({ kind: 'nvmet', configfs }),
+      openPool: (nodeUUID, cluster) => FilePool.open({ dir: join(work, 'pool', nodeUUID), clusterUUID: cluster.clusterUUID, logger: silentLogger() }),
+      state: await DataPathState.load(join(work, 'state')),
+      settings: { listenAddress: '127.0.0.1', portIdMin: 20000, portIdMax: 39999 },
+      resyncIntervalMs: 3_600_000,
+      logger: silentLogger(),
+    });
+  }
+  const configfsAt = () => new RecordingConfigfs(join(work, 'nvmet'), { emulated: true });
+  const put = (a: VolumeAssignment) => writer.put(keys.assignment(a.nodeUUID, a.volumeUUID)).value(JSON.stringify(a));
+
+  it('finishes a revocation interrupted between the ACL change and the port relink', async () => {
+    await put(assignment());
+    const first = await reconciler(configfsAt());
+    assert.equal((await first.reconcileNow())?.served, 1);
+    await first.stop();
+
+    // H2 loses access. The process dies right after unlinking H2 from allowed_hosts, before the
+    // port link is cycled: the tree then already shows the new ACL.
+    await put(assignment({ generation: 2, acl: [H1] }));
+    const dying = configfsAt();
+    dying.dieAfter = 1;
+    const doomed = await reconciler(dying);
+    void doomed.reconcileNow();
+    await waitUntil(() => dying.died, 'the apply to die');
+    void doomed.stop(); // its pass never ends; this only cancels its watch
+    assert.deepEqual(dying.applied.map(describeOp), [`unlink subsystems/${NQN}/allowed_hosts/${H2}`]);
+
+    // The next process plans from the tree (ACL already right) plus the written-ahead intent.
+    const survivor = configfsAt();
+    const next = await reconciler(survivor);
+    const summary = await next.reconcileNow();
+    assert.equal(summary?.served, 1);
+    assert.deepEqual(survivor.applied.map(describeOp), [
+      `unlink ports/20001/subsystems/${NQN}`,
+      `link ports/20001/subsystems/${NQN} -> subsystems/${NQN}`,
+      `rmdir hosts/${H2}`,
+    ]);
+    assert.equal(next.current()?.volumes.find((v) => v.volumeUUID === V1)?.generation, 2);
+    // And once done, it is done: the intent is cleared, a further pass does nothing.
+    survivor.applied.length = 0;
+    assert.equal((await next.reconcileNow())?.operations, 0);
+    await next.stop();
+    const state = await DataPathState.load(join(work, 'state'));
+    assert.deepEqual([...state.pendingRelink], []);
+  });
+
+  it('tells the kernel about a grown backing even when it died right after growing it', async () => {
+    await put(assignment({ generation: 3, acl: [H1], sizeBytes: String(16 * 1024 * 1024) }));
+    const dying = configfsAt();
+    dying.dieAfter = 0;
+    const doomed = await reconciler(dying);
+    void doomed.reconcileNow();
+    await waitUntil(() => dying.died, 'the apply to die');
+    void doomed.stop();
+    const survivor = configfsAt();
+    const next = await reconciler(survivor);
+    await next.reconcileNow();
+    assert.deepEqual(survivor.applied.map(describeOp), [`write "1" to subsystems/${NQN}/namespaces/1/revalidate_size`]);
+    survivor.applied.length = 0;
+    assert.equal((await next.reconcileNow())?.operations, 0);
+    await next.stop();
+  });
+
+  it('converges after dying at any point of a first export and of a teardown', async () => {
+    const die = async (k: number) => {
+      const dying = configfsAt();
+      dying.dieAfter = k;
+      const doomed = await reconciler(dying);
+      void doomed.reconcileNow();
+      await waitUntil(() => dying.died, `the apply to die after ${k}`);
+      void doomed.stop();
+    };
+    for (let k = 0; k < 20; k += 4) {
+      // Export, dying after k operations.
+      await put(assignment({ generation: 4, acl: [H1, H2], sizeBytes: String(16 * 1024 * 1024) }));
+      await die(k);
+      let next = await reconciler(configfsAt());
+      assert.equal((await next.reconcileNow())?.served, 1, `served after dying at ${k}`);
+      assert.equal((await next.reconcileNow())?.operations, 0);
+      await next.stop();
+      // Teardown, dying after k/4 operations.
+      await writer.delete().key(keys.assignment(NODE, V1));
+      await die(k / 4);
+      next = await reconciler(configfsAt());
+      await next.reconcileNow();
+      const tree = await configfsAt().read();
+      assert.deepEqual([tree.hosts.size, tree.subsystems.size, tree.ports.size], [0, 0, 0], `torn down after dying at ${k / 4}`);
+      assert.equal((await next.reconcileNow())?.operations, 0);
+      await next.stop();
+    }
+  });
+});

@@ -1,0 +1,635 @@
+// The data path's reconcile loop (domain layer): assignments in etcd → storage pool + kernel
+// target → VolumeStatus reports.
+//
+// Level-triggered and serialized. A pass runs at start, on every change of the node's
+// assignments (etcd watch from the revision read), and every resync interval (which also
+// re-reads all assignments). Each pass: prepare each assigned volume's backing (create, grow,
+// snapshots, rollback), read the whole configfs tree back, plan against what is really there,
+// apply, read back again to verify, remove the backings of volumes no longer assigned, and
+// publish a complete report. Because the plan is computed from the real tree, a pass
+// interrupted anywhere (kill -9) is finished by the next one; the few things the tree cannot
+// tell are written ahead to DataPathState.
+//
+// When etcd is unreachable the last known assignments stay in force: nothing is torn down
+// because a read or a watch failed.
+import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
+import { parseRecord } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { Logger } from '../../lib/logger.js';
+import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
+import { sleep } from '../backoff.js';
+import type { ConnectedHostsProbe, ConnectionsByPort } from './connected-hosts.js';
+import type { DataPathState } from './datapath-state.js';
+import { assignmentProblem, desiredExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
+import type { NvmetConfigfs } from './nvmet-configfs.js';
+import { describeOp, volumeNqnPrefix, type DesiredExport, type NvmetTree } from './nvmet-model.js';
+import { planNvmet, volumeOfNqn } from './nvmet-plan.js';
+import type { StoragePool } from './storage-pool.js';
+import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from './volume-report.js';
+
+/** What the data path runs on, decided once at start. */
+export type DataPathBackend =
+  | { readonly kind: 'nvmet'; readonly configfs: NvmetConfigfs }
+  /** No usable kernel target: every assigned volume is reported Failed with `reason`. */
+  | { readonly kind: 'unavailable'; readonly reason: string };
+
+export interface DataPathReconcilerOptions {
+  readonly etcd: Etcd3;
+  readonly nodeUUIDs: readonly string[];
+  readonly backend: () => Promise<DataPathBackend>;
+  /** Opens the storage pool of one node (called once per node, again after a failure). */
+  readonly openPool: (nodeUUID: string, cluster: ClusterFacts) => Promise<StoragePool>;
+  readonly state: DataPathState;
+  readonly settings: ExportSettings;
+  readonly connectedHosts?: ConnectedHostsProbe;
+  readonly resyncIntervalMs: number;
+  /** Coalesces bursts of watch events into one pass. */
+  readonly debounceMs?: number;
+  readonly logger: Logger;
+}
+
+export interface PassSummary {
+  readonly operations: number;
+  readonly failedOperations: number;
+  readonly served: number;
+  readonly failed: number;
+  readonly removed: number;
+}
+
+interface AssignmentEntry {
+  readonly nodeUUID: string;
+  readonly volumeUUID: string;
+  /** undefined: the record could not be parsed. */
+  readonly assignment: VolumeAssignment | undefined;
+}
+
+export class DataPathReconciler implements VolumeReportSource {
+  private backend: DataPathBackend | undefined;
+  private cluster: ClusterFacts | undefined;
+  /** node → volume → assignment entry; undefined until the first full read. */
+  private assignments: Map<string, Map<string, AssignmentEntry>> | undefined;
+  private readonly loadedRevision = new Map<string, bigint>();
+  private readonly watchers = new Map<string, Watcher>();
+  private watchBroken = false;
+  private readonly pools = new Map<string, StoragePool>();
+  private readonly poolErrors = new Map<string, string>();
+  /** Volumes torn down by this process, reported Absent until a report listing them is acked. */
+  private readonly absent = new Map<string, { nodeUUID: string; generation: number; sequence: number }>();
+  private readonly lastNodeOf = new Map<string, { nodeUUID: string; generation: number }>();
+  private report: VolumeReportSnapshot | undefined;
+  private reportKey = '';
+  private sequence = 0;
+  private readonly listeners = new Set<(r: VolumeReportSnapshot) => void>();
+  private timer: NodeJS.Timeout | undefined;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private resyncDue = true;
+  private running: Promise<void> | undefined;
+  private dirty = false;
+  private stopped = false;
+  private readonly abort = new AbortController();
+  private lastSummary: PassSummary | undefined;
+  private readonly passListeners = new Set<(s: PassSummary) => void>();
+
+  constructor(private readonly options: DataPathReconcilerOptions) {}
+
+  start(): void {
+    if (this.stopped || this.resyncTimer) return;
+    this.resyncTimer = setInterval(() => this.schedule(true), this.options.resyncIntervalMs);
+    this.schedule(true, 0);
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.abort.abort();
+    clearTimeout(this.timer);
+    clearInterval(this.resyncTimer);
+    const watchers = [...this.watchers.values()];
+    this.watchers.clear();
+    await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
+    await this.running;
+  }
+
+  /** Runs a full pass now (after any running one) and resolves with the last summary. For tests. */
+  async reconcileNow(): Promise<PassSummary | undefined> {
+    this.resyncDue = true;
+    await this.runPasses();
+    return this.lastSummary;
+  }
+
+  onPass(listener: (s: PassSummary) => void): () => void {
+    this.passListeners.add(listener);
+    return () => this.passListeners.delete(listener);
+  }
+
+  // --- VolumeReportSource -----------------------------------------------------------------------
+
+  current(): VolumeReportSnapshot | undefined {
+    return this.report;
+  }
+
+  onChange(listener: (report: VolumeReportSnapshot) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  acknowledged(sequence: number): void {
+    let changed = false;
+    for (const [volume, entry] of this.absent) {
+      if (entry.sequence <= sequence) {
+        this.absent.delete(volume);
+        changed = true;
+      }
+    }
+    // The next report no longer needs to say Absent: anything missing from a complete report is.
+    if (changed) this.schedule(false);
+  }
+
+  // --- Scheduling -------------------------------------------------------------------------------
+
+  private schedule(resync: boolean, delayMs = this.options.debounceMs ?? 100): void {
+    if (this.stopped) return;
+    if (resync) this.resyncDue = true;
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.runPasses();
+    }, delayMs);
+  }
+
+  private runPasses(): Promise<void> {
+    if (this.running) {
+      this.dirty = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      let failures = 0;
+      do {
+        this.dirty = false;
+        try {
+          const summary = await this.pass();
+          failures = 0;
+          if (summary) {
+            this.lastSummary = summary;
+            for (const l of this.passListeners) l(summary);
+          }
+        } catch (err) {
+          failures += 1;
+          this.options.logger.error({ err }, 'data path pass failed; retrying');
+          this.dirty = true;
+          await sleep(Math.min(5000, 200 * 2 ** Math.min(failures, 5)), this.abort.signal);
+        }
+      } while (this.dirty && !this.stopped);
+    })().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  // --- etcd ------------------------------------------------------------------------------------
+
+  private async readCluster(): Promise<ClusterFacts | undefined> {
+    const record = parseRecord<ClusterRecord>(keys.cluster(), await this.options.etcd.get(keys.cluster()).string());
+    return record ? { clusterUUID: record.UUID, subsystemNQN: record.subsystemNQN } : undefined;
+  }
+
+  private async loadAssignments(): Promise<void> {
+    const next = new Map<string, Map<string, AssignmentEntry>>();
+    const revisions = new Map<string, bigint>();
+    for (const nodeUUID of this.options.nodeUUIDs) {
+      const response = await this.options.etcd.getAll().prefix(keys.assignmentsPrefix(nodeUUID)).exec();
+      const byVolume = new Map<string, AssignmentEntry>();
+      for (const kv of response.kvs) {
+        const entry = this.entryOf(nodeUUID, kv);
+        if (entry) byVolume.set(entry.volumeUUID, entry);
+      }
+      next.set(nodeUUID, byVolume);
+      revisions.set(nodeUUID, BigInt(response.header.revision));
+    }
+    this.assignments = next;
+    for (const [node, rev] of revisions) this.loadedRevision.set(node, rev);
+    if (this.watchers.size === 0 || this.watchBroken) await this.startWatchers(revisions);
+  }
+
+  private entryOf(nodeUUID: string, kv: IKeyValue): AssignmentEntry | undefined {
+    const key = kv.key.toString('utf8');
+    const volumeUUID = key.slice(keys.assignmentsPrefix(nodeUUID).length);
+    if (!volumeUUID || volumeUUID.includes('/')) return undefined;
+    try {
+      const assignment = parseRecord<VolumeAssignment>(key, kv.value);
+      return { nodeUUID, volumeUUID, assignment: assignment ?? undefined };
+    } catch (err) {
+      this.options.logger.warn({ err, key }, 'ignoring a corrupt assignment record');
+      return { nodeUUID, volumeUUID, assignment: undefined };
+    }
+  }
+
+  private async startWatchers(revisions: Map<string, bigint>): Promise<void> {
+    await Promise.all([...this.watchers.values()].map((w) => w.cancel().catch(() => undefined)));
+    this.watchers.clear();
+    this.watchBroken = false;
+    for (const nodeUUID of this.options.nodeUUIDs) {
+      const from = (revisions.get(nodeUUID) ?? 0n) + 1n;
+      // watcher() starts connecting at once and keeps retrying while etcd is away; create()
+      // would wait for the connection.
+      const watcher = this.options.etcd.watch().prefix(keys.assignmentsPrefix(nodeUUID)).startRevision(String(from)).watcher();
+      const onEvent = (kind: 'put' | 'delete') => (kv: IKeyValue) => {
+        const rev = BigInt(kv.mod_revision);
+        if (rev <= (this.loadedRevision.get(nodeUUID) ?? 0n)) return;
+        const byVolume = this.assignments?.get(nodeUUID);
+        if (!byVolume) return;
+        const volumeUUID = kv.key.toString('utf8').slice(keys.assignmentsPrefix(nodeUUID).length);
+        if (kind === 'delete') byVolume.delete(volumeUUID);
+        else {
+          const entry = this.entryOf(nodeUUID, kv);
+          if (entry) byVolume.set(entry.volumeUUID, entry);
+        }
+        this.schedule(false);
+      };
+      watcher.on('put', onEvent('put'));
+      watcher.on('delete', onEvent('delete'));
+      watcher.on('error', (err) => {
+        // e.g. the start revision was compacted: the next resync reads everything again.
+        this.options.logger.warn({ err, nodeUUID }, 'assignment watch failed; re-reading at the next resync');
+        this.watchBroken = true;
+      });
+      this.watchers.set(nodeUUID, watcher);
+    }
+  }
+
+  // --- The pass ----------------------------------------------------------------------------------
+
+  private async pass(): Promise<PassSummary | undefined> {
+    const log = this.options.logger;
+    if (!this.backend) {
+      this.backend = await this.options.backend();
+      if (this.backend.kind === 'unavailable') {
+        log.error({ reason: this.backend.reason }, 'the data path is unavailable: volumes assigned to this server are reported Failed');
+      }
+    }
+    if (this.resyncDue || !this.cluster || !this.assignments) {
+      try {
+        this.cluster = (await this.readCluster()) ?? this.cluster;
+        await this.loadAssignments();
+        this.resyncDue = false;
+      } catch (err) {
+        if (!this.cluster || !this.assignments) throw err;
+        log.warn({ err }, 'reading assignments failed; keeping the last known ones');
+      }
+    }
+    const cluster = this.cluster;
+    if (!cluster || !this.assignments) {
+      log.info('the cluster is not bootstrapped yet; the data path waits');
+      return undefined;
+    }
+
+    const entries = [...this.assignments.values()].flatMap((m) => [...m.values()]);
+    entries.sort((a, b) => (a.volumeUUID < b.volumeUUID ? -1 : a.volumeUUID > b.volumeUUID ? 1 : a.nodeUUID < b.nodeUUID ? -1 : 1));
+    const statuses: VolumeStatusEntry[] = [];
+    const failed = (e: AssignmentEntry, error: string): VolumeStatusEntry => ({
+      volumeUUID: e.volumeUUID,
+      nodeUUID: e.nodeUUID,
+      generation: e.assignment?.generation ?? 0,
+      state: 'Failed',
+      error,
+      snapshots: [],
+      connectedHosts: [],
+      logicalUsedBytes: '0',
+      physicalUsedBytes: '0',
+    });
+    for (const e of entries) this.lastNodeOf.set(e.volumeUUID, { nodeUUID: e.nodeUUID, generation: e.assignment?.generation ?? 0 });
+
+    if (this.backend.kind === 'unavailable') {
+      for (const e of entries) statuses.push(failed(e, this.backend.reason));
+      this.publish(statuses);
+      return { operations: 0, failedOperations: 0, served: 0, failed: statuses.length, removed: 0 };
+    }
+    const configfs = this.backend.configfs;
+    const state = this.options.state;
+    const prefix = volumeNqnPrefix(cluster.subsystemNQN);
+    const nqnOf = (volumeUUID: string) => `${prefix}${volumeUUID}`;
+
+    // 1. Backings.
+    const desired: DesiredExport[] = [];
+    const keep = new Set<string>();
+    const prepared = new Map<string, { entry: AssignmentEntry; pool: StoragePool; warning?: string; snapshots: VolumeStatusEntry['snapshots'] }>();
+    const results = new Map<string, VolumeStatusEntry>();
+    const seen = new Map<string, string>();
+    const portTaken = new Map<number, string>();
+    let stateChanged = false;
+    for (const e of entries) {
+      const key = `${e.volumeUUID}/${e.nodeUUID}`;
+      const a = e.assignment;
+      if (!a) {
+        results.set(key, failed(e, 'the assignment record is corrupt'));
+        keep.add(nqnOf(e.volumeUUID));
+        continue;
+      }
+      const other = seen.get(e.volumeUUID);
+      if (other) {
+        results.set(key, failed(e, `volume ${e.volumeUUID} is also assigned to node ${other} of this server; one server serves a volume once`));
+        continue;
+      }
+      seen.set(e.volumeUUID, e.nodeUUID);
+      const problem =
+        a.volumeUUID !== e.volumeUUID
+          ? `the assignment at ${e.volumeUUID} names volume ${a.volumeUUID}`
+          : (assignmentProblem(a, cluster, this.options.settings) ??
+            (portTaken.has(a.port) ? `port ${a.port} is also assigned to volume ${portTaken.get(a.port)}` : undefined));
+      if (problem) {
+        results.set(key, failed(e, problem));
+        keep.add(nqnOf(e.volumeUUID));
+        continue;
+      }
+      portTaken.set(a.port, a.volumeUUID);
+      const nqn = nqnOf(a.volumeUUID);
+      let pool: StoragePool;
+      try {
+        pool = await this.poolOf(e.nodeUUID, cluster);
+      } catch (err) {
+        results.set(key, failed(e, (err as Error).message));
+        keep.add(nqn);
+        continue;
+      }
+      try {
+        const size = BigInt(a.sizeBytes);
+        const before = await pool.volumeSize(a.volumeUUID);
+        if (before !== null && before < size && !state.pendingRevalidate.has(nqn)) {
+          state.pendingRevalidate.add(nqn); // written ahead: the namespace must learn the new size
+          state.save();
+        }
+        const spec = { compression: a.compression, sectorSize: a.sectorSize, ...(a.cloneFromSnapshotUUID ? { cloneFromSnapshot: a.cloneFromSnapshotUUID } : {}) };
+        const backing = await pool.ensureVolume(a.volumeUUID, size, spec);
+        const snapshots: VolumeStatusEntry['snapshots'] = [];
+        const wantedSnapshots = [...new Set(a.snapshotUUIDs ?? [])].sort();
+        for (const snapshotUUID of wantedSnapshots) {
+          try {
+            await pool.ensureSnapshot(a.volumeUUID, snapshotUUID);
+            snapshots.push({ snapshotUUID, state: 'Available', error: '' });
+          } catch (err) {
+            snapshots.push({ snapshotUUID, state: 'Failed', error: (err as Error).message });
+          }
+        }
+        const rollbackMark = a.rollbackSnapshotUUID ? `${a.generation}:${a.rollbackSnapshotUUID}` : undefined;
+        if (rollbackMark && state.rollbacksDone.get(a.volumeUUID) !== rollbackMark) {
+          state.pendingRevalidate.add(nqn);
+          state.save();
+          await pool.rollback(a.volumeUUID, a.rollbackSnapshotUUID);
+          await pool.resize(a.volumeUUID, size);
+          state.rollbacksDone.set(a.volumeUUID, rollbackMark);
+          state.save();
+          log.info({ volumeUUID: a.volumeUUID, snapshotUUID: a.rollbackSnapshotUUID, generation: a.generation }, 'volume rolled back');
+        }
+        for (const snapshotUUID of await pool.listSnapshots(a.volumeUUID)) {
+          if (wantedSnapshots.includes(snapshotUUID)) continue;
+          await pool.removeSnapshot(a.volumeUUID, snapshotUUID);
+          log.info({ volumeUUID: a.volumeUUID, snapshotUUID }, 'snapshot removed');
+        }
+        desired.push(desiredExportOf(a, backing, cluster, this.options.settings));
+        prepared.set(key, { entry: e, pool, snapshots, ...(backing.warning ? { warning: backing.warning } : {}) });
+      } catch (err) {
+        results.set(key, failed(e, (err as Error).message));
+        keep.add(nqn);
+      }
+    }
+    // 2. Kernel target.
+    const tree = await configfs.read();
+    const owned = {
+      subsystemPrefix: prefix,
+      portIdMin: this.options.settings.portIdMin,
+      portIdMax: this.options.settings.portIdMax,
+      hosts: state.ownedHosts,
+    };
+    const desiredNqns = new Set(desired.map((d) => d.nqn));
+    for (const set of [state.pendingRelink, state.pendingRevalidate]) {
+      for (const nqn of set) {
+        if (!desiredNqns.has(nqn) && !keep.has(nqn)) {
+          set.delete(nqn);
+          stateChanged = true;
+        }
+      }
+    }
+    const plan = planNvmet({
+      desired,
+      observed: tree,
+      owned,
+      keep,
+      pendingRelink: state.pendingRelink,
+      pendingRevalidate: state.pendingRevalidate,
+    });
+    if (plan.createdHosts.length > 0 || plan.relinked.some((n) => !state.pendingRelink.has(n))) {
+      for (const h of plan.createdHosts) state.ownedHosts.add(h);
+      for (const n of plan.relinked) state.pendingRelink.add(n);
+      state.save(); // ahead of acting: a crash must not forget a host entry or a revocation
+      stateChanged = false;
+    }
+    const opFailures = new Map<string, string>();
+    const failedPaths = new Set<string>();
+    let failedOperations = 0;
+    for (const op of plan.ops) {
+      if (this.stopped) break;
+      if (op.volume && opFailures.has(op.volume)) continue;
+      try {
+        await configfs.apply(op);
+        log.debug({ op: describeOp(op), volumeUUID: op.volume }, 'configfs operation applied');
+      } catch (err) {
+        failedOperations += 1;
+        failedPaths.add(op.path);
+        log.warn({ err: (err as Error).message, volumeUUID: op.volume }, 'configfs operation failed');
+        if (op.volume) opFailures.set(op.volume, (err as Error).message);
+      }
+    }
+    const okVolume = (nqn: string) => {
+      const v = volumeOfNqn(nqn, prefix);
+      return v !== undefined && !opFailures.has(v);
+    };
+    for (const h of plan.removedHosts) {
+      if (!failedPaths.has(`hosts/${h}`)) {
+        state.ownedHosts.delete(h);
+        stateChanged = true;
+      }
+    }
+    for (const n of plan.relinked) if (okVolume(n) && state.pendingRelink.delete(n)) stateChanged = true;
+    for (const n of plan.revalidated) if (okVolume(n) && state.pendingRevalidate.delete(n)) stateChanged = true;
+    const after = plan.ops.length > 0 ? await configfs.read() : tree;
+    for (const h of [...state.ownedHosts]) {
+      if (!after.hosts.has(h)) {
+        state.ownedHosts.delete(h);
+        stateChanged = true;
+      }
+    }
+    for (const [volumeUUID, mark] of [...state.rollbacksDone]) {
+      const stillPending = entries.some((e) => e.volumeUUID === volumeUUID && e.assignment && `${e.assignment.generation}:${e.assignment.rollbackSnapshotUUID}` === mark);
+      if (!stillPending) {
+        state.rollbacksDone.delete(volumeUUID);
+        stateChanged = true;
+      }
+    }
+    if (stateChanged) state.save();
+
+    // 3. Verify: what is still not as desired after applying.
+    const remaining = planNvmet({ desired, observed: after, owned, keep }).ops;
+    const notConverged = new Map<string, string>();
+    for (const op of remaining) if (op.volume && !notConverged.has(op.volume)) notConverged.set(op.volume, describeOp(op));
+
+    // 4. Backings of volumes no longer assigned (only once their export is gone). Every node's
+    // pool is looked at, also of nodes that have no assignment left.
+    for (const nodeUUID of this.options.nodeUUIDs) await this.poolOf(nodeUUID, cluster).catch(() => undefined);
+    const assigned = new Set(entries.map((e) => e.volumeUUID));
+    let removed = 0;
+    const teardown = new Map<string, { nodeUUID: string; error: string }>();
+    for (const [nodeUUID, pool] of this.pools) {
+      let volumes: string[];
+      try {
+        volumes = await pool.listVolumes();
+      } catch (err) {
+        log.warn({ err, nodeUUID }, 'listing the pool failed');
+        continue;
+      }
+      for (const volumeUUID of volumes) {
+        if (assigned.has(volumeUUID)) continue;
+        if (after.subsystems.has(nqnOf(volumeUUID))) {
+          teardown.set(volumeUUID, { nodeUUID, error: opFailures.get(volumeUUID) ?? 'its export could not be removed yet' });
+          continue;
+        }
+        try {
+          await pool.removeVolume(volumeUUID);
+          removed += 1;
+          log.info({ volumeUUID, nodeUUID }, 'volume backing removed');
+          this.markAbsent(volumeUUID, nodeUUID);
+        } catch (err) {
+          teardown.set(volumeUUID, { nodeUUID, error: `removing the backing failed: ${(err as Error).message}` });
+        }
+      }
+    }
+    for (const nqn of tree.subsystems.keys()) {
+      const volumeUUID = volumeOfNqn(nqn, prefix);
+      if (!volumeUUID || assigned.has(volumeUUID) || teardown.has(volumeUUID)) continue;
+      if (after.subsystems.has(nqn)) {
+        const nodeUUID = this.lastNodeOf.get(volumeUUID)?.nodeUUID ?? (this.options.nodeUUIDs[0] as string);
+        teardown.set(volumeUUID, { nodeUUID, error: opFailures.get(volumeUUID) ?? 'its export could not be removed yet' });
+      } else if (!this.absent.has(volumeUUID)) {
+        this.markAbsent(volumeUUID, this.lastNodeOf.get(volumeUUID)?.nodeUUID ?? (this.options.nodeUUIDs[0] as string));
+      }
+    }
+
+    // 5. Statuses.
+    let connections: ConnectionsByPort = new Map();
+    if (this.options.connectedHosts && desired.length > 0) {
+      try {
+        connections = await this.options.connectedHosts.connectionsByPort();
+      } catch (err) {
+        log.debug({ err }, 'listing connected hosts failed');
+      }
+    }
+    const desiredByVolume = new Map(desired.map((d) => [d.volumeUUID, d]));
+    for (const [key, p] of prepared) {
+      const e = p.entry;
+      const a = e.assignment!;
+      const d = desiredByVolume.get(e.volumeUUID)!;
+      const error = opFailures.get(e.volumeUUID) ?? (notConverged.has(e.volumeUUID) ? `the kernel target does not match after applying: ${notConverged.get(e.volumeUUID)}` : undefined);
+      let usage = { logicalUsed: 0n, physicalUsed: 0n };
+      try {
+        usage = await p.pool.usage(e.volumeUUID);
+      } catch (err) {
+        log.debug({ err, volumeUUID: e.volumeUUID }, 'reading usage failed');
+      }
+      results.set(key, {
+        volumeUUID: e.volumeUUID,
+        nodeUUID: e.nodeUUID,
+        generation: a.generation,
+        state: error ? 'Failed' : 'Served',
+        error: error ?? p.warning ?? '',
+        snapshots: p.snapshots,
+        connectedHosts: error ? [] : (connections.get(d.port.id) ?? []).map((address) => ({ hostNQN: '', address })),
+        logicalUsedBytes: String(usage.logicalUsed),
+        physicalUsedBytes: String(usage.physicalUsed),
+      });
+    }
+    for (const e of entries) {
+      const s = results.get(`${e.volumeUUID}/${e.nodeUUID}`);
+      if (s) statuses.push(s);
+    }
+    for (const [volumeUUID, t] of teardown) {
+      statuses.push({
+        volumeUUID,
+        nodeUUID: t.nodeUUID,
+        generation: this.lastNodeOf.get(volumeUUID)?.generation ?? 0,
+        state: 'Failed',
+        error: `teardown incomplete: ${t.error}`,
+        snapshots: [],
+        connectedHosts: [],
+        logicalUsedBytes: '0',
+        physicalUsedBytes: '0',
+      });
+    }
+    this.publish(statuses);
+
+    const summary: PassSummary = {
+      operations: plan.ops.length,
+      failedOperations,
+      served: statuses.filter((s) => s.state === 'Served').length,
+      failed: statuses.filter((s) => s.state === 'Failed').length,
+      removed,
+    };
+    if (plan.ops.length > 0 || removed > 0 || failedOperations > 0) log.info(summary, 'data path reconciled');
+    return summary;
+  }
+
+  private markAbsent(volumeUUID: string, nodeUUID: string): void {
+    // The sequence of the report that first lists it is filled in by publish().
+    this.absent.set(volumeUUID, { nodeUUID, generation: this.lastNodeOf.get(volumeUUID)?.generation ?? 0, sequence: Number.MAX_SAFE_INTEGER });
+  }
+
+  private async poolOf(nodeUUID: string, cluster: ClusterFacts): Promise<StoragePool> {
+    const existing = this.pools.get(nodeUUID);
+    if (existing) return existing;
+    try {
+      const pool = await this.options.openPool(nodeUUID, cluster);
+      this.pools.set(nodeUUID, pool);
+      this.poolErrors.delete(nodeUUID);
+      return pool;
+    } catch (err) {
+      const message = `the storage pool of node ${nodeUUID} cannot be opened: ${(err as Error).message}`;
+      if (this.poolErrors.get(nodeUUID) !== message) this.options.logger.error({ err, nodeUUID }, 'opening the storage pool failed');
+      this.poolErrors.set(nodeUUID, message);
+      // Sooner than the next resync: a pool usually fails to open for a passing reason.
+      this.schedule(true, 5000);
+      throw new Error(message);
+    }
+  }
+
+  private publish(statuses: VolumeStatusEntry[]): void {
+    const listed = new Set(statuses.map((s) => s.volumeUUID));
+    const absentEntries: VolumeStatusEntry[] = [];
+    for (const [volumeUUID, a] of this.absent) {
+      if (listed.has(volumeUUID)) {
+        this.absent.delete(volumeUUID); // assigned again
+        continue;
+      }
+      absentEntries.push({
+        volumeUUID,
+        nodeUUID: a.nodeUUID,
+        generation: a.generation,
+        state: 'Absent',
+        error: '',
+        snapshots: [],
+        connectedHosts: [],
+        logicalUsedBytes: '0',
+        physicalUsedBytes: '0',
+      });
+    }
+    const volumes = [...statuses, ...absentEntries].sort((x, y) =>
+      x.volumeUUID < y.volumeUUID ? -1 : x.volumeUUID > y.volumeUUID ? 1 : x.nodeUUID < y.nodeUUID ? -1 : 1,
+    );
+    const key = JSON.stringify(volumes);
+    if (key === this.reportKey && this.report) return;
+    this.reportKey = key;
+    this.sequence += 1;
+    for (const a of this.absent.values()) if (a.sequence === Number.MAX_SAFE_INTEGER) a.sequence = this.sequence;
+    this.report = { sequence: this.sequence, complete: true, volumes, takenAt: new Date().toISOString() };
+    for (const l of this.listeners) l(this.report);
+  }
+}
+
+export type { NvmetTree };

@@ -1,0 +1,51 @@
+// Tests only: a minimal AgentReporting server that welcomes any agent and records (and acks)
+// its VolumeReports, for the data path's end-to-end tests on the host and in QEMU guests.
+import * as grpc from '@grpc/grpc-js';
+import { loadStrataProto } from '../../../lib/grpc/proto.js';
+import type { AgentMessage__Output } from '../../../proto/gen/strata/v1/AgentMessage.js';
+import type { AgentReportingHandlers } from '../../../proto/gen/strata/v1/AgentReporting.js';
+import type { VolumeReport__Output } from '../../../proto/gen/strata/v1/VolumeReport.js';
+import type { VolumeStatus__Output } from '../../../proto/gen/strata/v1/VolumeStatus.js';
+
+export interface FakeControlPlane {
+  readonly endpoint: string;
+  readonly port: number;
+  readonly reports: VolumeReport__Output[];
+  /** Whether VolumeReports are acknowledged. */
+  ack: boolean;
+  /** The status of a volume in the latest report. */
+  latest(volumeUUID: string): VolumeStatus__Output | undefined;
+  kill(): void;
+}
+
+export async function startFakeControlPlane(clusterUUID: string, host = '127.0.0.1'): Promise<FakeControlPlane> {
+  const proto = loadStrataProto();
+  const server = new grpc.Server();
+  const reports: VolumeReport__Output[] = [];
+  const plane = {
+    endpoint: '',
+    port: 0,
+    reports,
+    ack: true,
+    latest: (volumeUUID: string) => reports.at(-1)?.volumes.find((v) => v.volume_uuid === volumeUUID),
+    kill: () => server.forceShutdown(),
+  };
+  const handlers: AgentReportingHandlers = {
+    Session: (call) => {
+      call.on('data', (message: AgentMessage__Output) => {
+        if (message.body === 'hello') call.write({ welcome: { control_plane_instance: 'fake', cluster_uuid: clusterUUID } });
+        if (message.body === 'volume_report' && message.volume_report) {
+          reports.push(message.volume_report);
+          if (plane.ack) call.write({ volume_report_ack: { sequence: message.volume_report.sequence } });
+        }
+      });
+      call.on('error', () => undefined);
+      call.on('end', () => call.end());
+    },
+  };
+  server.addService(proto.strata.v1.AgentReporting.service, handlers);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:0`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return Object.assign(plane, { endpoint: `${host}:${port}`, port });
+}

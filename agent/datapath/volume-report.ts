@@ -1,0 +1,48 @@
+// The data path's report to the control plane: one VolumeStatus per volume this agent's nodes
+// hold, after every pass. The control-plane session sends the latest report that no control
+// plane acknowledged yet, like the inventory.
+import type { VolumeStatusRecord } from '../../lib/records.js';
+import type { VolumeReport } from '../../proto/gen/strata/v1/VolumeReport.js';
+import type { VolumeServeState } from '../../proto/gen/strata/v1/VolumeServeState.js';
+
+export type VolumeStatusEntry = Omit<VolumeStatusRecord, 'reportedAt'>;
+
+export interface VolumeReportSnapshot {
+  /** Grows per agent process whenever the content changes. */
+  readonly sequence: number;
+  /** Lists every volume the agent's nodes hold: any other volume is absent on them. */
+  readonly complete: boolean;
+  readonly volumes: readonly VolumeStatusEntry[];
+  readonly takenAt: string;
+}
+
+export interface VolumeReportSource {
+  current(): VolumeReportSnapshot | undefined;
+  onChange(listener: (report: VolumeReportSnapshot) => void): () => void;
+  /** A control plane persisted the report with this sequence. */
+  acknowledged(sequence: number): void;
+}
+
+const serveState: Record<VolumeStatusEntry['state'], VolumeServeState> = {
+  Served: 'VOLUME_SERVED',
+  Failed: 'VOLUME_FAILED',
+  Absent: 'VOLUME_ABSENT',
+};
+
+export function toVolumeReportMessage(report: VolumeReportSnapshot): VolumeReport {
+  return {
+    sequence: String(report.sequence),
+    complete: report.complete,
+    volumes: report.volumes.map((v) => ({
+      volume_uuid: v.volumeUUID,
+      node_uuid: v.nodeUUID,
+      generation: String(v.generation),
+      state: serveState[v.state],
+      error: v.error,
+      snapshots: v.snapshots.map((s) => ({ snapshot_uuid: s.snapshotUUID, available: s.state === 'Available', error: s.error })),
+      connected_hosts: v.connectedHosts.map((h) => ({ host_nqn: h.hostNQN, address: h.address })),
+      logical_used_bytes: v.logicalUsedBytes,
+      physical_used_bytes: v.physicalUsedBytes,
+    })),
+  };
+}

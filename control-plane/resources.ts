@@ -1,0 +1,161 @@
+// Part of the control plane's composition root: builds every resource's store and service,
+// the REST routers, and the work only the active cluster manager does. control-plane.ts owns
+// the process-level pieces (etcd client, bootstrap, transports, lifecycle).
+import type Router from '@koa/router';
+import type { Etcd3 } from 'etcd3';
+import { RecordStore } from '../lib/etcd/record-store.js';
+import type { Logger } from '../lib/logger.js';
+import type { ClusterRecord } from '../lib/records.js';
+import type { Authenticator } from './auth/authenticator.js';
+import { AdminEndpointsService } from './admin-endpoints/admin-endpoints-service.js';
+import { AdminEndpointsStore } from './admin-endpoints/admin-endpoints-store.js';
+import { createAdminEndpointsRoutes } from './admin-endpoints/admin-endpoints-routes.js';
+import { ClusterService } from './cluster/cluster-service.js';
+import { createClusterRoutes } from './cluster/cluster-routes.js';
+import { ConnectedHostsService } from './connected-hosts/connected-hosts-service.js';
+import { ConnectedHostsStore } from './connected-hosts/connected-hosts-store.js';
+import { createConnectedHostsRoutes } from './connected-hosts/connected-hosts-routes.js';
+import type { ControlPlaneConfig } from './config.js';
+import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
+import { createControlPlaneRoutes } from './control-planes/control-plane-routes.js';
+import { CredentialsService } from './credentials/credentials-service.js';
+import { CredentialRecordsStore } from './credentials/credentials-store.js';
+import { createCredentialsRoutes } from './credentials/credentials-routes.js';
+import { EtcdEventLog } from './events/etcd-event-log.js';
+import { startEventRetention } from './events/event-retention.js';
+import { EventStore, EventsService } from './events/events-service.js';
+import { createEventsRoutes } from './events/events-routes.js';
+import { FeatureFlagsService } from './feature-flags/feature-flags-service.js';
+import { FeatureFlagsStore } from './feature-flags/feature-flags-store.js';
+import { createFeatureFlagsRoutes } from './feature-flags/feature-flags-routes.js';
+import { createFederationRoutes } from './federation/federation-routes.js';
+import { InventoryReader } from './inventory/inventory-reader.js';
+import type { LeaderElection } from './leadership/leader-election.js';
+import type { LeaderTask } from './leadership/leader-tasks.js';
+import { startMembershipEvents } from './membership-events/membership-events.js';
+import { NodesService } from './nodes/nodes-service.js';
+import { createNodesRoutes } from './nodes/nodes-routes.js';
+import { NvmeDevicesService } from './nvme-devices/nvme-devices-service.js';
+import { createNvmeDevicesRoutes } from './nvme-devices/nvme-devices-routes.js';
+import { PoliciesService } from './policies/policies-service.js';
+import { PoliciesStore } from './policies/policies-store.js';
+import { EtcdPolicyDirectory } from './policies/policy-directory.js';
+import { createPoliciesRoutes } from './policies/policies-routes.js';
+import { EtcdProjectDirectory } from './projects/project-directory.js';
+import { ProjectsService } from './projects/projects-service.js';
+import { ProjectsStore } from './projects/projects-store.js';
+import { createProjectsRoutes } from './projects/projects-routes.js';
+import { ServersService } from './servers/servers-service.js';
+import { createServersRoutes } from './servers/servers-routes.js';
+import { EtcdSnapshotDirectory, SnapshotService } from './snapshots/snapshot-service.js';
+import { SnapshotStore } from './snapshots/snapshot-store.js';
+import { createSnapshotRoutes } from './snapshots/snapshot-routes.js';
+import { startSnapshotRetention } from './snapshots/snapshot-retention.js';
+import { createVersionRoutes } from './version/version-routes.js';
+import { VolumeController } from './volume-controller/volume-controller.js';
+import { VolumeService, VolumeUsageCounter } from './volumes/volume-service.js';
+import { VolumeStore } from './volumes/volume-store.js';
+import { createVolumeRoutes } from './volumes/volume-routes.js';
+
+/** The NVMe/TCP ports every storage node uses; admin endpoints may not take them. */
+const NVME_PORT = 4420;
+const DISCOVERY_PORT = 8009;
+
+export interface ResourceContext {
+  readonly etcd: Etcd3;
+  readonly auth: Authenticator;
+  readonly election: LeaderElection;
+  readonly registry: ControlPlaneRegistry;
+  readonly cluster: ClusterRecord;
+  readonly config: ControlPlaneConfig;
+  readonly ports: { readonly api: number; readonly grpc: number };
+  readonly logger: Logger;
+}
+
+export interface Resources {
+  readonly routers: Router[];
+  readonly leaderTasks: LeaderTask[];
+}
+
+export function buildResources(ctx: ResourceContext): Resources {
+  const { etcd, auth, config, logger } = ctx;
+  const events = new EtcdEventLog(etcd, logger.child({ component: 'events' }));
+
+  // Inventory views share one reader: it keeps the last snapshot and reads only changes.
+  const inventory = new InventoryReader(etcd);
+  const cluster = new ClusterService(inventory);
+
+  const projectsStore = new ProjectsStore(etcd);
+  const policiesStore = new PoliciesStore(etcd);
+  const projectDirectory = new EtcdProjectDirectory(etcd);
+  const volumeStore = new VolumeStore(new RecordStore(etcd));
+  const volumeUsage = new VolumeUsageCounter(volumeStore);
+  const flags = new FeatureFlagsService(new FeatureFlagsStore(etcd), events);
+  const snapshotStore = new SnapshotStore(etcd);
+  const volumes = new VolumeService({
+    store: volumeStore,
+    projects: projectDirectory,
+    policies: new EtcdPolicyDirectory(etcd),
+    snapshots: new EtcdSnapshotDirectory(snapshotStore),
+    flags,
+    replicaLimits: { currentMaxReplicas: async () => (await cluster.clusterInfo()).currentMaxReplicas },
+    events,
+    clusterUUID: ctx.cluster.UUID,
+  });
+  const snapshots = new SnapshotService({ store: snapshotStore, projects: projectDirectory, clones: volumeUsage, events, logger: logger.child({ component: 'snapshots' }) });
+  const reservedPorts = [
+    { from: ctx.ports.api, to: ctx.ports.api, purpose: 'the REST API' },
+    { from: ctx.ports.grpc, to: ctx.ports.grpc, purpose: 'the agents gRPC service' },
+    { from: NVME_PORT, to: NVME_PORT, purpose: 'NVMe/TCP' },
+    { from: DISCOVERY_PORT, to: DISCOVERY_PORT, purpose: 'NVMe/TCP discovery' },
+    { from: config.volumePortMin, to: config.volumePortMax, purpose: 'volume ports' },
+  ];
+
+  const routers: Router[] = [
+    createVersionRoutes({ auth }),
+    createControlPlaneRoutes({ auth, registry: ctx.registry }),
+    createClusterRoutes({ auth, cluster }),
+    createServersRoutes({ auth, servers: new ServersService(inventory) }),
+    createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
+    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory) }),
+    createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
+    createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),
+    createPoliciesRoutes({ auth, policies: new PoliciesService(policiesStore, projectsStore, volumeUsage) }),
+    createVolumeRoutes({ auth, volumes }),
+    createSnapshotRoutes({ auth, snapshots }),
+    createFeatureFlagsRoutes({ auth, flags }),
+    createAdminEndpointsRoutes({ auth, adminEndpoints: new AdminEndpointsService(new AdminEndpointsStore(etcd), reservedPorts) }),
+    createEventsRoutes({ auth, events: new EventsService(new EventStore(etcd), projectDirectory) }),
+    createConnectedHostsRoutes({ auth, connectedHosts: new ConnectedHostsService(new ConnectedHostsStore(etcd)) }),
+    createFederationRoutes({ auth }),
+  ];
+
+  const child = (component: string) => logger.child({ component });
+  const leaderTasks: LeaderTask[] = [
+    { name: 'event retention', start: async () => startEventRetention(etcd, child('event-retention')) },
+    {
+      name: 'membership events',
+      start: async () => startMembershipEvents({ etcd, events, logger: child('membership-events'), fencedWrite: (ops) => ctx.election.fencedWrite(ops) }),
+    },
+    { name: 'snapshot retention', start: async () => startSnapshotRetention({ etcd, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
+    {
+      name: 'volume controller',
+      start: async () => {
+        const controller = new VolumeController({
+          etcd,
+          election: ctx.election,
+          logger: child('volume-controller'),
+          events,
+          clusterUUID: ctx.cluster.UUID,
+          clusterSubsystemNQN: ctx.cluster.subsystemNQN,
+          volumePorts: { min: config.volumePortMin, max: config.volumePortMax },
+          overcommitRatio: config.overcommitRatio,
+          creatingTimeoutMs: config.creatingTimeoutSeconds * 1000,
+        });
+        await controller.start();
+        return controller;
+      },
+    },
+  ];
+  return { routers, leaderTasks };
+}

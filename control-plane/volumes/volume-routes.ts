@@ -1,0 +1,139 @@
+// Volume routes (spec 4.11, wire-conventions §1, §4, §5): every route both unscoped
+// (/api/v2/volumes…, projectName in body or query) and project-scoped
+// (/api/v2/projects/{projectName}/volumes…, the path wins). A trailing slash with an empty id
+// addresses one volume by name (`…/volumes/?name=X`): the router is strict about trailing
+// slashes so that `/volumes` (a list) and `/volumes/` (one volume) stay different routes.
+// Pattern: parameters (400) → authentication (401) → permission on the project (403) → service.
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { errors } from '../../lib/errors.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import { DEFAULT_PROJECT, authorize, isAllowed, permissions, type Access } from '../auth/permissions.js';
+import { readJsonBody } from '../http/body.js';
+import { ifMatch } from '../http/etag.js';
+import { parseCreateVolume, parseListQuery, parsePathProject, parsePathUuid, parseRollback, parseTargetQuery, parseUpdateVolume } from './volume-schema.js';
+import type { ProjectGuard, VolumeService, VolumeTarget } from './volume-service.js';
+
+export interface VolumeRoutesDeps {
+  readonly auth: Authenticator;
+  readonly volumes: VolumeService;
+}
+
+const UNSCOPED = '/volumes';
+const SCOPED = '/projects/:projectName/volumes';
+
+export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
+  const router = new Router({ prefix: '/api/v2', strict: true });
+  const both = (suffix: string) => [UNSCOPED + suffix, SCOPED + suffix];
+
+  const guardOf = async (ctx: Context, access: Access): Promise<ProjectGuard> => {
+    const principal = await deps.auth.authenticate(ctx.headers);
+    return (project) => authorize(principal, access === 'read' ? permissions.projectRead(project) : permissions.projectWrite(project));
+  };
+
+  // ---- create ----
+  for (const path of [...both(''), ...both('/')]) {
+    router.post(path, async (ctx) => {
+      const pathProject = projectOf(ctx);
+      const body = parseCreateVolume(await readJsonBody(ctx), pathProject);
+      await deps.auth.require(ctx.headers, permissions.projectWrite(body.projectName ?? DEFAULT_PROJECT));
+      ctx.body = await deps.volumes.create(body);
+    });
+  }
+
+  // ---- list: projectName is mandatory unless the caller has a cluster role (spec §5.5) ----
+  for (const path of both('')) {
+    router.get(path, async (ctx) => {
+      const query = parseListQuery(ctx.query, projectOf(ctx));
+      const principal = await deps.auth.authenticate(ctx.headers);
+      if (query.projectName !== undefined) authorize(principal, permissions.projectRead(query.projectName));
+      else if (!isAllowed(principal, permissions.clusterRead)) throw errors.invalid('invalid request: projectName is required unless the caller has a cluster role');
+      ctx.body = { volumes: await deps.volumes.list(query) };
+    });
+  }
+
+  // ---- one volume: by UUID, or by name with an empty id ----
+  for (const path of both('/:uuid')) {
+    router.get(path, async (ctx) => {
+      const target = byUuid(ctx);
+      ctx.body = await deps.volumes.get(target, await guardOf(ctx, 'read'));
+    });
+  }
+  for (const path of both('/')) {
+    router.get(path, async (ctx) => {
+      const target = byQuery(ctx);
+      ctx.body = await deps.volumes.get(target, await guardOf(ctx, 'read'));
+    });
+  }
+
+  // ---- update ----
+  for (const path of both('/:uuid')) {
+    router.put(path, async (ctx) => {
+      const body = parseUpdateVolume(await readJsonBody(ctx));
+      const target = byUuid(ctx, body.projectName);
+      await deps.volumes.update(target, body, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      ctx.body = {};
+    });
+  }
+  for (const path of [...both(''), ...both('/')]) {
+    router.put(path, async (ctx) => {
+      const body = parseUpdateVolume(await readJsonBody(ctx));
+      const target = byQuery(ctx, body);
+      await deps.volumes.update(target, body, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      ctx.body = {};
+    });
+  }
+
+  // ---- delete ----
+  for (const path of both('/:uuid')) {
+    router.delete(path, async (ctx) => {
+      const target = byUuid(ctx);
+      await deps.volumes.delete(target, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      ctx.body = {};
+    });
+  }
+  for (const path of [...both(''), ...both('/')]) {
+    router.delete(path, async (ctx) => {
+      const target = byQuery(ctx);
+      await deps.volumes.delete(target, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      ctx.body = {};
+    });
+  }
+
+  // ---- rollback ----
+  for (const path of both('/:uuid/rollback')) {
+    router.put(path, async (ctx) => {
+      const body = parseRollback(await readJsonBody(ctx));
+      const target = byUuid(ctx, body.projectName);
+      await deps.volumes.rollback(target, { UUID: body.srcSnapshotUUID, name: body.srcSnapshotName }, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      ctx.body = {};
+    });
+  }
+
+  return router;
+}
+
+/** The project of a project-scoped path, undefined on unscoped paths. */
+function projectOf(ctx: Context): string | undefined {
+  const raw = (ctx.params as Record<string, string | undefined>)['projectName'];
+  return raw === undefined ? undefined : parsePathProject(raw);
+}
+
+/** `…/volumes/{UUID}`: the path's UUID (a name elsewhere is ignored), project path > body > query. */
+function byUuid(ctx: Context, bodyProject?: string): VolumeTarget {
+  const UUID = parsePathUuid((ctx.params as Record<string, string | undefined>)['uuid']);
+  const query = parseTargetQuery(ctx.query);
+  return { UUID, projectName: projectOf(ctx) ?? bodyProject ?? query.projectName };
+}
+
+/** `…/volumes/?name=X` (or a UUID in the query/body): identity fields, body before query. */
+function byQuery(ctx: Context, body: { UUID?: string | undefined; name?: string | undefined; projectName?: string | undefined } = {}): VolumeTarget {
+  const query = parseTargetQuery(ctx.query);
+  const target: VolumeTarget = {
+    UUID: body.UUID ?? query.UUID,
+    name: body.name ?? query.name,
+    projectName: projectOf(ctx) ?? body.projectName ?? query.projectName,
+  };
+  if (target.UUID === undefined && target.name === undefined) throw errors.invalid('invalid request: give the volume UUID (in the path) or its name (?name=)');
+  return target;
+}

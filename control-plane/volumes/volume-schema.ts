@@ -1,0 +1,258 @@
+// Wire input of the volume routes (spec 2.15, 4.11; wire-conventions §1, §2, §7, §8) as zod
+// schemas over the lenient primitives: null means "not given", numbers may be strings, enums
+// names or numbers, sizes in every accepted form. Unknown keys are ignored. A failure is one
+// 400 naming every bad field. docs/volumes.md records the decisions taken here.
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import type { PlacementRestriction } from '../../lib/records.js';
+import { queryValue } from '../http/body.js';
+import { NAME_PATTERN, boolean, compression, enumeration, integer, optional, parseInput, size } from '../http/lenient.js';
+
+export const ALLOW_ANY = 'ALLOW_ANY';
+export const ALLOW_NONE = 'ALLOW_NONE';
+/** Entries per access list: far more hosts than a volume is shared with, small enough for a record. */
+export const MAX_ACCESS_LIST_ENTRIES = 1024;
+export const MAX_LABELS = 16;
+export const MAX_PLACEMENT_RESTRICTIONS = 16;
+/** Page size of GET volumes: default and maximum (spec §8). */
+export const MAX_PAGE = 1000;
+
+/** Defaults of an absent or empty list: nobody may connect by NQN; any address may. */
+export const DEFAULT_ACL: readonly string[] = [ALLOW_NONE];
+export const DEFAULT_IP_ACL: readonly string[] = [ALLOW_ANY];
+
+const NAME_MESSAGE = 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period';
+const UUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const NQN_MAX_BYTES = 223;
+const NQN_UUID_PREFIX = 'nqn.2014-08.org.nvmexpress:uuid:';
+// nqn.<yyyy>-<mm>.<reverse domain>[:<anything printable>] (NVMe base spec, "NVMe Qualified Names").
+const NQN_PATTERN = /^nqn\.\d{4}-(0[1-9]|1[0-2])\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(:[^\s\x00-\x1f\x7f]+)?$/;
+
+/** Why `value` is not a host NQN, or null when it is one. */
+export function nqnProblem(value: string): string | null {
+  if (Buffer.byteLength(value, 'utf8') > NQN_MAX_BYTES) return `must be at most ${NQN_MAX_BYTES} bytes`;
+  if (value.startsWith(NQN_UUID_PREFIX)) {
+    return UUID_PATTERN.test(value.slice(NQN_UUID_PREFIX.length)) ? null : `must be ${NQN_UUID_PREFIX}<UUID>`;
+  }
+  return NQN_PATTERN.test(value) ? null : 'must be a host NQN (nqn.yyyy-mm.<reverse domain>[:<name>]), ALLOW_ANY or ALLOW_NONE';
+}
+
+function ipProblem(value: string): string | null {
+  return isIP(value) === 0 ? 'must be an IPv4 or IPv6 address, ALLOW_ANY or ALLOW_NONE' : null;
+}
+
+/** `null` and `''` mean "not given" (protobuf clients send empty strings for unset fields). */
+function text<T extends z.ZodType>(schema: T) {
+  return z.preprocess((v) => (v === null || v === '' ? undefined : v), schema.optional());
+}
+
+const nameString = z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') }).regex(NAME_PATTERN, NAME_MESSAGE);
+/** A required name (volume name on create). */
+const requiredName = z.preprocess((v) => (v === null ? undefined : v), nameString);
+/** An optional name: absent, null or ''. */
+const optionalName = text(nameString);
+/** Ids of other resources (policies, snapshots): their owners define them; we only bound them. */
+const optionalId = text(z.string({ error: 'must be a string' }).regex(NAME_PATTERN, 'must be an identifier'));
+const optionalUuid = text(z.string({ error: 'must be a string' }).regex(UUID_PATTERN, 'must be a UUID').transform((v) => v.toLowerCase()));
+
+/**
+ * `acl` / `IPAcl`: `{values: [...]}`. Either entries of one kind (validated by `problem`) or
+ * exactly one of ALLOW_ANY / ALLOW_NONE. Absent, null, `{}` or `{values: []}` give undefined
+ * ("not given"): create applies the default, update leaves the list unchanged.
+ */
+function accessList(problem: (value: string) => string | null) {
+  return optional(
+    z.object(
+      { values: optional(z.array(z.string({ error: 'must be a string' }), { error: 'must be an array of strings' }).max(MAX_ACCESS_LIST_ENTRIES, `at most ${MAX_ACCESS_LIST_ENTRIES} entries`)) },
+      { error: 'must be an object {"values": [...]}' },
+    ),
+  ).transform((list, ctx) => {
+    const values = list?.values ?? [];
+    if (values.length === 0) return undefined;
+    const special = values.filter((v) => v === ALLOW_ANY || v === ALLOW_NONE);
+    if (special.length > 0 && values.length > 1) {
+      ctx.addIssue({ code: 'custom', message: `${ALLOW_ANY} and ${ALLOW_NONE} must be the only entry (never mixed with others)`, path: ['values'] });
+      return z.NEVER;
+    }
+    values.forEach((value, i) => {
+      if (value === ALLOW_ANY || value === ALLOW_NONE) return;
+      const why = problem(value);
+      if (why) ctx.addIssue({ code: 'custom', message: why, path: ['values', i] });
+    });
+    return [...values];
+  });
+}
+
+export const SECTOR_SIZE_NAMES = ['sectorSize_Default', 'sectorSize_512B', 'sectorSize_4K'] as const;
+/** sectorSize by name, protobuf index (0/1/2) or bytes (512/4096); Default → undefined. */
+const sectorSize = optional(
+  enumeration(SECTOR_SIZE_NAMES, { '512': 'sectorSize_512B', '4096': 'sectorSize_4K', '512B': 'sectorSize_512B', '4K': 'sectorSize_4K' }),
+).transform((v): 512 | 4096 | undefined => (v === 'sectorSize_512B' ? 512 : v === 'sectorSize_4K' ? 4096 : undefined));
+
+const label = z.object(
+  { key: z.preprocess((v) => (v === null ? undefined : v), nameString), value: z.preprocess((v) => (v === null ? undefined : v), nameString) },
+  { error: 'must be an object {"key", "value"}' },
+);
+/** Labels: at most 16, unique keys. An empty list counts as "not given". */
+const labels = optional(z.array(label, { error: 'must be an array of {"key", "value"}' }).max(MAX_LABELS, `at most ${MAX_LABELS} labels`)).transform((list, ctx) => {
+  if (!list || list.length === 0) return undefined;
+  const seen = new Set<string>();
+  list.forEach((l, i) => {
+    if (seen.has(l.key)) ctx.addIssue({ code: 'custom', message: `duplicate label key "${l.key}"`, path: [i, 'key'] });
+    seen.add(l.key);
+  });
+  return list.map((l) => ({ key: l.key, value: l.value }));
+});
+
+/** placementRestrictions (wire-conventions §7): operator In; keys FD, PrimaryFD, ClusterID. */
+const placementRestriction = z.object(
+  {
+    operator: enumeration(['Unknown', 'In']).refine((op) => op === 'In', 'must be In'),
+    labelValueKeyPairs: z
+      .array(
+        z.object(
+          {
+            key: enumeration(['Unknown', 'FD', 'PrimaryFD', 'ClusterID']).refine((k) => k !== 'Unknown', 'must be FD, PrimaryFD or ClusterID'),
+            value: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(253, 'must be at most 253 characters'),
+          },
+          { error: 'must be an object {"key", "value"}' },
+        ),
+        { error: 'must be an array' },
+      )
+      .min(1, 'must name at least one key/value pair')
+      .max(64, 'at most 64 pairs'),
+  },
+  { error: 'must be an object {"operator", "labelValueKeyPairs"}' },
+);
+const placementRestrictions = optional(
+  z.array(placementRestriction, { error: 'must be an array' }).max(MAX_PLACEMENT_RESTRICTIONS, `at most ${MAX_PLACEMENT_RESTRICTIONS} restrictions`),
+).transform((list): PlacementRestriction[] | undefined =>
+  list && list.length > 0
+    ? list.map((r) => ({ operator: 'In', labelValueKeyPairs: r.labelValueKeyPairs.map((p) => ({ key: p.key as PlacementRestriction['labelValueKeyPairs'][number]['key'], value: p.value })) }))
+    : undefined,
+);
+
+// ---- create ----
+
+const createVolumeSchema = z
+  .object(
+    {
+      name: requiredName,
+      size: optional(size),
+      acl: accessList(nqnProblem),
+      IPAcl: accessList(ipProblem),
+      compression: optional(compression),
+      replicaCount: optional(integer({ min: 1, max: 3 })),
+      // Spec: "Not used". Accepted (and type-checked) so clients that send it keep working.
+      minReplicas: optional(integer({ min: 0 })),
+      sectorSize,
+      projectName: optionalName,
+      sourceSnapshotUUID: optionalId,
+      sourceSnapshotName: optionalName,
+      placementRestrictions,
+      qosPolicyUUID: optionalId,
+      qosPolicyName: optionalName,
+      labels,
+      unencrypted: optional(boolean),
+    },
+    { error: 'must be a JSON object' },
+  )
+  .superRefine((body, ctx) => {
+    if (body.sourceSnapshotUUID !== undefined && body.sourceSnapshotName !== undefined) {
+      ctx.addIssue({ code: 'custom', message: 'give sourceSnapshotUUID or sourceSnapshotName, not both', path: ['sourceSnapshotName'] });
+    }
+  });
+
+export type CreateVolumeBody = z.output<typeof createVolumeSchema>;
+
+/** The create request; `pathProject` (project-scoped route) overrides the body's projectName. */
+export function parseCreateVolume(body: unknown, pathProject?: string): CreateVolumeBody {
+  const parsed = parseInput(createVolumeSchema, body);
+  return pathProject === undefined ? parsed : { ...parsed, projectName: pathProject };
+}
+
+// ---- update ----
+
+const updateVolumeSchema = z.object(
+  {
+    acl: accessList(nqnProblem),
+    IPAcl: accessList(ipProblem),
+    size: optional(size),
+    compression: optional(compression),
+    projectName: optionalName,
+    qosPolicyUUID: optionalId,
+    qosPolicyName: optionalName,
+    Force: optional(boolean),
+    name: optionalName,
+    UUID: optionalUuid,
+    labels,
+    newName: optionalName,
+  },
+  { error: 'must be a JSON object' },
+);
+
+export type UpdateVolumeBody = z.output<typeof updateVolumeSchema>;
+
+export function parseUpdateVolume(body: unknown): UpdateVolumeBody {
+  return parseInput(updateVolumeSchema, body);
+}
+
+// ---- rollback ----
+
+const rollbackSchema = z
+  .object({ srcSnapshotUUID: optionalId, srcSnapshotName: optionalName, projectName: optionalName }, { error: 'must be a JSON object' })
+  .superRefine((body, ctx) => {
+    const given = [body.srcSnapshotUUID, body.srcSnapshotName].filter((v) => v !== undefined).length;
+    if (given !== 1) ctx.addIssue({ code: 'custom', message: 'give exactly one of srcSnapshotUUID, srcSnapshotName', path: ['srcSnapshotUUID'] });
+  });
+
+export type RollbackBody = z.output<typeof rollbackSchema>;
+
+export function parseRollback(body: unknown): RollbackBody {
+  return parseInput(rollbackSchema, body);
+}
+
+// ---- query strings and path parameters ----
+
+export type Query = Record<string, string | string[] | undefined>;
+
+/** Picks single query values (a repeated name is a 400; '' is absent) for a schema to check. */
+function pick(query: Query, names: readonly string[]): Record<string, string | undefined> {
+  return Object.fromEntries(names.map((n) => [n, queryValue(query, n)]));
+}
+
+const listQuerySchema = z.object({
+  UUID: optionalUuid,
+  name: optionalName,
+  failureDomain: text(z.string().max(253, 'must be at most 253 characters')),
+  offsetUUID: optionalUuid,
+  // 0 (a protobuf client's unset value) means the default; above the maximum is clamped.
+  limit: optional(integer({ min: 0 })).transform((v) => (v === undefined || v === 0 ? MAX_PAGE : Math.min(v, MAX_PAGE))),
+  projectName: optionalName,
+  snapshotUUID: optionalId,
+  showAll: optional(boolean).transform((v) => v ?? false),
+});
+
+export type ListVolumesQuery = z.output<typeof listQuerySchema>;
+
+export function parseListQuery(query: Query, pathProject?: string): ListVolumesQuery {
+  const parsed = parseInput(listQuerySchema, pick(query, ['UUID', 'name', 'failureDomain', 'offsetUUID', 'limit', 'projectName', 'snapshotUUID', 'showAll']));
+  return pathProject === undefined ? parsed : { ...parsed, projectName: pathProject };
+}
+
+const targetQuerySchema = z.object({ UUID: optionalUuid, name: optionalName, projectName: optionalName });
+
+/** Identity fields in a GET/PUT/DELETE query string (`?name=X&projectName=P`, or `UUID`). */
+export function parseTargetQuery(query: Query): { UUID?: string; name?: string; projectName?: string } {
+  return parseInput(targetQuerySchema, pick(query, ['UUID', 'name', 'projectName']));
+}
+
+/** A volume UUID in the path: a 400 when it is not a UUID (no lookup for garbage). */
+export function parsePathUuid(value: string | undefined): string {
+  return parseInput(z.object({ UUID: z.string().regex(UUID_PATTERN, 'must be a UUID') }), { UUID: value ?? '' }).UUID.toLowerCase();
+}
+
+/** A project name in the path. */
+export function parsePathProject(value: string | undefined): string {
+  return parseInput(z.object({ projectName: nameString }), { projectName: value ?? '' }).projectName;
+}

@@ -1,0 +1,509 @@
+// Volumes (spec 2.15, 3.1, 4.11; docs/volume-lifecycle.md): the API side of the lifecycle. It
+// writes only the volume record and its name index, bumps `generation` when the data path must
+// act, and leaves placement and the moves to Available/Failed/gone to the active cluster
+// manager. Rules the spec leaves open are decided in docs/volumes.md.
+import { randomUUID } from 'node:crypto';
+import { keys } from '../../lib/etcd/keys.js';
+import { StrataError, errors } from '../../lib/errors.js';
+import type { SnapshotRecord, VolumeRecord, VolumeState } from '../../lib/records.js';
+import { DEFAULT_PROJECT } from '../auth/permissions.js';
+import { catalogued, type EventName } from '../events/event-catalogue.js';
+import type { EventRecorder } from '../events/event-recorder.js';
+import type { EventPreparer } from '../events/etcd-event-log.js';
+import type { IOperation } from 'etcd3';
+import { MAX_SIZE_BYTES } from '../http/lenient.js';
+import type {
+  FeatureFlagReader,
+  PolicyDirectory,
+  ProjectDirectory,
+  ReplicaLimits,
+  SnapshotDirectory,
+  SnapshotRef,
+  VolumeUsage,
+} from './volume-dependencies.js';
+import { DEFAULT_ACL, DEFAULT_IP_ACL, type CreateVolumeBody, type ListVolumesQuery, type UpdateVolumeBody } from './volume-schema.js';
+import type { StoredVolume, VolumeChange, VolumeStore } from './volume-store.js';
+import { volumeToWire, type EffectiveQos, type VolumeWire } from './volume-wire.js';
+
+/** Throws PERMISSION_DENIED (403) when the caller may not act on the project. */
+export type ProjectGuard = (projectName: string) => void;
+
+/** How a request addresses one volume: by UUID, or by name within a project. */
+export interface VolumeTarget {
+  readonly UUID?: string | undefined;
+  readonly name?: string | undefined;
+  /** Given: the volume must be in it (and the caller is checked against it first). */
+  readonly projectName?: string | undefined;
+}
+
+export interface VolumeServiceDeps {
+  readonly store: VolumeStore;
+  readonly projects: ProjectDirectory;
+  readonly policies: PolicyDirectory;
+  readonly snapshots: SnapshotDirectory;
+  readonly flags: FeatureFlagReader;
+  readonly replicaLimits: ReplicaLimits;
+  readonly events: EventRecorder & EventPreparer;
+  /** The cluster's UUID (responses' clusterId; placement restriction ClusterID). */
+  readonly clusterUUID: string;
+  readonly now?: () => Date;
+}
+
+const TRANSIENT_STATES: readonly VolumeState[] = ['Creating', 'Updating', 'Rollback'];
+
+export class VolumeService {
+  private readonly deps: VolumeServiceDeps;
+
+  constructor(deps: VolumeServiceDeps) {
+    this.deps = deps;
+  }
+
+  /** POST: the new volume, Creating, unplaced (spec §3.1). The caller was checked for write access. */
+  async create(body: CreateVolumeBody): Promise<VolumeWire> {
+    // A referenced snapshot or policy that changes between the checks and the commit (deleted,
+    // going Deleting) refuses the commit: check again with what is there now.
+    for (let attempt = 1; ; attempt++) {
+      const created = await this.createOnce(body);
+      if (created !== 'references-changed') return created;
+      if (attempt === 5) throw new StrataError('OPERATION_IN_PROGRESS', 'the snapshot or policy the volume refers to keeps changing; retry');
+    }
+  }
+
+  private async createOnce(body: CreateVolumeBody): Promise<VolumeWire | 'references-changed'> {
+    const { projects, replicaLimits, store } = this.deps;
+    const projectName = body.projectName ?? DEFAULT_PROJECT;
+    await projects.require(projectName);
+
+    const replicaCount = body.replicaCount ?? 1;
+    const maxReplicas = await replicaLimits.currentMaxReplicas();
+    if (replicaCount > maxReplicas) {
+      throw errors.invalid(`replicaCount ${replicaCount} exceeds the cluster's current maximum of ${maxReplicas}`);
+    }
+    if (body.placementRestrictions) await this.checkPlacementRestrictions(body.placementRestrictions, replicaCount);
+
+    const references: (readonly [string, string])[] = [];
+    const snapshot = await this.cloneSource(projectName, body);
+    if (snapshot) references.push(await this.usableSnapshotGuard(snapshot));
+    if (snapshot && body.sectorSize !== undefined && body.sectorSize !== snapshot.sectorSize) {
+      throw errors.invalid(`sectorSize ${body.sectorSize} differs from the snapshot's ${snapshot.sectorSize}; a clone keeps its snapshot's sector size`);
+    }
+    const sectorSize = body.sectorSize ?? snapshot?.sectorSize ?? 4096;
+    const requested = body.size ?? (snapshot ? BigInt(snapshot.sizeBytes) : undefined);
+    if (requested === undefined) throw errors.invalid('invalid request: size is required');
+    const sizeBytes = alignedSize(requested, sectorSize);
+    if (snapshot && sizeBytes < BigInt(snapshot.sizeBytes)) {
+      throw errors.invalid(`size ${sizeBytes} is smaller than the snapshot's ${snapshot.sizeBytes} bytes`);
+    }
+    const qosPolicyUUID = await this.qosPolicyOf(projectName, body.qosPolicyUUID, body.qosPolicyName);
+    if (qosPolicyUUID !== '') references.push(await this.policyGuard(qosPolicyUUID));
+
+    const record: VolumeRecord = {
+      UUID: randomUUID(),
+      name: body.name,
+      projectName,
+      sizeBytes: sizeBytes.toString(),
+      acl: body.acl ?? [...DEFAULT_ACL],
+      ipAcl: body.IPAcl ?? [...DEFAULT_IP_ACL],
+      compression: body.compression ?? snapshot?.compression ?? false,
+      replicaCount,
+      sectorSize,
+      labels: body.labels ?? (snapshot ? snapshot.labels.map((l) => ({ key: l.key, value: l.value })) : []),
+      qosPolicyUUID,
+      placementRestrictions: body.placementRestrictions ?? [],
+      sourceSnapshotUUID: snapshot?.UUID ?? '',
+      sourceSnapshotName: snapshot?.name ?? '',
+      // Cluster-level encryption is not offered: `unencrypted` has nothing to opt out of.
+      encrypted: false,
+      state: 'Creating',
+      generation: 1,
+      placement: null,
+      failureReason: '',
+      rollbackSnapshotUUID: '',
+      creationTime: (this.deps.now?.() ?? new Date()).toISOString(),
+    };
+    // The event is written in the create's own transaction: one etcd commit per create, and no
+    // volume without its event or event without its volume.
+    const event = await this.preparedEvent('VolumeCreated', record, `volume ${record.name} (${record.UUID}) created in project ${projectName}`);
+    const created = await store.create(record, references, event);
+    if (created === 'references-changed') return created;
+    if (created === 'name-taken') throw errors.exists('volume', `${record.name} in project ${projectName}`);
+    if (created === 'project-missing') throw errors.notFound('project', projectName);
+    const [wire] = await this.toWire([created]);
+    return wire!;
+  }
+
+  /** GET one volume; by name it also finds a Deleting one (wire-conventions §4). */
+  async get(target: VolumeTarget, guard: ProjectGuard): Promise<VolumeWire> {
+    const stored = await this.resolve(target, guard);
+    const [wire] = await this.toWire([stored]);
+    return wire!;
+  }
+
+  /**
+   * GET list. `query.projectName` undefined lists every project (the route allows that only
+   * for cluster roles). Paging: UUID order, after `offsetUUID`, at most `limit`.
+   */
+  async list(query: ListVolumesQuery): Promise<VolumeWire[]> {
+    const { store } = this.deps;
+    if (query.projectName !== undefined) await this.deps.projects.require(query.projectName);
+    let inFailureDomain: Set<string> | undefined;
+    if (query.failureDomain !== undefined) {
+      const domains = await store.nodeFailureDomains();
+      inFailureDomain = new Set([...domains].filter(([, fds]) => fds.includes(query.failureDomain!)).map(([node]) => node));
+    }
+    const match = (v: VolumeRecord): boolean =>
+      (query.showAll || v.state !== 'Deleting') &&
+      (query.projectName === undefined || v.projectName === query.projectName) &&
+      (query.UUID === undefined || v.UUID === query.UUID) &&
+      (query.name === undefined || v.name === query.name) &&
+      (query.snapshotUUID === undefined || v.sourceSnapshotUUID === query.snapshotUUID) &&
+      (inFailureDomain === undefined || (v.placement?.nodeList ?? []).some((n) => inFailureDomain!.has(n)));
+    const page = await store.page({ ...(query.offsetUUID === undefined ? {} : { startAfterUUID: query.offsetUUID }), limit: query.limit, match });
+    return this.toWire(page.volumes, page.spanned);
+  }
+
+  /** PUT: answers nothing (the route sends `{}`). */
+  async update(target: VolumeTarget, body: UpdateVolumeBody, guard: ProjectGuard, expectedRevision?: string): Promise<void> {
+    const { store } = this.deps;
+    const found = await this.resolve(target, guard);
+    const uuid = found.record.UUID;
+    const qosPolicyUUID =
+      body.qosPolicyUUID !== undefined || body.qosPolicyName !== undefined
+        ? await this.qosPolicyOf(found.record.projectName, body.qosPolicyUUID, body.qosPolicyName)
+        : undefined;
+
+    const result = await store.update(
+      uuid,
+      async (current): Promise<VolumeChange> => {
+        const v = current.record;
+        requireSettled(v, 'updated', { allowFailed: false });
+        const next: VolumeRecord = { ...v };
+        let dataPath = false;
+        let changed = false;
+        if (body.size !== undefined) {
+          const requested = alignedSize(body.size, v.sectorSize);
+          const size = BigInt(v.sizeBytes);
+          if (requested < size && body.Force !== true) {
+            throw errors.invalid(`size ${requested} is smaller than the volume's ${size} bytes; send Force: true to shrink it`);
+          }
+          if (requested !== size) {
+            next.sizeBytes = requested.toString();
+            dataPath = true;
+          }
+        }
+        if (body.acl !== undefined && !sameList(body.acl, v.acl)) {
+          next.acl = body.acl;
+          dataPath = true;
+        }
+        if (body.IPAcl !== undefined && !sameList(body.IPAcl, v.ipAcl)) {
+          next.ipAcl = body.IPAcl;
+          dataPath = true;
+        }
+        if (body.compression !== undefined && body.compression !== v.compression) {
+          next.compression = body.compression;
+          dataPath = true;
+        }
+        const compares: (readonly [string, string])[] = [];
+        if (qosPolicyUUID !== undefined && qosPolicyUUID !== v.qosPolicyUUID) {
+          next.qosPolicyUUID = qosPolicyUUID;
+          dataPath = true;
+          if (qosPolicyUUID !== '') compares.push(await this.policyGuard(qosPolicyUUID));
+        }
+        if (body.labels !== undefined && !sameList(body.labels.map(labelText), v.labels.map(labelText))) {
+          next.labels = body.labels;
+          changed = true;
+        }
+        const ops = [];
+        if (body.newName !== undefined && body.newName !== v.name) {
+          const taken = await store.nameIndex(v.projectName, body.newName);
+          if (taken) throw errors.exists('volume', `${body.newName} in project ${v.projectName}`);
+          const old = await store.nameIndex(v.projectName, v.name);
+          ops.push(store.putNameIndex(v.projectName, body.newName, uuid));
+          compares.push([keys.volumeName(v.projectName, body.newName), '0']);
+          if (old && old.record.UUID === uuid) {
+            ops.push(store.deleteNameIndex(v.projectName, v.name));
+            compares.push([old.key, old.revision]);
+          }
+          next.name = body.newName;
+          changed = true;
+        }
+        if (!dataPath && !changed) return null;
+        if (dataPath) {
+          next.state = 'Updating';
+          next.generation = v.generation + 1;
+        }
+        return { record: next, ops, compares };
+      },
+      expectedRevision,
+    );
+    if (result.changed) {
+      const v = result.volume.record;
+      await this.event('VolumeUpdated', v, `volume ${v.name} (${v.UUID}) in project ${v.projectName} updated${v.state === 'Updating' ? '' : ' (labels or name only)'}`);
+    }
+  }
+
+  /**
+   * DELETE: state Deleting, generation + 1, name index removed (the name is free at once).
+   * A Failed volume may be deleted: it is the only way out of Failed.
+   */
+  async delete(target: VolumeTarget, guard: ProjectGuard, expectedRevision?: string): Promise<void> {
+    const { store } = this.deps;
+    const found = await this.resolve(target, guard);
+    // Snapshots live in the volume's backing on its nodes: deleting the volume would take them
+    // along silently. They are deleted first, explicitly.
+    const snapshots = await this.deps.snapshots.countOfVolume(found.record.UUID);
+    if (snapshots > 0) {
+      throw new StrataError('INVALID_STATE', `volume ${found.record.name} (${found.record.UUID}) has ${snapshots} snapshot(s); delete them first`);
+    }
+    const { volume } = await store.update(
+      found.record.UUID,
+      async (current): Promise<VolumeChange> => {
+        const v = current.record;
+        requireSettled(v, 'deleted', { allowFailed: true });
+        const index = await store.nameIndex(v.projectName, v.name);
+        const owned = index !== null && index.record.UUID === v.UUID;
+        return {
+          record: { ...v, state: 'Deleting', generation: v.generation + 1 },
+          ops: owned ? [store.deleteNameIndex(v.projectName, v.name)] : [],
+          compares: owned ? [[index.key, index.revision]] : [],
+        };
+      },
+      expectedRevision,
+    );
+    const v = volume.record;
+    await this.event('VolumeDeleteRequested', v, `deletion of volume ${v.name} (${v.UUID}) in project ${v.projectName} requested`);
+  }
+
+  /**
+   * PUT …/rollback: the volume's data (and size) become the snapshot's. The snapshot must be
+   * one of this volume's and Available; the volume must be Available.
+   */
+  async rollback(target: VolumeTarget, ref: { UUID?: string | undefined; name?: string | undefined }, guard: ProjectGuard, expectedRevision?: string): Promise<void> {
+    const { store, snapshots } = this.deps;
+    const found = await this.resolve(target, guard);
+    const snapshot = await snapshots.resolve(found.record.projectName, definedOnly(ref));
+    if (snapshot.sourceVolumeUUID !== found.record.UUID) {
+      throw errors.invalid(`snapshot ${snapshot.name} (${snapshot.UUID}) is not a snapshot of volume ${found.record.name} (${found.record.UUID})`);
+    }
+    requireUsableSnapshot(snapshot);
+    const { volume } = await store.update(
+      found.record.UUID,
+      async (current): Promise<VolumeChange> => {
+        const v = current.record;
+        requireSettled(v, 'rolled back', { allowFailed: false });
+        return {
+          record: { ...v, state: 'Rollback', rollbackSnapshotUUID: snapshot.UUID, sizeBytes: snapshot.sizeBytes, generation: v.generation + 1 },
+          compares: [await this.usableSnapshotGuard(snapshot)],
+        };
+      },
+      expectedRevision,
+    );
+    const v = volume.record;
+    await this.event('VolumeRollbackRequested', v, `rollback of volume ${v.name} (${v.UUID}) in project ${v.projectName} to snapshot ${snapshot.name} (${snapshot.UUID}) requested`);
+  }
+
+  /**
+   * Finds the addressed volume. With a project given, the caller is checked against it before
+   * any lookup (403 before 404) and the volume must belong to it; by UUID without a project,
+   * the caller is checked against the volume's own project. A UUID wins over a name.
+   */
+  private async resolve(target: VolumeTarget, guard: ProjectGuard): Promise<StoredVolume> {
+    const { store } = this.deps;
+    if (target.projectName !== undefined) guard(target.projectName);
+    if (target.UUID !== undefined) {
+      const stored = await store.get(target.UUID);
+      if (!stored || (target.projectName !== undefined && stored.record.projectName !== target.projectName)) {
+        throw errors.notFound('volume', target.UUID);
+      }
+      if (target.projectName === undefined) guard(stored.record.projectName);
+      return stored;
+    }
+    if (target.name !== undefined) {
+      const project = target.projectName ?? DEFAULT_PROJECT;
+      if (target.projectName === undefined) guard(project);
+      const stored = await store.findByName(project, target.name, { includeDeleting: true });
+      if (!stored) throw errors.notFound('volume', `${target.name} in project ${project}`);
+      return stored;
+    }
+    throw errors.invalid('invalid request: give the volume UUID (in the path) or its name');
+  }
+
+  private async checkPlacementRestrictions(restrictions: NonNullable<CreateVolumeBody['placementRestrictions']>, replicaCount: number): Promise<void> {
+    if (replicaCount !== 1) throw errors.invalid('placementRestrictions are allowed only for volumes with replicaCount 1');
+    const [failInPlace, proactiveRebalance] = await Promise.all([this.deps.flags.isEnabled('fail-in-place'), this.deps.flags.isEnabled('proactive-rebalance')]);
+    if (failInPlace || proactiveRebalance) {
+      throw errors.invalid('placementRestrictions are allowed only while the feature flags fail-in-place and proactive-rebalance are both disabled');
+    }
+    for (const restriction of restrictions) {
+      for (const pair of restriction.labelValueKeyPairs) {
+        if (pair.key === 'ClusterID' && pair.value !== this.deps.clusterUUID) {
+          throw errors.invalid(`placementRestrictions ClusterID ${pair.value} is not this cluster (${this.deps.clusterUUID})`);
+        }
+      }
+    }
+  }
+
+  private async cloneSource(projectName: string, body: CreateVolumeBody): Promise<SnapshotRef | undefined> {
+    if (body.sourceSnapshotUUID === undefined && body.sourceSnapshotName === undefined) return undefined;
+    const snapshot = await this.deps.snapshots.resolve(projectName, definedOnly({ UUID: body.sourceSnapshotUUID, name: body.sourceSnapshotName }));
+    requireUsableSnapshot(snapshot);
+    return snapshot;
+  }
+
+  /**
+   * The snapshot's key at a revision where it is Available: a write guarded on it fails if the
+   * snapshot starts Deleting (or goes) before the write commits.
+   */
+  private async usableSnapshotGuard(snapshot: SnapshotRef): Promise<readonly [string, string]> {
+    const stored = await this.deps.store.reference<SnapshotRecord>(keys.snapshot(snapshot.UUID));
+    if (!stored) throw errors.notFound('snapshot', snapshot.UUID);
+    requireUsableSnapshot({ ...snapshot, state: stored.record.state });
+    return [stored.key, stored.revision];
+  }
+
+  /** The policy's key at its current revision: a write guarded on it fails if the policy goes. */
+  private async policyGuard(policyUUID: string): Promise<readonly [string, string]> {
+    const stored = await this.deps.store.reference<unknown>(keys.policy(policyUUID));
+    if (!stored) throw errors.notFound('policy', policyUUID);
+    return [stored.key, stored.revision];
+  }
+
+  /** The policy a request names ('' when none: the project's default applies when read). */
+  private async qosPolicyOf(projectName: string, UUID: string | undefined, name: string | undefined): Promise<string> {
+    if (UUID === undefined && name === undefined) return '';
+    return (await this.deps.policies.resolve(projectName, definedOnly({ UUID, name }))).UUID;
+  }
+
+  /** Wire form of stored volumes: their status reports and node liveness read together. */
+  private async toWire(volumes: readonly StoredVolume[], spanned = volumes.length): Promise<VolumeWire[]> {
+    const { store } = this.deps;
+    const placed = volumes.filter((v) => v.record.placement !== null).map((v) => v.record.UUID);
+    const [statuses, presentNodes, qos] = await Promise.all([
+      placed.length > 0 ? store.statusesOf(placed, spanned) : Promise.resolve(new Map<string, never[]>()),
+      placed.length > 0 ? store.presentNodes() : Promise.resolve(new Set<string>()),
+      this.effectiveQos(volumes),
+    ]);
+    return volumes.map((v) =>
+      volumeToWire(v, { statuses: statuses.get(v.record.UUID) ?? [], presentNodes }, qos.get(v.record.UUID) ?? { UUID: '', name: '' }, this.deps.clusterUUID),
+    );
+  }
+
+  /** The QoS policy in effect per volume; each project's default and each name read once. */
+  private async effectiveQos(volumes: readonly StoredVolume[]): Promise<Map<string, EffectiveQos>> {
+    const defaults = new Map<string, Promise<string>>();
+    const names = new Map<string, Promise<string>>();
+    const defaultOf = (project: string) => {
+      let p = defaults.get(project);
+      if (!p) defaults.set(project, (p = ignoreNotFound(() => this.deps.projects.defaultQosPolicyUUID(project))));
+      return p;
+    };
+    const nameOf = (uuid: string) => {
+      let p = names.get(uuid);
+      if (!p) names.set(uuid, (p = ignoreNotFound(() => this.deps.policies.nameOf(uuid))));
+      return p;
+    };
+    const result = new Map<string, EffectiveQos>();
+    await Promise.all(
+      volumes.map(async (v) => {
+        const UUID = v.record.qosPolicyUUID || (await defaultOf(v.record.projectName));
+        result.set(v.record.UUID, { UUID, name: UUID ? await nameOf(UUID) : '' });
+      }),
+    );
+    return result;
+  }
+
+  /** The ops that append an event, for a caller's own transaction; none when it cannot be had. */
+  private async preparedEvent(eventName: EventName, v: VolumeRecord, description: string): Promise<IOperation[]> {
+    try {
+      const prepared = await this.deps.events.prepare(
+        catalogued(eventName, { description, component: { kind: 'volume', projectName: v.projectName, volumes: [{ ID: v.UUID, Name: v.name }] } }),
+      );
+      return prepared?.ops ?? [];
+    } catch {
+      return []; // the event log is unreachable: the change itself must still go through
+    }
+  }
+
+  /** Events are best effort: a lost event must not fail the call that caused it. */
+  private async event(eventName: EventName, v: VolumeRecord, description: string): Promise<void> {
+    try {
+      await this.deps.events.record(
+        catalogued(eventName, { description, component: { kind: 'volume', projectName: v.projectName, volumes: [{ ID: v.UUID, Name: v.name }] } }),
+      );
+    } catch {
+      // EventRecorder promises not to throw; nothing more to do if one does.
+    }
+  }
+}
+
+/** Counts volume records for the resources that must not delete what volumes still use. */
+export class VolumeUsageCounter implements VolumeUsage {
+  private readonly store: VolumeStore;
+
+  constructor(store: VolumeStore) {
+    this.store = store;
+  }
+
+  /** Volumes naming the policy explicitly (a project default is the project's own use). */
+  async countUsingPolicy(policyUUID: string): Promise<number> {
+    return (await this.store.scan((v) => v.qosPolicyUUID === policyUUID)).length;
+  }
+
+  /** Every volume record of the project, Deleting and Failed included: they still exist. */
+  async countInProject(projectName: string): Promise<number> {
+    return (await this.store.scan((v) => v.projectName === projectName)).length;
+  }
+
+  async countClonedFrom(snapshotUUID: string): Promise<number> {
+    return (await this.store.scan((v) => v.sourceSnapshotUUID === snapshotUUID)).length;
+  }
+}
+
+/**
+ * Spec §3.1: Deleting (and Failed, except for DELETE) → 400; Creating, Updating (and Rollback,
+ * equally transient) → 503, retry later.
+ */
+function requireSettled(v: VolumeRecord, action: string, options: { allowFailed: boolean }): void {
+  if (v.state === 'Deleting' || (v.state === 'Failed' && !options.allowFailed)) {
+    throw new StrataError('INVALID_STATE', `volume ${v.name} (${v.UUID}) is ${v.state} and cannot be ${action}`);
+  }
+  if (TRANSIENT_STATES.includes(v.state)) {
+    throw new StrataError('TRANSIENT_STATE', `volume ${v.name} (${v.UUID}) is ${v.state}; retry once it is Available`);
+  }
+}
+
+/** A snapshot used as a source must be Available: Creating is worth a retry (503), the rest not. */
+function requireUsableSnapshot(snapshot: SnapshotRef): void {
+  if (snapshot.state === 'Available') return;
+  if (snapshot.state === 'Creating') throw new StrataError('TRANSIENT_STATE', `snapshot ${snapshot.name} (${snapshot.UUID}) is Creating; retry once it is Available`);
+  throw new StrataError('INVALID_STATE', `snapshot ${snapshot.name} (${snapshot.UUID}) is ${snapshot.state}`);
+}
+
+/** Sizes are whole sectors: a size between two is rounded up to the next. */
+function alignedSize(size: bigint, sectorSize: number): bigint {
+  const sector = BigInt(sectorSize);
+  const aligned = ((size + sector - 1n) / sector) * sector;
+  if (aligned > MAX_SIZE_BYTES) throw errors.invalid('invalid request: size is too large');
+  return aligned;
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+function labelText(l: { key: string; value: string }): string {
+  return `${l.key}=${l.value}`;
+}
+
+function definedOnly(ref: { UUID?: string | undefined; name?: string | undefined }): { UUID?: string; name?: string } {
+  return { ...(ref.UUID !== undefined ? { UUID: ref.UUID } : {}), ...(ref.name !== undefined ? { name: ref.name } : {}) };
+}
+
+async function ignoreNotFound(read: () => Promise<string>): Promise<string> {
+  try {
+    return await read();
+  } catch (err) {
+    if (err instanceof StrataError && err.code === 'NOT_FOUND') return '';
+    throw err;
+  }
+}

@@ -1,0 +1,297 @@
+// Test support for the volume tests: minimal real implementations of the volume service's
+// dependencies over the etcd keys their owners use (projects, policies, snapshots, feature
+// flags), an API harness serving the volume routes, project-scoped tokens, and writers that
+// play the active cluster manager and the agents (placement, status reports).
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import type { Etcd3 } from 'etcd3';
+import { keys } from '../../lib/etcd/keys.js';
+import { RecordStore } from '../../lib/etcd/record-store.js';
+import { StrataError, errors } from '../../lib/errors.js';
+import type { CredentialRecord, ProjectRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import { putRecord, startApiHarness, type ApiHarness } from '../../test/helpers/records.js';
+import { importPrivateKey, signToken } from '../auth/tokens.js';
+import type { EventInput, EventRecorder } from '../events/event-recorder.js';
+import type { PreparedEvent } from '../events/etcd-event-log.js';
+import type {
+  FeatureFlagName,
+  FeatureFlagReader,
+  PolicyDirectory,
+  PolicyRef,
+  ProjectDirectory,
+  ReplicaLimits,
+  SnapshotDirectory,
+  SnapshotRef,
+} from './volume-dependencies.js';
+import { createVolumeRoutes, type VolumeRoutesDeps } from './volume-routes.js';
+import { VolumeService } from './volume-service.js';
+import { VolumeStore } from './volume-store.js';
+
+/** The policy record as these tests store it (the policies folder owns the real one). */
+export interface TestPolicyRecord {
+  UUID: string;
+  name: string;
+  description: string;
+  policyVisibility: 'Unavailable' | 'Scoped' | 'Global';
+  projectsNamesScope: string[];
+}
+
+async function read<T>(etcd: Etcd3, key: string): Promise<T | null> {
+  const value = await etcd.get(key).string();
+  return value === null ? null : (JSON.parse(value) as T);
+}
+
+export class EtcdProjectDirectory implements ProjectDirectory {
+  constructor(private readonly etcd: Etcd3) {}
+
+  async require(projectName: string): Promise<void> {
+    if (!(await read<ProjectRecord>(this.etcd, keys.project(projectName)))) throw errors.notFound('project', projectName);
+  }
+
+  async defaultQosPolicyUUID(projectName: string): Promise<string> {
+    const project = await read<ProjectRecord>(this.etcd, keys.project(projectName));
+    if (!project) throw errors.notFound('project', projectName);
+    return project.defaultPolicies.find((p) => p.policyType === 'QoS')?.policyUUID ?? '';
+  }
+}
+
+export class EtcdPolicyDirectory implements PolicyDirectory {
+  constructor(private readonly etcd: Etcd3) {}
+
+  async resolve(projectName: string, ref: { UUID?: string; name?: string }): Promise<PolicyRef> {
+    let byName: string | undefined;
+    if (ref.name !== undefined) {
+      const index = await read<{ UUID: string }>(this.etcd, keys.policyName(ref.name));
+      if (!index) throw errors.notFound('policy', ref.name);
+      byName = index.UUID;
+    }
+    if (ref.UUID !== undefined && byName !== undefined && ref.UUID !== byName) throw errors.invalid(`policy ${ref.UUID} is not named ${ref.name}`);
+    const uuid = ref.UUID ?? byName;
+    if (uuid === undefined) throw errors.invalid('give a policy UUID or name');
+    const policy = await read<TestPolicyRecord>(this.etcd, keys.policy(uuid));
+    if (!policy) throw errors.notFound('policy', uuid);
+    const visible = policy.policyVisibility === 'Global' || (policy.policyVisibility === 'Scoped' && policy.projectsNamesScope.includes(projectName));
+    if (!visible) throw errors.invalid(`policy ${policy.name} is not available to project ${projectName}`);
+    return { UUID: policy.UUID, name: policy.name };
+  }
+
+  async nameOf(policyUUID: string): Promise<string> {
+    return (await read<TestPolicyRecord>(this.etcd, keys.policy(policyUUID)))?.name ?? '';
+  }
+}
+
+export class EtcdSnapshotDirectory implements SnapshotDirectory {
+  constructor(private readonly etcd: Etcd3) {}
+
+  async resolve(projectName: string, ref: { UUID?: string; name?: string }): Promise<SnapshotRef> {
+    let uuid = ref.UUID;
+    if (uuid === undefined && ref.name !== undefined) {
+      uuid = (await read<{ UUID: string }>(this.etcd, keys.snapshotName(projectName, ref.name)))?.UUID;
+      if (uuid === undefined) throw errors.notFound('snapshot', ref.name);
+    }
+    if (uuid === undefined) throw errors.invalid('give a snapshot UUID or name');
+    const s = await read<SnapshotRecord>(this.etcd, keys.snapshot(uuid));
+    if (!s || s.projectName !== projectName) throw errors.notFound('snapshot', uuid);
+    return {
+      UUID: s.UUID, name: s.name, projectName: s.projectName, sourceVolumeUUID: s.sourceVolumeUUID, sizeBytes: s.sizeBytes,
+      compression: s.compression, sectorSize: s.sectorSize, labels: s.labels, state: s.state,
+    };
+  }
+
+  async countOfVolume(volumeUUID: string): Promise<number> {
+    const all = Object.values(await this.etcd.getAll().prefix(keys.snapshotsPrefix()).json()) as SnapshotRecord[];
+    return all.filter((s) => s.sourceVolumeUUID === volumeUUID && s.state !== 'Deleting').length;
+  }
+}
+
+export class EtcdFeatureFlags implements FeatureFlagReader {
+  constructor(private readonly etcd: Etcd3) {}
+
+  async isEnabled(name: FeatureFlagName): Promise<boolean> {
+    return (await read<{ name: string; enabled: boolean }>(this.etcd, keys.featureFlag(name)))?.enabled ?? false;
+  }
+}
+
+export class FixedReplicaLimits implements ReplicaLimits {
+  constructor(public max: number) {}
+
+  async currentMaxReplicas(): Promise<number> {
+    return this.max;
+  }
+}
+
+export class CollectingRecorder implements EventRecorder {
+  readonly events: EventInput[] = [];
+
+  async record(event: EventInput): Promise<void> {
+    this.events.push(event);
+  }
+
+  /** Collects the event; adds no operation to the caller's transaction. */
+  async prepare(event: EventInput): Promise<PreparedEvent> {
+    this.events.push(event);
+    return { id: '', wire: {} as PreparedEvent['wire'], ops: [] };
+  }
+}
+
+export interface HttpResult {
+  status: number;
+  body: any;
+  contentType: string | null;
+}
+
+export interface VolumesHarness {
+  readonly api: ApiHarness;
+  readonly etcd: Etcd3;
+  readonly store: VolumeStore;
+  readonly service: VolumeService;
+  readonly recorder: CollectingRecorder;
+  readonly limits: FixedReplicaLimits;
+  readonly tokens: {
+    admin: string;
+    clusterViewer: string;
+    /** default:viewer */
+    defaultViewer: string;
+    /** default:admin */
+    defaultAdmin: string;
+    /** p2:admin */
+    p2Admin: string;
+  };
+  request(method: string, path: string, options?: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> }): Promise<HttpResult>;
+  /** POST /api/v2/projects/{project}/volumes as cluster admin; asserts nothing. */
+  create(body: Record<string, unknown>, project?: string): Promise<HttpResult>;
+  putProject(name: string, qosPolicyUUID?: string): Promise<void>;
+  putPolicy(policy: Partial<TestPolicyRecord> & { name: string }): Promise<TestPolicyRecord>;
+  putSnapshot(snapshot: Partial<SnapshotRecord> & { name: string; projectName: string }): Promise<SnapshotRecord>;
+  setFlag(name: FeatureFlagName, enabled: boolean): Promise<void>;
+  /** What the active cluster manager does: place the volume and move its state. */
+  place(uuid: string, placement: { nodeList: string[]; primaryNodeUUID?: string; nsid?: number; state?: VolumeRecord['state'] }): Promise<void>;
+  /** Forces a state, as the cluster manager would (Available after an update, Failed...). */
+  setState(uuid: string, state: VolumeRecord['state']): Promise<void>;
+  /** What an agent reports, persisted by the control plane. */
+  report(uuid: string, nodeUUID: string, status?: Partial<VolumeStatusRecord>): Promise<void>;
+  record(uuid: string): Promise<VolumeRecord | null>;
+  close(): Promise<void>;
+}
+
+/** A credential of `project` and a signer for tokens with that project's roles. */
+async function projectCredential(etcd: Etcd3, project: string): Promise<(roles: string[]) => Promise<string>> {
+  const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const credential: CredentialRecord = {
+    project, name: 'volume-tests', type: 'RS256PubKey', payload: publicKey.export({ type: 'spki', format: 'pem' }).toString(), createdAt: new Date().toISOString(),
+  };
+  await putRecord(etcd, keys.credential(project, credential.name), credential);
+  const key = await importPrivateKey(privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
+  return (roles) => signToken(key, { kid: `${project}:${credential.name}`, subject: 'volume-tests', roles, ttlSeconds: 3600 });
+}
+
+export async function startVolumesHarness(options: { maxReplicas?: number } = {}): Promise<VolumesHarness> {
+  const recorder = new CollectingRecorder();
+  const limits = new FixedReplicaLimits(options.maxReplicas ?? 3);
+  // The service needs the cluster UUID, known once the harness has bootstrapped: the routes
+  // read deps.volumes per request, so it is filled in below.
+  const routeDeps = { volumes: undefined } as unknown as { -readonly [K in keyof VolumeRoutesDeps]: VolumeRoutesDeps[K] };
+  const api = await startApiHarness((_etcd, auth) => {
+    routeDeps.auth = auth;
+    return [createVolumeRoutes(routeDeps)];
+  });
+  const etcd = api.etcd;
+  const store = new VolumeStore(new RecordStore(etcd));
+  const service = new VolumeService({
+    store,
+    projects: new EtcdProjectDirectory(etcd),
+    policies: new EtcdPolicyDirectory(etcd),
+    snapshots: new EtcdSnapshotDirectory(etcd),
+    flags: new EtcdFeatureFlags(etcd),
+    replicaLimits: limits,
+    events: recorder,
+    clusterUUID: api.cluster.UUID,
+  });
+  routeDeps.volumes = service;
+
+  const putProject = async (name: string, qosPolicyUUID?: string) => {
+    const project: ProjectRecord = {
+      UUID: randomUUID(), name, description: '', builtIn: false, createdAt: new Date().toISOString(),
+      defaultPolicies: qosPolicyUUID ? [{ policyType: 'QoS', policyUUID: qosPolicyUUID }] : [],
+    };
+    await putRecord(etcd, keys.project(name), project);
+  };
+  await putProject('p2');
+  const signDefault = await projectCredential(etcd, 'default');
+  const signP2 = await projectCredential(etcd, 'p2');
+  const tokens = {
+    admin: api.adminToken,
+    clusterViewer: api.clusterViewerToken,
+    defaultViewer: api.projectViewerToken,
+    defaultAdmin: await signDefault(['default:admin']),
+    p2Admin: await signP2(['p2:admin']),
+  };
+
+  const request: VolumesHarness['request'] = async (method, path, opts = {}) => {
+    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+    if (opts.token) headers['Authorization'] = `Bearer ${opts.token}`;
+    let body: string | undefined;
+    if (opts.rawBody !== undefined) body = opts.rawBody;
+    else if (opts.body !== undefined) body = JSON.stringify(opts.body);
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const res = await fetch(api.baseUrl + path, { method, headers, ...(body === undefined ? {} : { body }) });
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = text;
+    }
+    return { status: res.status, body: parsed, contentType: res.headers.get('content-type') };
+  };
+
+  const modify = async (uuid: string, change: (v: VolumeRecord) => VolumeRecord) => {
+    await new RecordStore(etcd).update<VolumeRecord>(keys.volume(uuid), (current) => ({ record: change(current.record) }), {
+      notFound: () => new StrataError('NOT_FOUND', `volume ${uuid} not found`),
+    });
+  };
+
+  return {
+    api, etcd, store, service, recorder, limits, tokens, request,
+    create: (body, project = 'default') => request('POST', `/api/v2/projects/${project}/volumes`, { token: api.adminToken, body }),
+    putProject,
+    async putPolicy(policy) {
+      const record: TestPolicyRecord = { UUID: randomUUID(), description: '', policyVisibility: 'Global', projectsNamesScope: [], ...policy };
+      await putRecord(etcd, keys.policy(record.UUID), record);
+      await putRecord(etcd, keys.policyName(record.name), { UUID: record.UUID });
+      return record;
+    },
+    async putSnapshot(snapshot) {
+      const record: SnapshotRecord = {
+        UUID: randomUUID(), description: '', sourceVolumeUUID: randomUUID(), sourceVolumeName: 'source', sizeBytes: String(1024 ** 3), compression: false,
+        sectorSize: 4096, labels: [], state: 'Available', failureReason: '', retentionSeconds: 0, creationTime: new Date().toISOString(), ...snapshot,
+      };
+      await putRecord(etcd, keys.snapshot(record.UUID), record);
+      await putRecord(etcd, keys.snapshotName(record.projectName, record.name), { UUID: record.UUID });
+      return record;
+    },
+    async setFlag(name, enabled) {
+      await putRecord(etcd, keys.featureFlag(name), { name, enabled });
+    },
+    async place(uuid, placement) {
+      await modify(uuid, (v) => ({
+        ...v,
+        state: placement.state ?? 'Available',
+        placement: { nodeList: placement.nodeList, primaryNodeUUID: placement.primaryNodeUUID ?? placement.nodeList[0] ?? '', nsid: placement.nsid ?? 1, port: 4420 },
+      }));
+    },
+    async setState(uuid, state) {
+      await modify(uuid, (v) => ({ ...v, state }));
+    },
+    async report(uuid, nodeUUID, status = {}) {
+      const record: VolumeStatusRecord = {
+        volumeUUID: uuid, nodeUUID, generation: 1, state: 'Served', error: '', snapshots: [], connectedHosts: [], logicalUsedBytes: '0', physicalUsedBytes: '0',
+        reportedAt: new Date().toISOString(), ...status,
+      };
+      await putRecord(etcd, keys.volumeStatus(uuid, nodeUUID), record);
+    },
+    async record(uuid) {
+      return read<VolumeRecord>(etcd, keys.volume(uuid));
+    },
+    close: () => api.close(),
+  };
+}

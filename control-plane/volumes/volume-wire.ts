@@ -1,0 +1,189 @@
+// A volume as the API returns it (spec 2.15 + wire-conventions §1, §7, §8): the stored record
+// (desired state and lifecycle) joined with what the nodes report (volume-status) and which
+// nodes are alive (presence). docs/volumes.md explains each derived field.
+import type { Label, PlacementRestriction, VolumeRecord, VolumeState, VolumeStatusRecord } from '../../lib/records.js';
+import type { StoredVolume } from './volume-store.js';
+
+export type ProtectionState = 'Unknown' | 'FullyProtected' | 'Degraded' | 'ReadOnly' | 'NotAvailable';
+
+/** The 11 volume statistics (wire-conventions §7). Byte counts are decimal strings. */
+export interface VolumeStatisticsWire {
+  logicalUsedStorage: string;
+  physicalUsedStorage: string;
+  compressionRatio: number;
+  totalCompressionRatio: number;
+  physicalCapacity: string;
+  physicalOwnedCapacity: string;
+  physicalOwnedMemory: string;
+  physicalMemory: string;
+  userWritten: string;
+  unrecoverableDataIntegrityErrors: number;
+  recoverableDataIntegrityErrors: number;
+}
+
+export interface VolumeWire {
+  name: string;
+  size: string;
+  acl: { values: string[] };
+  IPAcl: { values: string[] };
+  compression: 'true' | 'false';
+  replicaCount: number;
+  minReplicas: number;
+  sectorSize: number;
+  projectName: string;
+  sourceSnapshotUUID: string;
+  sourceSnapshotName: string;
+  placementRestrictions: PlacementRestriction[];
+  qosPolicyUUID: string;
+  qosPolicyName: string;
+  labels: Label[];
+  state: VolumeState;
+  protectionState: ProtectionState;
+  nodeList: string[];
+  UUID: string;
+  nsid: number;
+  rebuildProgress: string;
+  statistics: VolumeStatisticsWire;
+  ETag: string;
+  connectedHosts: string[];
+  primaryNodeUUID: string;
+  creationTime: string;
+  clusterId: string;
+  pgUUID: string;
+  encrypted: boolean;
+  missingNodesAccess: string[];
+}
+
+/** What the data path says about a volume, read when answering. */
+export interface VolumeObservation {
+  /** The volume's status records (any node; only nodes of its nodeList count). */
+  readonly statuses: readonly VolumeStatusRecord[];
+  /** Nodes whose agent is alive now. */
+  readonly presentNodes: ReadonlySet<string>;
+}
+
+/** The QoS policy in effect: the volume's own, else its project's default (names resolved). */
+export interface EffectiveQos {
+  readonly UUID: string;
+  readonly name: string;
+}
+
+export function volumeToWire(stored: StoredVolume, observed: VolumeObservation, qos: EffectiveQos, clusterId: string): VolumeWire {
+  const v = stored.record;
+  const nodeList = v.placement?.nodeList ?? [];
+  const inList = new Set(nodeList);
+  const statusOf = new Map(observed.statuses.filter((s) => inList.has(s.nodeUUID)).map((s) => [s.nodeUUID, s]));
+  const protection = protectionState(v, nodeList, statusOf, observed.presentNodes);
+  const primary = v.placement ? statusOf.get(v.placement.primaryNodeUUID) : undefined;
+  const hosts = connectedHostsOf(nodeList, statusOf);
+  return {
+    name: v.name,
+    size: v.sizeBytes,
+    acl: { values: [...v.acl] },
+    IPAcl: { values: [...v.ipAcl] },
+    compression: v.compression ? 'true' : 'false',
+    replicaCount: v.replicaCount,
+    // "Not used" (spec 2.15): not stored, always 0.
+    minReplicas: 0,
+    sectorSize: v.sectorSize,
+    projectName: v.projectName,
+    sourceSnapshotUUID: v.sourceSnapshotUUID,
+    sourceSnapshotName: v.sourceSnapshotName,
+    placementRestrictions: v.placementRestrictions.map((r) => ({ operator: r.operator, labelValueKeyPairs: r.labelValueKeyPairs.map((p) => ({ ...p })) })),
+    qosPolicyUUID: qos.UUID,
+    qosPolicyName: qos.name,
+    labels: v.labels.map((l) => ({ key: l.key, value: l.value })),
+    state: v.state,
+    protectionState: protection,
+    nodeList: [...nodeList],
+    UUID: v.UUID,
+    nsid: v.placement?.nsid ?? 0,
+    // No partial-rebuild tracking: complete when every replica serves, else not started.
+    rebuildProgress: protection === 'FullyProtected' ? '100' : '0',
+    statistics: statisticsOf(primary, nodeList, statusOf),
+    ETag: stored.revision,
+    connectedHosts: [...hosts.keys()].sort(),
+    primaryNodeUUID: v.placement?.primaryNodeUUID ?? '',
+    creationTime: rfc3339(v.creationTime),
+    clusterId,
+    // No protection groups in Strata.
+    pgUUID: '',
+    encrypted: v.encrypted,
+    missingNodesAccess: missingNodesAccess(nodeList, hosts),
+  };
+}
+
+/**
+ * Unknown while Creating or unplaced; otherwise from the replicas that serve now (status Served
+ * at any generation — a node still applying an update keeps serving the data — and the node's
+ * agent alive): all → FullyProtected, some → Degraded, none → NotAvailable.
+ */
+function protectionState(v: VolumeRecord, nodeList: readonly string[], statusOf: ReadonlyMap<string, VolumeStatusRecord>, present: ReadonlySet<string>): ProtectionState {
+  if (v.state === 'Creating' || nodeList.length === 0) return 'Unknown';
+  const serving = nodeList.filter((n) => statusOf.get(n)?.state === 'Served' && present.has(n)).length;
+  if (serving === nodeList.length) return 'FullyProtected';
+  return serving > 0 ? 'Degraded' : 'NotAvailable';
+}
+
+/** Host NQN → the nodes of the nodeList it is connected through. */
+function connectedHostsOf(nodeList: readonly string[], statusOf: ReadonlyMap<string, VolumeStatusRecord>): Map<string, Set<string>> {
+  const hosts = new Map<string, Set<string>>();
+  for (const node of nodeList) {
+    for (const host of statusOf.get(node)?.connectedHosts ?? []) {
+      if (!host.hostNQN) continue;
+      const nodes = hosts.get(host.hostNQN) ?? new Set<string>();
+      nodes.add(node);
+      hosts.set(host.hostNQN, nodes);
+    }
+  }
+  return hosts;
+}
+
+/**
+ * Nodes of the nodeList that some connected host has no path through (a host that lost a
+ * multipath leg). Empty when no host is connected: nobody is missing anything.
+ */
+function missingNodesAccess(nodeList: readonly string[], hosts: ReadonlyMap<string, Set<string>>): string[] {
+  if (hosts.size === 0) return [];
+  return nodeList.filter((node) => [...hosts.values()].some((nodes) => !nodes.has(node)));
+}
+
+/** RFC 3339 UTC; a stored value that does not parse is shown as stored rather than failing the read. */
+function rfc3339(value: string): string {
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? value : new Date(ms).toISOString();
+}
+
+function bytes(value: string | undefined): bigint {
+  return value !== undefined && /^\d+$/.test(value) ? BigInt(value) : 0n;
+}
+
+/** Two decimals: enough for a ratio, and stable across reads. */
+function ratio(logical: bigint, physical: bigint): number {
+  if (physical === 0n) return 1;
+  return Math.round((Number(logical) / Number(physical)) * 100) / 100;
+}
+
+/**
+ * Usage as the primary reports it (logical = what the host sees written, physical = what it
+ * takes after compression); capacity counts every replica. Memory, userWritten and integrity
+ * counters are not measured by the data path: 0, not invented.
+ */
+function statisticsOf(primary: VolumeStatusRecord | undefined, nodeList: readonly string[], statusOf: ReadonlyMap<string, VolumeStatusRecord>): VolumeStatisticsWire {
+  const logical = bytes(primary?.logicalUsedBytes);
+  const physical = bytes(primary?.physicalUsedBytes);
+  const allReplicas = nodeList.reduce((sum, node) => sum + bytes(statusOf.get(node)?.physicalUsedBytes), 0n);
+  return {
+    logicalUsedStorage: logical.toString(),
+    physicalUsedStorage: physical.toString(),
+    compressionRatio: ratio(logical, physical),
+    totalCompressionRatio: ratio(logical, physical),
+    physicalCapacity: allReplicas.toString(),
+    physicalOwnedCapacity: allReplicas.toString(),
+    physicalOwnedMemory: '0',
+    physicalMemory: '0',
+    userWritten: '0',
+    unrecoverableDataIntegrityErrors: 0,
+    recoverableDataIntegrityErrors: 0,
+  };
+}
