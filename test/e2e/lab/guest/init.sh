@@ -48,7 +48,8 @@ mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run || die "tmpfs /run"
-mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp || die "tmpfs /tmp"
+# /tmp is NOT a fresh tmpfs: the overlay already makes it writable, and the checkout the guest
+# runs (and the tests' temp dirs) may live under the host's /tmp (CI clones there).
 mkdir -p /newroot/run/strata/bin /newroot/run/strata/share /newroot/run/lock
 cp /bin/busybox /lab/loop.sh /lab/runjob.sh /newroot/run/strata/bin/
 cp /run/modules.failed /newroot/run/strata/modules.failed
