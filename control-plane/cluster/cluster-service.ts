@@ -5,22 +5,12 @@ import { errors } from '../../lib/errors.js';
 import { productVersion as packageVersion } from '../../lib/paths.js';
 import type { InventorySource, InventorySnapshot } from '../inventory/inventory-reader.js';
 import { InventoryView, bytes } from '../inventory/inventory-view.js';
-import { etagOf, int64, noUpgrade, type LastUpgradeWire } from '../inventory/wire.js';
+import { etagOf, int64, noUpgrade, type LastUpgradeWire, type StorageStatisticsWire } from '../inventory/wire.js';
 import { minVersion } from './semver.js';
 
 /** The 11 cluster statistics: decimal strings of bytes, except compressionRatio. */
-export interface ClusterStatisticsWire {
+export interface ClusterStatisticsWire extends StorageStatisticsWire {
   installedPhysicalStorage: string;
-  managedPhysicalStorage: string;
-  effectivePhysicalStorage: string;
-  logicalStorage: string;
-  logicalUsedStorage: string;
-  physicalUsedStorage: string;
-  physicalUsedStorageIncludingParity: string;
-  freePhysicalStorage: string;
-  estimatedFreeLogicalStorage: string;
-  estimatedLogicalStorage: string;
-  compressionRatio: number;
 }
 
 /** Counts are JSON numbers: see the integer decision in inventory/wire.ts. */

@@ -4,6 +4,7 @@
 // the `event-log` feature flag is enabled (absent flag = enabled), read at most every
 // `flagCacheMs`. record() never throws: a lost event must not fail the caller.
 import type { Etcd3 } from 'etcd3';
+import { unconditionalTxn } from '../../lib/etcd/client.js';
 import type { IOperation } from 'etcd3/lib/builder.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
@@ -101,5 +102,5 @@ export class EtcdEventLog implements EventRecorder, EventPreparer {
 
 /** Commits ops in one transaction whatever the compare says (etcd needs one to batch ops). */
 export async function commitOps(etcd: Etcd3, ops: IOperation[]): Promise<void> {
-  await etcd.if(keys.cluster(), 'Create', '>', 0).then(...ops).else(...ops).commit();
+  await unconditionalTxn(etcd).then(...ops).commit();
 }

@@ -19,7 +19,7 @@
 // Going lower means a watch-fed in-memory mirror.
 import type { Etcd3, IKeyValue, IRangeResponse, IRequestOp, IOperation, MultiRangeBuilder } from 'etcd3';
 import { keys, idOfKey } from '../../lib/etcd/keys.js';
-import { parseRecord } from '../../lib/etcd/client.js';
+import { parseRecord, unconditionalTxn } from '../../lib/etcd/client.js';
 import type {
   ClusterRecord,
   ControlPlaneRecord,
@@ -158,7 +158,7 @@ export class InventoryReader implements InventorySource {
    */
   private async transaction(ops: () => IOperation[]): Promise<{ revision: string; responses: IRangeResponse[] }> {
     const expected = ops().length;
-    const result = await this.etcd.if(keys.cluster(), 'Create', '>', 0).then(...ops()).else(...ops()).commit();
+    const result = await unconditionalTxn(this.etcd).then(...ops()).commit();
     const responses = result.responses.map((r) => r.response_range);
     if (responses.length !== expected || responses.some((r) => !r)) {
       throw new Error(`inventory transaction returned ${responses.length} responses, expected ${expected} ranges`);

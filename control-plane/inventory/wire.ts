@@ -69,3 +69,18 @@ export function parseEnum<T extends string>(name: string, raw: string, values: r
   }
   throw errors.invalid(`${name} must be one of ${values.join(', ')}; got "${raw}"`);
 }
+
+/** The storage figures nodes and the cluster share (spec 2.7, 2.12): byte counts as strings. */
+export interface StorageStatisticsWire {
+  managedPhysicalStorage: string;
+  effectivePhysicalStorage: string;
+  logicalStorage: string;
+  logicalUsedStorage: string;
+  physicalUsedStorage: string;
+  physicalUsedStorageIncludingParity: string;
+  freePhysicalStorage: string;
+  estimatedFreeLogicalStorage: string;
+  estimatedLogicalStorage: string;
+  /** logicalUsed divided by physicalUsed; 1 while nothing is used. */
+  compressionRatio: number;
+}

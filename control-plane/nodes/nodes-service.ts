@@ -4,23 +4,13 @@ import { errors } from '../../lib/errors.js';
 import type { NodeRecord } from '../../lib/records.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
-import { etagOf, int64 } from '../inventory/wire.js';
+import { etagOf, int64, type StorageStatisticsWire } from '../inventory/wire.js';
 
 export type NodeState = 'Unknown' | 'Active' | 'Activating' | 'Inactive' | 'Unattached' | 'Attaching' | 'Detaching';
 export type NodeStatus = 'NoStatus' | 'ConnectivityOK' | 'ConnectivityProblem' | 'IssuedDeletePeer';
 
 /** The 14 node statistics (spec 2.12 + wire-conventions §7). Byte counts are decimal strings. */
-export interface NodeStatisticsWire {
-  managedPhysicalStorage: string;
-  effectivePhysicalStorage: string;
-  logicalStorage: string;
-  logicalUsedStorage: string;
-  physicalUsedStorage: string;
-  physicalUsedStorageIncludingParity: string;
-  freePhysicalStorage: string;
-  estimatedFreeLogicalStorage: string;
-  estimatedLogicalStorage: string;
-  compressionRatio: number;
+export interface NodeStatisticsWire extends StorageStatisticsWire {
   UnrecoverableDataIntegrityErrors: number;
   RecoverableDataIntegrityErrors: number;
   GarbageCollectorDataIntegrityErrors: number;

@@ -5,7 +5,7 @@
 // (`volume-status/<UUID>/<node>`), node records and presence are only read here.
 import type { IOperation, IRangeResponse } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
-import { parseRecord } from '../../lib/etcd/client.js';
+import { parseRecord, unconditionalTxn } from '../../lib/etcd/client.js';
 import { RecordStore, prefixEnd, type Versioned } from '../../lib/etcd/record-store.js';
 import { StrataError, errors } from '../../lib/errors.js';
 import type { NodeRecord, PresenceRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
@@ -197,7 +197,7 @@ export class VolumeStore {
       chunks.map(async (chunk) => {
         const ranges = () => chunk.map((uuid) => etcd.getAll().prefix(keys.volumeStatusPrefix(uuid)));
         // A read-only transaction: the same ranges in both branches, whatever the compare says.
-        const txn = await etcd.if(keys.cluster(), 'Create', '>', 0).then(...ranges()).else(...ranges()).commit();
+        const txn = await unconditionalTxn(etcd).then(...ranges()).commit();
         for (const response of txn.responses) collect((response.response_range as IRangeResponse).kvs);
       }),
     );
