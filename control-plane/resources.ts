@@ -11,6 +11,7 @@ import { AdminEndpointsService } from './admin-endpoints/admin-endpoints-service
 import { AdminEndpointsStore } from './admin-endpoints/admin-endpoints-store.js';
 import { createAdminEndpointsRoutes } from './admin-endpoints/admin-endpoints-routes.js';
 import { ClusterService } from './cluster/cluster-service.js';
+import { PresenceReplicaLimits } from './cluster/presence-replica-limits.js';
 import { createClusterRoutes } from './cluster/cluster-routes.js';
 import { ConnectedHostsService } from './connected-hosts/connected-hosts-service.js';
 import { ConnectedHostsStore } from './connected-hosts/connected-hosts-store.js';
@@ -98,7 +99,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     policies: new EtcdPolicyDirectory(etcd),
     snapshots: new EtcdSnapshotDirectory(snapshotStore),
     flags,
-    replicaLimits: { currentMaxReplicas: async () => (await cluster.clusterInfo()).currentMaxReplicas },
+    replicaLimits: new PresenceReplicaLimits(etcd, ctx.cluster.supportedMaxReplicas),
     events,
     clusterUUID: ctx.cluster.UUID,
   });

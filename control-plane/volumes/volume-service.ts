@@ -72,10 +72,10 @@ export class VolumeService {
   private async createOnce(body: CreateVolumeBody): Promise<VolumeWire | 'references-changed'> {
     const { projects, replicaLimits, store } = this.deps;
     const projectName = body.projectName ?? DEFAULT_PROJECT;
-    await projects.require(projectName);
+    // Independent reads: one round trip of waiting, not two.
+    const [, maxReplicas] = await Promise.all([projects.require(projectName), replicaLimits.currentMaxReplicas()]);
 
     const replicaCount = body.replicaCount ?? 1;
-    const maxReplicas = await replicaLimits.currentMaxReplicas();
     if (replicaCount > maxReplicas) {
       throw errors.invalid(`replicaCount ${replicaCount} exceeds the cluster's current maximum of ${maxReplicas}`);
     }

@@ -141,6 +141,9 @@ describe('volume lifecycle with agents (nvmet tree in a temp directory)', () => 
   });
 
   it('serves a two-replica volume on both nodes, then updates, snapshots, clones and deletes it', async () => {
+    // Two servers with Active nodes: three replicas are more than the cluster can place now.
+    const tooMany = await api<{ code: number; error: string }>('POST', '/projects/default/volumes', { name: 'db', size: '10GiB', replicaCount: 3 }, 400);
+    assert.match(tooMany.error, /exceeds the cluster's current maximum of 2/);
     const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'db', size: '10GiB', replicaCount: 2, acl: { values: [HOST_NQN] } });
     assert.equal(created.state, 'Creating');
     const startedAt = Date.now();
