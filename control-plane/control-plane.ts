@@ -7,7 +7,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { StrataError } from '../lib/errors.js';
+import { StrataError, toStrataError } from '../lib/errors.js';
 import { createEtcdClient } from '../lib/etcd/client.js';
 import { KeptLease } from '../lib/etcd/lease.js';
 import type { Logger } from '../lib/logger.js';
@@ -146,7 +146,8 @@ async function untilEtcdAnswers<T>(logger: Logger, work: () => Promise<T>): Prom
     try {
       return await work();
     } catch (err) {
-      if (!/GRPC|ClientRuntimeError|ECONNREFUSED|Unavailable/i.test(String((err as Error).constructor?.name) + String((err as Error).message))) throw err;
+      // The error registry knows which etcd3 errors mean "etcd cannot be reached".
+      if (toStrataError(err).code !== 'UNAVAILABLE') throw err;
       logger.warn({ err: (err as Error).message }, 'etcd not reachable yet; retrying');
       await sleep(delay);
       delay = Math.min(delay * 2, 5000);

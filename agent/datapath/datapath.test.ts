@@ -11,6 +11,7 @@ import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
+import { testAssignment } from './testing/test-assignment.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { createFakeSysfs, type FakeSysfs } from '../../test/helpers/sysfs-fixture.js';
@@ -39,27 +40,7 @@ const H1 = 'nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-4000-8000-000000000001
 const H2 = 'nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-4000-8000-000000000002';
 
 function assignment(nodeUUID: string, volumeUUID: string, index: number, overrides: Partial<VolumeAssignment> = {}): VolumeAssignment {
-  return {
-    volumeUUID,
-    nodeUUID,
-    generation: 1,
-    sizeBytes: String(64 * 1024 * 1024),
-    compression: false,
-    sectorSize: 4096,
-    acl: [H1],
-    ipAcl: [],
-    subsystemNQN: `${PREFIX}${volumeUUID}`,
-    nsid: index,
-    port: 20000 + index,
-    role: 'primary',
-    anaState: 'optimized',
-    cntlidMin: 1,
-    cntlidMax: 1000,
-    cloneFromSnapshotUUID: '',
-    snapshotUUIDs: [],
-    rollbackSnapshotUUID: '',
-    ...overrides,
-  };
+  return testAssignment({ volumeUUID, nodeUUID, subsystemNQN: `${PREFIX}${volumeUUID}`, nsid: index, port: 20000 + index, acl: [H1], ...overrides });
 }
 
 const latest = (plane: FakeControlPlane, volumeUUID: string) => plane.latest(volumeUUID);

@@ -16,6 +16,7 @@ import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
+import { testAssignment } from './testing/test-assignment.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { repoRoot, script, sha256, startGuest, type Guest } from '../../test/e2e/lab/index.js';
@@ -65,27 +66,8 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
   };
   const sh = async (command: string, timeoutMs = 30_000) => (await g().runOk(['sh', '-c', command], { timeoutMs })).stdout;
   const put = (a: VolumeAssignment) => client.put(keys.assignment(a.nodeUUID, a.volumeUUID)).value(JSON.stringify(a));
-  const assignment = (volumeUUID: string, index: number, overrides: Partial<VolumeAssignment> = {}): VolumeAssignment => ({
-    volumeUUID,
-    nodeUUID: node,
-    generation: 1,
-    sizeBytes: String(64 * MiB),
-    compression: false,
-    sectorSize: 4096,
-    acl: [H1],
-    ipAcl: [],
-    subsystemNQN: `${CLUSTER.subsystemNQN}:vol:${volumeUUID}`,
-    nsid: index,
-    port: 20000 + index,
-    role: 'primary',
-    anaState: 'optimized',
-    cntlidMin: 1,
-    cntlidMax: 1000,
-    cloneFromSnapshotUUID: '',
-    snapshotUUIDs: [],
-    rollbackSnapshotUUID: '',
-    ...overrides,
-  });
+  const assignment = (volumeUUID: string, index: number, overrides: Partial<VolumeAssignment> = {}): VolumeAssignment =>
+    testAssignment({ volumeUUID, nodeUUID: node, subsystemNQN: `${CLUSTER.subsystemNQN}:vol:${volumeUUID}`, nsid: index, port: 20000 + index, sizeBytes: String(64 * MiB), acl: [H1], ...overrides });
   const served = (volumeUUID: string, generation: number) =>
     waitUntil(
       () => plane.latest(volumeUUID)?.state === 'VOLUME_SERVED' && plane.latest(volumeUUID)?.generation === String(generation),

@@ -5,6 +5,7 @@ import { describeOp, emptyTree, serialOfVolume, STRATA_MODEL, volumeNqnPrefix, t
 import { planNvmet, type Ownership, type PlanInput } from './nvmet-plan.js';
 import { simulateOps, type SimulateOptions } from './nvmet-simulator.js';
 import type { VolumeAssignment } from '../../lib/records.js';
+import { testAssignment } from './testing/test-assignment.js';
 
 const CLUSTER_NQN = 'nqn.2024-01.io.strata:cluster-1';
 const PREFIX = volumeNqnPrefix(CLUSTER_NQN);
@@ -409,27 +410,8 @@ describe('planNvmet', () => {
 });
 
 describe('assignments → desired exports', () => {
-  const assignment = (overrides: Partial<VolumeAssignment> = {}): VolumeAssignment => ({
-    volumeUUID: V1,
-    nodeUUID: 'node-1',
-    generation: 3,
-    sizeBytes: '1073741824',
-    compression: false,
-    sectorSize: 4096,
-    acl: [H1],
-    ipAcl: [],
-    subsystemNQN: `${PREFIX}${V1}`,
-    nsid: 5,
-    port: 20005,
-    role: 'primary',
-    anaState: 'optimized',
-    cntlidMin: 1,
-    cntlidMax: 1000,
-    cloneFromSnapshotUUID: '',
-    snapshotUUIDs: [],
-    rollbackSnapshotUUID: '',
-    ...overrides,
-  });
+  const assignment = (overrides: Partial<VolumeAssignment> = {}): VolumeAssignment =>
+    testAssignment({ volumeUUID: V1, nodeUUID: 'node-1', subsystemNQN: `${PREFIX}${V1}`, nsid: 5, port: 20005, generation: 3, sizeBytes: '1073741824', acl: [H1], ...overrides });
   const facts = { clusterUUID: 'c', subsystemNQN: CLUSTER_NQN };
   const settings = { listenAddress: '0.0.0.0', portIdMin: 20000, portIdMax: 39999 };
 

@@ -11,6 +11,7 @@ import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
+import { testAssignment } from './testing/test-assignment.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
@@ -50,27 +51,7 @@ class RecordingConfigfs extends NvmetConfigfs {
 }
 
 function assignment(overrides: Partial<VolumeAssignment> = {}): VolumeAssignment {
-  return {
-    volumeUUID: V1,
-    nodeUUID: NODE,
-    generation: 1,
-    sizeBytes: String(8 * 1024 * 1024),
-    compression: false,
-    sectorSize: 4096,
-    acl: [H1, H2],
-    ipAcl: [],
-    subsystemNQN: NQN,
-    nsid: 1,
-    port: 20001,
-    role: 'primary',
-    anaState: 'optimized',
-    cntlidMin: 1,
-    cntlidMax: 1000,
-    cloneFromSnapshotUUID: '',
-    snapshotUUIDs: [],
-    rollbackSnapshotUUID: '',
-    ...overrides,
-  };
+  return testAssignment({ volumeUUID: V1, nodeUUID: NODE, subsystemNQN: NQN, nsid: 1, port: 20001, sizeBytes: String(8 * 1024 * 1024), acl: [H1, H2], ...overrides });
 }
 
 describe('DataPathReconciler crash safety', () => {

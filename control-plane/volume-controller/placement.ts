@@ -80,9 +80,3 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
   pick(() => true);
   return { ok: true, nodeList: chosen.map((c) => c.UUID), primaryNodeUUID: chosen[0]!.UUID };
 }
-
-/** The lowest free number in [min, max], or undefined when all are taken. */
-export function lowestFree(used: ReadonlySet<number>, min: number, max: number): number | undefined {
-  for (let n = min; n <= max; n++) if (!used.has(n)) return n;
-  return undefined;
-}

@@ -25,6 +25,7 @@ import type {
   VolumeStatusRecord,
 } from '../../lib/records.js';
 import type { EventInput } from '../events/event-recorder.js';
+import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { EventPreparer } from '../events/etcd-event-log.js';
 import { TxnBatcher } from './txn-batcher.js';
 import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
@@ -327,7 +328,7 @@ export class VolumeController {
     if (failed) return this.fail(volume, fence, `node ${failed.nodeUUID}: ${failed.error}`);
     if (current.length === nodes.length && current.every((r) => r!.state === 'Served')) {
       const available: VolumeRecord = { ...volume, state: 'Available', rollbackSnapshotUUID: '', failureReason: '' };
-      const event = volume.state === 'Creating' ? this.event(volume, 'VolumeAvailable', 'Info', `volume ${volume.name} is served by ${nodes.length} node(s)`) : undefined;
+      const event = volume.state === 'Creating' ? this.event(volume, 'VolumeAvailable', `volume ${volume.name} is served by ${nodes.length} node(s)`) : undefined;
       return (await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(available))], event)) ? 'done' : 'retry';
     }
     if (volume.state === 'Creating' && this.expired(volume)) {
@@ -352,7 +353,7 @@ export class VolumeController {
     if (volume.placement) {
       ops.push(etcd.delete().key(keys.nsid(volume.placement.nsid)), etcd.delete().key(keys.volumePort(volume.placement.port)));
     }
-    return (await this.commit([fence], ops, this.event(volume, 'VolumeDeleted', 'Info', `volume ${volume.name} deleted`))) ? 'done' : 'retry';
+    return (await this.commit([fence], ops, this.event(volume, 'VolumeDeleted', `volume ${volume.name} deleted`))) ? 'done' : 'retry';
   }
 
   /** Snapshot states from the nodes' reports (Creating → Available/Failed, Deleting → gone). */
@@ -376,8 +377,8 @@ export class VolumeController {
       }
       if (next === undefined) continue;
       const op = next === null ? this.options.etcd.delete().key(keys.snapshot(snapshot.UUID)) : this.options.etcd.put(keys.snapshot(snapshot.UUID)).value(JSON.stringify(next));
-      const what = next === null ? 'SnapshotDeleted' : next.state === 'Available' ? 'SnapshotAvailable' : 'SnapshotFailed';
-      const event = this.event(volume, what, next?.state === 'Failed' ? 'High' : 'Info', `snapshot ${snapshot.name} of volume ${volume.name}: ${next === null ? 'deleted' : next.state}${next?.failureReason ? ` (${next.failureReason})` : ''}`);
+      const what: EventName = next === null ? 'SnapshotDeleted' : next.state === 'Available' ? 'SnapshotAvailable' : 'SnapshotFailed';
+      const event = this.event(volume, what, `snapshot ${snapshot.name} of volume ${volume.name}: ${next === null ? 'deleted' : next.state}${next?.failureReason ? ` (${next.failureReason})` : ''}`);
       if (!(await this.commit([fence], [op], event))) return 'retry';
     }
     return 'done';
@@ -385,7 +386,7 @@ export class VolumeController {
 
   private async fail(volume: VolumeRecord, fence: FenceCompare, reason: string): Promise<'done' | 'retry'> {
     const failed: VolumeRecord = { ...volume, state: 'Failed', failureReason: reason };
-    const event = this.event(volume, 'VolumeFailed', 'High', `volume ${volume.name} failed: ${reason}`);
+    const event = this.event(volume, 'VolumeFailed', `volume ${volume.name} failed: ${reason}`);
     if (!(await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(failed))], event))) return 'retry';
     this.options.logger.warn({ volumeUUID: volume.UUID, reason }, 'volume failed');
     return 'done';
@@ -467,16 +468,11 @@ export class VolumeController {
     });
   }
 
-  private event(volume: VolumeRecord, eventName: string, severity: EventInput['severity'], description: string): EventInput {
-    return {
-      type: 'Volume',
-      severity,
-      eventName,
-      reportingService: 'CM',
-      description,
-      component: { kind: 'volume', projectName: volume.projectName, volumes: [{ ID: volume.UUID, Name: volume.name }] },
-    };
+  /** The catalogue gives each event its type, severity and reporting service. */
+  private event(volume: VolumeRecord, eventName: EventName, description: string): EventInput {
+    return catalogued(eventName, { description, component: { kind: 'volume', projectName: volume.projectName, volumes: [{ ID: volume.UUID, Name: volume.name }] } });
   }
+
 }
 
 function volumeOfStatusKey(key: string): string {

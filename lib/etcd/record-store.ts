@@ -25,14 +25,12 @@ export class RecordStore {
 
   /** Every record under a prefix, in key order; `startAfter` and `limit` page through them. */
   async list<T>(prefix: string, options: { startAfter?: string; limit?: number } = {}): Promise<Versioned<T>[]> {
-    let builder = this.etcd.getAll().prefix(prefix).sort('Key', 'Ascend');
-    if (options.startAfter !== undefined) {
-      // A range from just after startAfter to the end of the prefix.
-      const end = prefixEnd(prefix);
-      builder = this.etcd.getAll().sort('Key', 'Ascend') as typeof builder;
-      (builder as unknown as { request: { key: Buffer; range_end: Buffer } }).request.key = Buffer.from(`${options.startAfter}\0`);
-      (builder as unknown as { request: { key: Buffer; range_end: Buffer } }).request.range_end = end;
-    }
+    // From just after startAfter (the NUL byte sorts first) to the end of the prefix.
+    let builder = (
+      options.startAfter === undefined
+        ? this.etcd.getAll().prefix(prefix)
+        : this.etcd.getAll().inRange({ start: `${options.startAfter}\0`, end: prefixEnd(prefix) })
+    ).sort('Key', 'Ascend');
     if (options.limit !== undefined) builder = builder.limit(options.limit);
     const res = await builder.exec();
     return res.kvs.map((kv) => {
