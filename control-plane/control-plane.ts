@@ -19,7 +19,6 @@ import { InventoryStore } from './agents/inventory-store.js';
 import { VolumeReportService } from './agents/volume-report-service.js';
 import { VolumeStatusStore } from './agents/volume-status-store.js';
 import { Authenticator } from './auth/authenticator.js';
-import { CredentialStore } from './auth/credentials-store.js';
 import { bootstrapCluster, type BootstrapResult } from './bootstrap/bootstrap.js';
 import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
 import { instanceIdOf, type ControlPlaneConfig } from './config.js';
@@ -27,6 +26,7 @@ import { createHttpApp } from './http/app.js';
 import { LeaderElection } from './leadership/leader-election.js';
 import { LeaderTasks } from './leadership/leader-tasks.js';
 import { buildResources } from './resources.js';
+import { WatchCache } from './watch-cache/watch-cache.js';
 
 export interface RunningControlPlane {
   readonly instanceId: string;
@@ -87,9 +87,12 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     since: new Date().toISOString(),
   });
   const election = new LeaderElection(etcd, instanceId, child('leadership'));
+  const cache = new WatchCache(etcd, child('watch-cache'));
+  await untilEtcdAnswers(logger, () => cache.start());
   const resources = buildResources({
     etcd,
-    auth: new Authenticator(new CredentialStore(etcd)),
+    cache,
+    auth: new Authenticator(cache),
     election,
     registry,
     cluster: bootstrap.cluster,
@@ -97,7 +100,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     ports: { api: apiPort, grpc: grpcPort },
     logger,
   });
-  httpServer.on('request', createHttpApp(child('http'), resources.routers).callback());
+  httpServer.on('request', createHttpApp(child('http'), resources.routers, { beforeApiRoutes: () => cache.sync() }).callback());
 
   // Membership and leadership: one lease for both, granted again whenever it is lost.
   const leaderTasks = new LeaderTasks(election, resources.leaderTasks, child('leader-tasks'));
@@ -133,6 +136,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
       await leaderTasks.stop();
       await election.stop();
       await lease.stop();
+      await cache.stop();
       etcd.close();
       logger.info({ instanceId }, 'control plane stopped');
     },

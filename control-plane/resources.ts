@@ -40,9 +40,9 @@ import { NvmeDevicesService } from './nvme-devices/nvme-devices-service.js';
 import { createNvmeDevicesRoutes } from './nvme-devices/nvme-devices-routes.js';
 import { PoliciesService } from './policies/policies-service.js';
 import { PoliciesStore } from './policies/policies-store.js';
-import { EtcdPolicyDirectory } from './policies/policy-directory.js';
+import { WatchedPolicyDirectory } from './policies/policy-directory.js';
 import { createPoliciesRoutes } from './policies/policies-routes.js';
-import { EtcdProjectDirectory } from './projects/project-directory.js';
+import { WatchedProjectDirectory } from './projects/project-directory.js';
 import { ProjectsService } from './projects/projects-service.js';
 import { ProjectsStore } from './projects/projects-store.js';
 import { createProjectsRoutes } from './projects/projects-routes.js';
@@ -57,6 +57,7 @@ import { VolumeController } from './volume-controller/volume-controller.js';
 import { VolumeService, VolumeUsageCounter } from './volumes/volume-service.js';
 import { VolumeStore } from './volumes/volume-store.js';
 import { createVolumeRoutes } from './volumes/volume-routes.js';
+import type { WatchCache } from './watch-cache/watch-cache.js';
 
 /** The NVMe/TCP ports every storage node uses; admin endpoints may not take them. */
 const NVME_PORT = 4420;
@@ -64,6 +65,8 @@ const DISCOVERY_PORT = 8009;
 
 export interface ResourceContext {
   readonly etcd: Etcd3;
+  /** Started; every /api request has called its sync() before a route runs. */
+  readonly cache: WatchCache;
   readonly auth: Authenticator;
   readonly election: LeaderElection;
   readonly registry: ControlPlaneRegistry;
@@ -79,7 +82,7 @@ export interface Resources {
 }
 
 export function buildResources(ctx: ResourceContext): Resources {
-  const { etcd, auth, config, logger } = ctx;
+  const { etcd, cache, auth, config, logger } = ctx;
   const events = new EtcdEventLog(etcd, logger.child({ component: 'events' }));
 
   // Inventory views share one reader: it keeps the last snapshot and reads only changes.
@@ -88,18 +91,18 @@ export function buildResources(ctx: ResourceContext): Resources {
 
   const projectsStore = new ProjectsStore(etcd);
   const policiesStore = new PoliciesStore(etcd);
-  const projectDirectory = new EtcdProjectDirectory(etcd);
-  const volumeStore = new VolumeStore(new RecordStore(etcd));
-  const volumeUsage = new VolumeUsageCounter(volumeStore);
+  const projectDirectory = new WatchedProjectDirectory(cache);
+  const volumeStore = new VolumeStore(new RecordStore(etcd), cache);
+  const volumeUsage = new VolumeUsageCounter(volumeStore, () => cache.sync());
   const flags = new FeatureFlagsService(new FeatureFlagsStore(etcd), events);
   const snapshotStore = new SnapshotStore(etcd);
   const volumes = new VolumeService({
     store: volumeStore,
     projects: projectDirectory,
-    policies: new EtcdPolicyDirectory(etcd),
+    policies: new WatchedPolicyDirectory(cache),
     snapshots: new EtcdSnapshotDirectory(snapshotStore),
     flags,
-    replicaLimits: new PresenceReplicaLimits(etcd, ctx.cluster.supportedMaxReplicas),
+    replicaLimits: new PresenceReplicaLimits(cache, ctx.cluster.supportedMaxReplicas),
     events,
     clusterUUID: ctx.cluster.UUID,
   });

@@ -5,20 +5,43 @@
 import { importSPKI, jwtVerify, decodeProtectedHeader, errors as joseErrors, type CryptoKey, type KeyObject } from 'jose';
 import type { IncomingHttpHeaders } from 'node:http';
 import { errors } from '../../lib/errors.js';
-import type { CredentialStore } from './credentials-store.js';
+import type { CredentialLookup } from './credentials-store.js';
 import { authorize, grantableRoles, type Permission, type Principal } from './permissions.js';
 
 const CLOCK_TOLERANCE_SECONDS = 30;
+/** Verified tokens remembered (clients send the same token on every request). */
+const VERIFIED_TOKENS_MAX = 10_000;
+
+interface VerifiedToken {
+  readonly principal: Principal;
+  /** The credential's revision when the signature was verified: any change forgets the token. */
+  readonly credentialRevision: string;
+  /** exp plus the clock tolerance, in ms since the epoch. */
+  readonly validUntilMs: number;
+}
 
 export class Authenticator {
   /** Imported keys by "<project>:<name>", valid while the stored record's revision is unchanged. */
   private readonly keyCache = new Map<string, { revision: string; key: CryptoKey | KeyObject }>();
+  /**
+   * Tokens whose RS256 signature was verified, by token text: an RSA verification per request
+   * costs more than the rest of a GET. A hit still needs the credential, unchanged, and an
+   * unexpired token, so deleting or replacing a credential locks its tokens out as before.
+   */
+  private readonly verified = new Map<string, VerifiedToken>();
 
-  constructor(private readonly credentials: CredentialStore) {}
+  constructor(private readonly credentials: CredentialLookup) {}
 
   /** Verifies the request's token; throws UNAUTHENTICATED (401) for anything but a valid token. */
   async authenticate(headers: IncomingHttpHeaders): Promise<Principal> {
     const token = tokenFromHeaders(headers);
+    const remembered = this.verified.get(token);
+    if (remembered) {
+      const { credentialProject, credentialName } = remembered.principal;
+      const credential = this.credentials.credential(credentialProject, credentialName);
+      if (credential?.revision === remembered.credentialRevision && Date.now() <= remembered.validUntilMs) return remembered.principal;
+      this.verified.delete(token);
+    }
     let kid: string | undefined;
     try {
       const header = decodeProtectedHeader(token);
@@ -33,7 +56,7 @@ export class Authenticator {
     const key = await this.publicKey(project, name);
     let payload;
     try {
-      ({ payload } = await jwtVerify(token, key, {
+      ({ payload } = await jwtVerify(token, key.key, {
         algorithms: ['RS256'],
         requiredClaims: ['exp'],
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
@@ -44,12 +67,20 @@ export class Authenticator {
       throw errors.unauthenticated('token signature cannot be verified');
     }
     const claimed = Array.isArray(payload['roles']) ? payload['roles'].filter((r): r is string => typeof r === 'string') : [];
-    return {
+    const principal: Principal = {
       subject: typeof payload.sub === 'string' ? payload.sub : '',
       credentialProject: project,
       credentialName: name,
       roles: grantableRoles(project, claimed),
     };
+    this.remember(token, principal, key.revision, (payload.exp ?? 0) * 1000 + CLOCK_TOLERANCE_SECONDS * 1000);
+    return principal;
+  }
+
+  private remember(token: string, principal: Principal, credentialRevision: string, validUntilMs: number): void {
+    // Oldest first out: a Map iterates in insertion order.
+    if (this.verified.size >= VERIFIED_TOKENS_MAX) this.verified.delete(this.verified.keys().next().value!);
+    this.verified.set(token, { principal, credentialRevision, validUntilMs });
   }
 
   /** Authenticates, then authorizes: 401 before 403. */
@@ -59,19 +90,19 @@ export class Authenticator {
     return principal;
   }
 
-  private async publicKey(project: string, name: string): Promise<CryptoKey | KeyObject> {
-    const stored = await this.credentials.get(project, name);
+  private async publicKey(project: string, name: string): Promise<{ key: CryptoKey | KeyObject; revision: string }> {
+    const stored = this.credentials.credential(project, name);
     const cacheKey = `${project}:${name}`;
     if (!stored) {
       this.keyCache.delete(cacheKey);
       throw errors.unauthenticated(`unknown credential ${cacheKey}`);
     }
     const cached = this.keyCache.get(cacheKey);
-    if (cached && cached.revision === stored.revision) return cached.key;
+    if (cached && cached.revision === stored.revision) return cached;
     try {
-      const key = await importSPKI(stored.record.payload, 'RS256');
-      this.keyCache.set(cacheKey, { revision: stored.revision, key });
-      return key;
+      const imported = { revision: stored.revision, key: await importSPKI(stored.record.payload, 'RS256') };
+      this.keyCache.set(cacheKey, imported);
+      return imported;
     } catch {
       throw errors.unauthenticated(`credential ${cacheKey} holds no usable RS256 public key`);
     }

@@ -9,13 +9,13 @@ import type { CredentialRecord } from '../../lib/records.js';
 import { importPrivateKey, signToken } from '../auth/tokens.js';
 import { PoliciesStore } from '../policies/policies-store.js';
 import {
-  EtcdVolumeUsage,
   expectError,
   fieldsOf,
   fuzzRoute,
   malformedBodies,
   startApiKit,
   type ApiKit,
+  volumeUsage,
 } from '../projects/api-test-kit.js';
 import { createProjectsRoutes } from '../projects/projects-routes.js';
 import { ProjectsService } from '../projects/projects-service.js';
@@ -40,10 +40,10 @@ describe('credentials API', () => {
   let p1Admin: string;
 
   before(async () => {
-    kit = await startApiKit((etcd, auth) => {
+    kit = await startApiKit((etcd, auth, cache) => {
       const projects = new ProjectsStore(etcd);
       return [
-        createProjectsRoutes({ auth, projects: new ProjectsService(projects, new PoliciesStore(etcd), new EtcdVolumeUsage(etcd)) }),
+        createProjectsRoutes({ auth, projects: new ProjectsService(projects, new PoliciesStore(etcd), volumeUsage(etcd, cache)) }),
         createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projects) }),
       ];
     });

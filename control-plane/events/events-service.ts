@@ -60,18 +60,6 @@ export class EventStore {
   }
 }
 
-/** Project existence straight from etcd (keys.project), for wiring without the projects folder. */
-export class EtcdProjectExistence implements Pick<ProjectDirectory, 'require'> {
-  constructor(private readonly etcd: Etcd3) {}
-
-  async require(projectName: string): Promise<void> {
-    // Names with '/' could address other keys; such a project cannot exist.
-    if (projectName.includes('/') || (await this.etcd.get(keys.project(projectName)).string()) === null) {
-      throw errors.notFound('project', projectName);
-    }
-  }
-}
-
 export class EventsService {
   constructor(
     private readonly store: EventStore,

@@ -9,7 +9,8 @@ import { EtcdEventLog } from './etcd-event-log.js';
 import type { EventInput } from './event-recorder.js';
 import { EVENT_FIELDS } from './event-wire.js';
 import { createEventsRoutes } from './events-routes.js';
-import { EtcdProjectExistence, EventStore, EventsService } from './events-service.js';
+import { EventStore, EventsService } from './events-service.js';
+import { WatchedProjectDirectory } from '../projects/project-directory.js';
 import { projectToken } from './test-tokens.js';
 
 const BASE_NS = 1_700_000_000_000_000_000n; // 2023-11-14T22:13:20Z
@@ -45,7 +46,7 @@ describe('events API', () => {
   const allNewestFirst = [...seeded].reverse().map((s) => s.input.description);
 
   before(async () => {
-    api = await startApiHarness((etcd, auth) => [createEventsRoutes({ auth, events: new EventsService(new EventStore(etcd), new EtcdProjectExistence(etcd)) })]);
+    api = await startApiHarness((etcd, auth, cache) => [createEventsRoutes({ auth, events: new EventsService(new EventStore(etcd), new WatchedProjectDirectory(cache)) })]);
     await putRecord(api.etcd, keys.project('proj-a'), { UUID: 'p-a', name: 'proj-a', description: '', defaultPolicies: [], builtIn: false, createdAt: new Date().toISOString() });
     await putRecord(api.etcd, keys.project('proj-b'), { UUID: 'p-b', name: 'proj-b', description: '', defaultPolicies: [], builtIn: false, createdAt: new Date().toISOString() });
     let now = 0n;

@@ -7,7 +7,15 @@ import type Router from '@koa/router';
 import { StrataError, toStrataError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 
-export function createHttpApp(logger: Logger, routers: readonly Router[]): Koa {
+export interface HttpAppOptions {
+  /**
+   * Runs before the routes of every /api request: brings the watch cache up to date with etcd
+   * (WatchCache.sync), so everything a route reads from it is at least as new as the request.
+   */
+  readonly beforeApiRoutes?: () => Promise<void>;
+}
+
+export function createHttpApp(logger: Logger, routers: readonly Router[], options: HttpAppOptions = {}): Koa {
   const app = new Koa({ proxy: false });
   app.silent = true; // errors are logged by the mapper below, once
 
@@ -35,6 +43,14 @@ export function createHttpApp(logger: Logger, routers: readonly Router[]): Koa {
       logger.debug({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms }, 'request');
     }
   });
+
+  const beforeApiRoutes = options.beforeApiRoutes;
+  if (beforeApiRoutes) {
+    app.use(async (ctx, next) => {
+      if (ctx.path.startsWith('/api/')) await beforeApiRoutes();
+      await next();
+    });
+  }
 
   for (const router of routers) {
     app.use(router.routes());

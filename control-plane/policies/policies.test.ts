@@ -5,7 +5,6 @@ import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { StrataError } from '../../lib/errors.js';
 import {
-  EtcdVolumeUsage,
   expectError,
   fieldsOf,
   fuzzRoute,
@@ -14,6 +13,7 @@ import {
   removeVolume,
   startApiKit,
   type ApiKit,
+  volumeUsage,
 } from '../projects/api-test-kit.js';
 import { createProjectsRoutes } from '../projects/projects-routes.js';
 import { ProjectsService } from '../projects/projects-service.js';
@@ -21,7 +21,7 @@ import { ProjectsStore } from '../projects/projects-store.js';
 import { createPoliciesRoutes } from './policies-routes.js';
 import { PoliciesService } from './policies-service.js';
 import { PoliciesStore } from './policies-store.js';
-import { EtcdPolicyDirectory } from './policy-directory.js';
+import { WatchedPolicyDirectory } from './policy-directory.js';
 
 const POLICY_FIELDS = ['UUID', 'name', 'description', 'state', 'QoSRateLimitPolicy'].sort();
 
@@ -32,10 +32,10 @@ describe('policies API', () => {
   let p2Admin: string;
 
   before(async () => {
-    kit = await startApiKit((etcd, auth) => {
+    kit = await startApiKit((etcd, auth, cache) => {
       const projects = new ProjectsStore(etcd);
       const policies = new PoliciesStore(etcd);
-      const usage = new EtcdVolumeUsage(etcd);
+      const usage = volumeUsage(etcd, cache);
       return [
         createProjectsRoutes({ auth, projects: new ProjectsService(projects, policies, usage) }),
         createPoliciesRoutes({ auth, policies: new PoliciesService(policies, projects, usage) }),
@@ -263,7 +263,8 @@ describe('policies API', () => {
   });
 
   test('PolicyDirectory: resolve by UUID or name for a project; nameOf', async () => {
-    const directory = new EtcdPolicyDirectory(kit.etcd);
+    await kit.api.cache.sync();
+    const directory = new WatchedPolicyDirectory(kit.api.cache);
     assert.deepEqual(await directory.resolve('p2', { UUID: gold }), { UUID: gold, name: 'gold' });
     assert.deepEqual(await directory.resolve('p2', { name: 'gold' }), { UUID: gold, name: 'gold' });
     assert.deepEqual(await directory.resolve('p1', { UUID: scoped.toUpperCase(), name: 'per-gb' }), { UUID: scoped, name: 'per-gb' });

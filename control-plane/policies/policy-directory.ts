@@ -1,25 +1,21 @@
-// PolicyDirectory (volume-dependencies.ts) over etcd: how the volumes service resolves the QoS
-// policy a volume names. No dependencies but etcd.
-import type { Etcd3 } from 'etcd3';
+// PolicyDirectory (volume-dependencies.ts) over the watch cache: how the volumes service
+// resolves the QoS policy a volume names, answered from memory (the request's sync() made the
+// cache current).
 import { errors } from '../../lib/errors.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
 import type { PolicyDirectory, PolicyRef } from '../volumes/volume-dependencies.js';
-import { PoliciesStore } from './policies-store.js';
-import { isVisibleTo } from './policy-record.js';
+import { isVisibleTo, type PolicyRecord } from './policy-record.js';
 
-export class EtcdPolicyDirectory implements PolicyDirectory {
-  private readonly store: PoliciesStore;
-
-  constructor(etcd: Etcd3) {
-    this.store = new PoliciesStore(etcd);
-  }
+export class WatchedPolicyDirectory implements PolicyDirectory {
+  constructor(private readonly cache: WatchCache) {}
 
   async resolve(projectName: string, ref: { UUID?: string; name?: string }): Promise<PolicyRef> {
     const UUID = ref.UUID || undefined;
     const name = ref.name || undefined;
     if (UUID === undefined && name === undefined) throw errors.invalid('give the QoS policy UUID or name');
-    const byUUID = UUID === undefined ? null : await this.store.get(UUID.toLowerCase());
+    const byUUID = UUID === undefined ? null : this.cache.policy<PolicyRecord>(UUID.toLowerCase());
     if (UUID !== undefined && !byUUID) throw errors.notFound('policy', UUID);
-    const byName = name === undefined ? null : await this.store.getByName(name);
+    const byName = name === undefined ? null : this.cache.policyNamed<PolicyRecord>(name);
     if (name !== undefined && !byName) throw errors.notFound('policy', name);
     if (byUUID && byName && byUUID.record.UUID !== byName.record.UUID) {
       throw errors.invalid(`QoS policy ${UUID} is named ${byUUID.record.name}, not ${name}`);
@@ -33,6 +29,6 @@ export class EtcdPolicyDirectory implements PolicyDirectory {
 
   async nameOf(policyUUID: string): Promise<string> {
     if (policyUUID === '') return '';
-    return (await this.store.get(policyUUID))?.record.name ?? '';
+    return this.cache.policy(policyUUID)?.record.name ?? '';
   }
 }

@@ -15,6 +15,10 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { importPrivateKey, signToken } from '../auth/tokens.js';
 import type { EventInput, EventRecorder } from '../events/event-recorder.js';
 import type { VolumeUsage } from '../volumes/volume-dependencies.js';
+import { VolumeUsageCounter } from '../volumes/volume-service.js';
+import { VolumeStore } from '../volumes/volume-store.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
+import { RecordStore } from '../../lib/etcd/record-store.js';
 
 export interface Reply {
   readonly status: number;
@@ -44,7 +48,7 @@ export interface ApiKit {
 
 export const TOKEN_MINTER = 'test-minter';
 
-export async function startApiKit(routers: (etcd: Etcd3, auth: Authenticator) => Router[]): Promise<ApiKit> {
+export async function startApiKit(routers: (etcd: Etcd3, auth: Authenticator, cache: WatchCache) => Router[]): Promise<ApiKit> {
   const api = await startApiHarness(routers);
   try {
     const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
@@ -107,23 +111,9 @@ export function fieldsOf(value: object): string[] {
 
 // ---- volumes and snapshots, as their services write them ----
 
-/** VolumeUsage over etcd: counts volume records that are not Deleting. */
-export class EtcdVolumeUsage implements VolumeUsage {
-  constructor(private readonly etcd: Etcd3) {}
-
-  private async live(): Promise<VolumeRecord[]> {
-    const values = await this.etcd.getAll().prefix(keys.volumesPrefix()).strings();
-    return Object.values(values).map((v) => JSON.parse(v) as VolumeRecord).filter((v) => v.state !== 'Deleting');
-  }
-  async countUsingPolicy(policyUUID: string): Promise<number> {
-    return (await this.live()).filter((v) => v.qosPolicyUUID === policyUUID).length;
-  }
-  async countInProject(projectName: string): Promise<number> {
-    return (await this.live()).filter((v) => v.projectName === projectName).length;
-  }
-  async countClonedFrom(snapshotUUID: string): Promise<number> {
-    return (await this.live()).filter((v) => v.sourceSnapshotUUID === snapshotUUID).length;
-  }
+/** The product's VolumeUsage, over the harness's etcd and watch cache. */
+export function volumeUsage(etcd: Etcd3, cache: WatchCache): VolumeUsage {
+  return new VolumeUsageCounter(new VolumeStore(new RecordStore(etcd), cache), () => cache.sync());
 }
 
 export async function putVolume(etcd: Etcd3, overrides: Partial<VolumeRecord> & Pick<VolumeRecord, 'projectName'>): Promise<VolumeRecord> {

@@ -1,24 +1,19 @@
-// ProjectDirectory (volume-dependencies.ts) over etcd: what the volumes service asks of
-// projects. No dependencies but etcd, so it can be built before the services that need it.
-import type { Etcd3 } from 'etcd3';
+// ProjectDirectory (volume-dependencies.ts) over the watch cache: what the volumes service asks
+// of projects, answered from memory (the request's sync() made the cache current).
 import { errors } from '../../lib/errors.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
 import type { ProjectDirectory } from '../volumes/volume-dependencies.js';
 import { POLICY_TYPE_QOS } from './projects-schema.js';
-import { ProjectsStore } from './projects-store.js';
 
-export class EtcdProjectDirectory implements ProjectDirectory {
-  private readonly store: ProjectsStore;
-
-  constructor(etcd: Etcd3) {
-    this.store = new ProjectsStore(etcd);
-  }
+export class WatchedProjectDirectory implements ProjectDirectory {
+  constructor(private readonly cache: WatchCache) {}
 
   async require(projectName: string): Promise<void> {
-    if (!(await this.store.get(projectName))) throw errors.notFound('project', projectName);
+    if (!this.cache.project(projectName)) throw errors.notFound('project', projectName);
   }
 
   async defaultQosPolicyUUID(projectName: string): Promise<string> {
-    const project = await this.store.get(projectName);
+    const project = this.cache.project(projectName);
     if (!project) throw errors.notFound('project', projectName);
     return (project.record.defaultPolicies ?? []).find((p) => p.policyType === POLICY_TYPE_QOS)?.policyUUID ?? '';
   }

@@ -12,7 +12,6 @@ import { createPoliciesRoutes } from '../policies/policies-routes.js';
 import { PoliciesService } from '../policies/policies-service.js';
 import { PoliciesStore } from '../policies/policies-store.js';
 import {
-  EtcdVolumeUsage,
   expectError,
   fieldsOf,
   fuzzRoute,
@@ -23,8 +22,9 @@ import {
   removeVolume,
   startApiKit,
   type ApiKit,
+  volumeUsage,
 } from './api-test-kit.js';
-import { EtcdProjectDirectory } from './project-directory.js';
+import { WatchedProjectDirectory } from './project-directory.js';
 import { createProjectsRoutes } from './projects-routes.js';
 import { ProjectsService } from './projects-service.js';
 import { ProjectsStore } from './projects-store.js';
@@ -36,10 +36,10 @@ describe('projects API', () => {
   let admin: string;
 
   before(async () => {
-    kit = await startApiKit((etcd, auth) => {
+    kit = await startApiKit((etcd, auth, cache) => {
       const projects = new ProjectsStore(etcd);
       const policies = new PoliciesStore(etcd);
-      const usage = new EtcdVolumeUsage(etcd);
+      const usage = volumeUsage(etcd, cache);
       return [
         createProjectsRoutes({ auth, projects: new ProjectsService(projects, policies, usage) }),
         createPoliciesRoutes({ auth, policies: new PoliciesService(policies, projects, usage) }),
@@ -163,7 +163,8 @@ describe('projects API', () => {
 
     const put = await kit.request('PUT', '/api/v2/projects/alpha', { token: admin, body: { defaultPolicies: [{ policyType: 'QoS', policyUUID: scoped }] } });
     assert.equal(put.status, 200, JSON.stringify(put.body));
-    const directory = new EtcdProjectDirectory(kit.etcd);
+    await kit.api.cache.sync();
+    const directory = new WatchedProjectDirectory(kit.api.cache);
     assert.equal(await directory.defaultQosPolicyUUID('alpha'), scoped);
     assert.equal(await directory.defaultQosPolicyUUID('Alpha'), '');
     await directory.require('alpha');

@@ -57,12 +57,17 @@ export interface ReplicaLimits {
   currentMaxReplicas(): Promise<number>;
 }
 
-/** Lets policies/ and projects/ refuse to delete what volumes still use. */
+/**
+ * Lets policies/, projects/ and snapshots/ refuse to delete what volumes still use. A volume
+ * that is Deleting uses nothing any more (its name is already free, and its data needs neither
+ * its project, its policy nor the snapshot it was cloned from), so it is not counted: clients
+ * delete a project's volumes and then the project, without waiting for the data path.
+ */
 export interface VolumeUsage {
-  /** Number of (non-deleted) volumes using the policy. */
+  /** Number of volumes, not Deleting, using the policy. */
   countUsingPolicy(policyUUID: string): Promise<number>;
-  /** Number of (non-deleted) volumes in the project. */
+  /** Number of volumes, not Deleting, in the project. */
   countInProject(projectName: string): Promise<number>;
-  /** Number of volumes cloned from the snapshot and not yet deleted. */
+  /** Number of volumes, not Deleting, cloned from the snapshot. */
   countClonedFrom(snapshotUUID: string): Promise<number>;
 }

@@ -159,7 +159,7 @@ export class VolumeService {
       (query.snapshotUUID === undefined || v.sourceSnapshotUUID === query.snapshotUUID) &&
       (inFailureDomain === undefined || (v.placement?.nodeList ?? []).some((n) => inFailureDomain!.has(n)));
     const page = await store.page({ ...(query.offsetUUID === undefined ? {} : { startAfterUUID: query.offsetUUID }), limit: query.limit, match });
-    return this.toWire(page.volumes, page.spanned);
+    return this.toWire(page);
   }
 
   /** PUT: answers nothing (the route sends `{}`). */
@@ -375,11 +375,11 @@ export class VolumeService {
   }
 
   /** Wire form of stored volumes: their status reports and node liveness read together. */
-  private async toWire(volumes: readonly StoredVolume[], spanned = volumes.length): Promise<VolumeWire[]> {
+  private async toWire(volumes: readonly StoredVolume[]): Promise<VolumeWire[]> {
     const { store } = this.deps;
     const placed = volumes.filter((v) => v.record.placement !== null).map((v) => v.record.UUID);
     const [statuses, presentNodes, qos] = await Promise.all([
-      placed.length > 0 ? store.statusesOf(placed, spanned) : Promise.resolve(new Map<string, never[]>()),
+      placed.length > 0 ? store.statusesOf(placed) : Promise.resolve(new Map<string, never[]>()),
       placed.length > 0 ? store.presentNodes() : Promise.resolve(new Set<string>()),
       this.effectiveQos(volumes),
     ]);
@@ -438,24 +438,29 @@ export class VolumeService {
 
 /** Counts volume records for the resources that must not delete what volumes still use. */
 export class VolumeUsageCounter implements VolumeUsage {
-  private readonly store: VolumeStore;
-
-  constructor(store: VolumeStore) {
-    this.store = store;
-  }
+  constructor(
+    private readonly store: VolumeStore,
+    private readonly sync?: () => Promise<void>,
+  ) {}
 
   /** Volumes naming the policy explicitly (a project default is the project's own use). */
   async countUsingPolicy(policyUUID: string): Promise<number> {
-    return (await this.store.scan((v) => v.qosPolicyUUID === policyUUID)).length;
+    return this.count((v) => v.qosPolicyUUID === policyUUID);
   }
 
-  /** Every volume record of the project, Deleting and Failed included: they still exist. */
+  /** Volumes of the project, Failed included (they still hold data); Deleting ones no longer count. */
   async countInProject(projectName: string): Promise<number> {
-    return (await this.store.scan((v) => v.projectName === projectName)).length;
+    return this.count((v) => v.projectName === projectName);
   }
 
   async countClonedFrom(snapshotUUID: string): Promise<number> {
-    return (await this.store.scan((v) => v.sourceSnapshotUUID === snapshotUUID)).length;
+    return this.count((v) => v.sourceSnapshotUUID === snapshotUUID);
+  }
+
+  /** Callers outside a request (snapshot retention) pass `sync`: the cache is made current first. */
+  private async count(match: (v: VolumeRecord) => boolean): Promise<number> {
+    await this.sync?.();
+    return (await this.store.scan((v) => v.state !== 'Deleting' && match(v))).length;
   }
 }
 

@@ -2,13 +2,15 @@
 // name index `volume-names/<project>/<name>` → {"UUID"}, always changed in the same transaction
 // as the record. The index exists while the volume is not Deleting, so a name is free again the
 // moment its volume starts Deleting. The API writes nothing else; what the data path reports
-// (`volume-status/<UUID>/<node>`), node records and presence are only read here.
+// (`volume-status/<UUID>/<node>`), node records and presence are only read here. Reads come from
+// the watch cache (control-plane/watch-cache/), which the request's sync() made current; writes
+// go to etcd, guarded on the revisions read.
 import type { IOperation, IRangeResponse } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
-import { parseRecord, unconditionalTxn } from '../../lib/etcd/client.js';
-import { RecordStore, prefixEnd, type Versioned } from '../../lib/etcd/record-store.js';
+import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { StrataError, errors } from '../../lib/errors.js';
-import type { NodeRecord, PresenceRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
 
 export type StoredVolume = Versioned<VolumeRecord>;
 
@@ -20,11 +22,6 @@ export interface VolumeNameIndex {
 /** A change computed from the current record; `null` means "nothing to change". */
 export type VolumeChange = { record: VolumeRecord; ops?: IOperation[]; compares?: (readonly [string, string])[] } | null;
 
-/** Volume records read per range request when paging (the API's page maximum). */
-const MAX_BATCH = 1000;
-const MIN_BATCH = 64;
-/** Status records read per transaction; well under etcd's default limit of 128 operations. */
-const STATUS_RANGES_PER_TXN = 64;
 
 class Unchanged {
   constructor(readonly current: StoredVolume) {}
@@ -32,9 +29,11 @@ class Unchanged {
 
 export class VolumeStore {
   private readonly records: RecordStore;
+  private readonly cache: WatchCache;
 
-  constructor(records: RecordStore) {
+  constructor(records: RecordStore, cache: WatchCache) {
     this.records = records;
+    this.cache = cache;
   }
 
   /**
@@ -67,63 +66,43 @@ export class VolumeStore {
     return this.records.get<T>(key);
   }
 
+  /** The volume, from the watch cache (current as of the request's sync()). */
   async get(uuid: string): Promise<StoredVolume | null> {
-    return this.records.get<VolumeRecord>(keys.volume(uuid));
+    return this.cache.volume(uuid);
   }
 
   /**
-   * The volume named `name` in `project`. The index finds live volumes; Deleting ones have no
-   * index (their name is free), so `includeDeleting` falls back to a scan of the records —
-   * the by-name GET must still show a volume while it is being deleted (wire-conventions §4).
-   * A live volume wins over Deleting ones; among Deleting ones the most recently created.
+   * The volume named `name` in `project`. Deleting ones have no name index (their name is free),
+   * but the by-name GET must still show a volume while it is being deleted (wire-conventions §4):
+   * with `includeDeleting`, a live volume wins over Deleting ones, and among Deleting ones the
+   * most recently created.
    */
   async findByName(project: string, name: string, options: { includeDeleting: boolean }): Promise<StoredVolume | null> {
-    const index = await this.records.get<VolumeNameIndex>(keys.volumeName(project, name));
-    if (index) {
-      const volume = await this.get(index.record.UUID);
-      if (volume && volume.record.projectName === project && volume.record.name === name && volume.record.state !== 'Deleting') return volume;
-    }
-    if (!options.includeDeleting) return null;
-    const matches = await this.scan((v) => v.projectName === project && v.name === name);
+    const matches = this.cache.volumesNamed(project, name);
     const live = matches.find((v) => v.record.state !== 'Deleting');
-    if (live) return live;
+    if (live || !options.includeDeleting) return live ?? null;
     return matches.sort((a, b) => (a.record.creationTime < b.record.creationTime ? 1 : -1))[0] ?? null;
   }
 
   /**
    * One page of volumes in UUID order, starting after `startAfterUUID`, keeping those `match`
-   * accepts. Volumes are read in batches until the page is full or the keys run out. Because the
-   * order is the key order, a client paging with the last UUID it got sees every volume that
-   * exists throughout exactly once, whatever is created or deleted meanwhile. `spanned` counts
-   * the volume keys from the first kept one to the last (inclusive): how dense the page is.
+   * accepts. Because the order is the key order, a client paging with the last UUID it got sees
+   * every volume that exists throughout exactly once, whatever is created or deleted meanwhile.
    */
-  async page(options: { startAfterUUID?: string; limit: number; match: (volume: VolumeRecord) => boolean }): Promise<{ volumes: StoredVolume[]; spanned: number }> {
+  async page(options: { startAfterUUID?: string; limit: number; match: (volume: VolumeRecord) => boolean }): Promise<StoredVolume[]> {
     const volumes: StoredVolume[] = [];
-    // Batches start near the page size and grow while the filter skips volumes (another
-    // project's, another name), so a sparse match costs few round trips and a dense one reads
-    // little more than the page.
-    let batch = Math.min(MAX_BATCH, Math.max(options.limit, MIN_BATCH));
-    let after = options.startAfterUUID === undefined ? undefined : keys.volume(options.startAfterUUID);
-    let scanned = 0;
-    let firstKept = -1;
-    for (;;) {
-      const chunk = await this.records.list<VolumeRecord>(keys.volumesPrefix(), { ...(after === undefined ? {} : { startAfter: after }), limit: batch });
-      for (const volume of chunk) {
-        scanned++;
-        if (!options.match(volume.record)) continue;
-        if (firstKept < 0) firstKept = scanned;
-        volumes.push(volume);
-        if (volumes.length === options.limit) return { volumes, spanned: scanned - firstKept + 1 };
-      }
-      if (chunk.length < batch) return { volumes, spanned: firstKept < 0 ? 0 : scanned - firstKept + 1 };
-      after = chunk[chunk.length - 1]!.key;
-      batch = Math.min(MAX_BATCH, batch * 4);
+    if (options.limit <= 0) return volumes;
+    for (const volume of this.cache.volumesInOrder(options.startAfterUUID)) {
+      if (!options.match(volume.record)) continue;
+      volumes.push(volume);
+      if (volumes.length === options.limit) break;
     }
+    return volumes;
   }
 
-  /** Every volume record `match` accepts (usage counts, the by-name fallback). */
+  /** Every volume record `match` accepts (usage counts). */
   async scan(match: (volume: VolumeRecord) => boolean): Promise<StoredVolume[]> {
-    return (await this.page({ limit: Number.MAX_SAFE_INTEGER, match })).volumes;
+    return this.page({ limit: Number.MAX_SAFE_INTEGER, match });
   }
 
   /**
@@ -164,55 +143,18 @@ export class VolumeStore {
     return this.records.delete(keys.volumeName(project, name));
   }
 
-  /**
-   * What the nodes last reported for each volume, by volume UUID, without one round trip per
-   * volume. Status keys sort like volume keys, so when the volumes are (nearly) every volume
-   * of a UUID range — `spanned` volume keys hold them, a list page says how many — one range
-   * read from the first volume's statuses to the last one's is exact (or nearly). Otherwise
-   * (a sparse page: one project among many) each volume's prefix is read, in a few
-   * transactions run together.
-   */
-  async statusesOf(uuids: readonly string[], spanned = uuids.length): Promise<Map<string, VolumeStatusRecord[]>> {
-    const result = new Map<string, VolumeStatusRecord[]>(uuids.map((u) => [u, []]));
-    if (uuids.length === 0) return result;
-    const collect = (kvs: readonly { key: Buffer; value: Buffer }[]) => {
-      const prefix = keys.volumeStatusPrefix();
-      for (const kv of kvs) {
-        const key = kv.key.toString();
-        const list = result.get(key.slice(prefix.length).split('/')[0]!);
-        const record = list && parseRecord<VolumeStatusRecord>(key, kv.value);
-        if (record) list.push(record);
-      }
-    };
-    const etcd = this.records.etcd;
-    if (spanned <= 2 * uuids.length) {
-      const sorted = [...uuids].sort();
-      const range = { start: keys.volumeStatusPrefix(sorted[0]!), end: prefixEnd(keys.volumeStatusPrefix(sorted[sorted.length - 1]!)) };
-      collect((await etcd.getAll().inRange(range).exec()).kvs);
-      return result;
-    }
-    const chunks: string[][] = [];
-    for (let i = 0; i < uuids.length; i += STATUS_RANGES_PER_TXN) chunks.push(uuids.slice(i, i + STATUS_RANGES_PER_TXN));
-    await Promise.all(
-      chunks.map(async (chunk) => {
-        const ranges = () => chunk.map((uuid) => etcd.getAll().prefix(keys.volumeStatusPrefix(uuid)));
-        // A read-only transaction: the same ranges in both branches, whatever the compare says.
-        const txn = await unconditionalTxn(etcd).then(...ranges()).commit();
-        for (const response of txn.responses) collect((response.response_range as IRangeResponse).kvs);
-      }),
-    );
-    return result;
+  /** What the nodes last reported for each volume, by volume UUID. */
+  async statusesOf(uuids: readonly string[]): Promise<Map<string, VolumeStatusRecord[]>> {
+    return new Map(uuids.map((uuid) => [uuid, this.cache.statusesOf(uuid)]));
   }
 
   /** Nodes whose server's agent holds its presence lease now (docs/etcd-keys.md). */
   async presentNodes(): Promise<Set<string>> {
-    const present = await this.records.list<PresenceRecord>(keys.presencePrefix());
-    return new Set(present.flatMap((p) => p.record.nodeUUIDs ?? []));
+    return new Set(this.cache.presence().flatMap((p) => p.nodeUUIDs ?? []));
   }
 
   /** Failure domains of every node, by node UUID. */
   async nodeFailureDomains(): Promise<Map<string, readonly string[]>> {
-    const nodes = await this.records.list<NodeRecord>(keys.nodesPrefix());
-    return new Map(nodes.map((n) => [n.record.UUID, n.record.failureDomains ?? []]));
+    return new Map(this.cache.nodes().map((n) => [n.UUID, n.failureDomains ?? []]));
   }
 }

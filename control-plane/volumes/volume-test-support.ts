@@ -1,7 +1,6 @@
-// Test support for the volume tests: minimal real implementations of the volume service's
-// dependencies over the etcd keys their owners use (projects, policies, snapshots, feature
-// flags), an API harness serving the volume routes, project-scoped tokens, and writers that
-// play the active cluster manager and the agents (placement, status reports).
+// Test support for the volume tests: the volume routes served with the real directories of
+// projects, policies, snapshots and feature flags, project-scoped tokens, and writers that play
+// the active cluster manager and the agents (placement, status reports).
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
@@ -12,16 +11,14 @@ import { putRecord, startApiHarness, type ApiHarness } from '../../test/helpers/
 import { importPrivateKey, signToken } from '../auth/tokens.js';
 import type { EventInput, EventRecorder } from '../events/event-recorder.js';
 import type { PreparedEvent } from '../events/etcd-event-log.js';
-import type {
-  FeatureFlagName,
-  FeatureFlagReader,
-  PolicyDirectory,
-  PolicyRef,
-  ProjectDirectory,
-  ReplicaLimits,
-  SnapshotDirectory,
-  SnapshotRef,
-} from './volume-dependencies.js';
+import { FeatureFlagsService } from '../feature-flags/feature-flags-service.js';
+import { FeatureFlagsStore } from '../feature-flags/feature-flags-store.js';
+import { WatchedPolicyDirectory } from '../policies/policy-directory.js';
+import { WatchedProjectDirectory } from '../projects/project-directory.js';
+import { POLICY_TYPE_QOS } from '../projects/projects-schema.js';
+import { EtcdSnapshotDirectory } from '../snapshots/snapshot-service.js';
+import { SnapshotStore } from '../snapshots/snapshot-store.js';
+import type { FeatureFlagName, ReplicaLimits } from './volume-dependencies.js';
 import { createVolumeRoutes, type VolumeRoutesDeps } from './volume-routes.js';
 import { VolumeService } from './volume-service.js';
 import { VolumeStore } from './volume-store.js';
@@ -38,77 +35,6 @@ export interface TestPolicyRecord {
 async function read<T>(etcd: Etcd3, key: string): Promise<T | null> {
   const value = await etcd.get(key).string();
   return value === null ? null : (JSON.parse(value) as T);
-}
-
-export class EtcdProjectDirectory implements ProjectDirectory {
-  constructor(private readonly etcd: Etcd3) {}
-
-  async require(projectName: string): Promise<void> {
-    if (!(await read<ProjectRecord>(this.etcd, keys.project(projectName)))) throw errors.notFound('project', projectName);
-  }
-
-  async defaultQosPolicyUUID(projectName: string): Promise<string> {
-    const project = await read<ProjectRecord>(this.etcd, keys.project(projectName));
-    if (!project) throw errors.notFound('project', projectName);
-    return project.defaultPolicies.find((p) => p.policyType === 'QoS')?.policyUUID ?? '';
-  }
-}
-
-export class EtcdPolicyDirectory implements PolicyDirectory {
-  constructor(private readonly etcd: Etcd3) {}
-
-  async resolve(projectName: string, ref: { UUID?: string; name?: string }): Promise<PolicyRef> {
-    let byName: string | undefined;
-    if (ref.name !== undefined) {
-      const index = await read<{ UUID: string }>(this.etcd, keys.policyName(ref.name));
-      if (!index) throw errors.notFound('policy', ref.name);
-      byName = index.UUID;
-    }
-    if (ref.UUID !== undefined && byName !== undefined && ref.UUID !== byName) throw errors.invalid(`policy ${ref.UUID} is not named ${ref.name}`);
-    const uuid = ref.UUID ?? byName;
-    if (uuid === undefined) throw errors.invalid('give a policy UUID or name');
-    const policy = await read<TestPolicyRecord>(this.etcd, keys.policy(uuid));
-    if (!policy) throw errors.notFound('policy', uuid);
-    const visible = policy.policyVisibility === 'Global' || (policy.policyVisibility === 'Scoped' && policy.projectsNamesScope.includes(projectName));
-    if (!visible) throw errors.invalid(`policy ${policy.name} is not available to project ${projectName}`);
-    return { UUID: policy.UUID, name: policy.name };
-  }
-
-  async nameOf(policyUUID: string): Promise<string> {
-    return (await read<TestPolicyRecord>(this.etcd, keys.policy(policyUUID)))?.name ?? '';
-  }
-}
-
-export class EtcdSnapshotDirectory implements SnapshotDirectory {
-  constructor(private readonly etcd: Etcd3) {}
-
-  async resolve(projectName: string, ref: { UUID?: string; name?: string }): Promise<SnapshotRef> {
-    let uuid = ref.UUID;
-    if (uuid === undefined && ref.name !== undefined) {
-      uuid = (await read<{ UUID: string }>(this.etcd, keys.snapshotName(projectName, ref.name)))?.UUID;
-      if (uuid === undefined) throw errors.notFound('snapshot', ref.name);
-    }
-    if (uuid === undefined) throw errors.invalid('give a snapshot UUID or name');
-    const s = await read<SnapshotRecord>(this.etcd, keys.snapshot(uuid));
-    if (!s || s.projectName !== projectName) throw errors.notFound('snapshot', uuid);
-    return {
-      UUID: s.UUID, name: s.name, projectName: s.projectName, sourceVolumeUUID: s.sourceVolumeUUID, sizeBytes: s.sizeBytes,
-      compression: s.compression, sectorSize: s.sectorSize, labels: s.labels, state: s.state,
-    };
-  }
-
-  async countOfVolume(volumeUUID: string): Promise<number> {
-    const all = Object.values(await this.etcd.getAll().prefix(keys.snapshotsPrefix()).json()) as SnapshotRecord[];
-    return all.filter((s) => s.sourceVolumeUUID === volumeUUID && s.state !== 'Deleting').length;
-  }
-}
-
-export class EtcdFeatureFlags implements FeatureFlagReader {
-  constructor(private readonly etcd: Etcd3) {}
-
-  async isEnabled(name: FeatureFlagName): Promise<boolean> {
-    return (await read<{ name: string; enabled: boolean }>(this.etcd, keys.featureFlag(name)))?.enabled ?? false;
-  }
 }
 
 export class FixedReplicaLimits implements ReplicaLimits {
@@ -170,6 +96,8 @@ export interface VolumesHarness {
   /** What an agent reports, persisted by the control plane. */
   report(uuid: string, nodeUUID: string, status?: Partial<VolumeStatusRecord>): Promise<void>;
   record(uuid: string): Promise<VolumeRecord | null>;
+  /** Brings the watch cache (what `store` reads) up to date, as every request does first. */
+  sync(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -195,13 +123,13 @@ export async function startVolumesHarness(options: { maxReplicas?: number } = {}
     return [createVolumeRoutes(routeDeps)];
   });
   const etcd = api.etcd;
-  const store = new VolumeStore(new RecordStore(etcd));
+  const store = new VolumeStore(new RecordStore(etcd), api.cache);
   const service = new VolumeService({
     store,
-    projects: new EtcdProjectDirectory(etcd),
-    policies: new EtcdPolicyDirectory(etcd),
-    snapshots: new EtcdSnapshotDirectory(etcd),
-    flags: new EtcdFeatureFlags(etcd),
+    projects: new WatchedProjectDirectory(api.cache),
+    policies: new WatchedPolicyDirectory(api.cache),
+    snapshots: new EtcdSnapshotDirectory(new SnapshotStore(etcd)),
+    flags: new FeatureFlagsService(new FeatureFlagsStore(etcd), recorder),
     replicaLimits: limits,
     events: recorder,
     clusterUUID: api.cluster.UUID,
@@ -211,7 +139,7 @@ export async function startVolumesHarness(options: { maxReplicas?: number } = {}
   const putProject = async (name: string, qosPolicyUUID?: string) => {
     const project: ProjectRecord = {
       UUID: randomUUID(), name, description: '', builtIn: false, createdAt: new Date().toISOString(),
-      defaultPolicies: qosPolicyUUID ? [{ policyType: 'QoS', policyUUID: qosPolicyUUID }] : [],
+      defaultPolicies: qosPolicyUUID ? [{ policyType: POLICY_TYPE_QOS, policyUUID: qosPolicyUUID }] : [],
     };
     await putRecord(etcd, keys.project(name), project);
   };
@@ -292,6 +220,7 @@ export async function startVolumesHarness(options: { maxReplicas?: number } = {}
     async record(uuid) {
       return read<VolumeRecord>(etcd, keys.volume(uuid));
     },
+    sync: () => api.cache.sync(),
     close: () => api.close(),
   };
 }

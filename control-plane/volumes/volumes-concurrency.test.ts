@@ -30,6 +30,7 @@ describe('volumes under concurrency', () => {
     assert.equal(statuses.filter((s) => s === 409).length, 49, JSON.stringify(statuses));
     for (const r of results.filter((r) => r.status === 409)) assert.equal(r.body.code, 6);
     const winner = results.find((r) => r.status === 200)!.body;
+    await h.sync();
     const all = await h.store.scan((v) => v.name === name);
     assert.deepEqual(all.map((v) => v.record.UUID), [winner.UUID]);
     assert.deepEqual(JSON.parse((await h.etcd.get(keys.volumeName('default', name)).string())!), { UUID: winner.UUID });
@@ -100,6 +101,7 @@ describe('volumes under concurrency', () => {
     assert.ok(winners.length <= 1, 'at most one live volume per name');
     if (winners.length === 0) winners = [await h.create({ name, size: '1GiB' })];
     assert.equal(winners[0]!.status, 200);
+    await h.sync();
     const live = await h.store.scan((v) => v.name === name && v.state !== 'Deleting');
     assert.deepEqual(live.map((v) => v.record.UUID), [winners[0]!.body.UUID]);
   });

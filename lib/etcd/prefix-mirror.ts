@@ -2,6 +2,8 @@
 // current by watches started from the next revision, so no change is missed between the read
 // and the watch. Controllers read the mirror instead of etcd on every pass and learn exactly
 // which keys changed. On a watch failure (e.g. compaction past our revision) it reloads.
+// It knows the revision it has seen up to, so a reader can wait until it holds every write
+// committed before some moment (WatchCache.sync builds linearizable reads on that).
 import type { Etcd3, Watcher } from 'etcd3';
 import type { Logger } from '../logger.js';
 import { parseRecord, unconditionalTxn } from './client.js';
@@ -25,11 +27,25 @@ export class PrefixMirror {
   private listener: (changes: MirrorChange[], reloaded: boolean) => void = () => {};
   /** Secondary indexes: name → (prefix, function, value → keys). */
   private readonly indexes = new Map<string, { prefix: string; fn: IndexFunction; entries: Map<string, Set<string>> }>();
+  /** Keys of the prefixes asked for with keepSorted(), in etcd's (byte) order. */
+  private readonly sorted = new Map<string, string[]>();
+  /** Every event up to this revision has been applied (etcd sends a watch's events in revision order). */
+  private seenRevision = 0n;
+  private waiters: { revision: bigint; resolve: () => void }[] = [];
 
   constructor(
     private readonly etcd: Etcd3,
     private readonly prefixes: readonly string[],
     private readonly logger: Logger,
+    private readonly options: {
+      /**
+       * Watch every key, not only the mirrored range, so that every revision arrives (each etcd
+       * revision changes at least one key, but maybe one outside our prefixes — another
+       * application sharing the etcd): waitForRevision() then never waits for a revision
+       * that cannot come.
+       */
+      readonly everyRevision?: boolean;
+    } = {},
   ) {
     for (const prefix of prefixes) this.maps.set(prefix, new Map());
   }
@@ -52,8 +68,53 @@ export class PrefixMirror {
     return this.indexes.get(name)?.entries.get(value) ?? EMPTY;
   }
 
+  /** Keeps the keys of `prefix` in key order for sortedKeys() (paging). Call before start(). */
+  keepSorted(prefix: string): void {
+    this.sorted.set(prefix, []);
+  }
+
+  /** The keys of a keepSorted() prefix in etcd's key order (live array: do not mutate). */
+  sortedKeys(prefix: string): readonly string[] {
+    const keys = this.sorted.get(prefix);
+    if (!keys) throw new Error(`prefix ${prefix} is not kept sorted`);
+    return keys;
+  }
+
   async start(): Promise<void> {
     await this.load();
+  }
+
+  /** The revision the mirror holds every change up to. */
+  get revision(): bigint {
+    return this.seenRevision;
+  }
+
+  /**
+   * Resolves true once the mirror has applied every change up to `revision`, false after
+   * `timeoutMs` (a revision whose events lie outside the watched range never arrives: the
+   * caller decides what to do then, e.g. resync()).
+   */
+  waitForRevision(revision: bigint, timeoutMs: number): Promise<boolean> {
+    if (this.seenRevision >= revision && !this.reloading) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const waiter = {
+        revision,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve(true);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        resolve(false);
+      }, timeoutMs);
+      this.waiters.push(waiter);
+    });
+  }
+
+  /** Reads everything again (at a revision at least as new as any write committed before). */
+  resync(): Promise<void> {
+    return this.reload();
   }
 
   get<T>(prefix: string, key: string): MirroredRecord<T> | undefined {
@@ -85,9 +146,14 @@ export class PrefixMirror {
       const map = new Map<string, MirroredRecord<unknown>>();
       for (const kv of response.response_range.kvs) {
         const key = kv.key.toString();
-        map.set(key, { record: parseRecord(key, kv.value), revision: kv.mod_revision });
+        try {
+          map.set(key, { record: parseRecord(key, kv.value), revision: kv.mod_revision });
+        } catch (err) {
+          this.logger.error({ err, key }, 'ignoring a corrupt record');
+        }
       }
       this.maps.set(prefix, map);
+      if (this.sorted.has(prefix)) this.sorted.set(prefix, [...map.keys()].sort(compareKeys));
       for (const index of this.indexes.values()) {
         if (index.prefix !== prefix) continue;
         index.entries.clear();
@@ -97,7 +163,8 @@ export class PrefixMirror {
     // ONE watch over the range covering every prefix: etcd orders events only within a watch,
     // and a controller must never see a volume before the node record written ahead of it.
     const startRevision = String(BigInt(revision) + 1n);
-    const watcher = await this.etcd.watch().prefix(commonPrefix(this.prefixes)).startRevision(startRevision).create();
+    const range = this.options.everyRevision ? '' : commonPrefix(this.prefixes);
+    const watcher = await this.etcd.watch().prefix(range).startRevision(startRevision).create();
     watcher.on('data', (res) => {
       const changes: MirrorChange[] = [];
       for (const event of res.events) {
@@ -108,11 +175,13 @@ export class PrefixMirror {
         const before = map.get(key);
         if (before) this.unindex(prefix, key, before.record);
         if (event.type === 'Delete') {
+          if (before) this.sortedRemove(prefix, key);
           map.delete(key);
           changes.push({ prefix, key, deleted: true });
         } else {
           try {
             const record = parseRecord(key, event.kv.value);
+            if (!before) this.sortedInsert(prefix, key);
             map.set(key, { record, revision: event.kv.mod_revision });
             for (const index of this.indexes.values()) if (index.prefix === prefix) this.indexAdd(index, key, record);
             changes.push({ prefix, key, deleted: false });
@@ -121,7 +190,12 @@ export class PrefixMirror {
           }
         }
       }
+      for (const event of res.events) {
+        const revision = BigInt(event.kv.mod_revision);
+        if (revision > this.seenRevision) this.seenRevision = revision;
+      }
       if (changes.length > 0) this.listener(changes, false);
+      this.wakeWaiters();
     });
     watcher.on('error', (err) => {
       if (this.stopped) return;
@@ -130,7 +204,30 @@ export class PrefixMirror {
     });
     const watchers = [watcher];
     this.watchers = watchers;
+    const loaded = BigInt(revision);
+    if (loaded > this.seenRevision) this.seenRevision = loaded;
     this.listener([], true);
+  }
+
+  private wakeWaiters(): void {
+    if (this.reloading || this.waiters.length === 0) return;
+    const ready = this.waiters.filter((w) => w.revision <= this.seenRevision);
+    if (ready.length === 0) return;
+    this.waiters = this.waiters.filter((w) => w.revision > this.seenRevision);
+    for (const waiter of ready) waiter.resolve();
+  }
+
+  private sortedInsert(prefix: string, key: string): void {
+    const keys = this.sorted.get(prefix);
+    if (!keys) return;
+    keys.splice(lowerBound(keys, key), 0, key);
+  }
+
+  private sortedRemove(prefix: string, key: string): void {
+    const keys = this.sorted.get(prefix);
+    if (!keys) return;
+    const at = lowerBound(keys, key);
+    if (keys[at] === key) keys.splice(at, 1);
   }
 
   private indexAdd(index: { fn: IndexFunction; entries: Map<string, Set<string>> }, key: string, record: unknown): void {
@@ -170,9 +267,27 @@ export class PrefixMirror {
       }
     })().finally(() => {
       this.reloading = undefined;
+      this.wakeWaiters();
     });
     return this.reloading;
   }
+}
+
+/** etcd orders keys by their bytes; our keys are ASCII, where that is UTF-16 code unit order. */
+export function compareKeys(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The first position in sorted `keys` whose key is not below `key`. */
+export function lowerBound(keys: readonly string[], key: string): number {
+  let lo = 0;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (keys[mid]! < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** The longest common prefix of the mirrored prefixes (the one range a single watch covers). */

@@ -24,7 +24,7 @@ import type {
   ServerRecord,
 } from '../../lib/records.js';
 import { Authenticator } from '../../control-plane/auth/authenticator.js';
-import { CredentialStore } from '../../control-plane/auth/credentials-store.js';
+import { WatchCache } from '../../control-plane/watch-cache/watch-cache.js';
 import { ROLE_CLUSTER_VIEWER } from '../../control-plane/auth/permissions.js';
 import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
 import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster } from '../../control-plane/bootstrap/bootstrap.js';
@@ -158,6 +158,8 @@ export interface ApiHarness {
   readonly clusterViewerToken: string;
   /** A valid token without a cluster role: default:viewer. */
   readonly projectViewerToken: string;
+  /** The control plane's read model, started; each /api request syncs it before its route. */
+  readonly cache: WatchCache;
   /** GET with an optional bearer token; returns status and parsed JSON body. */
   get(path: string, token?: string): Promise<{ status: number; body: any; contentType: string | null }>;
   close(): Promise<void>;
@@ -165,13 +167,15 @@ export interface ApiHarness {
 
 /**
  * Starts etcd, bootstraps a cluster into a temp stateDir, and serves the routers built by
- * `routers(etcd, auth)` on 127.0.0.1 (port 0).
+ * `routers(etcd, auth, cache)` on 127.0.0.1 (port 0), composed as the control plane composes them
+ * (a watch cache synced before every /api route).
  */
-export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator) => Router[]): Promise<ApiHarness> {
+export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator, cache: WatchCache) => Router[]): Promise<ApiHarness> {
   const testEtcd: TestEtcd = await startEtcd();
   const etcd = createEtcdClient([testEtcd.endpoint]);
   const stateDir = mkdtempSync(join(tmpdir(), 'strata-cp-'));
   let server: Server | undefined;
+  let stopCache = async (): Promise<void> => {};
   try {
     const logger = createLogger('test', 'silent');
     const { cluster } = await bootstrapCluster({
@@ -182,14 +186,17 @@ export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator
     const mint = (roles: string[]) => signToken(rootKey, { kid: 'system:root', subject: 'test', roles, ttlSeconds: 3600 });
     const clusterViewerToken = await mint([ROLE_CLUSTER_VIEWER]);
     const projectViewerToken = await mint(['default:viewer']);
-    const auth = new Authenticator(new CredentialStore(etcd));
-    const app = createHttpApp(logger, routers(etcd, auth));
+    const cache = new WatchCache(etcd, logger);
+    await cache.start();
+    stopCache = () => cache.stop();
+    const auth = new Authenticator(cache);
+    const app = createHttpApp(logger, routers(etcd, auth, cache), { beforeApiRoutes: () => cache.sync() });
     const httpServer = createServer(app.callback());
     server = httpServer;
     await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve));
     const baseUrl = `http://127.0.0.1:${(httpServer.address() as AddressInfo).port}`;
     return {
-      etcd, cluster, baseUrl, adminToken, clusterViewerToken, projectViewerToken,
+      etcd, cluster, baseUrl, adminToken, clusterViewerToken, projectViewerToken, cache,
       async get(path, token) {
         const res = await fetch(baseUrl + path, { headers: token ? { Authorization: `Bearer ${token}` } : {} });
         const text = await res.text();
@@ -198,6 +205,7 @@ export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator
       async close() {
         httpServer.closeAllConnections();
         await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+        await cache.stop();
         etcd.close();
         await testEtcd.stop();
         rmSync(stateDir, { recursive: true, force: true });
@@ -205,6 +213,7 @@ export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator
     };
   } catch (err) {
     server?.close();
+    await stopCache();
     etcd.close();
     await testEtcd.stop();
     rmSync(stateDir, { recursive: true, force: true });

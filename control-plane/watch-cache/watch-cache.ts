@@ -1,0 +1,178 @@
+// The API's read model: the records requests read on every call (credentials, projects,
+// policies, presence, nodes, volumes and their status reports), mirrored in memory from one
+// etcd watch. A request reads them after one barrier, sync(): a cheap linearizable read of
+// etcd's current revision, then a wait until the watch has delivered it. So every read sees
+// every write committed before the request arrived, wherever it was made (another control
+// plane, an agent's report, a test writing etcd directly) — deleting a credential still locks
+// its tokens out at once — and costs one small round trip instead of one per record.
+// (Kubernetes' API server serves "consistent reads from cache" the same way.)
+//
+// Writes go to etcd as before, guarded by transactions on the revisions read here; a stale
+// read only ever makes a guarded write fail and retry.
+import type { Etcd3 } from 'etcd3';
+import { keys } from '../../lib/etcd/keys.js';
+import { PrefixMirror, lowerBound, type MirroredRecord } from '../../lib/etcd/prefix-mirror.js';
+import type { Versioned } from '../../lib/etcd/record-store.js';
+import type { Logger } from '../../lib/logger.js';
+import type {
+  CredentialRecord,
+  NodeRecord,
+  PresenceRecord,
+  ProjectRecord,
+  VolumeRecord,
+  VolumeStatusRecord,
+} from '../../lib/records.js';
+
+/** A policy record as this cache needs it (policies/ owns the full shape). */
+export interface NamedRecord {
+  UUID: string;
+  name: string;
+}
+
+const PREFIXES = {
+  credentials: keys.credentialsPrefix(),
+  projects: keys.projectsPrefix(),
+  policies: keys.policiesPrefix(),
+  presence: keys.presencePrefix(),
+  nodes: keys.nodesPrefix(),
+  volumes: keys.volumesPrefix(),
+  volumeStatus: keys.volumeStatusPrefix(),
+} as const;
+
+const INDEX_POLICY_NAME = 'policy-by-name';
+const INDEX_VOLUME_NAME = 'volume-by-project-and-name';
+const INDEX_STATUS_VOLUME = 'status-by-volume';
+
+/** How long sync() waits for the watch before it reads everything again. */
+const WATCH_LAG_LIMIT_MS = 2000;
+
+export class WatchCache {
+  private readonly mirror: PrefixMirror;
+  private inflight: Promise<void> | undefined;
+  private queued: Promise<void> | undefined;
+
+  constructor(
+    private readonly etcd: Etcd3,
+    private readonly logger: Logger,
+  ) {
+    this.mirror = new PrefixMirror(etcd, Object.values(PREFIXES), logger, { everyRevision: true });
+    this.mirror.keepSorted(PREFIXES.volumes);
+    this.mirror.addIndex(INDEX_POLICY_NAME, PREFIXES.policies, (_key, record) => (record as NamedRecord).name);
+    this.mirror.addIndex(INDEX_VOLUME_NAME, PREFIXES.volumes, (_key, record) => volumeNameKey((record as VolumeRecord).projectName, (record as VolumeRecord).name));
+    // volume-status/<volume UUID>/<node UUID>
+    this.mirror.addIndex(INDEX_STATUS_VOLUME, PREFIXES.volumeStatus, (key) => key.slice(PREFIXES.volumeStatus.length).split('/')[0]);
+  }
+
+  start(): Promise<void> {
+    return this.mirror.start();
+  }
+
+  stop(): Promise<void> {
+    return this.mirror.stop();
+  }
+
+  /**
+   * Resolves once the cache holds every write committed to etcd before this call. Concurrent
+   * callers share barriers: a barrier whose revision read began before a call cannot vouch for
+   * it, so such a call joins the next one (at most two are pending at any time).
+   */
+  sync(): Promise<void> {
+    if (!this.inflight) {
+      this.inflight = this.barrier().finally(() => {
+        this.inflight = undefined;
+      });
+      return this.inflight;
+    }
+    this.queued ??= this.inflight
+      .catch(() => undefined)
+      .then(() => {
+        this.queued = undefined;
+        return this.sync();
+      });
+    return this.queued;
+  }
+
+  private async barrier(): Promise<void> {
+    // A linearizable range (etcd's default) answers with the revision current at the leader.
+    const { header } = await this.etcd.get(keys.cluster()).exec();
+    const revision = BigInt(header.revision);
+    if (await this.mirror.waitForRevision(revision, WATCH_LAG_LIMIT_MS)) return;
+    this.logger.warn({ revision: header.revision, seen: String(this.mirror.revision) }, 'watch cache lags etcd; reading everything again');
+    await this.mirror.resync();
+  }
+
+  credential(project: string, name: string): Versioned<CredentialRecord> | null {
+    return this.versioned<CredentialRecord>(PREFIXES.credentials, keys.credential(project, name));
+  }
+
+  project(name: string): Versioned<ProjectRecord> | null {
+    return this.versioned<ProjectRecord>(PREFIXES.projects, keys.project(name));
+  }
+
+  policy<T extends NamedRecord>(UUID: string): Versioned<T> | null {
+    return this.versioned<T>(PREFIXES.policies, keys.policy(UUID));
+  }
+
+  policyNamed<T extends NamedRecord>(name: string): Versioned<T> | null {
+    for (const key of this.mirror.lookup(INDEX_POLICY_NAME, name)) return this.versioned<T>(PREFIXES.policies, key);
+    return null;
+  }
+
+  presence(): PresenceRecord[] {
+    return [...this.mirror.all<PresenceRecord>(PREFIXES.presence).values()].map((m) => m.record);
+  }
+
+  nodes(): NodeRecord[] {
+    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].map((m) => m.record);
+  }
+
+  volume(UUID: string): Versioned<VolumeRecord> | null {
+    return this.versioned<VolumeRecord>(PREFIXES.volumes, keys.volume(UUID));
+  }
+
+  /** Every volume record (any state) named `name` in `project`. */
+  volumesNamed(project: string, name: string): Versioned<VolumeRecord>[] {
+    return [...this.mirror.lookup(INDEX_VOLUME_NAME, volumeNameKey(project, name))].map((key) => this.versioned<VolumeRecord>(PREFIXES.volumes, key)!);
+  }
+
+  /** Volume records in UUID (key) order, starting after the volume `afterUUID`. */
+  *volumesInOrder(afterUUID?: string): Generator<Versioned<VolumeRecord>> {
+    const sorted = this.mirror.sortedKeys(PREFIXES.volumes);
+    let at = 0;
+    if (afterUUID !== undefined) {
+      const after = keys.volume(afterUUID);
+      at = lowerBound(sorted, after);
+      if (sorted[at] === after) at++;
+    }
+    // The array is live: a change between two yields shifts it. Resume after the last key seen.
+    for (let last: string | undefined; ; ) {
+      if (last !== undefined && sorted[at - 1] !== last) {
+        at = lowerBound(sorted, last);
+        if (sorted[at] === last) at++;
+      }
+      const key = sorted[at];
+      if (key === undefined) return;
+      at++;
+      last = key;
+      const volume = this.versioned<VolumeRecord>(PREFIXES.volumes, key);
+      if (volume) yield volume;
+    }
+  }
+
+  /** What the nodes last reported for a volume. */
+  statusesOf(volumeUUID: string): VolumeStatusRecord[] {
+    return [...this.mirror.lookup(INDEX_STATUS_VOLUME, volumeUUID)].flatMap((key) => {
+      const status = this.mirror.get<VolumeStatusRecord>(PREFIXES.volumeStatus, key);
+      return status ? [status.record] : [];
+    });
+  }
+
+  private versioned<T>(prefix: string, key: string): Versioned<T> | null {
+    const mirrored: MirroredRecord<T> | undefined = this.mirror.get<T>(prefix, key);
+    return mirrored ? { key, record: mirrored.record, revision: mirrored.revision } : null;
+  }
+}
+
+function volumeNameKey(project: string, name: string): string {
+  return `${project}\u0000${name}`;
+}
