@@ -105,6 +105,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     replicaLimits: new PresenceReplicaLimits(cache, ctx.cluster.supportedMaxReplicas),
     events,
     clusterUUID: ctx.cluster.UUID,
+    clusterSubsystemNQN: ctx.cluster.subsystemNQN,
   });
   const snapshots = new SnapshotService({ store: snapshotStore, projects: projectDirectory, clones: volumeUsage, events, logger: logger.child({ component: 'snapshots' }) });
   const reservedPorts = [

@@ -66,6 +66,14 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
     });
   }
 
+  // ---- connection info for hosts (a Strata extension; docs/volumes.md) ----
+  for (const path of both('/:uuid/connection')) {
+    router.get(path, async (ctx) => {
+      const target = byUuid(ctx);
+      ctx.body = await deps.volumes.connection(target, await guardOf(ctx, 'read'));
+    });
+  }
+
   // ---- update ----
   for (const path of both('/:uuid')) {
     router.put(path, async (ctx) => {

@@ -23,7 +23,8 @@ import type {
 } from './volume-dependencies.js';
 import { DEFAULT_ACL, DEFAULT_IP_ACL, type CreateVolumeBody, type ListVolumesQuery, type UpdateVolumeBody } from './volume-schema.js';
 import type { StoredVolume, VolumeChange, VolumeStore } from './volume-store.js';
-import { volumeToWire, type EffectiveQos, type VolumeWire } from './volume-wire.js';
+import { volumeSubsystemNQN } from '../volume-controller/assignments.js';
+import { volumeConnectionToWire, volumeToWire, type EffectiveQos, type VolumeConnectionWire, type VolumeWire } from './volume-wire.js';
 
 /** Throws PERMISSION_DENIED (403) when the caller may not act on the project. */
 export type ProjectGuard = (projectName: string) => void;
@@ -46,6 +47,8 @@ export interface VolumeServiceDeps {
   readonly events: EventRecorder & EventPreparer;
   /** The cluster's UUID (responses' clusterId; placement restriction ClusterID). */
   readonly clusterUUID: string;
+  /** The cluster's subsystem NQN: each volume's subsystem NQN is derived from it. */
+  readonly clusterSubsystemNQN: string;
   readonly now?: () => Date;
 }
 
@@ -137,6 +140,14 @@ export class VolumeService {
     const stored = await this.resolve(target, guard);
     const [wire] = await this.toWire([stored]);
     return wire!;
+  }
+
+  /** How a host attaches the volume: its subsystem, every path, discovery, the device link. */
+  async connection(target: VolumeTarget, guard: ProjectGuard): Promise<VolumeConnectionWire> {
+    const { record } = await this.resolve(target, guard);
+    const nodeList = record.placement?.nodeList ?? [];
+    const [nodes, statuses] = await Promise.all([this.deps.store.nodeAddresses(nodeList), this.deps.store.statusesOf([record.UUID])]);
+    return volumeConnectionToWire(record, volumeSubsystemNQN(this.deps.clusterSubsystemNQN, record.UUID), nodes, statuses.get(record.UUID) ?? []);
   }
 
   /**

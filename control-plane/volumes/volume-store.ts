@@ -6,6 +6,7 @@
 // the watch cache (control-plane/watch-cache/), which the request's sync() made current; writes
 // go to etcd, guarded on the revisions read.
 import type { IOperation, IRangeResponse } from 'etcd3';
+import { hostOf } from '../../lib/endpoints.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { StrataError, errors } from '../../lib/errors.js';
@@ -153,8 +154,25 @@ export class VolumeStore {
     return new Set(this.cache.presence().flatMap((p) => p.nodeUUIDs ?? []));
   }
 
+  /**
+   * Where hosts reach each node, by node UUID: the address its agent advertises (its server's
+   * endpoint, else the host of its NVMe endpoint), and its discovery endpoint ('' when its
+   * discovery controller does not listen). Nodes not (yet) known are left out.
+   */
+  async nodeAddresses(nodeUUIDs: readonly string[]): Promise<Map<string, { address: string; discoveryEndpoint: string }>> {
+    const result = new Map<string, { address: string; discoveryEndpoint: string }>();
+    for (const uuid of nodeUUIDs) {
+      const node = this.cache.node(uuid);
+      if (!node) continue;
+      const address = this.cache.server(node.serverUUID)?.endpoints[0] || hostOf(node.nvmeEndpoint);
+      result.set(uuid, { address, discoveryEndpoint: node.discoveryEndpoint });
+    }
+    return result;
+  }
+
   /** Failure domains of every node, by node UUID. */
   async nodeFailureDomains(): Promise<Map<string, readonly string[]>> {
     return new Map(this.cache.nodes().map((n) => [n.UUID, n.failureDomains ?? []]));
   }
 }
+

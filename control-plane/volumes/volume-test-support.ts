@@ -133,6 +133,7 @@ export async function startVolumesHarness(options: { maxReplicas?: number } = {}
     replicaLimits: limits,
     events: recorder,
     clusterUUID: api.cluster.UUID,
+    clusterSubsystemNQN: api.cluster.subsystemNQN,
   });
   routeDeps.volumes = service;
 

@@ -2,6 +2,7 @@
 // (desired state and lifecycle) joined with what the nodes report (volume-status) and which
 // nodes are alive (presence). docs/volumes.md explains each derived field.
 import type { Label, PlacementRestriction, VolumeRecord, VolumeState, VolumeStatusRecord } from '../../lib/records.js';
+import { hostOf } from '../../lib/endpoints.js';
 import type { StoredVolume } from './volume-store.js';
 
 export type ProtectionState = 'Unknown' | 'FullyProtected' | 'Degraded' | 'ReadOnly' | 'NotAvailable';
@@ -185,5 +186,63 @@ function statisticsOf(primary: VolumeStatusRecord | undefined, nodeList: readonl
     userWritten: '0',
     unrecoverableDataIntegrityErrors: 0,
     recoverableDataIntegrityErrors: 0,
+  };
+}
+
+/**
+ * How a host attaches a volume (GET …/volumes/{UUID}/connection; docs/volumes.md "Connecting a
+ * host"): a Strata extension, not in the spec. One subsystem per volume, reached on its own
+ * port on every node of nodeList (ANA: the primary's path is optimized); the namespace UUID is
+ * the volume UUID, hence the stable device link.
+ */
+export interface VolumeConnectionWire {
+  UUID: string;
+  name: string;
+  projectName: string;
+  state: string;
+  transport: 'tcp';
+  subsystemNQN: string;
+  nsid: number;
+  paths: { nodeUUID: string; address: string; port: number; primary: boolean; served: boolean }[];
+  discoveryEndpoints: string[];
+  devicePath: string;
+  acl: string[];
+  IPAcl: string[];
+  commands: { connect: string[]; discover: string[]; connectAll: string[] };
+}
+
+export function volumeConnectionToWire(
+  v: VolumeRecord,
+  subsystemNQN: string,
+  nodes: ReadonlyMap<string, { address: string; discoveryEndpoint: string }>,
+  statuses: readonly VolumeStatusRecord[],
+): VolumeConnectionWire {
+  const placement = v.placement;
+  const served = new Set(statuses.filter((s) => s.state === 'Served').map((s) => s.nodeUUID));
+  const paths = (placement?.nodeList ?? []).flatMap((nodeUUID) => {
+    const address = nodes.get(nodeUUID)?.address;
+    if (!address || !placement) return [];
+    return [{ nodeUUID, address, port: placement.port, primary: nodeUUID === placement.primaryNodeUUID, served: served.has(nodeUUID) }];
+  });
+  const discoveryEndpoints = [...nodes.values()].map((n) => n.discoveryEndpoint).filter((e) => e !== '');
+  const hostNqn = '<host NQN: cat /etc/nvme/hostnqn>';
+  return {
+    UUID: v.UUID,
+    name: v.name,
+    projectName: v.projectName,
+    state: v.state,
+    transport: 'tcp',
+    subsystemNQN,
+    nsid: placement?.nsid ?? 0,
+    paths,
+    discoveryEndpoints,
+    devicePath: `/dev/disk/by-id/nvme-uuid.${v.UUID}`,
+    acl: [...v.acl],
+    IPAcl: [...v.ipAcl],
+    commands: {
+      connect: paths.map((p) => `nvme connect -t tcp -a ${p.address} -s ${p.port} -n ${subsystemNQN} -q ${hostNqn}`),
+      discover: discoveryEndpoints.map((e) => `nvme discover -t tcp -a ${hostOf(e)} -s ${e.slice(e.lastIndexOf(':') + 1)} -q ${hostNqn}`),
+      connectAll: discoveryEndpoints.slice(0, 1).map((e) => `nvme connect-all -t tcp -a ${hostOf(e)} -s ${e.slice(e.lastIndexOf(':') + 1)} -q ${hostNqn} --persistent`),
+    },
   };
 }

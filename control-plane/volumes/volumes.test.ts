@@ -724,6 +724,36 @@ describe('volumes API', () => {
       assert.deepEqual(listed, [got], 'the list maps the same way');
     });
 
+    test('connection info: subsystem, every path, discovery endpoints, device link; read access', async () => {
+      const server = await joinServer(h.etcd, {
+        server: { endpoints: ['192.0.2.7'] },
+        nodes: [{ nvmeEndpoint: '', discoveryEndpoint: '192.0.2.7:8009' }, { nvmeEndpoint: '', discoveryEndpoint: '' }],
+      });
+      const [n1, n2] = server.nodes.map((node) => node.UUID) as [string, string];
+      const v = await createOk({ replicaCount: 2, acl: { values: [HOST_A] } }, 'p2');
+      const url = `/api/v2/projects/p2/volumes/${v.UUID}/connection`;
+      let got = ok(await h.request('GET', url, { token: admin() }));
+      assert.deepEqual([got.state, got.paths, got.nsid], ['Creating', [], 0], 'nothing to connect to before placement');
+      assert.equal(got.subsystemNQN, `${h.api.cluster.subsystemNQN}:vol:${v.UUID}`);
+      assert.equal(got.devicePath, `/dev/disk/by-id/nvme-uuid.${v.UUID}`);
+
+      await h.place(v.UUID, { nodeList: [n1, n2], primaryNodeUUID: n2, nsid: 9 });
+      await h.report(v.UUID, n2, {});
+      got = ok(await h.request('GET', url, { token: h.tokens.p2Admin }));
+      assert.deepEqual(got.paths, [
+        { nodeUUID: n1, address: '192.0.2.7', port: 4420, primary: false, served: false },
+        { nodeUUID: n2, address: '192.0.2.7', port: 4420, primary: true, served: true },
+      ]);
+      assert.deepEqual(got.discoveryEndpoints, ['192.0.2.7:8009']);
+      assert.deepEqual(got.acl, [HOST_A]);
+      assert.equal(got.commands.connect[0], `nvme connect -t tcp -a 192.0.2.7 -s 4420 -n ${got.subsystemNQN} -q <host NQN: cat /etc/nvme/hostnqn>`);
+      assert.match(got.commands.connectAll[0], /^nvme connect-all -t tcp -a 192\.0\.2\.7 -s 8009 -q .* --persistent$/);
+      assert.deepEqual(ok(await h.request('GET', `/api/v2/volumes/${v.UUID}/connection`, { token: admin() })), got, 'unscoped route');
+      fails(await h.request('GET', url, { token: h.tokens.defaultAdmin }), 403, 7, 'another project');
+      fails(await h.request('GET', `/api/v2/projects/p2/volumes/${randomUUID()}/connection`, { token: admin() }), 404, 5, 'unknown volume');
+      fails(await h.request('GET', `/api/v2/projects/p2/volumes/not-a-uuid/connection`, { token: admin() }), 400, 3, 'bad UUID');
+    });
+
     test('status reports stay with their volume on sparse pages (one project among many) and dense ones', async () => {
       await h.putProject('psparse');
       const server = await joinServer(h.etcd, { nodes: [{}, {}] });
@@ -785,7 +815,7 @@ describe('volumes API', () => {
     const policies = new WatchedPolicyDirectory(h.api.cache);
     const service = new VolumeService({
       store: h.store, projects: new WatchedProjectDirectory(h.api.cache), snapshots: stale, flags: new FeatureFlagsService(new FeatureFlagsStore(h.etcd), h.recorder), replicaLimits: h.limits,
-      events: h.recorder, clusterUUID: h.api.cluster.UUID,
+      events: h.recorder, clusterUUID: h.api.cluster.UUID, clusterSubsystemNQN: h.api.cluster.subsystemNQN,
       policies: { resolve: async () => ({ UUID: ghost, name: 'ghost' }), nameOf: (uuid) => policies.nameOf(uuid) },
     });
     const body = { name: unique(), size: '1GiB' };

@@ -17,6 +17,7 @@ import type { Logger } from '../../lib/logger.js';
 import type {
   CredentialRecord,
   NodeRecord,
+  ServerRecord,
   PresenceRecord,
   ProjectRecord,
   VolumeRecord,
@@ -35,6 +36,7 @@ const PREFIXES = {
   policies: keys.policiesPrefix(),
   presence: keys.presencePrefix(),
   nodes: keys.nodesPrefix(),
+  servers: keys.serversPrefix(),
   volumes: keys.volumesPrefix(),
   volumeStatus: keys.volumeStatusPrefix(),
 } as const;
@@ -124,6 +126,14 @@ export class WatchCache {
 
   nodes(): NodeRecord[] {
     return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].map((m) => m.record);
+  }
+
+  node(UUID: string): NodeRecord | null {
+    return this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(UUID))?.record ?? null;
+  }
+
+  server(UUID: string): ServerRecord | null {
+    return this.mirror.get<ServerRecord>(PREFIXES.servers, keys.server(UUID))?.record ?? null;
   }
 
   volume(UUID: string): Versioned<VolumeRecord> | null {
