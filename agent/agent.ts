@@ -11,7 +11,9 @@ import { productVersion } from '../lib/paths.js';
 import type { ClusterRecord } from '../lib/records.js';
 import type { AgentConfig } from './config.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
-import { createDataPath, type DataPathTestOptions } from './datapath/datapath.js';
+import { createDataPathAndPools, type DataPathTestOptions } from './datapath/datapath.js';
+import type { NodePools } from './datapath/node-pools.js';
+import { openDiscoveryService, type DiscoveryService } from './discovery/discovery-service.js';
 import type { DataPathReconciler } from './datapath/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
@@ -26,6 +28,10 @@ export interface RunningAgent {
   readonly session: ControlPlaneSession;
   /** Assignments → storage pool + kernel NVMe target → volume reports. */
   readonly dataPath: DataPathReconciler;
+  /** The nodes' storage pools: brought up, grown when devices are added, measured and reported. */
+  readonly pools: NodePools;
+  /** The NVMe/TCP discovery controller (port undefined when it could not listen). */
+  readonly discovery: DiscoveryService;
   readonly etcd: Etcd3;
   /**
    * Resolves once registered in etcd (retrying until etcd answers) with a first inventory
@@ -65,6 +71,15 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   );
 
   const etcd = createEtcdClient(config.etcdEndpoints);
+  // Listen before registering: the node record advertises the discovery endpoint only when the
+  // controller really listens (a port taken by another process is logged, not advertised).
+  const discovery = await openDiscoveryService(config, {
+    etcd,
+    serverUUID: identity.serverUUID,
+    nodeUUIDs: identity.nodeUUIDs,
+    firmware: productVersion,
+    logger: logger.child({ component: 'discovery' }),
+  });
   const membership = new Membership({
     etcd,
     facts: {
@@ -72,10 +87,10 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
       nodeUUIDs: identity.nodeUUIDs,
       hostname: config.hostname,
       advertiseAddress: config.advertiseAddress,
-      // Not advertised yet: this build runs neither the NVMe/TCP target (data path) nor the
-      // discovery controller, and the cluster must not hand hosts endpoints nobody serves.
+      // Not advertised: volumes are served on their own ports, nothing listens on nvmePort, and
+      // the cluster must not hand hosts endpoints nobody serves.
       nvmePort: undefined,
-      discoveryPort: undefined,
+      discoveryPort: discovery.port,
       failureDomain: config.failureDomain,
       maxNvmeDevices: config.maxNvmeDevices,
       dataDevices: config.dataDevices,
@@ -109,11 +124,14 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   };
   membership.on('registered', () => void refreshClusterUUID());
 
-  const dataPath = await createDataPath(
+  const { dataPath, pools } = await createDataPathAndPools(
     config,
     { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }) },
     options.dataPath,
   );
+  // Paths are read from etcd at once (retrying while it is unreachable); this node's own come
+  // from its data path.
+  discovery.start(dataPath);
 
   const session = new ControlPlaneSession({
     endpoints: config.controlPlaneEndpoints,
@@ -123,6 +141,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     clusterUUID: () => clusterUUID,
     inventory,
     volumeReports: dataPath,
+    poolReports: pools,
     commands: { setLed: (serial, state) => inventory.setLed(serial, state) },
     heartbeatMs: config.heartbeatSeconds * 1000,
     logger: logger.child({ component: 'control-plane-session' }),
@@ -134,7 +153,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     if (stopped) return;
     stopped = true;
     await session.stop();
+    await discovery.stop();
     await dataPath.stop();
+    await pools.stop();
     inventory.stop();
     await membership.stop();
     etcd.close();
@@ -152,6 +173,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     await refreshClusterUUID();
     // After registration: a node's pool is described by its node record. Until then the kernel
     // target simply keeps serving what it serves.
+    pools.start();
     dataPath.start();
     session.start();
     logger.info(
@@ -170,5 +192,5 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   })();
   // Callers that only stop() must not see an unhandled rejection.
   ready.catch(() => undefined);
-  return { identity, agentInstance, membership, inventory, session, dataPath, etcd, ready, stop };
+  return { identity, agentInstance, membership, inventory, session, dataPath, pools, discovery, etcd, ready, stop };
 }

@@ -49,7 +49,17 @@ export const agentSettings = {
     default: '127.0.0.1',
   },
   nvmePort: { description: 'NVMe/TCP target port', schema: settings.port(), default: 4420 },
-  discoveryPort: { description: 'NVMe/TCP discovery controller port', schema: settings.port(), default: 8009 },
+  discoveryPort: { description: 'NVMe/TCP discovery controller port (0: any free port, for tests)', schema: settings.port(), default: 8009 },
+  discoveryListenAddress: {
+    description: 'address the NVMe/TCP discovery controller listens on (0.0.0.0: every IPv4 address, :: every address)',
+    schema: settings.string().refine((v) => /^[0-9a-fA-F.:]+$/.test(v), 'must be an IPv4 or IPv6 address'),
+    default: '0.0.0.0',
+  },
+  discoveryMaxConnections: {
+    description: 'most host connections the discovery controller holds at once; more are refused',
+    schema: z.coerce.number().int().min(1).max(65536),
+    default: 1024,
+  },
   leaseTtlSeconds: {
     description: 'TTL of the membership lease: how long after the agent dies its server turns Inactive',
     schema: z.coerce.number().int().min(2).max(300),

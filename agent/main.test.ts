@@ -60,6 +60,8 @@ describe('strata-agent daemon (dist/agent/main.js)', () => {
       '--mounts-path', sysfs.mountsPath,
       '--swaps-path', sysfs.swapsPath,
       '--advertise-address', '192.0.2.10',
+      '--discovery-listen-address', '127.0.0.1',
+      '--discovery-port', '0',
       '--lease-ttl-seconds', String(TTL),
       '--hostname', 'fixture-host',
       '--data-devices', 'DATA-1',
@@ -121,9 +123,10 @@ describe('strata-agent daemon (dist/agent/main.js)', () => {
     const server = parseRecord<ServerRecord>('s', await observer.get(keys.server(serverUUID)).string());
     assert.deepEqual(server?.endpoints, ['192.0.2.10']);
     const node = parseRecord<NodeRecord>('n', await observer.get(keys.node(nodeUUIDs[0] as string)).string());
-    // Nothing listens for NVMe/TCP or discovery in this build: no endpoint is advertised.
+    // The discovery controller listens (on a free port here), so its endpoint is advertised at
+    // the advertise address; nothing listens on a shared NVMe/TCP port, so that one is not.
     assert.equal(node?.nvmeEndpoint, '');
-    assert.equal(node?.discoveryEndpoint, '');
+    assert.match(node?.discoveryEndpoint ?? '', /^192\.0\.2\.10:\d+$/);
     assert.deepEqual(node?.failureDomains, ['fixture-host']);
     assert.deepEqual(node?.managedDeviceSerials, ['DATA-1']);
     assert.equal(node?.journalDeviceSerial, 'JOURNAL-1');

@@ -17,7 +17,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createEtcdClient } from '../lib/etcd/client.js';
+import { createEtcdClient, unconditionalTxn } from '../lib/etcd/client.js';
 import { startLocalEtcd } from '../lib/etcd/local-etcd.js';
 import { freePort } from '../lib/ports.js';
 import { packageRoot } from '../lib/paths.js';
@@ -130,15 +130,21 @@ try {
     const waiting = volumes.filter((v) => v.state !== 'Available');
     if (waiting.length === 0) break;
     if (Date.now() - servedAt > 120_000) throw new Error(`${waiting.length} volumes not Available after 120 s`);
-    await Promise.all(
-      waiting.filter((v) => v.placement).map((v) => {
+    // 100 reports per transaction, four transactions in flight: 10,000 single puts at once
+    // overrun the client's deadlines on a loaded machine.
+    const placed = waiting.filter((v) => v.placement);
+    const batches: VolumeRecord[][] = [];
+    for (let i = 0; i < placed.length; i += 100) batches.push(placed.slice(i, i + 100));
+    await load(batches.length, 4, async (i) => {
+      const ops = batches[i]!.map((v) => {
         const status: VolumeStatusRecord = {
           volumeUUID: v.UUID, nodeUUID: v.placement!.nodeList[0]!, generation: v.generation, state: 'Served', error: '', snapshots: [],
           connectedHosts: [], logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(),
         };
-        return raw.put(keys.volumeStatus(v.UUID, status.nodeUUID)).value(JSON.stringify(status)).exec();
-      }),
-    );
+        return raw.put(keys.volumeStatus(v.UUID, status.nodeUUID)).value(JSON.stringify(status));
+      });
+      await unconditionalTxn(raw).then(...ops).commit();
+    });
     await new Promise((r) => setTimeout(r, 500));
   }
   const servedSeconds = (Date.now() - servedAt) / 1000;

@@ -2,7 +2,7 @@
 // and the agents' gRPC), leadership and its tasks, and the order of start and stop.
 // resources.ts builds the resources' services and routers. main.ts adds the process concerns.
 import { readFileSync } from 'node:fs';
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
@@ -16,6 +16,8 @@ import { AgentSessions } from './agents/agent-sessions.js';
 import { bindGrpcServer, createAgentGrpcServer } from './agents/agent-grpc-server.js';
 import { InventoryService } from './agents/inventory-service.js';
 import { InventoryStore } from './agents/inventory-store.js';
+import { NodePoolStore } from './agents/node-pool-store.js';
+import { PoolReportService } from './agents/pool-report-service.js';
 import { VolumeReportService } from './agents/volume-report-service.js';
 import { VolumeStatusStore } from './agents/volume-status-store.js';
 import { Authenticator } from './auth/authenticator.js';
@@ -63,6 +65,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     sessions,
     inventory: new InventoryService(new InventoryStore(etcd), instanceId),
     volumeReports: new VolumeReportService(new VolumeStatusStore(etcd)),
+    poolReports: new PoolReportService(new NodePoolStore(etcd)),
     instanceId,
     clusterUUID: bootstrap.cluster.UUID,
   });
@@ -70,7 +73,16 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
 
   // The REST API: bound before the routes exist, so the registry can advertise its port.
   const tls = config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined;
+  // Until the routes exist (the watch cache loads first), every request gets a 503 with the JSON
+  // error body and Retry-After, never silence: a client polling a starting control plane retries.
+  let handle: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   const httpServer: HttpServer = tls ? createHttpsServer(tls) : createHttpServer();
+  httpServer.on('request', (req, res) => {
+    if (handle) return handle(req, res);
+    const body = JSON.stringify(new StrataError('UNAVAILABLE', 'the control plane is starting; retry').toWire());
+    res.writeHead(503, { 'Content-Type': 'application/json; charset=utf-8', 'Retry-After': '1', 'Content-Length': Buffer.byteLength(body) });
+    res.end(body);
+  });
   httpServer.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     httpServer.once('error', reject);
@@ -100,7 +112,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     ports: { api: apiPort, grpc: grpcPort },
     logger,
   });
-  httpServer.on('request', createHttpApp(child('http'), resources.routers, { beforeApiRoutes: () => cache.sync() }).callback());
+  handle = createHttpApp(child('http'), resources.routers, { beforeApiRoutes: () => cache.sync() }).callback();
 
   // Membership and leadership: one lease for both, granted again whenever it is lost.
   const leaderTasks = new LeaderTasks(election, resources.leaderTasks, child('leader-tasks'));

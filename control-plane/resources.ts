@@ -38,6 +38,7 @@ import { NodesService } from './nodes/nodes-service.js';
 import { createNodesRoutes } from './nodes/nodes-routes.js';
 import { NvmeDevicesService } from './nvme-devices/nvme-devices-service.js';
 import { createNvmeDevicesRoutes } from './nvme-devices/nvme-devices-routes.js';
+import { NvmeDevicesStore } from './nvme-devices/nvme-devices-store.js';
 import { PoliciesService } from './policies/policies-service.js';
 import { PoliciesStore } from './policies/policies-store.js';
 import { WatchedPolicyDirectory } from './policies/policy-directory.js';
@@ -122,7 +123,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createClusterRoutes({ auth, cluster }),
     createServersRoutes({ auth, servers: new ServersService(inventory) }),
     createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
-    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory) }),
+    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
     createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),
     createPoliciesRoutes({ auth, policies: new PoliciesService(policiesStore, projectsStore, volumeUsage) }),

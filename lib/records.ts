@@ -242,3 +242,50 @@ export interface VolumeStatusRecord {
   physicalUsedBytes: string;
   reportedAt: string;
 }
+
+/** State of one device in a node's storage pool (spec 2.13 `state`). */
+export type PoolDeviceState = 'Healthy' | 'Adding' | 'Rebuilding' | 'Failed';
+
+/**
+ * /strata/node-pools/<nodeUUID>: the node's storage pool as its agent last measured it (md array
+ * + btrfs; docs/datapath.md). Written by the control plane from the agent's gRPC PoolReport.
+ */
+export interface NodePoolRecord {
+  nodeUUID: string;
+  serverUUID: string;
+  state: 'Ready' | 'Growing' | 'Rebuilding' | 'Degraded' | 'Failed';
+  error: string;
+  /** md level of the array (raid0, raid1, raid5, raid6; raid4 while a raid0 grows). */
+  level: string;
+  /** The journal device is the array's md write journal. */
+  journal: boolean;
+  /** Raw bytes of the data devices in the array. */
+  rawBytes: string;
+  /** The md array's size: parity excluded. */
+  arrayBytes: string;
+  /** What volumes can use: data on the filesystem plus its estimated free space. */
+  capacityBytes: string;
+  freeBytes: string;
+  /** Sum of the volume backings' sizes (thin: provisioned, not used). */
+  provisionedBytes: string;
+  /** Allocated bytes of volumes and snapshots before compression (shared extents count per file). */
+  logicalUsedBytes: string;
+  /** Data on the array after compression and sharing. */
+  physicalUsedBytes: string;
+  physicalUsedIncludingParityBytes: string;
+  /** Progress of a running reshape, resync or recovery (0 when none). */
+  rebuildProgressPercent: number;
+  devices: {
+    serial: string;
+    role: 'data' | 'journal';
+    state: PoolDeviceState;
+    sizeBytes: string;
+    error: string;
+    /** When the device entered `state` (as far as the control plane saw). */
+    stateSince: string;
+    /** When the device last became Healthy after Adding or Rebuilding ('' never). */
+    rebuildCompletedAt: string;
+  }[];
+  measuredAt: string;
+  reportedAt: string;
+}

@@ -13,6 +13,7 @@ import { createFakeSysfs } from '../../test/helpers/sysfs-fixture.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/volume-report.js';
+import type { PoolReportSnapshot, PoolReportSource } from '../datapath/pool-report.js';
 import { ControlPlaneSession } from './control-plane-session.js';
 
 interface FakeSession {
@@ -54,6 +55,7 @@ async function startFakeControlPlane(name: string, ack: boolean, port = 0): Prom
         if (message.body === 'hello') call.write({ welcome: { control_plane_instance: name, cluster_uuid: '' } });
         if (message.body === 'inventory' && plane.ack) call.write({ inventory_ack: { sequence: message.inventory?.sequence ?? '0' } });
         if (message.body === 'volume_report' && plane.ack) call.write({ volume_report_ack: { sequence: message.volume_report?.sequence ?? '0' } });
+        if (message.body === 'pool_report' && plane.ack) call.write({ pool_report_ack: { sequence: message.pool_report?.sequence ?? '0' } });
       });
       call.on('error', () => undefined);
       call.on('end', () => call.end());
@@ -147,6 +149,7 @@ function newSession(
   setLed: (serial: string, state: LedState) => Promise<void> = async () => undefined,
   welcomeTimeoutMs = 2000,
   volumeReports?: VolumeReportSource,
+  poolReports?: PoolReportSource,
 ) {
   return new ControlPlaneSession({
     endpoints,
@@ -156,6 +159,7 @@ function newSession(
     clusterUUID: () => 'cluster-1',
     inventory,
     ...(volumeReports ? { volumeReports } : {}),
+    ...(poolReports ? { poolReports } : {}),
     commands: { setLed },
     heartbeatMs: 100,
     reconnectBackoff: { initialMs: 50, maxMs: 400 },
@@ -354,5 +358,53 @@ describe('ControlPlaneSession', () => {
     b.sessions[0]?.end();
     await waitUntil(() => b.sessions.length === 2 && ofBody(b.sessions[1], 'heartbeat').length >= 1, 'a new session on cp-b');
     assert.equal(ofBody(b.sessions[1], 'volume_report').length, 0, 'an acked report is not re-sent');
+  });
+  it('sends pool reports like volume reports: after Hello, on change, again after failover until acked', async (t) => {
+    const a = await startFakeControlPlane('cp-a', false);
+    const b = await startFakeControlPlane('cp-b', true);
+    const inventory = new ScriptedInventory();
+    inventory.publish(['S1']);
+    let report: PoolReportSnapshot = {
+      sequence: 1,
+      pools: [
+        {
+          nodeUUID: identity.nodeUUIDs[0] as string, state: 'Growing', error: '', level: 'raid0', journal: false, rawBytes: 2000n, arrayBytes: 1990n,
+          capacityBytes: 1800n, freeBytes: 1500n, provisionedBytes: 4096n, logicalUsedBytes: 600n, physicalUsedBytes: 300n,
+          physicalUsedIncludingParityBytes: 300n, rebuildProgressPercent: 40, measuredAt: 'now',
+          devices: [{ serial: 'S1', role: 'data', state: 'Adding', sizeBytes: 1000n, error: '' }],
+        },
+      ],
+    };
+    const listeners = new Set<(r: PoolReportSnapshot) => void>();
+    const acks: number[] = [];
+    const pools: PoolReportSource = {
+      current: () => report,
+      onChange: (l) => (listeners.add(l), () => listeners.delete(l)),
+      acknowledged: (sequence) => acks.push(sequence),
+    };
+    const session = newSession([a.endpoint, b.endpoint], inventory, undefined, 2000, undefined, pools);
+    t.after(async () => {
+      await session.stop();
+      a.kill();
+      b.kill();
+    });
+    session.start();
+    const first = await waitUntil(() => ofBody(a.sessions[0], 'pool_report')[0], 'pool report on cp-a');
+    assert.equal(first.pool_report?.sequence, '1');
+    assert.deepEqual(
+      { ...first.pool_report?.pools[0], devices: undefined },
+      {
+        node_uuid: identity.nodeUUIDs[0], state: 'POOL_GROWING', error: '', level: 'raid0', journal: false, raw_bytes: '2000', array_bytes: '1990',
+        capacity_bytes: '1800', free_bytes: '1500', provisioned_bytes: '4096', logical_used_bytes: '600', physical_used_bytes: '300',
+        physical_used_including_parity_bytes: '300', rebuild_progress_percent: 40, measured_at: 'now', devices: undefined,
+      },
+    );
+    assert.deepEqual(first.pool_report?.pools[0]?.devices, [{ serial: 'S1', role: 'data', state: 'POOL_DEVICE_ADDING', size_bytes: '1000', error: '' }]);
+    a.kill();
+    await waitUntil(() => session.state().lastAckedPoolReportSequence === 1, 'cp-b acks the re-sent report');
+    report = { ...report, sequence: 2 };
+    for (const l of listeners) l(report);
+    await waitUntil(() => session.state().lastAckedPoolReportSequence === 2, 'the changed report is sent at once and acked');
+    assert.deepEqual(acks, [1, 2]);
   });
 });

@@ -1,8 +1,8 @@
 // The agent's gRPC session with the control plane (strata.v1.AgentReporting/Session), the
 // transport layer of the agent. One long-lived bidi stream at a time:
-//   agent → Hello, Inventory and VolumeReport (whenever they changed and are not yet acked),
+//   agent → Hello, Inventory, VolumeReport and PoolReport (whenever they changed and are not yet acked),
 //           Heartbeat, CommandResult
-//   control plane → Welcome, InventoryAck{sequence}, VolumeReportAck{sequence}, Command
+//   control plane → Welcome, InventoryAck{sequence}, VolumeReportAck{sequence}, PoolReportAck{sequence}, Command
 // Any control-plane instance can take the session. When a stream fails or ends, the agent dials
 // the next endpoint of its list after a capped, jittered exponential backoff, and re-sends the
 // latest inventory and volume report unless a control plane already acknowledged that sequence
@@ -18,6 +18,7 @@ import type { ControlMessage__Output } from '../../proto/gen/strata/v1/ControlMe
 import type { LedPattern, LedPattern__Output } from '../../proto/gen/strata/v1/LedPattern.js';
 import type { Inventory } from '../../proto/gen/strata/v1/Inventory.js';
 import { Backoff, sleep, type BackoffOptions } from '../backoff.js';
+import { toPoolReportMessage, type PoolReportSource } from '../datapath/pool-report.js';
 import { toVolumeReportMessage, type VolumeReportSource } from '../datapath/volume-report.js';
 import type { AgentIdentity } from '../identity/identity-store.js';
 import type { InventorySnapshot, InventorySource } from '../inventory/inventory-service.js';
@@ -39,6 +40,8 @@ export interface ControlPlaneSessionOptions {
   readonly inventory: InventorySource;
   /** The data path's volume reports (absent when the agent runs without one). */
   readonly volumeReports?: VolumeReportSource;
+  /** The node pools' reports (absent when the agent runs without a data path). */
+  readonly poolReports?: PoolReportSource;
   readonly commands: AgentCommandHandler;
   readonly heartbeatMs: number;
   readonly reconnectBackoff?: BackoffOptions;
@@ -61,6 +64,8 @@ export interface SessionState {
   readonly lastSentSequence: number;
   /** Highest volume-report sequence a control plane acknowledged (0: none). */
   readonly lastAckedVolumeReportSequence: number;
+  /** Highest pool-report sequence a control plane acknowledged (0: none). */
+  readonly lastAckedPoolReportSequence: number;
   /** Number of welcomed streams so far. */
   readonly sessions: number;
 }
@@ -78,6 +83,8 @@ interface ActiveStream {
   sentSequence: number;
   /** Volume-report sequence last written on this stream. */
   sentVolumeReportSequence: number;
+  /** Pool-report sequence last written on this stream. */
+  sentPoolReportSequence: number;
   welcomed: boolean;
   /** Cleared by Welcome. */
   welcomeTimer: NodeJS.Timeout | undefined;
@@ -103,6 +110,7 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
   private lastAckedSequence = 0;
   private lastSentSequence = 0;
   private lastAckedVolumeReportSequence = 0;
+  private lastAckedPoolReportSequence = 0;
   private sessions = 0;
   private stopped = false;
   private loop: Promise<void> | undefined;
@@ -123,6 +131,7 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
       lastAckedSequence: this.lastAckedSequence,
       lastSentSequence: this.lastSentSequence,
       lastAckedVolumeReportSequence: this.lastAckedVolumeReportSequence,
+      lastAckedPoolReportSequence: this.lastAckedPoolReportSequence,
       sessions: this.sessions,
     };
   }
@@ -131,6 +140,7 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
     if (this.loop || this.stopped) return;
     this.unsubscribers.push(this.options.inventory.onChange(() => this.sendInventoryIfUnacked()));
     if (this.options.volumeReports) this.unsubscribers.push(this.options.volumeReports.onChange(() => this.sendVolumeReportIfUnacked()));
+    if (this.options.poolReports) this.unsubscribers.push(this.options.poolReports.onChange(() => this.sendPoolReportIfUnacked()));
     this.loop = this.run();
   }
 
@@ -183,7 +193,7 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
         },
       );
       const call = client.Session();
-      const stream: ActiveStream = { endpoint, call, sentSequence: 0, sentVolumeReportSequence: 0, welcomed: false, welcomeTimer: undefined };
+      const stream: ActiveStream = { endpoint, call, sentSequence: 0, sentVolumeReportSequence: 0, sentPoolReportSequence: 0, welcomed: false, welcomeTimer: undefined };
       this.stream = stream;
       this.endpoint = endpoint;
       this.emitState();
@@ -233,6 +243,7 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
       // stream and the inventory is simply re-sent to the next one.
       this.sendInventoryIfUnacked();
       this.sendVolumeReportIfUnacked();
+      this.sendPoolReportIfUnacked();
       heartbeat = setInterval(
         () => this.write(stream, { heartbeat: { sent_at: new Date().toISOString() } }),
         this.options.heartbeatMs,
@@ -271,6 +282,15 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
         if (sequence > this.lastAckedVolumeReportSequence) {
           this.lastAckedVolumeReportSequence = sequence;
           this.options.volumeReports?.acknowledged(sequence);
+          this.emitState();
+        }
+        return;
+      }
+      case 'pool_report_ack': {
+        const sequence = Number(message.pool_report_ack?.sequence ?? 0);
+        if (sequence > this.lastAckedPoolReportSequence) {
+          this.lastAckedPoolReportSequence = sequence;
+          this.options.poolReports?.acknowledged(sequence);
           this.emitState();
         }
         return;
@@ -318,13 +338,36 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
   }
 
   private sendVolumeReportIfUnacked(): void {
-    const stream = this.stream;
     const report = this.options.volumeReports?.current();
-    if (!stream || !report) return;
-    if (report.sequence <= this.lastAckedVolumeReportSequence || report.sequence <= stream.sentVolumeReportSequence) return;
-    stream.sentVolumeReportSequence = report.sequence;
-    this.write(stream, { volume_report: toVolumeReportMessage(report) });
-    this.options.logger.debug({ sequence: report.sequence, volumes: report.volumes.length, endpoint: stream.endpoint }, 'volume report sent');
+    if (!report) return;
+    this.sendReportIfUnacked('sentVolumeReportSequence', report.sequence, this.lastAckedVolumeReportSequence, () => ({ volume_report: toVolumeReportMessage(report) }), {
+      report: 'volume',
+      volumes: report.volumes.length,
+    });
+  }
+
+  private sendPoolReportIfUnacked(): void {
+    const report = this.options.poolReports?.current();
+    if (!report) return;
+    this.sendReportIfUnacked('sentPoolReportSequence', report.sequence, this.lastAckedPoolReportSequence, () => ({ pool_report: toPoolReportMessage(report) }), {
+      report: 'pool',
+      pools: report.pools.length,
+    });
+  }
+
+  /** Writes a report on the current stream unless a control plane acked it or this stream has it. */
+  private sendReportIfUnacked(
+    sent: 'sentVolumeReportSequence' | 'sentPoolReportSequence',
+    sequence: number,
+    acked: number,
+    message: () => AgentMessage,
+    details: { report: string } & Record<string, string | number>,
+  ): void {
+    const stream = this.stream;
+    if (!stream || sequence <= acked || sequence <= stream[sent]) return;
+    stream[sent] = sequence;
+    this.write(stream, message());
+    this.options.logger.debug({ sequence, ...details, endpoint: stream.endpoint }, `${details.report} report sent`);
   }
 
   private write(stream: ActiveStream, message: AgentMessage): void {

@@ -1,7 +1,7 @@
 // Decisions of the md + btrfs pool bring-up, against a fake sysfs and a scripted command runner
 // (the real mdadm/mkfs/mount run in the QEMU e2e test, kernel.e2e.ts).
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { createFakeSysfs } from '../../test/helpers/sysfs-fixture.js';
@@ -18,7 +18,7 @@ describe('md + btrfs pool', () => {
   for (const [i, serial] of ['D1', 'D2', 'D3', 'J1'].entries()) {
     sysfs.addController({ name: `nvme${i}`, serial, pciAddress: `0000:0${i}:00.0`, namespaces: [{ name: `nvme${i}n1`, sectors: 1000 }] });
   }
-  mkdirSync(join(sysfs.root, 'block', 'md127'), { recursive: true });
+  sysfs.write('block/md127/md/level', 'raid5\n');
   const mountPoint = join(sysfs.root, 'pool');
 
   /** A runner answering from a table keyed by "command arg1 arg2 ..."; records every call. */
@@ -92,18 +92,37 @@ describe('md + btrfs pool', () => {
     writeFileSync(sysfs.mountsPath, 'proc /proc proc rw 0 0\n');
   });
 
+  it('assembles from the listed devices that carry its superblock; the others wait for the growth steps', async () => {
+    // D3 was added to the node after the array was created (blank), D2 belongs to another array:
+    // neither is touched here (pool-growth.ts adds D3 and reports D2 Failed).
+    const partial = scripted({
+      'mdadm --detail': { code: 1 },
+      'mdadm --examine --export /dev/nvme0n1': `MD_NAME=h:${NAME}\n`,
+      'mdadm --examine --export /dev/nvme1n1': 'MD_NAME=h:someone-else\n',
+      'mdadm --examine --export /dev/nvme3n1': `MD_NAME=h:${NAME}\n`,
+      'mdadm --examine': { code: 1 },
+      'mdadm --assemble': '',
+      blkid: 'btrfs\n',
+      mount: '',
+    });
+    const result = await prepareBtrfsMdPool(options(partial.run));
+    assert.equal(result.created, false);
+    assert.ok(partial.calls.includes(`mdadm --assemble /dev/md/${NAME} --run /dev/nvme0n1 /dev/nvme3n1`), partial.calls.join('\n'));
+    assert.ok(!partial.calls.some((c) => c.startsWith('mdadm --create') || c.startsWith('mkfs') || c.includes('nvme2n1') && !c.startsWith('mdadm --examine')));
+  });
+
   it('refuses devices that hold anything else, or belong to another array, or are missing', async () => {
     const foreignFs = scripted({ 'mdadm --detail': { code: 1 }, 'mdadm --examine': { code: 1 }, 'blkid -p -o value -s TYPE /dev/nvme1n1': 'ext4\n', blkid: { code: 2 } });
     await assert.rejects(prepareBtrfsMdPool(options(foreignFs.run)), /nvme1n1 holds data \(ext4\)/);
     assert.ok(!foreignFs.calls.some((c) => c.startsWith('mdadm --create')));
 
-    const mixed = scripted({
+    const foreignArrays = scripted({
       'mdadm --detail': { code: 1 },
-      'mdadm --examine --export /dev/nvme0n1': `MD_NAME=h:${NAME}\n`,
-      'mdadm --examine --export /dev/nvme1n1': 'MD_NAME=h:someone-else\n',
+      'mdadm --examine --export /dev/nvme0n1': 'MD_NAME=h:someone-else\n',
       'mdadm --examine': { code: 1 },
     });
-    await assert.rejects(prepareBtrfsMdPool(options(mixed.run)), /not one array of its own/);
+    await assert.rejects(prepareBtrfsMdPool(options(foreignArrays.run)), /not one array of its own/);
+    assert.ok(!foreignArrays.calls.some((c) => c.startsWith('mdadm --create') || c.startsWith('mdadm --assemble')));
 
     const notBtrfs = scripted({ 'mdadm --detail': { code: 1 }, 'mdadm --examine': `MD_NAME=${NAME}\n`, 'mdadm --assemble': '', blkid: 'xfs\n' });
     await assert.rejects(prepareBtrfsMdPool(options(notBtrfs.run)), /holds xfs, not btrfs/);

@@ -1,11 +1,13 @@
 // The node pool of architecture.md: an md array over the node's data devices (raid0, or raid5/6
 // when the node has `ec`, with the journal device as the md write journal), btrfs on it, mounted
-// at the node's pool directory; the volumes on it are then a FilePool. This module only brings
-// the array and the filesystem up (create once, assemble and mount after every boot); it never
-// touches a device that holds anything it did not create.
+// at the node's pool directory; the volumes on it are then a FilePool. This module brings the
+// array and the filesystem up (create once, assemble and mount after every boot); growing it is
+// pool-growth.ts (the steps) and node-pools.ts (running them). It never touches a device that
+// holds anything it did not create.
 import { promises as fs } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Logger } from '../../lib/logger.js';
+import { pcieNamespaces } from './md-array.js';
 import { PoolError, type CommandRunner } from './storage-pool.js';
 
 export interface NodeDevices {
@@ -51,45 +53,56 @@ export function raidLevelOf(devices: NodeDevices): { level: string; force: boole
 
 /**
  * Brings up the node's array and filesystem and mounts it. Idempotent: an array already
- * running is used as is, an array whose members carry our superblocks is assembled, and only
- * devices without any signature are ever turned into a new array.
+ * running is used as is; otherwise the listed devices that carry its superblock are assembled
+ * (devices added to the node since, still blank, join later through the growth steps of
+ * pool-growth.ts; a missing member leaves a raid5/6 degraded). Only when no listed device carries
+ * it is a new array created, and then only from devices without any signature.
  */
 export async function prepareBtrfsMdPool(options: BtrfsMdOptions): Promise<PreparedArray> {
   const { devices, run, logger } = options;
   const name = arrayNameOf(options.nodeUUID);
-  const { level, force } = raidLevelOf(devices);
-  const data = await Promise.all(devices.dataSerials.map((s) => deviceOfSerial(options.sysfsRoot, s)));
-  const useJournal = devices.journalSerial !== '' && ['4', '5', '6'].includes(level);
-  if (devices.journalSerial !== '' && !useJournal) logger.warn({ level }, `the journal device is not used: raid${level} has no write journal`);
-  const journal = useJournal ? await deviceOfSerial(options.sysfsRoot, devices.journalSerial) : undefined;
-  const members = journal ? [...data, journal] : data;
+  const namespaces = await pcieNamespaces(options.sysfsRoot);
+  const blockOf = (serial: string) => namespaces.get(serial)?.block;
 
   let mdDevice = await runningArray(options.sysfsRoot, name, run);
   let created = false;
+  let level = '';
   if (!mdDevice) {
-    const superblocks = await Promise.all(members.map((d) => examine(d, run)));
-    const ours = superblocks.filter((s) => s?.name === name).length;
-    if (ours === members.length) {
+    const listed = [...devices.dataSerials, ...(devices.journalSerial !== '' ? [devices.journalSerial] : [])];
+    const present = listed.filter((s) => blockOf(s) !== undefined).map((s) => `/dev/${blockOf(s)}`);
+    const superblocks = await Promise.all(present.map((d) => examine(d, run)));
+    const ours = present.filter((_, i) => superblocks[i]?.name === name);
+    if (ours.length > 0) {
       mdDevice = `/dev/md/${name}`;
-      await runOrFail(run, 'mdadm', ['--assemble', mdDevice, '--run', ...members], `assembling ${name}`);
-      logger.info({ mdDevice, members }, 'md array assembled');
-    } else if (superblocks.every((s) => s === undefined)) {
-      for (const device of members) {
+      await runOrFail(run, 'mdadm', ['--assemble', mdDevice, '--run', ...ours], `assembling ${name}`);
+      logger.info({ mdDevice, members: ours, listed: present }, 'md array assembled');
+    } else {
+      const missing = listed.filter((s) => blockOf(s) === undefined);
+      if (missing.length > 0) throw new PoolError(`data device ${missing.join(', ')} is not present on this server`);
+      if (superblocks.some((s) => s !== undefined)) {
+        const found = present.map((d, i) => `${d}: ${superblocks[i]?.name ?? 'none'}`).join(', ');
+        throw new PoolError(`the node's devices are not one array of its own (md superblocks: ${found}); refusing to touch them`);
+      }
+      const raid = raidLevelOf(devices);
+      const useJournal = devices.journalSerial !== '' && ['4', '5', '6'].includes(raid.level);
+      if (devices.journalSerial !== '' && !useJournal) logger.warn({ level: raid.level }, `the journal device is not used: raid${raid.level} has no write journal`);
+      const data = devices.dataSerials.map((s) => `/dev/${blockOf(s)}`);
+      const journal = useJournal ? `/dev/${blockOf(devices.journalSerial)}` : undefined;
+      for (const device of journal ? [...data, journal] : data) {
         const signature = await signatureOf(device, run);
         if (signature) throw new PoolError(`device ${device} holds data (${signature}); wipe it before Strata may use it`);
       }
       mdDevice = `/dev/md/${name}`;
-      const args = ['--create', mdDevice, '--run', '--metadata=1.2', `--level=${level}`, `--raid-devices=${data.length}`, `--name=${name}`];
-      if (force) args.push('--force');
+      const args = ['--create', mdDevice, '--run', '--metadata=1.2', `--level=${raid.level}`, `--raid-devices=${data.length}`, `--name=${name}`];
+      if (raid.force) args.push('--force');
       if (journal) args.push('--write-journal', journal);
       await runOrFail(run, 'mdadm', [...args, ...data], `creating ${name}`);
       created = true;
+      level = `raid${raid.level}`;
       logger.info({ mdDevice, level, data, journal }, 'md array created');
-    } else {
-      const found = members.map((d, i) => `${d}: ${superblocks[i]?.name ?? 'none'}`).join(', ');
-      throw new PoolError(`the node's devices are not one array of its own (md superblocks: ${found}); refusing to touch them`);
     }
   }
+  if (!level) level = (await readLevel(options.sysfsRoot, mdDevice)) || 'unknown';
 
   const type = await signatureOf(mdDevice, run);
   if (!type) {
@@ -109,25 +122,17 @@ export async function prepareBtrfsMdPool(options: BtrfsMdOptions): Promise<Prepa
     await runOrFail(run, 'mount', ['-t', 'btrfs', mdDevice, options.mountPoint], `mounting ${mdDevice}`);
     mounted = true;
   }
-  return { mdDevice, level: `raid${level}`, created, mounted };
+  return { mdDevice, level, created, mounted };
 }
 
-/** /dev/<namespace 1> of the PCIe NVMe controller with this serial. */
-async function deviceOfSerial(sysfsRoot: string, serial: string): Promise<string> {
-  const classDir = join(sysfsRoot, 'class', 'nvme');
-  for (const controller of await fs.readdir(classDir).catch(() => [] as string[])) {
-    const value = await fs.readFile(join(classDir, controller, 'serial'), 'utf8').catch(() => '');
-    if (value.trim() !== serial) continue;
-    const transport = await fs.readFile(join(classDir, controller, 'transport'), 'utf8').catch(() => 'pcie');
-    if (transport.trim() !== 'pcie') continue;
-    const namespaces = (await fs.readdir(join(classDir, controller))).filter((e) => new RegExp(`^${controller}n\\d+$`).test(e)).sort();
-    if (namespaces[0]) return `/dev/${namespaces[0]}`;
-  }
-  throw new PoolError(`data device ${serial} is not present on this server`);
+/** The md level of /dev/mdN (or of the /dev/md/<name> link), '' when sysfs does not say. */
+async function readLevel(sysfsRoot: string, mdDevice: string): Promise<string> {
+  const block = await fs.realpath(mdDevice).then(basename, () => basename(mdDevice));
+  return (await fs.readFile(join(sysfsRoot, 'block', block, 'md', 'level'), 'utf8').catch(() => '')).trim();
 }
 
 /** An assembled array with our name, found through sysfs and `mdadm --detail`. */
-async function runningArray(sysfsRoot: string, name: string, run: CommandRunner): Promise<string | undefined> {
+export async function runningArray(sysfsRoot: string, name: string, run: CommandRunner): Promise<string | undefined> {
   for (const block of await fs.readdir(join(sysfsRoot, 'block')).catch(() => [] as string[])) {
     if (!/^md\d+$/.test(block)) continue;
     try {
@@ -140,7 +145,7 @@ async function runningArray(sysfsRoot: string, name: string, run: CommandRunner)
   return undefined;
 }
 
-async function examine(device: string, run: CommandRunner): Promise<{ name: string } | undefined> {
+export async function examine(device: string, run: CommandRunner): Promise<{ name: string } | undefined> {
   try {
     const { stdout } = await run('mdadm', ['--examine', '--export', device]);
     const name = exportedName(stdout);
@@ -159,7 +164,7 @@ export function exportedName(stdout: string): string | undefined {
 }
 
 /** The filesystem/RAID signature blkid finds on a device ('' for none). */
-async function signatureOf(device: string, run: CommandRunner): Promise<string> {
+export async function signatureOf(device: string, run: CommandRunner): Promise<string> {
   try {
     const { stdout } = await run('blkid', ['-p', '-o', 'value', '-s', 'TYPE', device]);
     return stdout.trim();
@@ -170,7 +175,7 @@ async function signatureOf(device: string, run: CommandRunner): Promise<string> 
   }
 }
 
-async function runOrFail(run: CommandRunner, command: string, args: string[], what: string): Promise<void> {
+export async function runOrFail(run: CommandRunner, command: string, args: string[], what: string): Promise<void> {
   try {
     await run(command, args);
   } catch (err) {

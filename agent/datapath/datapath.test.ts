@@ -82,6 +82,7 @@ describe('data path end to end (etcd → agent → plain-directory configfs + Fi
         '--mounts-path', sysfs.mountsPath,
         '--swaps-path', sysfs.swapsPath,
         '--pool-dir', join(work, 'pool'),
+        '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1',
         '--heartbeat-seconds', '1',
       ],
       env: {},
@@ -220,6 +221,7 @@ describe('data path on a server without nvmet', () => {
         '--mounts-path', sysfs.mountsPath,
         '--swaps-path', sysfs.swapsPath,
         '--pool-dir', join(work, 'pool'),
+        '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1',
       ],
       env: {},
     });

@@ -1,23 +1,23 @@
 // Builds the data path of an agent: finds the kernel NVMe target (or decides there is none),
-// opens one storage pool per node, and wires the reconciler. agent/agent.ts calls
-// createDataPath; tests pass DataPathTestOptions through startAgent to run it on a plain
-// directory instead of configfs.
+// the node pools (node-pools.ts: one storage pool per node, grown and measured), and wires the
+// reconciler. agent/agent.ts calls createDataPathAndPools; tests pass DataPathTestOptions
+// through startAgent to run it on a plain directory instead of configfs.
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
-import { parseRecord } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
-import type { NodeRecord } from '../../lib/records.js';
-import { prepareBtrfsMdPool } from './btrfs-md-pool.js';
 import { SsConnectedHostsProbe, type ConnectedHostsProbe } from './connected-hosts.js';
 import { DataPathState } from './datapath-state.js';
+import { IpAclEnforcer } from './ip-acl-enforcer.js';
+import { NftablesDriver } from './nftables.js';
 import type { ClusterFacts } from './desired-state.js';
 import { DEFAULT_NVMET_ROOT, isOnConfigfs, NvmetConfigfs } from './nvmet-configfs.js';
 import { DataPathReconciler, type DataPathBackend } from './reconciler.js';
-import { FilePool, runCommand, type CommandRunner, type StoragePool } from './storage-pool.js';
+import { NodePools } from './node-pools.js';
+import { runCommand, type CommandRunner, type StoragePool } from './storage-pool.js';
 
 export const NO_NVMET = 'this server has no NVMe target (nvmet) in its kernel';
+export const NFT_NOT_IN_TESTS = 'this test runs without nftables (no nft command given)';
 
 /** The settings of agent/config.ts the data path uses. */
 export interface DataPathConfig {
@@ -41,6 +41,12 @@ export interface DataPathTestOptions {
   readonly openPool?: (nodeUUID: string, cluster: ClusterFacts) => Promise<StoragePool>;
   readonly connectedHosts?: ConnectedHostsProbe;
   readonly run?: CommandRunner;
+  /**
+   * The nft command (and leading arguments, e.g. nsenter into a test's network namespace). With
+   * an emulated nvmet root and no command, IP ACLs are not enforced and volumes that have one
+   * are reported Failed: a test must never change the host's own firewall by accident.
+   */
+  readonly nft?: readonly string[];
 }
 
 export interface DataPathDeps {
@@ -50,44 +56,50 @@ export interface DataPathDeps {
 }
 
 export async function createDataPath(config: DataPathConfig, deps: DataPathDeps, test: DataPathTestOptions = {}): Promise<DataPathReconciler> {
+  return (await createDataPathAndPools(config, deps, test)).dataPath;
+}
+
+/** The data path and the node pools it keeps volumes in, with one kernel-target decision for both. */
+export async function createDataPathAndPools(
+  config: DataPathConfig,
+  deps: DataPathDeps,
+  test: DataPathTestOptions = {},
+): Promise<{ dataPath: DataPathReconciler; pools: NodePools }> {
   const run = test.run ?? runCommand;
   const state = await DataPathState.load(config.stateDir);
   const logger = deps.logger;
-  return new DataPathReconciler({
+  let decided: Promise<DataPathBackend> | undefined;
+  const backend = () => (decided ??= findBackend(config, test, run, logger));
+  const pools = new NodePools({
     etcd: deps.etcd,
     nodeUUIDs: deps.nodeUUIDs,
-    backend: () => findBackend(config, test, run, logger),
-    openPool: test.openPool ?? ((nodeUUID, cluster) => openNodePool(config, deps, run, nodeUUID, cluster)),
+    poolDir: config.poolDir,
+    sysfsRoot: config.sysfsRoot,
+    mountsPath: config.mountsPath,
+    stateDir: config.stateDir,
+    run,
+    // No pool is brought up, grown or reported on a server that cannot serve volumes, nor in a
+    // test that runs the data path on a plain directory or injects its pools.
+    enabled: async () => test.nvmetRoot === undefined && test.openPool === undefined && (await backend()).kind === 'nvmet',
+    intervalMs: config.reconcileIntervalSeconds * 1000,
+    logger: logger.child({ component: 'node-pools' }),
+  });
+  const dataPath = new DataPathReconciler({
+    etcd: deps.etcd,
+    nodeUUIDs: deps.nodeUUIDs,
+    backend,
+    openPool: test.openPool ?? ((nodeUUID, cluster) => pools.open(nodeUUID, cluster)),
     state,
     settings: { listenAddress: config.volumeListenAddress, portIdMin: config.volumePortMin, portIdMax: config.volumePortMax },
     connectedHosts: test.connectedHosts ?? new SsConnectedHostsProbe(run),
+    ipAcls: new IpAclEnforcer(
+      test.nft ? new NftablesDriver({ command: test.nft }) : test.nvmetRoot !== undefined ? NFT_NOT_IN_TESTS : new NftablesDriver(),
+      logger,
+    ),
     resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
     logger,
   });
-}
-
-/**
- * A node with managed data devices gets the md + btrfs pool mounted at <poolDir>/<node>; a node
- * without any (labs, tests) keeps its volumes in that directory on whatever filesystem it is.
- */
-async function openNodePool(config: DataPathConfig, deps: DataPathDeps, run: CommandRunner, nodeUUID: string, cluster: ClusterFacts): Promise<StoragePool> {
-  const logger = deps.logger.child({ nodeUUID });
-  const dir = join(config.poolDir, nodeUUID);
-  const node = parseRecord<NodeRecord>(keys.node(nodeUUID), await deps.etcd.get(keys.node(nodeUUID)).string());
-  if (!node) throw new Error(`node ${nodeUUID} is not registered in etcd yet`);
-  if (node.managedDeviceSerials.length > 0) {
-    const array = await prepareBtrfsMdPool({
-      nodeUUID,
-      devices: { dataSerials: node.managedDeviceSerials, journalSerial: node.journalDeviceSerial, ec: node.ec },
-      mountPoint: dir,
-      sysfsRoot: config.sysfsRoot,
-      mountsPath: config.mountsPath,
-      run,
-      logger,
-    });
-    logger.info(array, 'node pool array ready');
-  }
-  return FilePool.open({ dir, clusterUUID: cluster.clusterUUID, logger, run });
+  return { dataPath, pools };
 }
 
 /**

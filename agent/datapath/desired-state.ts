@@ -9,6 +9,7 @@ import {
   volumeNqnPrefix,
   type DesiredExport,
 } from './nvmet-model.js';
+import { ipAclOf } from './ip-acl.js';
 
 export interface ClusterFacts {
   readonly clusterUUID: string;
@@ -60,6 +61,8 @@ export function assignmentProblem(a: VolumeAssignment, facts: ClusterFacts, sett
   if (a.anaState !== 'optimized' && a.anaState !== 'inaccessible') return `invalid ANA state ${JSON.stringify(a.anaState)}`;
   const acl = aclOf(Array.isArray(a.acl) ? a.acl : []);
   if (typeof acl === 'string') return acl;
+  const ipAcl = ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []);
+  if (typeof ipAcl === 'string') return ipAcl;
   for (const s of [...(a.snapshotUUIDs ?? []), a.cloneFromSnapshotUUID, a.rollbackSnapshotUUID]) {
     if (s && !UUID_PATTERN.test(s)) return `invalid snapshot UUID ${JSON.stringify(s)}`;
   }

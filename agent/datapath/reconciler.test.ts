@@ -16,6 +16,7 @@ import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { DataPathState } from './datapath-state.js';
+import { IpAclEnforcer } from './ip-acl-enforcer.js';
 import { NvmetConfigfs } from './nvmet-configfs.js';
 import { describeOp, type NvmetOp } from './nvmet-model.js';
 import { DataPathReconciler } from './reconciler.js';
@@ -85,6 +86,7 @@ describe('DataPathReconciler crash safety', () => {
       openPool: (nodeUUID, cluster) => FilePool.open({ dir: join(work, 'pool', nodeUUID), clusterUUID: cluster.clusterUUID, logger: silentLogger() }),
       state: await DataPathState.load(join(work, 'state')),
       settings: { listenAddress: '127.0.0.1', portIdMin: 20000, portIdMax: 39999 },
+      ipAcls: new IpAclEnforcer('no nftables in this test', silentLogger()),
       resyncIntervalMs: 3_600_000,
       logger: silentLogger(),
     });

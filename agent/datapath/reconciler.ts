@@ -21,6 +21,8 @@ import { sleep } from '../backoff.js';
 import type { ConnectedHostsProbe, ConnectionsByPort } from './connected-hosts.js';
 import type { DataPathState } from './datapath-state.js';
 import { assignmentProblem, desiredExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
+import { ipAclOf, type IpAcl } from './ip-acl.js';
+import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
 import type { NvmetConfigfs } from './nvmet-configfs.js';
 import { describeOp, volumeNqnPrefix, type DesiredExport, type NvmetTree } from './nvmet-model.js';
 import { planNvmet, volumeOfNqn } from './nvmet-plan.js';
@@ -42,6 +44,8 @@ export interface DataPathReconcilerOptions {
   readonly state: DataPathState;
   readonly settings: ExportSettings;
   readonly connectedHosts?: ConnectedHostsProbe;
+  /** The volume ports' IP ACLs (nftables). */
+  readonly ipAcls: IpAclEnforcer;
   readonly resyncIntervalMs: number;
   /** Coalesces bursts of watch events into one pass. */
   readonly debounceMs?: number;
@@ -51,6 +55,8 @@ export interface DataPathReconcilerOptions {
 export interface PassSummary {
   readonly operations: number;
   readonly failedOperations: number;
+  /** nftables changes (IP ACLs) applied. */
+  readonly ipAclChanges: number;
   readonly served: number;
   readonly failed: number;
   readonly removed: number;
@@ -302,7 +308,7 @@ export class DataPathReconciler implements VolumeReportSource {
     if (this.backend.kind === 'unavailable') {
       for (const e of entries) statuses.push(failed(e, this.backend.reason));
       this.publish(statuses);
-      return { operations: 0, failedOperations: 0, served: 0, failed: statuses.length, removed: 0 };
+      return { operations: 0, failedOperations: 0, ipAclChanges: 0, served: 0, failed: statuses.length, removed: 0 };
     }
     const configfs = this.backend.configfs;
     const state = this.options.state;
@@ -316,6 +322,7 @@ export class DataPathReconciler implements VolumeReportSource {
     const results = new Map<string, VolumeStatusEntry>();
     const seen = new Map<string, string>();
     const portTaken = new Map<number, string>();
+    const wantedIpAcls = new Map<number, WantedIpAcl>();
     let stateChanged = false;
     for (const e of entries) {
       const key = `${e.volumeUUID}/${e.nodeUUID}`;
@@ -386,13 +393,25 @@ export class DataPathReconciler implements VolumeReportSource {
           log.info({ volumeUUID: a.volumeUUID, snapshotUUID }, 'snapshot removed');
         }
         desired.push(desiredExportOf(a, backing, cluster, this.options.settings));
+        wantedIpAcls.set(a.port, { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl });
         prepared.set(key, { entry: e, pool, snapshots, ...(backing.warning ? { warning: backing.warning } : {}) });
       } catch (err) {
         results.set(key, failed(e, (err as Error).message));
         keep.add(nqn);
       }
     }
-    // 2. Kernel target.
+    // 2a. IP ACLs, before the exports change: a new port is filtered before nvmet listens on it.
+    // A volume whose ACL cannot be enforced keeps its export exactly as it is (a new one is not
+    // created) and is reported Failed.
+    const ipAclPass = await this.options.ipAcls.enforce(wantedIpAcls);
+    for (let i = desired.length - 1; i >= 0; i--) {
+      const d = desired[i]!;
+      if (!ipAclPass.failed.has(d.volumeUUID)) continue;
+      keep.add(d.nqn);
+      desired.splice(i, 1);
+    }
+
+    // 2b. Kernel target.
     const tree = await configfs.read();
     const owned = {
       subsystemPrefix: prefix,
@@ -466,6 +485,8 @@ export class DataPathReconciler implements VolumeReportSource {
       }
     }
     if (stateChanged) state.save();
+    // IP ACLs of ports that are gone from the kernel target now and wanted by no volume.
+    await this.options.ipAcls.release(new Set(wantedIpAcls.keys()), new Set(after.ports.keys()));
 
     // 3. Verify: what is still not as desired after applying.
     const remaining = planNvmet({ desired, observed: after, owned, keep }).ops;
@@ -526,8 +547,8 @@ export class DataPathReconciler implements VolumeReportSource {
     for (const [key, p] of prepared) {
       const e = p.entry;
       const a = e.assignment!;
-      const d = desiredByVolume.get(e.volumeUUID)!;
-      const error = opFailures.get(e.volumeUUID) ?? (notConverged.has(e.volumeUUID) ? `the kernel target does not match after applying: ${notConverged.get(e.volumeUUID)}` : undefined);
+      const d = desiredByVolume.get(e.volumeUUID);
+      const error = ipAclPass.failed.get(e.volumeUUID) ?? opFailures.get(e.volumeUUID) ?? (notConverged.has(e.volumeUUID) ? `the kernel target does not match after applying: ${notConverged.get(e.volumeUUID)}` : undefined);
       let usage = { logicalUsed: 0n, physicalUsed: 0n };
       try {
         usage = await p.pool.usage(e.volumeUUID);
@@ -541,7 +562,7 @@ export class DataPathReconciler implements VolumeReportSource {
         state: error ? 'Failed' : 'Served',
         error: error ?? p.warning ?? '',
         snapshots: p.snapshots,
-        connectedHosts: error ? [] : (connections.get(d.port.id) ?? []).map((address) => ({ hostNQN: '', address })),
+        connectedHosts: error || !d ? [] : (connections.get(d.port.id) ?? []).map((address) => ({ hostNQN: '', address })),
         logicalUsedBytes: String(usage.logicalUsed),
         physicalUsedBytes: String(usage.physicalUsed),
       });
@@ -568,11 +589,12 @@ export class DataPathReconciler implements VolumeReportSource {
     const summary: PassSummary = {
       operations: plan.ops.length,
       failedOperations,
+      ipAclChanges: ipAclPass.changes,
       served: statuses.filter((s) => s.state === 'Served').length,
       failed: statuses.filter((s) => s.state === 'Failed').length,
       removed,
     };
-    if (plan.ops.length > 0 || removed > 0 || failedOperations > 0) log.info(summary, 'data path reconciled');
+    if (plan.ops.length > 0 || removed > 0 || failedOperations > 0 || ipAclPass.changes > 0) log.info(summary, 'data path reconciled');
     return summary;
   }
 

@@ -284,6 +284,31 @@ export class FilePool implements StoragePool {
     return { total: s.blocks * s.bsize, free: s.bavail * s.bsize };
   }
 
+  /**
+   * What the pool's files hold: the volume backings' sizes (provisioned, thin) and the bytes
+   * allocated to volumes and snapshots before compression (a reflinked extent counts in every
+   * file that shares it: that is the data each one shows its hosts).
+   */
+  async contents(): Promise<{ provisionedBytes: bigint; logicalUsedBytes: bigint }> {
+    let provisionedBytes = 0n;
+    let logicalUsedBytes = 0n;
+    const add = async (path: string, provisioned: boolean) => {
+      const stat = await fs.stat(path, { bigint: true }).catch(() => undefined); // removed meanwhile
+      if (!stat?.isFile()) return;
+      if (provisioned) provisionedBytes += stat.size;
+      logicalUsedBytes += stat.blocks * 512n;
+    };
+    for (const name of await fs.readdir(join(this.dir, 'volumes'))) {
+      if (parseBackingName(name)) await add(join(this.dir, 'volumes', name), true);
+    }
+    for (const volume of await fs.readdir(join(this.dir, 'snapshots')).catch(() => [] as string[])) {
+      for (const name of await fs.readdir(join(this.dir, 'snapshots', volume)).catch(() => [] as string[])) {
+        if (parseBackingName(name)) await add(join(this.dir, 'snapshots', volume, name), false);
+      }
+    }
+    return { provisionedBytes, logicalUsedBytes };
+  }
+
   async listVolumes(): Promise<string[]> {
     const entries = await fs.readdir(join(this.dir, 'volumes'));
     return [...new Set(entries.map(parseBackingName).filter((p) => p !== undefined).map((p) => p!.uuid))].sort();

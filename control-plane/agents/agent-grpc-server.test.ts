@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
-import type { DeviceRecord, ServerFactsRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { DeviceRecord, NodePoolRecord, ServerFactsRecord, VolumeStatusRecord } from '../../lib/records.js';
 import type { AgentMessage } from '../../proto/gen/strata/v1/AgentMessage.js';
 import type { ControlMessage__Output } from '../../proto/gen/strata/v1/ControlMessage.js';
 import type { NvmeDevice } from '../../proto/gen/strata/v1/NvmeDevice.js';
@@ -18,6 +18,8 @@ import { AgentSessions } from './agent-sessions.js';
 import { bindGrpcServer, createAgentGrpcServer } from './agent-grpc-server.js';
 import { InventoryService } from './inventory-service.js';
 import { InventoryStore } from './inventory-store.js';
+import { NodePoolStore } from './node-pool-store.js';
+import { PoolReportService } from './pool-report-service.js';
 import { VolumeReportService } from './volume-report-service.js';
 import { VolumeStatusStore } from './volume-status-store.js';
 
@@ -38,6 +40,7 @@ describe('agent gRPC service', () => {
       sessions,
       inventory: new InventoryService(new InventoryStore(client), 'cp-test'),
       volumeReports: new VolumeReportService(new VolumeStatusStore(client)),
+      poolReports: new PoolReportService(new NodePoolStore(client)),
       instanceId: 'cp-test',
       clusterUUID: CLUSTER,
     });
@@ -160,6 +163,52 @@ describe('agent gRPC service', () => {
       assert.equal((await statusOf(volumeA))?.state, 'Served');
 
       s.send({ volume_report: { sequence: '3', volumes: [{ ...served(volumeA), node_uuid: randomUUID() }] } });
+      await waitUntil(async () => s.status(), 'session refused', 3000);
+      assert.equal(s.status()?.code, grpc.status.INVALID_ARGUMENT);
+    } finally {
+      s.close();
+    }
+  });
+
+  it('persists pool reports of the agent\'s own nodes with each device\'s history, drops stale ones, deletes pools no longer reported', async () => {
+    const [serverUUID, node, otherNode] = [randomUUID(), randomUUID(), randomUUID()];
+    const s = openSession();
+    const poolOf = async (n: string) => parseRecord<NodePoolRecord>('', await client.get(keys.nodePool(n)).string());
+    const pool = (devices: { serial: string; state: 'POOL_DEVICE_HEALTHY' | 'POOL_DEVICE_ADDING' }[], state: 'POOL_READY' | 'POOL_GROWING' = 'POOL_READY', nodeUUID = node) => ({
+      node_uuid: nodeUUID, state, level: 'raid0', raw_bytes: '2000', array_bytes: '1990', capacity_bytes: '1800', free_bytes: '1500',
+      provisioned_bytes: '4096', logical_used_bytes: '600', physical_used_bytes: '300', physical_used_including_parity_bytes: '300',
+      rebuild_progress_percent: state === 'POOL_GROWING' ? 40 : 0, measured_at: new Date().toISOString(),
+      devices: devices.map((d) => ({ serial: d.serial, role: 'data', state: d.state, size_bytes: '1000', error: '' })),
+    });
+    try {
+      s.send({ hello: { server_uuid: serverUUID, node_uuids: [node, otherNode], agent_instance: 'i', cluster_uuid: CLUSTER } });
+      await waitUntil(async () => s.received.find((m) => m.welcome), 'welcome', 3000);
+      s.send({ pool_report: { sequence: '1', pools: [pool([{ serial: 'P1', state: 'POOL_DEVICE_HEALTHY' }, { serial: 'P2', state: 'POOL_DEVICE_ADDING' }], 'POOL_GROWING'), pool([], 'POOL_READY', otherNode)] } });
+      await waitUntil(async () => s.received.find((m) => m.pool_report_ack?.sequence === '1'), 'ack 1', 3000);
+      const growing = await poolOf(node);
+      assert.deepEqual([growing?.state, growing?.serverUUID, growing?.capacityBytes, growing?.rebuildProgressPercent], ['Growing', serverUUID, '1800', 40]);
+      assert.deepEqual(growing?.devices.map((d) => [d.serial, d.state, d.rebuildCompletedAt]), [['P1', 'Healthy', ''], ['P2', 'Adding', '']]);
+      assert.ok(await poolOf(otherNode));
+
+      s.send({ pool_report: { sequence: '3', pools: [pool([{ serial: 'P1', state: 'POOL_DEVICE_HEALTHY' }, { serial: 'P2', state: 'POOL_DEVICE_HEALTHY' }])] } });
+      await waitUntil(async () => s.received.find((m) => m.pool_report_ack?.sequence === '3'), 'ack 3', 3000);
+      const ready = await poolOf(node);
+      const p2 = ready?.devices.find((d) => d.serial === 'P2');
+      assert.equal(p2?.state, 'Healthy');
+      assert.equal(p2?.rebuildCompletedAt, ready?.reportedAt, 'Adding → Healthy: the time it finished');
+      assert.equal(ready?.devices.find((d) => d.serial === 'P1')?.stateSince, growing?.reportedAt, 'unchanged state keeps its time');
+      assert.equal(await poolOf(otherNode), null, 'a pool the agent no longer reports is gone');
+
+      const revision = async () => (await client.get(keys.nodePool(node)).exec()).kvs[0]?.mod_revision;
+      const before = await revision();
+      s.send({ pool_report: { sequence: '2', pools: [] } });
+      await waitUntil(async () => s.received.find((m) => m.pool_report_ack?.sequence === '2'), 'ack 2', 3000);
+      assert.equal(await revision(), before, 'a stale report is acked and ignored');
+      s.send({ pool_report: { sequence: '4', pools: [{ ...pool([{ serial: 'P1', state: 'POOL_DEVICE_HEALTHY' }, { serial: 'P2', state: 'POOL_DEVICE_HEALTHY' }]), measured_at: 'later' }] } });
+      await waitUntil(async () => s.received.find((m) => m.pool_report_ack?.sequence === '4'), 'ack 4', 3000);
+      assert.equal(await revision(), before, 'only the measurement time changed: not rewritten');
+
+      s.send({ pool_report: { sequence: '5', pools: [pool([], 'POOL_READY', randomUUID())] } });
       await waitUntil(async () => s.status(), 'session refused', 3000);
       assert.equal(s.status()?.code, grpc.status.INVALID_ARGUMENT);
     } finally {

@@ -9,6 +9,7 @@ import type { ControlMessage } from '../../proto/gen/strata/v1/ControlMessage.js
 import type { AgentReportingHandlers } from '../../proto/gen/strata/v1/AgentReporting.js';
 import type { AgentSessionHandle, AgentSessions } from './agent-sessions.js';
 import type { InventoryService } from './inventory-service.js';
+import type { PoolReportService } from './pool-report-service.js';
 import type { VolumeReportService } from './volume-report-service.js';
 
 export interface AgentGrpcServerDeps {
@@ -16,6 +17,8 @@ export interface AgentGrpcServerDeps {
   readonly sessions: AgentSessions;
   readonly inventory: InventoryService;
   readonly volumeReports: VolumeReportService;
+  /** Node pool reports; without it they are not acknowledged (the agent keeps re-sending). */
+  readonly poolReports?: PoolReportService;
   readonly instanceId: string;
   readonly clusterUUID: string;
 }
@@ -96,6 +99,13 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
             if (message.volume_report) {
               await deps.volumeReports.record(agentNodes, message.volume_report);
               write({ volume_report_ack: { sequence: message.volume_report.sequence } });
+            }
+            return;
+          case 'pool_report':
+            if (message.pool_report && deps.poolReports) {
+              await deps.poolReports.record(session.serverUUID, session.agentInstance, agentNodes, message.pool_report);
+              // Acked even when stale-and-dropped: a newer report already covers it.
+              write({ pool_report_ack: { sequence: message.pool_report.sequence } });
             }
             return;
           case 'command_result':

@@ -5,6 +5,7 @@ import { errors } from '../../lib/errors.js';
 import { productVersion as packageVersion } from '../../lib/paths.js';
 import type { InventorySource, InventorySnapshot } from '../inventory/inventory-reader.js';
 import { InventoryView, bytes } from '../inventory/inventory-view.js';
+import { addStorageFigures, NO_STORAGE, nodeStorageFigures, storageStatisticsWire } from '../inventory/storage-statistics.js';
 import { etagOf, int64, noUpgrade, type LastUpgradeWire, type StorageStatisticsWire } from '../inventory/wire.js';
 import { minVersion } from './semver.js';
 
@@ -182,29 +183,17 @@ export function currentMaxReplicas(supportedMaxReplicas: number, serversWithActi
 
 /**
  * installedPhysicalStorage: every device the agents report now (data, journal, OS, unused).
- * managedPhysicalStorage: the nodes' present data devices (the sum of the nodes' own figure).
- * The pool-derived counts are "0" until storage pools exist (a later issue); compressionRatio 1.
+ * The others are the sums of the nodes' figures (inventory/storage-statistics.ts), and
+ * compressionRatio is the cluster's logicalUsed / physicalUsed.
  */
 function clusterStatistics(view: InventoryView): ClusterStatisticsWire {
   let installed = 0n;
   for (const { record } of view.snapshot.devices.values()) {
     if (record.present) installed += bytes(record.sizeBytes);
   }
-  let managed = 0n;
-  for (const { record } of view.snapshot.nodes.values()) managed += view.managedStorageOfNode(record);
-  return {
-    installedPhysicalStorage: int64(installed),
-    managedPhysicalStorage: int64(managed),
-    effectivePhysicalStorage: '0',
-    logicalStorage: '0',
-    logicalUsedStorage: '0',
-    physicalUsedStorage: '0',
-    physicalUsedStorageIncludingParity: '0',
-    freePhysicalStorage: '0',
-    estimatedFreeLogicalStorage: '0',
-    estimatedLogicalStorage: '0',
-    compressionRatio: 1,
-  };
+  let total = NO_STORAGE;
+  for (const { record } of view.snapshot.nodes.values()) total = addStorageFigures(total, nodeStorageFigures(view, record));
+  return { installedPhysicalStorage: int64(installed), ...storageStatisticsWire(total) };
 }
 
 /** The lowest ProductVersion among registered servers whose agent has reported facts; '' when none has. */

@@ -24,6 +24,7 @@ import type {
   ClusterRecord,
   ControlPlaneRecord,
   DeviceRecord,
+  NodePoolRecord,
   NodeRecord,
   PresenceRecord,
   ServerFactsRecord,
@@ -58,6 +59,8 @@ export interface InventorySnapshot {
   readonly presence: ReadonlyMap<string, Stored<PresenceRecord>>;
   /** By instance id; leased, so only running instances. */
   readonly controlPlanes: ReadonlyMap<string, Stored<ControlPlaneRecord>>;
+  /** By node UUID: the node's storage pool as its agent last measured it. */
+  readonly nodePools: ReadonlyMap<string, Stored<NodePoolRecord>>;
 }
 
 /** What the resource services depend on: anything that can produce a snapshot. */
@@ -65,7 +68,7 @@ export interface InventorySource {
   read(): Promise<InventorySnapshot>;
 }
 
-type Part = 'servers' | 'serverFacts' | 'nodes' | 'devices' | 'presence' | 'controlPlanes';
+type Part = 'servers' | 'serverFacts' | 'nodes' | 'devices' | 'presence' | 'controlPlanes' | 'nodePools';
 type PartMap = ReadonlyMap<string, Stored<unknown>>;
 
 const parts: readonly { readonly part: Part; readonly prefix: string }[] = [
@@ -75,6 +78,7 @@ const parts: readonly { readonly part: Part; readonly prefix: string }[] = [
   { part: 'devices', prefix: keys.devicesPrefix() },
   { part: 'presence', prefix: keys.presencePrefix() },
   { part: 'controlPlanes', prefix: keys.controlPlanesPrefix() },
+  { part: 'nodePools', prefix: keys.nodePoolsPrefix() },
 ];
 
 export class InventoryReader implements InventorySource {
@@ -188,6 +192,7 @@ function assemble(revision: string, cluster: IRangeResponse, maps: Map<Part, Par
     devices: get<DeviceRecord>('devices'),
     presence: get<PresenceRecord>('presence'),
     controlPlanes: get<ControlPlaneRecord>('controlPlanes'),
+    nodePools: get<NodePoolRecord>('nodePools'),
   };
 }
 

@@ -4,7 +4,8 @@ import { errors } from '../../lib/errors.js';
 import type { NodeRecord } from '../../lib/records.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
-import { etagOf, int64, type StorageStatisticsWire } from '../inventory/wire.js';
+import { nodeStorageFigures, storageStatisticsWire } from '../inventory/storage-statistics.js';
+import { etagOf, type StorageStatisticsWire } from '../inventory/wire.js';
 
 export type NodeState = 'Unknown' | 'Active' | 'Activating' | 'Inactive' | 'Unattached' | 'Attaching' | 'Detaching';
 export type NodeStatus = 'NoStatus' | 'ConnectivityOK' | 'ConnectivityProblem' | 'IssuedDeletePeer';
@@ -88,6 +89,9 @@ export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): Nod
   const active = view.isNodeActive(node);
   const journalSerial = node.journalDeviceSerial ?? '';
   const managed = node.managedDeviceSerials ?? [];
+  const pool = view.snapshot.nodePools.get(node.UUID)?.record;
+  // md reshaping (devices being added), resyncing or recovering a member.
+  const inLocalRebuild = pool !== undefined && (pool.state === 'Growing' || pool.state === 'Rebuilding');
   return {
     name: node.name,
     UUID: node.UUID,
@@ -98,12 +102,12 @@ export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): Nod
     failureDomains: [...(node.failureDomains ?? [])],
     failureInfo: active ? '' : `the agent of server ${node.serverUUID} is not connected to the cluster`,
     hostname: node.hostname,
-    inLocalRebuild: false,
-    localRebuildProgress: 0,
+    inLocalRebuild,
+    localRebuildProgress: inLocalRebuild ? pool.rebuildProgressPercent : 0,
     numManagedDevices: managed.length,
     maxNvmeDevices: node.maxNvmeDevices,
     ec: node.ec,
-    statistics: nodeStatistics(view.managedStorageOfNode(node)),
+    statistics: { ...storageStatisticsWire(nodeStorageFigures(view, node)), ...NO_INTEGRITY_ERRORS },
     serverUUID: node.serverUUID,
     ETag: etagOf(stored),
     readOnly: false,
@@ -117,25 +121,13 @@ export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): Nod
 }
 
 /**
- * Only managedPhysicalStorage is known before a node has a storage pool (a later issue); the
- * pool's counts are "0" until then rather than invented, and compressionRatio is 1 (nothing
- * is compressed).
+ * The storage figures come from the node's pool (inventory/storage-statistics.ts). btrfs'
+ * checksum error counters are not collected yet: the data-integrity counts and the metadata
+ * utilization are 0.
  */
-function nodeStatistics(managedBytes: bigint): NodeStatisticsWire {
-  return {
-    managedPhysicalStorage: int64(managedBytes),
-    effectivePhysicalStorage: '0',
-    logicalStorage: '0',
-    logicalUsedStorage: '0',
-    physicalUsedStorage: '0',
-    physicalUsedStorageIncludingParity: '0',
-    freePhysicalStorage: '0',
-    estimatedFreeLogicalStorage: '0',
-    estimatedLogicalStorage: '0',
-    compressionRatio: 1,
-    UnrecoverableDataIntegrityErrors: 0,
-    RecoverableDataIntegrityErrors: 0,
-    GarbageCollectorDataIntegrityErrors: 0,
-    metadataUtilization: 0,
-  };
-}
+const NO_INTEGRITY_ERRORS = {
+  UnrecoverableDataIntegrityErrors: 0,
+  RecoverableDataIntegrityErrors: 0,
+  GarbageCollectorDataIntegrityErrors: 0,
+  metadataUtilization: 0,
+} as const;

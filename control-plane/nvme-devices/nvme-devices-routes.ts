@@ -1,11 +1,14 @@
 // GET /api/v2/nvmeDevices and GET /api/v2/nvmeDevices/{Serial} (spec 4.9): cluster read.
-// Route pattern: params (400) → auth.require (401/403) → NvmeDevicesService. The serial path
-// parameter arrives URL-encoded (serials may hold spaces and other characters); the router
-// decodes it.
+// POST /api/v2/nvmeDevices {serialNumber, nodeUUID}: gives a device to a node (cluster write;
+// If-Match: the device's ETag). Route pattern: params and body (400) → auth.require (401/403) →
+// NvmeDevicesService. The serial path parameter arrives URL-encoded (serials may hold spaces and
+// other characters); the router decodes it.
 import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
-import { parseNvmeDeviceListQuery } from './nvme-devices-schema.js';
+import { readJsonBody } from '../http/body.js';
+import { ifMatch } from '../http/etag.js';
+import { parseAttachNvmeDevice, parseNvmeDeviceListQuery } from './nvme-devices-schema.js';
 import type { NvmeDevicesService } from './nvme-devices-service.js';
 
 export interface NvmeDevicesRoutesDeps {
@@ -19,6 +22,12 @@ export function createNvmeDevicesRoutes(deps: NvmeDevicesRoutesDeps): Router {
     const filters = parseNvmeDeviceListQuery(ctx.query);
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = { NvmeDevices: await deps.devices.list(filters) };
+  });
+  router.post('/nvmeDevices', async (ctx) => {
+    const input = parseAttachNvmeDevice(await readJsonBody(ctx));
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    await deps.devices.attach(input, ifMatch(ctx.headers));
+    ctx.body = {};
   });
   router.get('/nvmeDevices/:serial', async (ctx) => {
     const serial = ctx.params['serial'] ?? '';

@@ -1,9 +1,13 @@
 // Query of GET /api/v2/nvmeDevices (spec 4.9): nodeUUID, serverUUID (filters, combined with
 // AND), deviceUsages (repeated and/or comma-separated; each an enum name or number, anything
 // else is a 400). Names are case-sensitive; unknown names are ignored.
+import { z } from 'zod';
+import { errors } from '../../lib/errors.js';
 import { queryList, queryValue } from '../http/body.js';
+import { optional, parseInput } from '../http/lenient.js';
 import { deviceUsages } from '../inventory/inventory-view.js';
 import { parseEnum } from '../inventory/wire.js';
+import { object } from '../projects/projects-schema.js';
 import type { NvmeDeviceFilters } from './nvme-devices-service.js';
 
 export type Query = Record<string, string | string[] | undefined>;
@@ -17,4 +21,22 @@ export function parseNvmeDeviceListQuery(query: Query): NvmeDeviceFilters {
     ...(serverUUID !== undefined ? { serverUUID } : {}),
     ...(usages.length > 0 ? { deviceUsages: [...new Set(usages)] } : {}),
   };
+}
+
+// Body of POST /api/v2/nvmeDevices (spec 4.9): {serialNumber, nodeUUID}, both required. Lenient
+// (wire-conventions §1): null means not given, unknown keys are ignored, a serial may arrive as a
+// JSON number; surrounding spaces are not part of a serial or a UUID.
+const text = z.union([z.string(), z.number().transform(String)], { error: 'must be a string' }).transform((v) => v.trim());
+const attachSchema = object({ serialNumber: optional(text), nodeUUID: optional(text) });
+
+export interface AttachNvmeDeviceInput {
+  readonly serialNumber: string;
+  readonly nodeUUID: string;
+}
+
+export function parseAttachNvmeDevice(body: Record<string, unknown>): AttachNvmeDeviceInput {
+  const input = parseInput(attachSchema, body);
+  const missing = [!input.serialNumber ? 'serialNumber is required' : '', !input.nodeUUID ? 'nodeUUID is required' : ''].filter((s) => s !== '');
+  if (missing.length > 0) throw errors.invalid(`invalid request: ${missing.join('; ')}`);
+  return { serialNumber: input.serialNumber!, nodeUUID: input.nodeUUID! };
 }

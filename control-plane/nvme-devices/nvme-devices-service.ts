@@ -1,10 +1,16 @@
 // NVMe devices (spec 2.13, 4.9): the 13 fields of a device, from the device records the
-// control plane persists from agent reports, and the nodes that use them.
-import { errors } from '../../lib/errors.js';
-import type { DeviceRecord } from '../../lib/records.js';
+// control plane persists from agent reports, the nodes that use them, and the state their
+// node's storage pool reports; and giving a device to a node (POST), which the node's agent
+// then adds to the node's pool (docs/datapath.md, "Adding a device").
+import { StrataError, errors } from '../../lib/errors.js';
+import type { DeviceRecord, NodeRecord } from '../../lib/records.js';
+import type { EventPreparer } from '../events/etcd-event-log.js';
+import { catalogued } from '../events/event-catalogue.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
-import { InventoryView, bytes, type DeviceUsage } from '../inventory/inventory-view.js';
+import { InventoryView, bytes, type DeviceAssignment, type DeviceUsage } from '../inventory/inventory-view.js';
 import { etagOf, int64, timestamp } from '../inventory/wire.js';
+import type { AttachNvmeDeviceInput } from './nvme-devices-schema.js';
+import type { NvmeDevicesStore } from './nvme-devices-store.js';
 
 export type DeviceState = 'None' | 'Healthy' | 'Adding' | 'Rebuilding' | 'Failed';
 
@@ -33,8 +39,21 @@ export interface NvmeDeviceFilters {
   readonly deviceUsages?: readonly DeviceUsage[];
 }
 
+/** What POST needs besides the inventory: the store it writes and the event log. */
+export interface NvmeDeviceWrites {
+  readonly store: NvmeDevicesStore;
+  readonly events: EventPreparer;
+}
+
+/** md levels that have a write journal when the node has a journal device. */
+const JOURNALED_LEVELS = ['raid4', 'raid5', 'raid6'];
+const ATTACH_ATTEMPTS = 5;
+
 export class NvmeDevicesService {
-  constructor(private readonly inventory: InventorySource) {}
+  constructor(
+    private readonly inventory: InventorySource,
+    private readonly writes?: NvmeDeviceWrites,
+  ) {}
 
   async list(filters: NvmeDeviceFilters = {}): Promise<NvmeDeviceWire[]> {
     const view = new InventoryView(await this.inventory.read());
@@ -57,6 +76,57 @@ export class NvmeDevicesService {
     if (!device || !isListed(view, device.record)) throw errors.notFound('NVMe device', serial);
     return deviceToWire(view, device);
   }
+
+  /**
+   * Gives a device to a node as a data device (spec 4.9 POST). The node's record then lists it
+   * and the node's agent grows the pool; the device shows Adding until the pool reports it
+   * Healthy. Giving a device to the node that already has it succeeds and changes nothing.
+   */
+  async attach(input: AttachNvmeDeviceInput, expectedETag?: string): Promise<void> {
+    if (!this.writes) throw errors.internal('this NvmeDevicesService cannot write');
+    for (let attempt = 0; attempt < ATTACH_ATTEMPTS; attempt++) {
+      const view = new InventoryView(await this.inventory.read());
+      const device = view.snapshot.devices.get(input.serialNumber);
+      if (!device || !isListed(view, device.record)) throw errors.notFound('NVMe device', input.serialNumber);
+      const node = view.snapshot.nodes.get(input.nodeUUID);
+      if (!node) throw errors.notFound('node', input.nodeUUID);
+      if (expectedETag !== undefined && expectedETag !== etagOf(device)) throw errors.etagMismatch('NVMe device', input.serialNumber);
+      const assignment = view.assignmentOf(input.serialNumber);
+      if (assignment?.nodeUUID === node.record.UUID && assignment.usage === 'Data') return;
+      const presence = view.snapshot.presence.get(node.record.serverUUID);
+      attachProblem(view, device.record, node.record, assignment, presence !== undefined);
+      const prepared = await this.writes.events.prepare(
+        catalogued('NVMeSSDAttachedToNode', {
+          component: { kind: 'nvmeSsd', ID: device.record.serial, Name: device.record.controller ?? '' },
+          description: `NVMe device ${device.record.serial} (${device.record.sizeBytes} bytes) was given to node ${node.record.name} (${node.record.UUID}) as a data device; its storage pool grows`,
+        }),
+      );
+      if (await this.writes.store.attach(node, device, presence!, prepared?.ops ?? [])) return;
+    }
+    throw new StrataError('OPERATION_IN_PROGRESS', `node ${input.nodeUUID} or device ${input.serialNumber} kept changing while the device was being added; retry`);
+  }
+}
+
+/** Why the device cannot go to the node (400), in the order of spec 4.9's list; nothing when it can. */
+function attachProblem(view: InventoryView, device: DeviceRecord, node: NodeRecord, assignment: DeviceAssignment | undefined, nodePresent: boolean): void {
+  const nodeName = (uuid: string) => view.snapshot.nodes.get(uuid)?.record.name ?? uuid;
+  if (assignment) {
+    const whose = assignment.nodeUUID === node.UUID ? 'this node' : `node ${nodeName(assignment.nodeUUID)} (${assignment.nodeUUID})`;
+    throw errors.invalid(`NVMe device ${device.serial} is already the ${assignment.usage === 'Journal' ? 'journal' : 'data'} device of ${whose}`);
+  }
+  if (device.serverUUID !== node.serverUUID) {
+    throw errors.invalid(`node ${node.name} (${node.UUID}) is not a node of server ${device.serverUUID}, which has NVMe device ${device.serial}`);
+  }
+  if (device.holdsOS) throw errors.invalid(`NVMe device ${device.serial} holds the operating system`);
+  if (!nodePresent || !view.isNodeActive(node)) throw errors.invalid(`node ${node.name} (${node.UUID}) is not Active`);
+  const count = (node.managedDeviceSerials ?? []).length;
+  if (count >= node.maxNvmeDevices) throw errors.invalid(`node ${node.name} (${node.UUID}) already has ${count} data devices, its maximum (maxNvmeDevices ${node.maxNvmeDevices})`);
+  const pool = view.snapshot.nodePools.get(node.UUID)?.record;
+  if (pool?.journal && JOURNALED_LEVELS.includes(pool.level)) {
+    throw errors.invalid(
+      `node ${node.name} (${node.UUID}) keeps its pool on an md ${pool.level} array with a write journal, which the kernel cannot reshape: the pool cannot grow`,
+    );
+  }
 }
 
 /**
@@ -71,9 +141,8 @@ export function deviceToWire(view: InventoryView, stored: Stored<DeviceRecord>):
   const device = stored.record;
   const assignment = view.assignmentOf(device.serial);
   const usage = view.usageOf(device);
-  // Devices a node uses (data or journal) are Healthy while reported and Failed once they are
-  // not; devices no node uses (OS, unmanaged) have no state (None).
-  const state: DeviceState = assignment ? (device.present ? 'Healthy' : 'Failed') : 'None';
+  const pooled = assignment ? poolStateOf(view, device, assignment) : undefined;
+  const state: DeviceState = pooled?.state ?? 'None';
   return {
     size: int64(bytes(device.sizeBytes)),
     // -1 (sysfs: the platform does not say) is passed through as "-1".
@@ -82,9 +151,8 @@ export function deviceToWire(view: InventoryView, stored: Stored<DeviceRecord>):
     serial: device.serial,
     serverUUID: device.serverUUID,
     state,
-    // When it failed = when its agent last reported it.
-    failureTime: state === 'Failed' ? timestamp(device.reportedAt) : null,
-    rebuildCompletionTime: null,
+    failureTime: state === 'Failed' ? timestamp(pooled?.failedAt) : null,
+    rebuildCompletionTime: usage === 'Data' ? timestamp(pooled?.rebuildCompletedAt) : null,
     // The kernel controller name at the last report (nvme0...).
     name: device.controller ?? '',
     nodeUUID: assignment?.nodeUUID ?? '',
@@ -93,4 +161,29 @@ export function deviceToWire(view: InventoryView, stored: Stored<DeviceRecord>):
     statistics: usage === 'Data' ? { UnrecoverableDataIntegrityErrors: 0, RecoverableDataIntegrityErrors: 0 } : null,
     deviceUsage: usage,
   };
+}
+
+/**
+ * The state of a device a node uses. Before the node's pool first reports: Healthy while its
+ * agent reports the device, Failed once it does not. Afterwards what the pool says (a device
+ * that is gone is Failed whatever the pool last said); a data device the pool does not list yet
+ * is Adding (the agent is about to add it), or Failed when the pool is Failed; a journal device
+ * the array does not use (raid0 has no write journal) is Healthy while present.
+ */
+function poolStateOf(
+  view: InventoryView,
+  device: DeviceRecord,
+  assignment: DeviceAssignment,
+): { state: DeviceState; failedAt?: string; rebuildCompletedAt?: string } {
+  // When it failed = when its agent last reported it (the record's time of that change).
+  if (!device.present) return { state: 'Failed', failedAt: device.reportedAt };
+  const pool = view.snapshot.nodePools.get(assignment.nodeUUID)?.record;
+  if (!pool) return { state: 'Healthy' };
+  const listed = pool.devices.find((d) => d.serial === device.serial);
+  if (listed) {
+    const rebuildCompletedAt = listed.rebuildCompletedAt || undefined;
+    return listed.state === 'Failed' ? { state: 'Failed', failedAt: listed.stateSince } : { state: listed.state, ...(rebuildCompletedAt ? { rebuildCompletedAt } : {}) };
+  }
+  if (pool.state === 'Failed') return { state: 'Failed', failedAt: pool.reportedAt };
+  return { state: assignment.usage === 'Data' ? 'Adding' : 'Healthy' };
 }

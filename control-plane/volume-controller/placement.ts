@@ -1,9 +1,10 @@
 // Placement: which nodes serve a new volume. Pure functions, so the rules are testable alone.
 //
-// A node qualifies when it is Active and has room: its capacity (the managed data devices it
-// reports, until the storage pool reports its own) minus what is already allocated to it must
-// hold the volume's full size — thin volumes are not overcommitted by default, so a pool never
-// runs out under volumes the cluster promised. Among those, distinct servers first, then
+// A node qualifies when it is Active and has room: its capacity (what its storage pool can hold,
+// as measured; the managed data devices' raw size until the pool first reports) minus what is
+// already allocated to it must hold the volume's full size — thin volumes are not overcommitted
+// by default, so a pool never runs out under volumes the cluster promised — and, once the pool
+// reports it, its free space too (snapshots and metadata use space no volume size accounts for). Among those, distinct servers first, then
 // distinct failure domains, then the most free space (spreading load); the first is primary.
 import type { PlacementRestriction } from '../../lib/records.js';
 
@@ -14,6 +15,8 @@ export interface NodeCandidate {
   readonly active: boolean;
   readonly capacityBytes: bigint;
   readonly allocatedBytes: bigint;
+  /** The pool's measured free space; absent until the pool reports. */
+  readonly freeBytes?: bigint;
 }
 
 export interface PlacementRequest {
@@ -51,7 +54,10 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
   }
   if (domains.length > 0) pool = pool.filter((c) => c.failureDomains.some((d) => domains.includes(d)));
   const active = pool.filter((c) => c.active);
-  const free = (c: NodeCandidate) => BigInt(Math.floor(Number(c.capacityBytes) * request.overcommitRatio)) - c.allocatedBytes;
+  const free = (c: NodeCandidate) => {
+    const unallocated = BigInt(Math.floor(Number(c.capacityBytes) * request.overcommitRatio)) - c.allocatedBytes;
+    return c.freeBytes !== undefined && c.freeBytes < unallocated ? c.freeBytes : unallocated;
+  };
   const roomy = active.filter((c) => free(c) >= request.sizeBytes);
   if (roomy.length < request.replicaCount) {
     const why =

@@ -9,7 +9,7 @@ import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { joinServer, markAbsent, putRecord, reportInventory } from '../../test/helpers/records.js';
+import { joinServer, markAbsent, nodePoolRecord, putRecord, reportInventory } from '../../test/helpers/records.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import type { EventInput } from '../events/event-recorder.js';
 import { LeaderElection } from '../leadership/leader-election.js';
@@ -152,6 +152,26 @@ describe('volume controller', () => {
         });
         assert.equal(typeof placed, 'object', `placed, not failed: ${String(placed)}`);
       }
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('places by the storage pool\'s measured capacity and free space once the pool reports', async () => {
+    const { node } = await storageNode(100n * GiB);
+    // The pool holds less than the raw device (parity, filesystem); snapshots use 3 of its 5 GiB.
+    await putRecord(client, keys.nodePool(node.UUID), nodePoolRecord(node, { capacityBytes: String(5n * GiB), freeBytes: String(2n * GiB) }));
+    await startController();
+    try {
+      const overCapacity = volume({ sizeBytes: String(6n * GiB) });
+      const overFree = volume({ sizeBytes: String(3n * GiB) });
+      await putRecord(client, keys.volume(overCapacity.UUID), overCapacity);
+      await putRecord(client, keys.volume(overFree.UUID), overFree);
+      await until('both Failed', async () => (await readVolume(overCapacity.UUID))?.state === 'Failed' && (await readVolume(overFree.UUID))?.state === 'Failed');
+      assert.match((await readVolume(overFree.UUID))!.failureReason, /free capacity/);
+      const fits = volume({ sizeBytes: String(2n * GiB) });
+      await putRecord(client, keys.volume(fits.UUID), fits);
+      assert.deepEqual((await until('placement', async () => (await readVolume(fits.UUID))?.placement ?? undefined)).nodeList, [node.UUID]);
     } finally {
       await stopController();
     }

@@ -17,6 +17,7 @@ import { PrefixMirror, type MirrorChange } from '../../lib/etcd/prefix-mirror.js
 import type { Logger } from '../../lib/logger.js';
 import type {
   DeviceRecord,
+  NodePoolRecord,
   NodeRecord,
   PresenceRecord,
   SnapshotRecord,
@@ -31,6 +32,7 @@ import { TxnBatcher } from './txn-batcher.js';
 import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
 import { assignmentFor, sameAssignment } from './assignments.js';
 import { chooseNodes, type NodeCandidate } from './placement.js';
+import { bytes } from '../inventory/inventory-view.js';
 import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
 
 export interface VolumeControllerOptions {
@@ -63,6 +65,7 @@ const PREFIXES = {
   nodes: keys.nodesPrefix(),
   presence: keys.presencePrefix(),
   devices: keys.devicesPrefix(),
+  pools: keys.nodePoolsPrefix(),
   nsids: keys.nsidsPrefix(),
   ports: keys.volumePortsPrefix(),
 };
@@ -145,6 +148,7 @@ export class VolumeController {
         case PREFIXES.nodes:
         case PREFIXES.presence:
         case PREFIXES.devices:
+        case PREFIXES.pools:
           this.markWaiting();
           break;
         default:
@@ -420,18 +424,27 @@ export class VolumeController {
       for (const node of record.placement.nodeList) allocated.set(node, (allocated.get(node) ?? 0n) + BigInt(record.sizeBytes));
     }
     const devices = this.mirror.all<DeviceRecord>(PREFIXES.devices);
-    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].map(({ record: node }) => ({
-      UUID: node.UUID,
-      serverUUID: node.serverUUID,
-      failureDomains: node.failureDomains,
-      active: active.has(node.UUID),
-      // Until the storage pool reports its own capacity: the managed data devices present.
-      capacityBytes: node.managedDeviceSerials.reduce((sum, serial) => {
-        const device = devices.get(keys.device(serial))?.record;
-        return device?.present ? sum + BigInt(device.sizeBytes) : sum;
-      }, 0n),
-      allocatedBytes: allocated.get(node.UUID) ?? 0n,
-    }));
+    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].map(({ record: node }) => {
+      const pool = this.mirror.get<NodePoolRecord>(PREFIXES.pools, keys.nodePool(node.UUID))?.record;
+      const base = {
+        UUID: node.UUID,
+        serverUUID: node.serverUUID,
+        failureDomains: node.failureDomains,
+        active: active.has(node.UUID),
+        allocatedBytes: allocated.get(node.UUID) ?? 0n,
+      };
+      // The pool's measured capacity (after parity and filesystem overhead) and free space once
+      // the node's agent has reported its pool. Only until that first report: the raw size of
+      // the managed data devices that are present.
+      if (pool) return { ...base, capacityBytes: bytes(pool.capacityBytes), freeBytes: bytes(pool.freeBytes) };
+      return {
+        ...base,
+        capacityBytes: node.managedDeviceSerials.reduce((sum, serial) => {
+          const device = devices.get(keys.device(serial))?.record;
+          return device?.present ? sum + BigInt(device.sizeBytes) : sum;
+        }, 0n),
+      };
+    });
   }
 
   /**

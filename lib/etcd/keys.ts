@@ -31,6 +31,10 @@ export const keys = {
   devicesPrefix: () => `${ROOT}devices/`,
   device: (serial: string) => `${ROOT}devices/${encodeURIComponent(serial)}`,
 
+  /** A node's storage pool as its agent measured it (capacity, usage, device states). */
+  nodePoolsPrefix: () => `${ROOT}node-pools/`,
+  nodePool: (nodeUUID: string) => `${ROOT}node-pools/${nodeUUID}`,
+
   /** Liveness: one key per server, bound to its agent's lease. Absent key = server's nodes Inactive. */
   presencePrefix: () => `${ROOT}presence/`,
   presence: (serverUUID: string) => `${ROOT}presence/${serverUUID}`,

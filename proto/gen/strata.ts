@@ -11,7 +11,11 @@ import type { Heartbeat as _strata_v1_Heartbeat, Heartbeat__Output as _strata_v1
 import type { Hello as _strata_v1_Hello, Hello__Output as _strata_v1_Hello__Output } from './strata/v1/Hello.js';
 import type { Inventory as _strata_v1_Inventory, Inventory__Output as _strata_v1_Inventory__Output } from './strata/v1/Inventory.js';
 import type { InventoryAck as _strata_v1_InventoryAck, InventoryAck__Output as _strata_v1_InventoryAck__Output } from './strata/v1/InventoryAck.js';
+import type { NodePool as _strata_v1_NodePool, NodePool__Output as _strata_v1_NodePool__Output } from './strata/v1/NodePool.js';
 import type { NvmeDevice as _strata_v1_NvmeDevice, NvmeDevice__Output as _strata_v1_NvmeDevice__Output } from './strata/v1/NvmeDevice.js';
+import type { PoolDevice as _strata_v1_PoolDevice, PoolDevice__Output as _strata_v1_PoolDevice__Output } from './strata/v1/PoolDevice.js';
+import type { PoolReport as _strata_v1_PoolReport, PoolReport__Output as _strata_v1_PoolReport__Output } from './strata/v1/PoolReport.js';
+import type { PoolReportAck as _strata_v1_PoolReportAck, PoolReportAck__Output as _strata_v1_PoolReportAck__Output } from './strata/v1/PoolReportAck.js';
 import type { ServerFacts as _strata_v1_ServerFacts, ServerFacts__Output as _strata_v1_ServerFacts__Output } from './strata/v1/ServerFacts.js';
 import type { SetLed as _strata_v1_SetLed, SetLed__Output as _strata_v1_SetLed__Output } from './strata/v1/SetLed.js';
 import type { SnapshotStatus as _strata_v1_SnapshotStatus, SnapshotStatus__Output as _strata_v1_SnapshotStatus__Output } from './strata/v1/SnapshotStatus.js';
@@ -38,7 +42,13 @@ export interface ProtoGrpcType {
       Inventory: MessageTypeDefinition<_strata_v1_Inventory, _strata_v1_Inventory__Output>
       InventoryAck: MessageTypeDefinition<_strata_v1_InventoryAck, _strata_v1_InventoryAck__Output>
       LedPattern: EnumTypeDefinition
+      NodePool: MessageTypeDefinition<_strata_v1_NodePool, _strata_v1_NodePool__Output>
       NvmeDevice: MessageTypeDefinition<_strata_v1_NvmeDevice, _strata_v1_NvmeDevice__Output>
+      PoolDevice: MessageTypeDefinition<_strata_v1_PoolDevice, _strata_v1_PoolDevice__Output>
+      PoolDeviceState: EnumTypeDefinition
+      PoolReport: MessageTypeDefinition<_strata_v1_PoolReport, _strata_v1_PoolReport__Output>
+      PoolReportAck: MessageTypeDefinition<_strata_v1_PoolReportAck, _strata_v1_PoolReportAck__Output>
+      PoolState: EnumTypeDefinition
       ServerFacts: MessageTypeDefinition<_strata_v1_ServerFacts, _strata_v1_ServerFacts__Output>
       SetLed: MessageTypeDefinition<_strata_v1_SetLed, _strata_v1_SetLed__Output>
       SnapshotStatus: MessageTypeDefinition<_strata_v1_SnapshotStatus, _strata_v1_SnapshotStatus__Output>

@@ -18,6 +18,7 @@ import type {
   ClusterRecord,
   ControlPlaneRecord,
   DeviceRecord,
+  NodePoolRecord,
   NodeRecord,
   PresenceRecord,
   ServerFactsRecord,
@@ -96,6 +97,17 @@ export function controlPlaneRecord(overrides: Partial<ControlPlaneRecord> = {}):
 }
 
 // ---- writers ----
+
+/** A node's pool as the control plane stores it from its agent's PoolReport: Ready, its devices Healthy. */
+export function nodePoolRecord(node: NodeRecord, overrides: Partial<NodePoolRecord> = {}): NodePoolRecord {
+  return {
+    nodeUUID: node.UUID, serverUUID: node.serverUUID, state: 'Ready', error: '', level: 'raid0', journal: false,
+    rawBytes: '0', arrayBytes: '0', capacityBytes: '0', freeBytes: '0', provisionedBytes: '0', logicalUsedBytes: '0',
+    physicalUsedBytes: '0', physicalUsedIncludingParityBytes: '0', rebuildProgressPercent: 0,
+    devices: node.managedDeviceSerials.map((serial) => ({ serial, role: 'data', state: 'Healthy', sizeBytes: '1000', error: '', stateSince: now(), rebuildCompletedAt: '' })),
+    measuredAt: now(), reportedAt: now(), ...overrides,
+  };
+}
 
 export async function putRecord(etcd: Etcd3, key: string, record: unknown): Promise<void> {
   await etcd.put(key).value(JSON.stringify(record)).exec();

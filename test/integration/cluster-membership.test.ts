@@ -55,6 +55,9 @@ describe('two agents join one control plane', () => {
       '--swaps-path', fixture.sysfs.swapsPath,
       '--hostname', fixture.hostname,
       '--advertise-address', '127.0.0.1',
+      // Two agents on one machine: each discovery controller on a free port of its own.
+      '--discovery-listen-address', '127.0.0.1',
+      '--discovery-port', '0',
       '--data-devices', fixture.serials.data.join(','),
       '--journal-device', fixture.serials.journal,
       '--lease-ttl-seconds', String(TTL_SECONDS),
@@ -132,9 +135,12 @@ describe('two agents join one control plane', () => {
     }
     assert.ok(!devices.some((d) => d.serial.startsWith('FABRIC')), 'fabric-attached controllers are not inventoried');
 
-    // No endpoint is advertised for a service the agents do not run yet (NVMe target, discovery).
+    // Each agent's discovery controller listens, so its endpoint is advertised; nothing listens on
+    // a shared NVMe port (volumes have their own), so no NVMe endpoint is.
     const info = await api<{ discoveryEndpoints: string[]; nvmeEndpoints: string[] }>('/api/v2/clusterinfo');
-    assert.deepEqual([info.discoveryEndpoints, info.nvmeEndpoints], [[], []]);
+    assert.equal(info.discoveryEndpoints.length, 2, JSON.stringify(info.discoveryEndpoints));
+    assert.ok(info.discoveryEndpoints.every((e) => /^127\.0\.0\.1:\d+$/.test(e)), JSON.stringify(info.discoveryEndpoints));
+    assert.deepEqual(info.nvmeEndpoints, []);
     assert.ok(nodes.every((n) => (n as Node & { nvmeEndpoint: string }).nvmeEndpoint === ''));
   });
 

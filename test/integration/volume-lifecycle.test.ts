@@ -67,6 +67,8 @@ describe('volume lifecycle with agents (nvmet tree in a temp directory)', () => 
           '--data-devices', `${server.hostname}-SN0`,
           '--lease-ttl-seconds', '2',
           '--pool-dir', server.poolDir,
+          // No host test listens on 0.0.0.0:8009: a free loopback port.
+          '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1',
         ],
       }),
     );
@@ -254,7 +256,7 @@ describe('an agent on a host without the kernel NVMe target', () => {
           program: 'strata-agent', summary: 'test', env: {},
           argv: ['--etcd-endpoints', etcd.endpoint, '--control-plane-endpoints', plane.grpcEndpoint, '--state-dir', dirs[0]!, '--pool-dir', dirs[1]!,
             '--sysfs-root', sysfs.root, '--mounts-path', sysfs.mountsPath, '--swaps-path', sysfs.swapsPath, '--hostname', 'plain', '--lease-ttl-seconds', '2',
-            '--data-devices', 'PLAIN-SN0'],
+            '--data-devices', 'PLAIN-SN0', '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1'],
         }),
       );
       agent = await startAgent(config, silentLogger('plain'));

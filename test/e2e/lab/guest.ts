@@ -10,7 +10,7 @@ import {
   closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, renameSync, rmSync, statSync,
   truncateSync, writeFileSync,
 } from 'node:fs';
-import { createServer, type Server, type Socket } from 'node:net';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -22,6 +22,11 @@ export interface NvmeDriveSpec {
   /** NVMe serial (at most 20 characters; the guest's sysfs pads it with spaces to 20). */
   readonly serial: string;
   readonly sizeMiB: number;
+  /**
+   * A drive image that outlives the guest (created sparse when missing, never removed); default
+   * a fresh image in the guest's run directory, removed by stop().
+   */
+  readonly image?: string;
 }
 
 export interface HostForwardSpec {
@@ -52,6 +57,14 @@ export interface GuestOptions {
   readonly lab?: Lab;
   /** Where console and QEMU logs go; default $STRATA_E2E_LOG_DIR or <tmpdir>/strata-e2e-logs. */
   readonly logDir?: string;
+  /** Writable host directories (9p, cache=none), mounted at guestPath once the guest is up. */
+  readonly shares?: readonly ShareSpec[];
+}
+
+export interface ShareSpec {
+  readonly hostDir: string;
+  /** Absolute path in the guest (created if missing). */
+  readonly guestPath: string;
 }
 
 export interface RunOptions {
@@ -98,6 +111,12 @@ export interface Guest {
   readonly moduleLoadFailures: readonly string[];
   /** The host port forwarded to guestPort. */
   hostPort(guestPort: number): number;
+  /** Forwards 127.0.0.1:hostPort to the guest's guestPort from now on (QEMU monitor hostfwd_add). */
+  addHostForward(hostPort: number, guestPort: number): Promise<void>;
+  /** Stops forwarding 127.0.0.1:hostPort (QEMU monitor hostfwd_remove); a no-op when not forwarded. */
+  removeHostForward(hostPort: number): Promise<void>;
+  /** One QEMU human monitor (HMP) command; resolves with its output. */
+  monitor(command: string, timeoutMs?: number): Promise<string>;
   /** Runs argv in the guest (exec of the argument array, no shell on either side). */
   run(argv: readonly string[], options?: RunOptions): Promise<RunResult>;
   /** run(), rejecting unless the exit code is 0. */
@@ -248,6 +267,11 @@ function validate(options: GuestOptions): void {
     if (serials.has(drive.serial)) throw new Error(`duplicate NVMe serial ${drive.serial}`);
     serials.add(drive.serial);
     if (!Number.isInteger(drive.sizeMiB) || drive.sizeMiB < 1) throw new Error(`drive ${drive.serial}: sizeMiB must be a positive integer`);
+    if (drive.image !== undefined) assertNoComma(drive.image, `drive ${drive.serial} image`);
+  }
+  for (const share of options.shares ?? []) {
+    assertNoComma(share.hostDir, 'share directory');
+    if (!share.guestPath.startsWith('/')) throw new Error(`share guestPath must be absolute: ${share.guestPath}`);
   }
   for (const f of options.hostForwards ?? []) {
     for (const port of [f.hostPort, f.guestPort])
@@ -279,11 +303,18 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
   const socketPath = join(runDir, 'lab.sock');
 
   const drives = (options.nvmeDrives ?? []).map((d, i) => {
-    const image = join(runDir, `nvme${i}-${d.serial}.img`);
-    writeFileSync(image, '');
-    truncateSync(image, d.sizeMiB * 1024 * 1024); // sparse
+    const image = d.image ?? join(runDir, `nvme${i}-${d.serial}.img`);
+    if (d.image === undefined || !existsSync(image)) {
+      writeFileSync(image, '');
+      truncateSync(image, d.sizeMiB * 1024 * 1024); // sparse
+    }
     return { serial: d.serial, sizeMiB: d.sizeMiB, image };
   });
+  const shares = (options.shares ?? []).map((share, i) => {
+    mkdirSync(share.hostDir, { recursive: true });
+    return { ...share, tag: `share${i}` };
+  });
+  const monitorPath = join(runDir, 'monitor.sock');
   const forwards: { hostPort: number; guestPort: number }[] = [];
   for (const f of options.hostForwards ?? []) forwards.push({ hostPort: f.hostPort || (await freeLoopbackPort()), guestPort: f.guestPort });
 
@@ -322,9 +353,12 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
 
   const netdev = ['user', 'id=n0', 'ipv6=off', ...forwards.map((f) => `hostfwd=tcp:127.0.0.1:${f.hostPort}-:${f.guestPort}`)].join(',');
   // panic=-1 with -no-reboot: a panicking guest ends QEMU at once. cryptomgr.notests skips the
-  // crypto self-tests (about 0.5 s of TCG boot). $STRATA_E2E_LOGLEVEL=7 gives a full kernel log.
+  // crypto self-tests (about 0.5 s of TCG boot). no_timer_check: on a loaded host the emulated
+  // CPU can be too slow for the IO-APIC timer check, which then panics ("IO-APIC + timer doesn't
+  // work"); seen under TCG with several guests on 2 cores. $STRATA_E2E_LOGLEVEL=7 gives a full
+  // kernel log.
   const append = [
-    'console=ttyS0', 'panic=-1', 'oops=panic', 'cryptomgr.notests',
+    'console=ttyS0', 'panic=-1', 'oops=panic', 'cryptomgr.notests', 'no_timer_check',
     `loglevel=${process.env['STRATA_E2E_LOGLEVEL'] ?? '4'}`,
     `strata.name=${options.name}`, `strata.udev=${options.udev ? 1 : 0}`,
     ...(process.env['STRATA_E2E_APPEND'] ?? '').split(/\s+/).filter(Boolean),
@@ -349,7 +383,12 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     '-netdev', netdev, '-device', 'virtio-net-pci,netdev=n0',
     '-chardev', `socket,id=lab0,path=${socketPath}`,
     '-device', 'virtio-serial-pci,id=vser0', '-device', 'virtserialport,bus=vser0.0,chardev=lab0,name=strata.lab',
+    // The human monitor: host forwards added and removed while the guest runs.
+    '-monitor', `unix:${monitorPath},server=on,wait=off`,
   ];
+  for (const share of shares) {
+    args.push('-fsdev', `local,id=fs${share.tag},path=${share.hostDir},security_model=passthrough`, '-device', `virtio-9p-pci,fsdev=fs${share.tag},mount_tag=${share.tag}`);
+  }
   drives.forEach((d, i) => {
     args.push('-drive', `file=${d.image},if=none,id=d${i},format=raw,cache=unsafe`, '-device', `nvme,serial=${d.serial},drive=d${i}`);
   });
@@ -552,12 +591,29 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     if (result.code !== 0 || release?.trim() !== lab.kernel.release)
       throw new Error(`readiness job: exit ${result.code}, kernel ${release}, stderr ${result.stderr}`);
     moduleLoadFailures = (failed ?? '').split(/\s+/).filter(Boolean);
+    for (const share of shares) {
+      const mounted = await run(['sh', '-c', 'mkdir -p "$1" && mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=524288 "$2" "$1"', 'mount-share', share.guestPath, share.tag], { timeoutMs: 30_000 });
+      if (mounted.code !== 0) throw new Error(`mounting ${share.hostDir} at ${share.guestPath}: ${mounted.stderr}`);
+    }
   } catch (error) {
     await stop({ timeoutMs: 0 }).catch(() => undefined);
     throw new Error(`guest ${options.name} did not come up: ${(error as Error).message}\nconsole ${consoleLog}:\n${consoleTail()}`);
   }
   const bootMs = since(spawnedAt);
   labLog(`guest ${options.name} (pid ${pid}) ready in ${bootMs} ms`);
+
+  // One monitor command at a time (QEMU serves one monitor client at a time).
+  let monitorQueue: Promise<unknown> = Promise.resolve();
+  const monitor = (command: string, timeoutMs = 10_000): Promise<string> => {
+    if (/[\r\n]/.test(command)) return Promise.reject(new Error('monitor: one line only'));
+    const result = monitorQueue.then(() => {
+      if (hasExited) throw new Error(`guest ${options.name} is not running`);
+      return hmpCommand(monitorPath, command, timeoutMs);
+    });
+    monitorQueue = result.catch(() => undefined);
+    return result;
+  };
+  const forwardRule = (hostPort: number) => `tcp:127.0.0.1:${hostPort}`;
 
   return {
     name: options.name,
@@ -578,6 +634,23 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
       if (!forward) throw new Error(`guest ${options.name}: no host forward to guest port ${guestPort}`);
       return forward.hostPort;
     },
+    async addHostForward(hostPort, guestPort) {
+      for (const port of [hostPort, guestPort])
+        if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`forward port out of range: ${port}`);
+      if (forwards.some((f) => f.hostPort === hostPort && f.guestPort === guestPort)) return;
+      if (forwards.some((f) => f.hostPort === hostPort)) throw new Error(`guest ${options.name}: host port ${hostPort} already forwarded`);
+      const out = await monitor(`hostfwd_add n0 ${forwardRule(hostPort)}-:${guestPort}`);
+      if (out !== '') throw new Error(`guest ${options.name}: forwarding 127.0.0.1:${hostPort} to :${guestPort}: ${out}`);
+      forwards.push({ hostPort, guestPort });
+    },
+    async removeHostForward(hostPort) {
+      const index = forwards.findIndex((f) => f.hostPort === hostPort);
+      if (index < 0) return;
+      const out = await monitor(`hostfwd_remove n0 ${forwardRule(hostPort)}`);
+      if (!/removed/.test(out)) throw new Error(`guest ${options.name}: removing the forward of 127.0.0.1:${hostPort}: ${out}`);
+      forwards.splice(index, 1);
+    },
+    monitor,
     run,
     async runOk(argv, runOptions) {
       const result = await run(argv, runOptions);
@@ -589,6 +662,42 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     consoleTail,
     exited,
   };
+}
+
+/**
+ * Runs one HMP command on a monitor socket: waits for the prompt, sends the line, and returns
+ * what QEMU printed between its echo of the line and the next prompt (trimmed, escapes removed).
+ */
+function hmpCommand(socketPath: string, command: string, timeoutMs: number): Promise<string> {
+  const PROMPT = '(qemu) ';
+  return new Promise((resolve, reject) => {
+    const socket = createConnection(socketPath);
+    // QEMU serves one monitor client at a time: never leave a connection behind.
+    socket.setTimeout(timeoutMs, () => {
+      socket.destroy();
+      reject(new Error(`QEMU monitor ${socketPath}: no answer to ${command} within ${timeoutMs} ms`));
+    });
+    let buffer = '';
+    let sent = false;
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      buffer += chunk;
+      if (!buffer.endsWith(PROMPT)) return;
+      if (!sent) {
+        sent = true;
+        buffer = '';
+        socket.write(`${command}\n`);
+        return;
+      }
+      socket.end();
+      // The first line is readline's echo of the command; the last the prompt.
+      const text = buffer.slice(0, -PROMPT.length).replace(/\x1b\[[0-9;]*[A-Za-z]/g, '');
+      const newline = text.indexOf('\n');
+      resolve((newline < 0 ? '' : text.slice(newline + 1)).replace(/\r/g, '').trim());
+    });
+    socket.on('error', (error) => reject(new Error(`QEMU monitor ${socketPath}: ${error.message}`)));
+    socket.on('close', () => reject(new Error(`QEMU monitor ${socketPath} closed before answering ${command}`)));
+  });
 }
 
 /** Stops every guest this process started (for after() hooks that lost their handles). */

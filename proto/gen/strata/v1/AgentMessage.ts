@@ -5,6 +5,7 @@ import type { Inventory as _strata_v1_Inventory, Inventory__Output as _strata_v1
 import type { CommandResult as _strata_v1_CommandResult, CommandResult__Output as _strata_v1_CommandResult__Output } from '../../strata/v1/CommandResult.js';
 import type { Heartbeat as _strata_v1_Heartbeat, Heartbeat__Output as _strata_v1_Heartbeat__Output } from '../../strata/v1/Heartbeat.js';
 import type { VolumeReport as _strata_v1_VolumeReport, VolumeReport__Output as _strata_v1_VolumeReport__Output } from '../../strata/v1/VolumeReport.js';
+import type { PoolReport as _strata_v1_PoolReport, PoolReport__Output as _strata_v1_PoolReport__Output } from '../../strata/v1/PoolReport.js';
 
 export interface AgentMessage {
   'hello'?: (_strata_v1_Hello | null);
@@ -12,7 +13,8 @@ export interface AgentMessage {
   'command_result'?: (_strata_v1_CommandResult | null);
   'heartbeat'?: (_strata_v1_Heartbeat | null);
   'volume_report'?: (_strata_v1_VolumeReport | null);
-  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report";
+  'pool_report'?: (_strata_v1_PoolReport | null);
+  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report";
 }
 
 export interface AgentMessage__Output {
@@ -21,5 +23,6 @@ export interface AgentMessage__Output {
   'command_result'?: (_strata_v1_CommandResult__Output | null);
   'heartbeat'?: (_strata_v1_Heartbeat__Output | null);
   'volume_report'?: (_strata_v1_VolumeReport__Output | null);
-  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report";
+  'pool_report'?: (_strata_v1_PoolReport__Output | null);
+  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report";
 }

@@ -4,13 +4,15 @@ import type { Welcome as _strata_v1_Welcome, Welcome__Output as _strata_v1_Welco
 import type { InventoryAck as _strata_v1_InventoryAck, InventoryAck__Output as _strata_v1_InventoryAck__Output } from '../../strata/v1/InventoryAck.js';
 import type { Command as _strata_v1_Command, Command__Output as _strata_v1_Command__Output } from '../../strata/v1/Command.js';
 import type { VolumeReportAck as _strata_v1_VolumeReportAck, VolumeReportAck__Output as _strata_v1_VolumeReportAck__Output } from '../../strata/v1/VolumeReportAck.js';
+import type { PoolReportAck as _strata_v1_PoolReportAck, PoolReportAck__Output as _strata_v1_PoolReportAck__Output } from '../../strata/v1/PoolReportAck.js';
 
 export interface ControlMessage {
   'welcome'?: (_strata_v1_Welcome | null);
   'inventory_ack'?: (_strata_v1_InventoryAck | null);
   'command'?: (_strata_v1_Command | null);
   'volume_report_ack'?: (_strata_v1_VolumeReportAck | null);
-  'body'?: "welcome"|"inventory_ack"|"command"|"volume_report_ack";
+  'pool_report_ack'?: (_strata_v1_PoolReportAck | null);
+  'body'?: "welcome"|"inventory_ack"|"command"|"volume_report_ack"|"pool_report_ack";
 }
 
 export interface ControlMessage__Output {
@@ -18,5 +20,6 @@ export interface ControlMessage__Output {
   'inventory_ack'?: (_strata_v1_InventoryAck__Output | null);
   'command'?: (_strata_v1_Command__Output | null);
   'volume_report_ack'?: (_strata_v1_VolumeReportAck__Output | null);
-  'body'?: "welcome"|"inventory_ack"|"command"|"volume_report_ack";
+  'pool_report_ack'?: (_strata_v1_PoolReportAck__Output | null);
+  'body'?: "welcome"|"inventory_ack"|"command"|"volume_report_ack"|"pool_report_ack";
 }

@@ -47,6 +47,11 @@ mount -t devtmpfs devtmpfs /newroot/dev || die "devtmpfs"
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
+# What udev would add to devtmpfs: /dev/fd and the standard streams (`nft -f -` opens /dev/stdin).
+ln -s /proc/self/fd /newroot/dev/fd
+ln -s /proc/self/fd/0 /newroot/dev/stdin
+ln -s /proc/self/fd/1 /newroot/dev/stdout
+ln -s /proc/self/fd/2 /newroot/dev/stderr
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run || die "tmpfs /run"
 # /tmp is NOT a fresh tmpfs: the overlay already makes it writable, and the checkout the guest
 # runs (and the tests' temp dirs) may live under the host's /tmp (CI clones there).

@@ -1,0 +1,194 @@
+// Growing a node's md + btrfs pool when devices are added to it (POST /api/v2/nvmeDevices puts
+// them in the node record's managedDeviceSerials), and the state of each device. Pure: the
+// caller reads the array (md-array.ts) and the devices' signatures, runs the one step planned,
+// and plans again on its next tick, so a grow cut anywhere (agent restart, reboot) goes on from
+// what the kernel shows. What md can do (checked on Debian's 6.1 kernel, mdadm 4.2):
+//
+//   raid0   mdadm --grow --raid-devices=N+k --add <new...>: md takes the array over as raid4
+//           (parity slot missing), reshapes, and a background mdadm turns it back into raid0.
+//           If that mdadm dies (or the machine reboots mid-reshape), the kernel finishes the
+//           reshape after assembly and the array stays raid4: `mdadm --grow --level=0` ends it.
+//   raid1   a one-device raid1 (what a one-device node gets; md refuses raid0 over one device)
+//           becomes raid0 with `mdadm --grow --level=0`, then grows as raid0. Adding a mirror
+//           would add no capacity.
+//   raid5/6 mdadm --add <new...> (spares), then mdadm --grow --raid-devices=N+k.
+//           NOT with a write journal: the kernel refuses to reshape an array that has one
+//           (raid5.c check_reshape: "Cannot set device shape ... Invalid argument"). The API
+//           refuses such additions; if one arrives anyway the device is reported Failed.
+//
+// After md, `btrfs filesystem resize max` grows the filesystem into the array (online). btrfs
+// refuses sizes below 256 MiB (EINVAL), so a smaller array is left as it is.
+import { isActiveData, isArrayBusy, isFaulty, isJournal, type MdArray } from './md-array.js';
+
+export const BTRFS_MIN_RESIZE_BYTES = 256n * 1024n * 1024n;
+
+/** A data device the node record lists, as found on this server. */
+export interface DesiredDevice {
+  readonly serial: string;
+  /** Kernel block name when the device is present. */
+  readonly block?: string;
+  /**
+   * What blkid finds on it: '' nothing, 'ours' this array's md superblock, or the signature
+   * (ext4, linux_raid_member of another array, ...). Undefined when not checked (members).
+   */
+  readonly signature?: string;
+}
+
+export type GrowthStep =
+  /** md is reshaping / recovering: nothing to do until it is done. */
+  | { readonly kind: 'wait'; readonly reason: string }
+  /** raid1 (one device) or a raid4 left by a raid0 grow → raid0. */
+  | { readonly kind: 'to-raid0' }
+  | { readonly kind: 'grow-raid0'; readonly add: readonly string[]; readonly serials: readonly string[]; readonly raidDevices: number }
+  | { readonly kind: 'add-spares'; readonly add: readonly string[]; readonly serials: readonly string[] }
+  | { readonly kind: 'grow-raid-devices'; readonly raidDevices: number }
+  | { readonly kind: 'resize-filesystem' }
+  | { readonly kind: 'done' };
+
+export interface GrowthPlan {
+  readonly step: GrowthStep;
+  /** Desired devices that will not join the pool, with the reason (reported Failed). */
+  readonly refused: ReadonlyMap<string, string>;
+}
+
+export interface GrowthInput {
+  readonly array: MdArray;
+  readonly ec: boolean;
+  readonly desired: readonly DesiredDevice[];
+  /** The filesystem's device size and slack (btrfs filesystem usage). */
+  readonly filesystem: { readonly deviceSize: bigint; readonly deviceSlack: bigint };
+}
+
+export function planGrowth(input: GrowthInput): GrowthPlan {
+  const { array, ec } = input;
+  const refused = new Map<string, string>();
+  const memberSerials = new Set(array.members.filter((m) => m.serial !== '').map((m) => m.serial));
+  const candidates: { serial: string; block: string }[] = [];
+  for (const d of input.desired) {
+    if (memberSerials.has(d.serial)) continue;
+    if (d.block === undefined) refused.set(d.serial, `device ${d.serial} is not present on this server`);
+    else if (d.signature === 'ours') refused.set(d.serial, `device ${d.serial} carries this pool's md superblock but is not in the running array; it is not re-added automatically`);
+    else if (d.signature) refused.set(d.serial, `device ${d.serial} holds data (${d.signature}); wipe it before Strata may use it`);
+    else candidates.push({ serial: d.serial, block: d.block });
+  }
+  const desiredSerials = new Set(input.desired.map((d) => d.serial));
+  const spares = array.members.filter((m) => m.slot === null && !isJournal(m) && !isFaulty(m) && desiredSerials.has(m.serial));
+  const active = array.members.filter((m) => isActiveData(m) && !isFaulty(m)).length;
+  const hasJournal = array.members.some(isJournal);
+  const plan = (step: GrowthStep): GrowthPlan => ({ step, refused });
+
+  if (hasJournal && (candidates.length > 0 || spares.length > 0)) {
+    // Refused whatever md is doing: it never can.
+    const reason = `the pool's md ${array.level} array has a write journal, and the kernel cannot reshape such an array: the device cannot be added`;
+    for (const c of candidates) refused.set(c.serial, reason);
+    for (const s of spares) refused.set(s.serial, reason);
+    candidates.length = 0;
+    spares.length = 0;
+  }
+  if (isArrayBusy(array)) return plan({ kind: 'wait', reason: `md ${array.syncAction === 'none' ? 'reshape' : array.syncAction} in progress` });
+  if (!ec && array.level === 'raid4') return plan({ kind: 'to-raid0' });
+
+  if (candidates.length > 0) {
+    const add = candidates.map((c) => `/dev/${c.block}`);
+    const serials = candidates.map((c) => c.serial);
+    if (array.level === 'raid1') {
+      if (array.raidDisks === 1) return plan({ kind: 'to-raid0' });
+      for (const s of serials) refused.set(s, `the pool is a ${array.raidDisks}-way md raid1, which does not grow by adding devices`);
+    } else if (array.level === 'raid0') {
+      return plan({ kind: 'grow-raid0', add, serials, raidDevices: active + candidates.length });
+    } else if (['raid5', 'raid6'].includes(array.level)) {
+      return plan({ kind: 'add-spares', add, serials });
+    } else {
+      for (const s of serials) refused.set(s, `an md ${array.level} array does not grow by adding devices`);
+    }
+  }
+  if (spares.length > 0 && ['raid5', 'raid6'].includes(array.level)) {
+    return plan({ kind: 'grow-raid-devices', raidDevices: active + spares.length });
+  }
+  if (input.filesystem.deviceSlack > 0n && array.arrayBytes >= BTRFS_MIN_RESIZE_BYTES) return plan({ kind: 'resize-filesystem' });
+  return plan({ kind: 'done' });
+}
+
+/** The argv of a step (mdadm / btrfs); none for wait and done. */
+export function commandsOf(step: GrowthStep, mdDevice: string, mountPoint: string): [string, string[]][] {
+  switch (step.kind) {
+    case 'to-raid0':
+      return [['mdadm', ['--grow', mdDevice, '--level=0']]];
+    case 'grow-raid0':
+      return [['mdadm', ['--grow', mdDevice, `--raid-devices=${step.raidDevices}`, '--add', ...step.add]]];
+    case 'add-spares':
+      return [['mdadm', ['--add', mdDevice, ...step.add]]];
+    case 'grow-raid-devices':
+      return [['mdadm', ['--grow', mdDevice, `--raid-devices=${step.raidDevices}`]]];
+    case 'resize-filesystem':
+      return [['btrfs', ['filesystem', 'resize', 'max', mountPoint]]];
+    default:
+      return [];
+  }
+}
+
+export type DeviceState = 'Healthy' | 'Adding' | 'Rebuilding' | 'Failed';
+
+export interface PoolDeviceStatus {
+  readonly serial: string;
+  readonly role: 'data' | 'journal';
+  readonly state: DeviceState;
+  readonly sizeBytes: bigint;
+  readonly error: string;
+}
+
+/**
+ * Each device's state: the desired data devices, the array's journal, and any other member of
+ * the array. `adding` are the devices of a grow not finished yet (written ahead by the caller);
+ * they stay Adding until the filesystem has grown too.
+ */
+export function deviceStatuses(
+  array: MdArray,
+  desired: readonly DesiredDevice[],
+  plan: GrowthPlan,
+  adding: ReadonlySet<string>,
+  sizeOf: (serial: string) => bigint,
+): PoolDeviceStatus[] {
+  const statuses: PoolDeviceStatus[] = [];
+  const growing = plan.step.kind !== 'done';
+  const recovering = ['recover', 'resync'].includes(array.syncAction);
+  const bySerial = new Map(array.members.filter((m) => m.serial !== '').map((m) => [m.serial, m]));
+  const seen = new Set<string>();
+  const push = (serial: string, role: 'data' | 'journal', state: DeviceState, error = '') => {
+    seen.add(serial);
+    statuses.push({ serial, role, state, sizeBytes: sizeOf(serial), error });
+  };
+  for (const d of desired) {
+    const member = bySerial.get(d.serial);
+    const refusedWhy = plan.refused.get(d.serial);
+    if (refusedWhy) push(d.serial, 'data', 'Failed', refusedWhy);
+    else if (!member) push(d.serial, 'data', 'Adding');
+    else if (isFaulty(member)) push(d.serial, 'data', 'Failed', 'md marked the device faulty');
+    else if (member.slot === null) push(d.serial, 'data', recovering && !adding.has(d.serial) ? 'Rebuilding' : 'Adding');
+    else if (adding.has(d.serial) && growing) push(d.serial, 'data', 'Adding');
+    else if (!member.flags.includes('in_sync')) push(d.serial, 'data', 'Rebuilding');
+    else push(d.serial, 'data', 'Healthy');
+  }
+  for (const member of array.members) {
+    if (member.serial === '' || seen.has(member.serial)) continue;
+    const state: DeviceState = isFaulty(member) ? 'Failed' : !isJournal(member) && !member.flags.includes('in_sync') ? 'Rebuilding' : 'Healthy';
+    push(member.serial, isJournal(member) ? 'journal' : 'data', state, isFaulty(member) ? 'md marked the device faulty' : '');
+  }
+  return statuses;
+}
+
+/** Raw bytes per byte of data at this md level (parity, mirrors), as a fraction. */
+export function parityFactor(level: string, raidDisks: number): { readonly num: bigint; readonly den: bigint } {
+  const n = BigInt(Math.max(1, raidDisks));
+  switch (level) {
+    case 'raid1':
+      return { num: n, den: 1n };
+    case 'raid4':
+    case 'raid5':
+      return n > 1n ? { num: n, den: n - 1n } : { num: 1n, den: 1n };
+    case 'raid6':
+      return n > 2n ? { num: n, den: n - 2n } : { num: 1n, den: 1n };
+    default:
+      return { num: 1n, den: 1n };
+  }
+}

@@ -1,0 +1,242 @@
+// A Strata cluster whose storage servers are QEMU guests: the real agent (dist/agent/main.js)
+// runs in a guest booting Debian's kernel (nvmet, md, btrfs) against an etcd and a control plane
+// on this host, which the guest reaches at 10.0.2.2. Guests use QEMU user networking only, so a
+// volume's TCP port (VolumePlacement.port, the same on every node serving it) is forwarded from
+// the host's 127.0.0.1:<port> to the guest that serves it, at runtime through QEMU's monitor.
+// Hosts then dial 127.0.0.1:<port> on this machine, or 10.0.2.2:<port> from another guest.
+//
+// Used by test/e2e/cluster.e2e.test.ts and by `npm run cluster` (tools/local-cluster.ts) on
+// machines whose kernel has no NVMe target.
+import { existsSync, readFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Etcd3 } from 'etcd3';
+import { keys } from '../../lib/etcd/keys.js';
+import type { VolumeRecord } from '../../lib/records.js';
+import { repoRoot, startGuest, type Guest, type Lab, type NvmeDriveSpec } from './lab/index.js';
+import { tail } from './lab/util.js';
+
+/** Where agents in guests put their pools (guest-local; the node's btrfs is mounted below it). */
+const GUEST_POOL_DIR = '/var/lib/strata/pool';
+const GUEST_STATE_DIR = '/var/lib/strata/agent';
+const GUEST_LOG_DIR = '/var/log/strata';
+/** setTimeout's limit: an agent job lives as long as the guest. */
+const FOREVER_MS = 2 ** 31 - 1;
+
+export interface StorageGuestOptions {
+  /** Guest name; also the agent's hostname (the server's and node's name in the API). */
+  readonly name: string;
+  readonly drives: readonly NvmeDriveSpec[];
+  /** Serials of the drives the agent's node manages from its creation (--data-devices). */
+  readonly dataSerials: readonly string[];
+  readonly journalSerial?: string;
+  /** Ports on this host's 127.0.0.1 (10.0.2.2 from the guest). */
+  readonly etcdPort: number;
+  readonly controlPlaneGrpcPort: number;
+  /** What the node advertises to hosts: 10.0.2.2 for hosts in other guests, 127.0.0.1 for this machine. */
+  readonly advertiseAddress: string;
+  /**
+   * The agent's discovery controller port, forwarded one to one from the host's 127.0.0.1 (the
+   * node advertises advertiseAddress:discoveryPort); distinct per guest. Default: agent default, not forwarded.
+   */
+  readonly discoveryPort?: number;
+  /** The volume port range; must equal the control plane's volumePortMin/Max. */
+  readonly volumePortMin: number;
+  readonly volumePortMax: number;
+  /** Host directory for the agent's state (identity), kept across guest boots; default guest-local. */
+  readonly agentStateDir?: string;
+  /** Host file the agent logs to (its directory is shared with the guest); default the guest's share. */
+  readonly agentLogFile?: string;
+  /** More agent flags (e.g. --reconcile-interval-seconds 5). */
+  readonly agentArgs?: readonly string[];
+  readonly memoryMiB?: number;
+  readonly cpus?: number;
+  readonly logDir?: string;
+  readonly lab?: Lab;
+  readonly bootTimeoutMs?: number;
+}
+
+export interface StorageGuest {
+  readonly name: string;
+  readonly guest: Guest;
+  /** Host path of the agent's log. */
+  readonly agentLogFile: string;
+  /** The agent's node, known once the agent wrote its identity (after startAgent()). */
+  nodeUUID(): string;
+  /** Starts the agent as a background job; resolves once its identity exists. */
+  startAgent(options?: { timeoutMs?: number }): Promise<void>;
+  /** Signals the agent and waits until its process is gone. */
+  stopAgent(signal?: 'TERM' | 'KILL', timeoutMs?: number): Promise<void>;
+  /** Resolves when the agent process started last exits (with its exit code). */
+  agentExited(): Promise<number>;
+  agentLogTail(chars?: number): string;
+  /** Stops the agent (SIGTERM) and powers the guest off. */
+  stop(): Promise<void>;
+}
+
+/** Boots a storage guest (its agent not started yet). */
+export async function startStorageGuest(options: StorageGuestOptions): Promise<StorageGuest> {
+  const shares = [];
+  if (options.agentStateDir) shares.push({ hostDir: options.agentStateDir, guestPath: GUEST_STATE_DIR });
+  if (options.agentLogFile) shares.push({ hostDir: dirname(options.agentLogFile), guestPath: GUEST_LOG_DIR });
+  const guest = await startGuest({
+    name: options.name,
+    nvmeDrives: options.drives,
+    hostForwards: options.discoveryPort ? [{ hostPort: options.discoveryPort, guestPort: options.discoveryPort }] : [],
+    shares,
+    memoryMiB: options.memoryMiB ?? 1024,
+    cpus: options.cpus ?? 1,
+    ...(options.logDir ? { logDir: options.logDir } : {}),
+    ...(options.lab ? { lab: options.lab } : {}),
+    ...(options.bootTimeoutMs ? { bootTimeoutMs: options.bootTimeoutMs } : {}),
+  });
+  const agentLogFile = options.agentLogFile ?? join(guest.shareDir, 'agent.log');
+  const guestLogFile = options.agentLogFile ? `${GUEST_LOG_DIR}/${basename(options.agentLogFile)}` : `${guest.guestShareDir}/agent.log`;
+  const pidFile = '/run/strata-agent.pid';
+  const host = guest.hostAddressFromGuest;
+  const args = [
+    '--etcd-endpoints', `${host}:${options.etcdPort}`,
+    '--control-plane-endpoints', `${host}:${options.controlPlaneGrpcPort}`,
+    '--state-dir', GUEST_STATE_DIR,
+    '--pool-dir', GUEST_POOL_DIR,
+    '--hostname', options.name,
+    '--advertise-address', options.advertiseAddress,
+    '--volume-port-min', String(options.volumePortMin),
+    '--volume-port-max', String(options.volumePortMax),
+    ...(options.dataSerials.length > 0 ? ['--data-devices', options.dataSerials.join(',')] : []),
+    ...(options.journalSerial ? ['--journal-device', options.journalSerial] : []),
+    ...(options.discoveryPort ? ['--discovery-port', String(options.discoveryPort)] : []),
+    ...(options.agentArgs ?? []),
+  ];
+  let node = '';
+  let exited: Promise<number> = Promise.resolve(0);
+  let running = false;
+
+  const agentRunning = async () => (await guest.run(['sh', '-c', `kill -0 "$(cat ${pidFile} 2>/dev/null)" 2>/dev/null`], { timeoutMs: 15_000 })).code === 0;
+
+  const storageGuest: StorageGuest = {
+    name: options.name,
+    guest,
+    agentLogFile,
+    nodeUUID() {
+      if (!node) throw new Error(`${options.name}: the agent has not started`);
+      return node;
+    },
+    async startAgent({ timeoutMs = 120_000 } = {}) {
+      if (running) throw new Error(`${options.name}: the agent is already running`);
+      running = true;
+      exited = guest
+        .run(['sh', '-c', `echo $$ > ${pidFile}; exec node "$0" "$@" >> "$LOG" 2>&1`, `${repoRoot}/dist/agent/main.js`, ...args], {
+          timeoutMs: FOREVER_MS,
+          env: { LOG: guestLogFile },
+        })
+        .then((r) => r.code, () => -1)
+        .finally(() => {
+          running = false;
+        });
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const identity = await guest.run(['cat', `${GUEST_STATE_DIR}/identity.json`], { timeoutMs: 15_000 });
+        if (identity.code === 0 && identity.stdout.trim() !== '') {
+          node = (JSON.parse(identity.stdout) as { nodeUUIDs: string[] }).nodeUUIDs[0] ?? '';
+          if (node) return;
+        }
+        if (!running) throw new Error(`${options.name}: the agent exited while starting; log:\n${storageGuest.agentLogTail()}`);
+        if (Date.now() > deadline) throw new Error(`${options.name}: no agent identity after ${timeoutMs} ms; log:\n${storageGuest.agentLogTail()}`);
+        await sleep(250);
+      }
+    },
+    async stopAgent(signal = 'TERM', timeoutMs = 60_000) {
+      if (!running) return;
+      await guest.run(['sh', '-c', `kill -${signal} "$(cat ${pidFile})"`], { timeoutMs: 15_000 });
+      const deadline = Date.now() + timeoutMs;
+      while (running || (await agentRunning())) {
+        if (Date.now() > deadline) throw new Error(`${options.name}: the agent did not exit within ${timeoutMs} ms after SIG${signal}`);
+        await sleep(250);
+      }
+    },
+    agentExited: () => exited,
+    agentLogTail(chars = 3000) {
+      try {
+        return tail(readFileSync(agentLogFile, 'utf8'), chars);
+      } catch {
+        return '(no agent log)';
+      }
+    },
+    async stop() {
+      await storageGuest.stopAgent('TERM', 30_000).catch(() => undefined);
+      await guest.stop();
+    },
+  };
+  return storageGuest;
+}
+
+/** What a forward needs to know about a volume. */
+export interface VolumePortPlacement {
+  readonly UUID: string;
+  readonly name: string;
+  readonly port: number;
+  /** The node hosts should reach: the primary. */
+  readonly nodeUUID: string;
+}
+
+/** Every placed volume's port and primary node, from etcd (VolumePlacement of the volume records). */
+export async function readVolumePorts(etcd: Etcd3): Promise<Map<string, VolumePortPlacement>> {
+  const records = await etcd.getAll().prefix(keys.volumesPrefix()).strings();
+  const ports = new Map<string, VolumePortPlacement>();
+  for (const value of Object.values(records)) {
+    const record = JSON.parse(value) as VolumeRecord;
+    if (record.placement && record.placement.port > 0) ports.set(record.UUID, { UUID: record.UUID, name: record.name, port: record.placement.port, nodeUUID: record.placement.primaryNodeUUID });
+  }
+  return ports;
+}
+
+/**
+ * Keeps 127.0.0.1:<volume port> forwarded to the guest serving the volume's primary node:
+ * sync() adds missing forwards, moves ones whose volume moved, and removes those of deleted
+ * volumes (a port may be handed to a new volume on another node afterwards).
+ */
+export class VolumePortForwards {
+  private readonly current = new Map<number, Guest>();
+
+  constructor(
+    private readonly etcd: Etcd3,
+    /** The storage guest of a node, undefined for nodes not in a guest. */
+    private readonly guestOfNode: (nodeUUID: string) => Guest | undefined,
+  ) {}
+
+  /** Applies the forwards the volumes in etcd need; returns the volumes whose port it added. */
+  async sync(): Promise<VolumePortPlacement[]> {
+    const desired = new Map<number, { guest: Guest; volume: VolumePortPlacement }>();
+    for (const volume of (await readVolumePorts(this.etcd)).values()) {
+      const guest = this.guestOfNode(volume.nodeUUID);
+      if (guest) desired.set(volume.port, { guest, volume });
+    }
+    for (const [port, guest] of [...this.current]) {
+      if (desired.get(port)?.guest === guest) continue;
+      await guest.removeHostForward(port).catch(() => undefined); // a stopped guest forwards nothing
+      this.current.delete(port);
+    }
+    const added: VolumePortPlacement[] = [];
+    for (const [port, { guest, volume }] of desired) {
+      if (this.current.has(port)) continue;
+      await guest.addHostForward(port, port);
+      this.current.set(port, guest);
+      added.push(volume);
+    }
+    return added;
+  }
+
+  ports(): number[] {
+    return [...this.current.keys()].sort((a, b) => a - b);
+  }
+}
+
+/**
+ * True when this machine's kernel has the NVMe/TCP target (the agent can serve from the host).
+ * Loads the modules first, as the agent does; their absence is the answer, not an error.
+ */
+export async function hostHasNvmet(run: (file: string, args: string[]) => Promise<unknown>): Promise<boolean> {
+  for (const module of ['nvmet', 'nvmet-tcp']) await run('modprobe', [module]).catch(() => undefined);
+  return existsSync('/sys/kernel/config/nvmet') && existsSync('/sys/module/nvmet_tcp');
+}
