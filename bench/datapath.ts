@@ -17,7 +17,7 @@
 //     Baseline: the 1-volume figure.
 //  3. Agent restart (SIGKILL, start, until its first volume report, which lists every volume)
 //     at the same counts, with the configfs operations that restart applied (expected 0) and
-//     every volume still Available. Baseline: the restart with 1 volume.
+//     every volume still Available. Baseline: the restart at the first level (2 volumes).
 //  4. fio 4K random read and random write IOPS through a Strata volume vs a hand-made export of
 //     the same kind of backing: a sparse NOCOW file on the same btrfs pool, exported by nvmet
 //     with its default O_DIRECT file path (buffered_io=0, as Strata serves uncompressed
@@ -28,7 +28,9 @@
 // Everything runs on this 2-core machine under TCG: absolute figures are slow and noisy; the
 // ratios are the point. Every step has a timeout; the guest, etcd and the control plane are
 // stopped at the end, also on error. The agent's log is copied to $STRATA_E2E_LOG_DIR (default
-// <tmpdir>/strata-e2e-logs) as bench-datapath.<pid>.agent.log.
+// <tmpdir>/strata-e2e-logs) as bench-datapath.<pid>.agent.log, the control plane's beside it.
+// The agent runs with a 60 s lease and its systemd unit's open-file limit (see startAgent and
+// docs/benchmarks.md for what the defaults did under this load).
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';

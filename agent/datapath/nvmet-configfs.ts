@@ -19,6 +19,7 @@
 //   paths (../../../hosts/x): only the target's last component is used.
 // - read: write-only attributes (revalidate_size) are never read; an attribute that cannot be
 //   read counts as unknown.
+import { mapLimit } from '../../lib/concurrency.js';
 import { promises as fs } from 'node:fs';
 import { isAbsolute, join, normalize, sep } from 'node:path';
 import {
@@ -86,9 +87,13 @@ export class NvmetConfigfs {
       this.listDirs('ports'),
     ]);
     if (hosts === undefined && subsystemNames === undefined && portNames === undefined) return emptyTree();
-    const subsystems = await Promise.all((subsystemNames ?? []).map((nqn) => this.readSubsystem(nqn)));
-    const ports = await Promise.all(
-      (portNames ?? []).filter((n) => /^\d+$/.test(n)).map((id) => this.readPort(Number(id))),
+    // A few objects at a time: each reads about ten files at once, and a tree of thousands of
+    // volumes read all together ran the agent out of file descriptors (found by bench/datapath).
+    const subsystems = await mapLimit(subsystemNames ?? [], OBJECTS_READ_AT_ONCE, (nqn) => this.readSubsystem(nqn));
+    const ports = await mapLimit(
+      (portNames ?? []).filter((n) => /^\d+$/.test(n)),
+      OBJECTS_READ_AT_ONCE,
+      (id) => this.readPort(Number(id)),
     );
     return {
       hosts: new Set((hosts ?? []).sort()),
@@ -231,7 +236,8 @@ export class NvmetConfigfs {
   private async readValue(relative: string): Promise<string | undefined> {
     try {
       return (await fs.readFile(this.resolve(relative), 'utf8')).trimEnd();
-    } catch {
+    } catch (err) {
+      throwIfOutOfResources(err);
       return undefined;
     }
   }
@@ -241,7 +247,8 @@ export class NvmetConfigfs {
     try {
       const entries = await fs.readdir(this.resolve(relative), { withFileTypes: true });
       return entries.filter((e) => e.isDirectory()).map((e) => e.name);
-    } catch {
+    } catch (err) {
+      throwIfOutOfResources(err);
       return undefined;
     }
   }
@@ -251,7 +258,8 @@ export class NvmetConfigfs {
     let entries;
     try {
       entries = await fs.readdir(this.resolve(relative), { withFileTypes: true });
-    } catch {
+    } catch (err) {
+      throwIfOutOfResources(err);
       return [];
     }
     const targets = await Promise.all(
@@ -268,6 +276,18 @@ export class NvmetConfigfs {
     );
     return targets.filter((t): t is string => t !== undefined && t.length > 0);
   }
+}
+
+/** Objects (subsystems, ports) read at the same time. */
+const OBJECTS_READ_AT_ONCE = 16;
+
+/**
+ * A read that failed for want of file descriptors or memory says nothing about configfs: it must
+ * fail the pass (which is retried), never read as "attribute missing" and be "repaired".
+ */
+function throwIfOutOfResources(err: unknown): void {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EMFILE' || code === 'ENFILE' || code === 'ENOMEM') throw err;
 }
 
 function objectKind(relative: string): keyof typeof defaultGroups | undefined {
