@@ -11,3 +11,9 @@ export function hostOf(endpoint: string): string {
   if (at <= 0) return '';
   return endpoint.slice(0, at).replace(/^\[(.*)\]$/, '$1');
 }
+
+/** The port of "host:port", as written ('' when there is none). */
+export function portOf(endpoint: string): string {
+  const at = endpoint.lastIndexOf(':');
+  return at < 0 ? '' : endpoint.slice(at + 1);
+}

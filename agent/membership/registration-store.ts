@@ -3,6 +3,7 @@
 // ec, createdAt). The agent creates a record when absent and afterwards rewrites only the
 // fields it owns, with a compare on mod_revision so a concurrent control-plane edit is never
 // overwritten: on conflict it re-reads and merges again.
+import { hostPort } from '../../lib/endpoints.js';
 import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
@@ -27,10 +28,6 @@ export interface RegistrationFacts {
 
 export type UpsertOutcome = 'created' | 'updated' | 'unchanged';
 
-/** Formats host:port, bracketing IPv6 literals. */
-export function hostPort(host: string, port: number): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
-}
 
 export function nodeName(hostname: string, index: number, nodeCount: number): string {
   return nodeCount === 1 ? hostname : `${hostname}-${index}`;

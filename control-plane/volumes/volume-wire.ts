@@ -2,7 +2,7 @@
 // (desired state and lifecycle) joined with what the nodes report (volume-status) and which
 // nodes are alive (presence). docs/volumes.md explains each derived field.
 import type { Label, PlacementRestriction, VolumeRecord, VolumeState, VolumeStatusRecord } from '../../lib/records.js';
-import { hostOf } from '../../lib/endpoints.js';
+import { hostOf, portOf } from '../../lib/endpoints.js';
 import type { StoredVolume } from './volume-store.js';
 
 export type ProtectionState = 'Unknown' | 'FullyProtected' | 'Degraded' | 'ReadOnly' | 'NotAvailable';
@@ -241,8 +241,8 @@ export function volumeConnectionToWire(
     IPAcl: [...v.ipAcl],
     commands: {
       connect: paths.map((p) => `nvme connect -t tcp -a ${p.address} -s ${p.port} -n ${subsystemNQN} -q ${hostNqn}`),
-      discover: discoveryEndpoints.map((e) => `nvme discover -t tcp -a ${hostOf(e)} -s ${e.slice(e.lastIndexOf(':') + 1)} -q ${hostNqn}`),
-      connectAll: discoveryEndpoints.slice(0, 1).map((e) => `nvme connect-all -t tcp -a ${hostOf(e)} -s ${e.slice(e.lastIndexOf(':') + 1)} -q ${hostNqn} --persistent`),
+      discover: discoveryEndpoints.map((e) => `nvme discover -t tcp -a ${hostOf(e)} -s ${portOf(e)} -q ${hostNqn}`),
+      connectAll: discoveryEndpoints.slice(0, 1).map((e) => `nvme connect-all -t tcp -a ${hostOf(e)} -s ${portOf(e)} -q ${hostNqn} --persistent`),
     },
   };
 }
