@@ -30,6 +30,7 @@ import {
   subsystemAttributes,
   type Attributes,
   type NvmetNamespace,
+  type NvmetObjects,
   type NvmetOp,
   type NvmetPort,
   type NvmetSubsystem,
@@ -101,6 +102,26 @@ export class NvmetConfigfs {
         subsystems.filter((s): s is NvmetSubsystem => s !== undefined).sort(byKey((s) => s.nqn)).map((s) => [s.nqn, s]),
       ),
       ports: new Map(ports.filter((p): p is NvmetPort => p !== undefined).sort(byKey((p) => p.id)).map((p) => [p.id, p])),
+    };
+  }
+
+  /**
+   * Reads back only the named subsystems and ports, and the list of host entries: what a pass
+   * that changes a few volumes needs to know fresh. An object that does not exist maps to
+   * undefined.
+   */
+  async readObjects(scope: { readonly subsystems: Iterable<string>; readonly ports: Iterable<number> }): Promise<NvmetObjects> {
+    const nqns = [...new Set(scope.subsystems)].sort();
+    const ids = [...new Set(scope.ports)].sort((a, b) => a - b);
+    const [hosts, subsystems, ports] = await Promise.all([
+      this.listDirs('hosts'),
+      mapLimit(nqns, OBJECTS_READ_AT_ONCE, (nqn) => this.readSubsystem(nqn)),
+      mapLimit(ids, OBJECTS_READ_AT_ONCE, (id) => this.readPort(id)),
+    ]);
+    return {
+      hosts: new Set((hosts ?? []).sort()),
+      subsystems: new Map(nqns.map((nqn, i) => [nqn, subsystems[i]])),
+      ports: new Map(ids.map((id, i) => [id, ports[i]])),
     };
   }
 

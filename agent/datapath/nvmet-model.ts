@@ -49,6 +49,23 @@ export interface NvmetTree {
   readonly ports: ReadonlyMap<number, NvmetPort>;
 }
 
+/** Some objects read back fresh (readObjects): undefined = the object does not exist. */
+export interface NvmetObjects {
+  readonly hosts: ReadonlySet<string>;
+  readonly subsystems: ReadonlyMap<string, NvmetSubsystem | undefined>;
+  readonly ports: ReadonlyMap<number, NvmetPort | undefined>;
+}
+
+/** The objects an operation changes: its subsystem, its port, or the host entries. */
+export function objectOfOp(op: NvmetOp): { subsystem: string } | { port: number } | { hosts: true } | undefined {
+  const [top, name] = op.path.split('/');
+  if (name === undefined) return undefined;
+  if (top === 'subsystems') return { subsystem: name };
+  if (top === 'ports' && /^\d+$/.test(name)) return { port: Number(name) };
+  if (top === 'hosts') return { hosts: true };
+  return undefined;
+}
+
 export const emptyTree = (): NvmetTree => ({ hosts: new Set(), subsystems: new Map(), ports: new Map() });
 
 /**

@@ -3,7 +3,7 @@
 // steps leave; the planner's tests run plans through it in strict mode, which enforces the rules
 // of drivers/nvme/target/configfs.c that Strata depends on, so an illegal order fails a test
 // instead of a real server.
-import type { NvmetNamespace, NvmetOp, NvmetPort, NvmetSubsystem, NvmetTree } from './nvmet-model.js';
+import type { NvmetNamespace, NvmetObjects, NvmetOp, NvmetPort, NvmetSubsystem, NvmetTree } from './nvmet-model.js';
 
 interface WorkNamespace {
   nsid: number;
@@ -49,6 +49,26 @@ export function workCopy(tree: NvmetTree): WorkTree {
       ]),
     ),
   };
+}
+
+/** Puts freshly read objects into a working tree (the tree the data path keeps between passes). */
+export function replaceObjects(work: WorkTree, fresh: NvmetObjects): void {
+  const copy = workCopy({
+    hosts: fresh.hosts,
+    subsystems: new Map([...fresh.subsystems].filter((e): e is [string, NvmetSubsystem] => e[1] !== undefined)),
+    ports: new Map([...fresh.ports].filter((e): e is [number, NvmetPort] => e[1] !== undefined)),
+  });
+  work.hosts = copy.hosts;
+  for (const nqn of fresh.subsystems.keys()) {
+    const s = copy.subsystems.get(nqn);
+    if (s) work.subsystems.set(nqn, s);
+    else work.subsystems.delete(nqn);
+  }
+  for (const id of fresh.ports.keys()) {
+    const p = copy.ports.get(id);
+    if (p) work.ports.set(id, p);
+    else work.ports.delete(id);
+  }
 }
 
 /** Freezes a working tree back into the read-only model (sorted, like the driver reads it). */

@@ -18,8 +18,8 @@ import { waitUntil } from '../../test/helpers/wait.js';
 import { DataPathState } from './datapath-state.js';
 import { IpAclEnforcer } from './ip-acl-enforcer.js';
 import { NvmetConfigfs } from './nvmet-configfs.js';
-import { describeOp, type NvmetOp } from './nvmet-model.js';
-import { DataPathReconciler } from './reconciler.js';
+import { describeOp, type NvmetObjects, type NvmetOp, type NvmetTree } from './nvmet-model.js';
+import { DataPathReconciler, type PassSummary } from './reconciler.js';
 import { FilePool } from './storage-pool.js';
 
 const CLUSTER: ClusterRecord = {
@@ -39,8 +39,20 @@ const H2 = 'nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-4000-8000-000000000002
 /** A configfs driver that records what it applies and can "die" (hang forever) after n operations. */
 class RecordingConfigfs extends NvmetConfigfs {
   readonly applied: NvmetOp[] = [];
+  /** Whole-tree reads, and the subsystems each partial read asked for. */
+  fullReads = 0;
+  readonly partialReads: string[][] = [];
   dieAfter = Infinity;
   died = false;
+  override async read(): Promise<NvmetTree> {
+    this.fullReads += 1;
+    return super.read();
+  }
+  override async readObjects(scope: { subsystems: Iterable<string>; ports: Iterable<number> }): Promise<NvmetObjects> {
+    const subsystems = [...scope.subsystems];
+    this.partialReads.push(subsystems);
+    return super.readObjects({ subsystems, ports: scope.ports });
+  }
   override async apply(op: NvmetOp): Promise<void> {
     if (this.applied.length >= this.dieAfter) {
       this.died = true;
@@ -88,6 +100,7 @@ describe('DataPathReconciler crash safety', () => {
       settings: { listenAddress: '127.0.0.1', portIdMin: 20000, portIdMax: 39999 },
       ipAcls: new IpAclEnforcer('no nftables in this test', silentLogger()),
       resyncIntervalMs: 3_600_000,
+      debounceMs: 20,
       logger: silentLogger(),
     });
   }
@@ -174,5 +187,69 @@ describe('DataPathReconciler crash safety', () => {
       assert.equal((await next.reconcileNow())?.operations, 0);
       await next.stop();
     }
+  });
+
+  it('changes one volume among many in a pass that touches only that volume', async () => {
+    const uuid = (i: number) => `22222222-2222-4222-8222-${String(i).padStart(12, '0')}`;
+    const many = (i: number, overrides: Partial<VolumeAssignment> = {}) =>
+      testAssignment({ volumeUUID: uuid(i), nodeUUID: NODE, subsystemNQN: `${CLUSTER.subsystemNQN}:vol:${uuid(i)}`, nsid: 1, port: 21000 + i, sizeBytes: String(1024 * 1024), acl: [H1], ...overrides });
+    for (let i = 0; i < 30; i++) await put(many(i));
+    const configfs = configfsAt();
+    const agent = await reconciler(configfs);
+    const passes: PassSummary[] = [];
+    agent.onPass((p) => passes.push(p));
+    agent.start();
+    await waitUntil(() => passes.some((p) => p.served === 30), '30 volumes served');
+    const full = passes.at(-1)!;
+    assert.equal(full.full, true);
+    assert.equal(full.prepared, 30);
+    assert.equal(configfs.fullReads, 1, 'a first pass reads the whole tree once (and only the touched objects after applying)');
+
+    // One more volume: the watch triggers a pass that prepares, reads and changes only it.
+    const before = { passes: passes.length, ops: configfs.applied.length, fullReads: configfs.fullReads, partial: configfs.partialReads.length };
+    await put(many(30));
+    await waitUntil(() => passes.slice(before.passes).some((p) => p.served === 31), '31 volumes served');
+    const added = passes.slice(before.passes);
+    assert.ok(added.every((p) => !p.full && p.prepared <= 1), JSON.stringify(added));
+    assert.equal(configfs.fullReads, before.fullReads, 'no whole-tree read');
+    const newNqn = `${CLUSTER.subsystemNQN}:vol:${uuid(30)}`;
+    assert.deepEqual([...new Set(configfs.partialReads.slice(before.partial).flat())], [newNqn]);
+    const ops = configfs.applied.slice(before.ops);
+    assert.ok(ops.length > 0 && ops.every((op) => op.volume === uuid(30)), ops.map(describeOp).join('\n'));
+
+    // A revoked host on one volume: only that volume's port link is cycled.
+    const mark = configfs.applied.length;
+    await put(many(7, { generation: 2, acl: [] }));
+    await waitUntil(() => agent.current()?.volumes.find((v) => v.volumeUUID === uuid(7))?.generation === 2, 'generation 2 reported');
+    const nqn7 = `${CLUSTER.subsystemNQN}:vol:${uuid(7)}`;
+    assert.deepEqual(configfs.applied.slice(mark).map(describeOp), [
+      `unlink subsystems/${nqn7}/allowed_hosts/${H1}`,
+      `unlink ports/21007/subsystems/${nqn7}`,
+      `link ports/21007/subsystems/${nqn7} -> subsystems/${nqn7}`,
+    ]);
+
+    // A deleted volume: its objects and backing go, and nothing else is touched.
+    const beforeDelete = configfs.applied.length;
+    await writer.delete().key(keys.assignment(NODE, uuid(3)));
+    await waitUntil(async () => !(await configfsAt().read()).subsystems.has(`${CLUSTER.subsystemNQN}:vol:${uuid(3)}`), 'volume 3 torn down');
+    await waitUntil(() => agent.current()?.volumes.find((v) => v.volumeUUID === uuid(3))?.state === 'Absent', 'volume 3 reported Absent');
+    const teardown = configfs.applied.slice(beforeDelete);
+    assert.ok(teardown.every((op) => op.volume === uuid(3) || op.path.startsWith('ports/21003')), teardown.map(describeOp).join('\n'));
+    assert.equal(configfs.fullReads, before.fullReads);
+
+    // An object deleted behind the agent's back is repaired by the next full pass.
+    const port9 = configfsAt();
+    await port9.apply({ op: 'unlink', path: `ports/21009/subsystems/${CLUSTER.subsystemNQN}:vol:${uuid(9)}` });
+    const repaired = await agent.reconcileNow();
+    assert.equal(repaired?.full, true);
+    assert.equal(repaired?.operations, 1);
+    assert.equal(repaired?.served, 30);
+    assert.equal((await agent.reconcileNow())?.operations, 0);
+
+    await agent.stop();
+    for (let i = 0; i <= 30; i++) await writer.delete().key(keys.assignment(NODE, uuid(i)));
+    const cleanup = await reconciler(configfsAt());
+    await cleanup.reconcileNow();
+    await cleanup.stop();
   });
 });

@@ -17,6 +17,7 @@ import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
+import { mapLimit } from '../../lib/concurrency.js';
 import { sleep } from '../backoff.js';
 import type { ConnectedHostsProbe, ConnectionsByPort } from './connected-hosts.js';
 import type { DataPathState } from './datapath-state.js';
@@ -24,9 +25,10 @@ import { assignmentProblem, desiredExportOf, type ClusterFacts, type ExportSetti
 import { ipAclOf, type IpAcl } from './ip-acl.js';
 import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
 import type { NvmetConfigfs } from './nvmet-configfs.js';
-import { describeOp, volumeNqnPrefix, type DesiredExport, type NvmetTree } from './nvmet-model.js';
+import { describeOp, objectOfOp, volumeNqnPrefix, type DesiredExport, type NvmetTree } from './nvmet-model.js';
 import { planNvmet, volumeOfNqn } from './nvmet-plan.js';
-import type { StoragePool } from './storage-pool.js';
+import { replaceObjects, treeOf, workCopy, type WorkTree } from './nvmet-simulator.js';
+import type { StoragePool, VolumeUsage } from './storage-pool.js';
 import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from './volume-report.js';
 
 /** What the data path runs on, decided once at start. */
@@ -60,6 +62,10 @@ export interface PassSummary {
   readonly served: number;
   readonly failed: number;
   readonly removed: number;
+  /** A full pass: every backing checked and the whole kernel tree read back. */
+  readonly full: boolean;
+  /** Volumes whose backing was prepared in this pass. */
+  readonly prepared: number;
 }
 
 interface AssignmentEntry {
@@ -67,6 +73,44 @@ interface AssignmentEntry {
   readonly volumeUUID: string;
   /** undefined: the record could not be parsed. */
   readonly assignment: VolumeAssignment | undefined;
+}
+
+/** A volume whose backing is ready, kept until its assignment changes or a full pass. */
+interface PreparedVolume {
+  readonly entry: AssignmentEntry;
+  /** The assignment it was prepared for (its JSON). */
+  readonly fingerprint: string;
+  readonly generation: number;
+  readonly pool: StoragePool;
+  readonly desired: DesiredExport;
+  readonly ipAcl: WantedIpAcl;
+  readonly snapshots: VolumeStatusEntry['snapshots'];
+  readonly warning?: string;
+  /** Last measured; undefined until measured. */
+  usage?: VolumeUsage;
+}
+
+/** Backings prepared (and usages measured) at the same time. */
+const BACKINGS_PREPARED_AT_ONCE = 8;
+
+/**
+ * A full pass at least this many times its own duration apart: on a server with thousands of
+ * volumes, where a full pass takes long, the periodic check stays a small part of the work.
+ */
+const FULL_PASS_SPACING = 10;
+
+function failedStatus(e: AssignmentEntry, error: string): VolumeStatusEntry {
+  return {
+    volumeUUID: e.volumeUUID,
+    nodeUUID: e.nodeUUID,
+    generation: e.assignment?.generation ?? 0,
+    state: 'Failed',
+    error,
+    snapshots: [],
+    connectedHosts: [],
+    logicalUsedBytes: '0',
+    physicalUsedBytes: '0',
+  };
 }
 
 export class DataPathReconciler implements VolumeReportSource {
@@ -89,18 +133,24 @@ export class DataPathReconciler implements VolumeReportSource {
   private timer: NodeJS.Timeout | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
   private resyncDue = true;
+  private started = false;
+  private fullPassRan = false;
   private running: Promise<void> | undefined;
   private dirty = false;
   private stopped = false;
   private readonly abort = new AbortController();
   private lastSummary: PassSummary | undefined;
   private readonly passListeners = new Set<(s: PassSummary) => void>();
+  /** volume/node → its prepared backing and export. */
+  private readonly prepared = new Map<string, PreparedVolume>();
+  /** The kernel target as last read back, kept between passes. */
+  private observed: WorkTree | undefined;
 
   constructor(private readonly options: DataPathReconcilerOptions) {}
 
   start(): void {
-    if (this.stopped || this.resyncTimer) return;
-    this.resyncTimer = setInterval(() => this.schedule(true), this.options.resyncIntervalMs);
+    if (this.stopped || this.started) return;
+    this.started = true;
     this.schedule(true, 0);
   }
 
@@ -109,7 +159,7 @@ export class DataPathReconciler implements VolumeReportSource {
     this.stopped = true;
     this.abort.abort();
     clearTimeout(this.timer);
-    clearInterval(this.resyncTimer);
+    clearTimeout(this.resyncTimer);
     const watchers = [...this.watchers.values()];
     this.watchers.clear();
     await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
@@ -172,6 +222,7 @@ export class DataPathReconciler implements VolumeReportSource {
       let failures = 0;
       do {
         this.dirty = false;
+        const started = Date.now();
         try {
           const summary = await this.pass();
           failures = 0;
@@ -181,9 +232,15 @@ export class DataPathReconciler implements VolumeReportSource {
           }
         } catch (err) {
           failures += 1;
+          // What the pass left half done is only known after reading everything again.
+          this.resyncDue = true;
           this.options.logger.error({ err }, 'data path pass failed; retrying');
           this.dirty = true;
           await sleep(Math.min(5000, 200 * 2 ** Math.min(failures, 5)), this.abort.signal);
+        }
+        if (this.fullPassRan) {
+          this.fullPassRan = false;
+          this.armResync(Date.now() - started);
         }
       } while (this.dirty && !this.stopped);
     })().finally(() => {
@@ -267,12 +324,15 @@ export class DataPathReconciler implements VolumeReportSource {
 
   private async pass(): Promise<PassSummary | undefined> {
     const log = this.options.logger;
+    const started = Date.now();
     if (!this.backend) {
       this.backend = await this.options.backend();
       if (this.backend.kind === 'unavailable') {
         log.error({ reason: this.backend.reason }, 'the data path is unavailable: volumes assigned to this server are reported Failed');
       }
     }
+    const full = this.resyncDue || !this.cluster || !this.assignments || !this.observed;
+    this.fullPassRan ||= full;
     if (this.resyncDue || !this.cluster || !this.assignments) {
       try {
         this.cluster = (await this.readCluster()) ?? this.cluster;
@@ -292,49 +352,36 @@ export class DataPathReconciler implements VolumeReportSource {
     const entries = [...this.assignments.values()].flatMap((m) => [...m.values()]);
     entries.sort((a, b) => (a.volumeUUID < b.volumeUUID ? -1 : a.volumeUUID > b.volumeUUID ? 1 : a.nodeUUID < b.nodeUUID ? -1 : 1));
     const statuses: VolumeStatusEntry[] = [];
-    const failed = (e: AssignmentEntry, error: string): VolumeStatusEntry => ({
-      volumeUUID: e.volumeUUID,
-      nodeUUID: e.nodeUUID,
-      generation: e.assignment?.generation ?? 0,
-      state: 'Failed',
-      error,
-      snapshots: [],
-      connectedHosts: [],
-      logicalUsedBytes: '0',
-      physicalUsedBytes: '0',
-    });
     for (const e of entries) this.lastNodeOf.set(e.volumeUUID, { nodeUUID: e.nodeUUID, generation: e.assignment?.generation ?? 0 });
 
     if (this.backend.kind === 'unavailable') {
-      for (const e of entries) statuses.push(failed(e, this.backend.reason));
+      for (const e of entries) statuses.push(failedStatus(e, this.backend.reason));
       this.publish(statuses);
-      return { operations: 0, failedOperations: 0, ipAclChanges: 0, served: 0, failed: statuses.length, removed: 0 };
+      return { operations: 0, failedOperations: 0, ipAclChanges: 0, served: 0, failed: statuses.length, removed: 0, full: true, prepared: 0 };
     }
     const configfs = this.backend.configfs;
     const state = this.options.state;
     const prefix = volumeNqnPrefix(cluster.subsystemNQN);
     const nqnOf = (volumeUUID: string) => `${prefix}${volumeUUID}`;
 
-    // 1. Backings.
-    const desired: DesiredExport[] = [];
+    // 1. Backings. Checks that span volumes run over all of them; the pool work runs only for
+    // volumes whose assignment changed since it was last prepared (every volume in a full pass).
     const keep = new Set<string>();
-    const prepared = new Map<string, { entry: AssignmentEntry; pool: StoragePool; warning?: string; snapshots: VolumeStatusEntry['snapshots'] }>();
     const results = new Map<string, VolumeStatusEntry>();
     const seen = new Map<string, string>();
     const portTaken = new Map<number, string>();
-    const wantedIpAcls = new Map<number, WantedIpAcl>();
-    let stateChanged = false;
+    const valid: { key: string; entry: AssignmentEntry; assignment: VolumeAssignment; fingerprint: string }[] = [];
     for (const e of entries) {
       const key = `${e.volumeUUID}/${e.nodeUUID}`;
       const a = e.assignment;
       if (!a) {
-        results.set(key, failed(e, 'the assignment record is corrupt'));
+        results.set(key, failedStatus(e, 'the assignment record is corrupt'));
         keep.add(nqnOf(e.volumeUUID));
         continue;
       }
       const other = seen.get(e.volumeUUID);
       if (other) {
-        results.set(key, failed(e, `volume ${e.volumeUUID} is also assigned to node ${other} of this server; one server serves a volume once`));
+        results.set(key, failedStatus(e, `volume ${e.volumeUUID} is also assigned to node ${other} of this server; one server serves a volume once`));
         continue;
       }
       seen.set(e.volumeUUID, e.nodeUUID);
@@ -344,81 +391,80 @@ export class DataPathReconciler implements VolumeReportSource {
           : (assignmentProblem(a, cluster, this.options.settings) ??
             (portTaken.has(a.port) ? `port ${a.port} is also assigned to volume ${portTaken.get(a.port)}` : undefined));
       if (problem) {
-        results.set(key, failed(e, problem));
+        results.set(key, failedStatus(e, problem));
         keep.add(nqnOf(e.volumeUUID));
         continue;
       }
       portTaken.set(a.port, a.volumeUUID);
-      const nqn = nqnOf(a.volumeUUID);
-      let pool: StoragePool;
-      try {
-        pool = await this.poolOf(e.nodeUUID, cluster);
-      } catch (err) {
-        results.set(key, failed(e, (err as Error).message));
-        keep.add(nqn);
-        continue;
-      }
-      try {
-        const size = BigInt(a.sizeBytes);
-        const before = await pool.volumeSize(a.volumeUUID);
-        if (before !== null && before < size && !state.pendingRevalidate.has(nqn)) {
-          state.pendingRevalidate.add(nqn); // written ahead: the namespace must learn the new size
-          state.save();
-        }
-        const spec = { compression: a.compression, sectorSize: a.sectorSize, ...(a.cloneFromSnapshotUUID ? { cloneFromSnapshot: a.cloneFromSnapshotUUID } : {}) };
-        const backing = await pool.ensureVolume(a.volumeUUID, size, spec);
-        const snapshots: VolumeStatusEntry['snapshots'] = [];
-        const wantedSnapshots = [...new Set(a.snapshotUUIDs ?? [])].sort();
-        for (const snapshotUUID of wantedSnapshots) {
-          try {
-            await pool.ensureSnapshot(a.volumeUUID, snapshotUUID);
-            snapshots.push({ snapshotUUID, state: 'Available', error: '' });
-          } catch (err) {
-            snapshots.push({ snapshotUUID, state: 'Failed', error: (err as Error).message });
-          }
-        }
-        const rollbackMark = a.rollbackSnapshotUUID ? `${a.generation}:${a.rollbackSnapshotUUID}` : undefined;
-        if (rollbackMark && state.rollbacksDone.get(a.volumeUUID) !== rollbackMark) {
-          state.pendingRevalidate.add(nqn);
-          state.save();
-          await pool.rollback(a.volumeUUID, a.rollbackSnapshotUUID);
-          await pool.resize(a.volumeUUID, size);
-          state.rollbacksDone.set(a.volumeUUID, rollbackMark);
-          state.save();
-          log.info({ volumeUUID: a.volumeUUID, snapshotUUID: a.rollbackSnapshotUUID, generation: a.generation }, 'volume rolled back');
-        }
-        for (const snapshotUUID of await pool.listSnapshots(a.volumeUUID)) {
-          if (wantedSnapshots.includes(snapshotUUID)) continue;
-          await pool.removeSnapshot(a.volumeUUID, snapshotUUID);
-          log.info({ volumeUUID: a.volumeUUID, snapshotUUID }, 'snapshot removed');
-        }
-        desired.push(desiredExportOf(a, backing, cluster, this.options.settings));
-        wantedIpAcls.set(a.port, { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl });
-        prepared.set(key, { entry: e, pool, snapshots, ...(backing.warning ? { warning: backing.warning } : {}) });
-      } catch (err) {
-        results.set(key, failed(e, (err as Error).message));
-        keep.add(nqn);
-      }
+      valid.push({ key, entry: e, assignment: a, fingerprint: JSON.stringify(a) });
     }
+    const validKeys = new Set(valid.map((v) => v.key));
+    // What changes this pass: volumes prepared afresh, and volumes prepared before that are gone
+    // or no longer valid. In an incremental pass only their kernel objects are read back.
+    const touchedVolumes = new Set<string>();
+    const previousPorts = new Map<string, number>();
+    for (const [key, p] of this.prepared) {
+      if (validKeys.has(key)) continue;
+      this.prepared.delete(key);
+      touchedVolumes.add(p.desired.volumeUUID);
+      previousPorts.set(p.desired.volumeUUID, p.desired.port.id);
+    }
+    const toPrepare = valid.filter((v) => full || this.prepared.get(v.key)?.fingerprint !== v.fingerprint);
+    for (const v of toPrepare) {
+      const before = this.prepared.get(v.key);
+      if (before) previousPorts.set(v.entry.volumeUUID, before.desired.port.id);
+      this.prepared.delete(v.key);
+    }
+    await mapLimit(toPrepare, BACKINGS_PREPARED_AT_ONCE, async (v) => {
+      try {
+        this.prepared.set(v.key, await this.prepareVolume(v.entry, v.assignment, v.fingerprint, cluster));
+        touchedVolumes.add(v.entry.volumeUUID);
+      } catch (err) {
+        results.set(v.key, failedStatus(v.entry, (err as Error).message));
+        keep.add(nqnOf(v.entry.volumeUUID));
+      }
+    });
+    const preparedNow = valid.map((v) => this.prepared.get(v.key)).filter((p): p is PreparedVolume => p !== undefined);
+
     // 2a. IP ACLs, before the exports change: a new port is filtered before nvmet listens on it.
     // A volume whose ACL cannot be enforced keeps its export exactly as it is (a new one is not
     // created) and is reported Failed.
+    const wantedIpAcls = new Map<number, WantedIpAcl>(preparedNow.map((p) => [p.desired.port.id, p.ipAcl]));
     const ipAclPass = await this.options.ipAcls.enforce(wantedIpAcls);
-    for (let i = desired.length - 1; i >= 0; i--) {
-      const d = desired[i]!;
-      if (!ipAclPass.failed.has(d.volumeUUID)) continue;
-      keep.add(d.nqn);
-      desired.splice(i, 1);
+    const desired: DesiredExport[] = [];
+    for (const p of preparedNow) {
+      if (ipAclPass.failed.has(p.desired.volumeUUID)) keep.add(p.desired.nqn);
+      else desired.push(p.desired);
     }
 
-    // 2b. Kernel target.
-    const tree = await configfs.read();
+    // 2b. Kernel target: the whole tree in a full pass; otherwise the objects of the volumes
+    // that change, over the tree kept from earlier passes (which the periodic full pass checks).
+    if (full || !this.observed) {
+      this.observed = workCopy(await configfs.read());
+    } else {
+      // Strata subsystems nobody wants (left by a failed teardown): read back before removing.
+      const wanted = new Set(desired.map((d) => d.nqn));
+      for (const nqn of this.observed.subsystems.keys()) {
+        const volumeUUID = volumeOfNqn(nqn, prefix);
+        if (volumeUUID && !keep.has(nqn) && !wanted.has(nqn)) touchedVolumes.add(volumeUUID);
+      }
+      const ports = new Set<number>();
+      for (const d of desired) if (touchedVolumes.has(d.volumeUUID)) ports.add(d.port.id);
+      for (const volumeUUID of touchedVolumes) {
+        const old = previousPorts.get(volumeUUID);
+        if (old !== undefined) ports.add(old);
+        for (const port of this.observed.ports.values()) if (port.subsystems.has(nqnOf(volumeUUID))) ports.add(port.id);
+      }
+      replaceObjects(this.observed, await configfs.readObjects({ subsystems: [...touchedVolumes].map(nqnOf), ports }));
+    }
+    const tree = treeOf(this.observed);
     const owned = {
       subsystemPrefix: prefix,
       portIdMin: this.options.settings.portIdMin,
       portIdMax: this.options.settings.portIdMax,
       hosts: state.ownedHosts,
     };
+    let stateChanged = false;
     const desiredNqns = new Set(desired.map((d) => d.nqn));
     for (const set of [state.pendingRelink, state.pendingRevalidate]) {
       for (const nqn of set) {
@@ -470,7 +516,18 @@ export class DataPathReconciler implements VolumeReportSource {
     }
     for (const n of plan.relinked) if (okVolume(n) && state.pendingRelink.delete(n)) stateChanged = true;
     for (const n of plan.revalidated) if (okVolume(n) && state.pendingRevalidate.delete(n)) stateChanged = true;
-    const after = plan.ops.length > 0 ? await configfs.read() : tree;
+    // Read back what the operations touched (nothing else changed by this pass's hand).
+    if (plan.ops.length > 0) {
+      const subsystems = new Set<string>();
+      const ports = new Set<number>();
+      for (const op of plan.ops) {
+        const object = objectOfOp(op);
+        if (object && 'subsystem' in object) subsystems.add(object.subsystem);
+        else if (object && 'port' in object) ports.add(object.port);
+      }
+      replaceObjects(this.observed, await configfs.readObjects({ subsystems, ports }));
+    }
+    const after = plan.ops.length > 0 ? treeOf(this.observed) : tree;
     for (const h of [...state.ownedHosts]) {
       if (!after.hosts.has(h)) {
         state.ownedHosts.delete(h);
@@ -492,6 +549,11 @@ export class DataPathReconciler implements VolumeReportSource {
     const remaining = planNvmet({ desired, observed: after, owned, keep }).ops;
     const notConverged = new Map<string, string>();
     for (const op of remaining) if (op.volume && !notConverged.has(op.volume)) notConverged.set(op.volume, describeOp(op));
+    // A volume that did not converge is prepared and read back again by the next pass.
+    for (const volumeUUID of [...notConverged.keys(), ...opFailures.keys()]) {
+      const e = entries.find((x) => x.volumeUUID === volumeUUID);
+      if (e) this.prepared.delete(`${e.volumeUUID}/${e.nodeUUID}`);
+    }
 
     // 4. Backings of volumes no longer assigned (only once their export is gone). Every node's
     // pool is looked at, also of nodes that have no assignment left.
@@ -534,7 +596,8 @@ export class DataPathReconciler implements VolumeReportSource {
       }
     }
 
-    // 5. Statuses.
+    // 5. Statuses. Usage is measured again for volumes prepared now and in full passes (the pool
+    // keeps a measurement for a while); other volumes report their last one.
     let connections: ConnectionsByPort = new Map();
     if (this.options.connectedHosts && desired.length > 0) {
       try {
@@ -544,27 +607,28 @@ export class DataPathReconciler implements VolumeReportSource {
       }
     }
     const desiredByVolume = new Map(desired.map((d) => [d.volumeUUID, d]));
-    for (const [key, p] of prepared) {
+    await mapLimit(preparedNow, BACKINGS_PREPARED_AT_ONCE, async (p) => {
+      if (!full && p.usage && !touchedVolumes.has(p.desired.volumeUUID)) return;
+      try {
+        p.usage = await p.pool.usage(p.desired.volumeUUID);
+      } catch (err) {
+        log.debug({ err, volumeUUID: p.desired.volumeUUID }, 'reading usage failed');
+      }
+    });
+    for (const p of preparedNow) {
       const e = p.entry;
-      const a = e.assignment!;
       const d = desiredByVolume.get(e.volumeUUID);
       const error = ipAclPass.failed.get(e.volumeUUID) ?? opFailures.get(e.volumeUUID) ?? (notConverged.has(e.volumeUUID) ? `the kernel target does not match after applying: ${notConverged.get(e.volumeUUID)}` : undefined);
-      let usage = { logicalUsed: 0n, physicalUsed: 0n };
-      try {
-        usage = await p.pool.usage(e.volumeUUID);
-      } catch (err) {
-        log.debug({ err, volumeUUID: e.volumeUUID }, 'reading usage failed');
-      }
-      results.set(key, {
+      results.set(`${e.volumeUUID}/${e.nodeUUID}`, {
         volumeUUID: e.volumeUUID,
         nodeUUID: e.nodeUUID,
-        generation: a.generation,
+        generation: p.generation,
         state: error ? 'Failed' : 'Served',
         error: error ?? p.warning ?? '',
         snapshots: p.snapshots,
         connectedHosts: error || !d ? [] : (connections.get(d.port.id) ?? []).map((address) => ({ hostNQN: '', address })),
-        logicalUsedBytes: String(usage.logicalUsed),
-        physicalUsedBytes: String(usage.physicalUsed),
+        logicalUsedBytes: String(p.usage?.logicalUsed ?? 0n),
+        physicalUsedBytes: String(p.usage?.physicalUsed ?? 0n),
       });
     }
     for (const e of entries) {
@@ -573,15 +637,8 @@ export class DataPathReconciler implements VolumeReportSource {
     }
     for (const [volumeUUID, t] of teardown) {
       statuses.push({
-        volumeUUID,
-        nodeUUID: t.nodeUUID,
+        ...failedStatus({ volumeUUID, nodeUUID: t.nodeUUID, assignment: undefined }, `teardown incomplete: ${t.error}`),
         generation: this.lastNodeOf.get(volumeUUID)?.generation ?? 0,
-        state: 'Failed',
-        error: `teardown incomplete: ${t.error}`,
-        snapshots: [],
-        connectedHosts: [],
-        logicalUsedBytes: '0',
-        physicalUsedBytes: '0',
       });
     }
     this.publish(statuses);
@@ -593,9 +650,72 @@ export class DataPathReconciler implements VolumeReportSource {
       served: statuses.filter((s) => s.state === 'Served').length,
       failed: statuses.filter((s) => s.state === 'Failed').length,
       removed,
+      full,
+      prepared: toPrepare.length,
     };
-    if (plan.ops.length > 0 || removed > 0 || failedOperations > 0 || ipAclPass.changes > 0) log.info(summary, 'data path reconciled');
+    if (plan.ops.length > 0 || removed > 0 || failedOperations > 0 || ipAclPass.changes > 0) log.info({ ...summary, ms: Date.now() - started }, 'data path reconciled');
+    else log.debug({ ...summary, ms: Date.now() - started }, 'data path pass');
     return summary;
+  }
+
+  /** Pool work for one volume: backing, growth, snapshots, rollback. */
+  private async prepareVolume(entry: AssignmentEntry, a: VolumeAssignment, fingerprint: string, cluster: ClusterFacts): Promise<PreparedVolume> {
+    const state = this.options.state;
+    const log = this.options.logger;
+    const nqn = `${volumeNqnPrefix(cluster.subsystemNQN)}${a.volumeUUID}`;
+    const pool = await this.poolOf(entry.nodeUUID, cluster);
+    const size = BigInt(a.sizeBytes);
+    const before = await pool.volumeSize(a.volumeUUID);
+    if (before !== null && before < size && !state.pendingRevalidate.has(nqn)) {
+      state.pendingRevalidate.add(nqn); // written ahead: the namespace must learn the new size
+      state.save();
+    }
+    const spec = { compression: a.compression, sectorSize: a.sectorSize, ...(a.cloneFromSnapshotUUID ? { cloneFromSnapshot: a.cloneFromSnapshotUUID } : {}) };
+    const backing = await pool.ensureVolume(a.volumeUUID, size, spec);
+    const snapshots: VolumeStatusEntry['snapshots'] = [];
+    const wantedSnapshots = [...new Set(a.snapshotUUIDs ?? [])].sort();
+    for (const snapshotUUID of wantedSnapshots) {
+      try {
+        await pool.ensureSnapshot(a.volumeUUID, snapshotUUID);
+        snapshots.push({ snapshotUUID, state: 'Available', error: '' });
+      } catch (err) {
+        snapshots.push({ snapshotUUID, state: 'Failed', error: (err as Error).message });
+      }
+    }
+    const rollbackMark = a.rollbackSnapshotUUID ? `${a.generation}:${a.rollbackSnapshotUUID}` : undefined;
+    if (rollbackMark && state.rollbacksDone.get(a.volumeUUID) !== rollbackMark) {
+      state.pendingRevalidate.add(nqn);
+      state.save();
+      await pool.rollback(a.volumeUUID, a.rollbackSnapshotUUID);
+      await pool.resize(a.volumeUUID, size);
+      state.rollbacksDone.set(a.volumeUUID, rollbackMark);
+      state.save();
+      log.info({ volumeUUID: a.volumeUUID, snapshotUUID: a.rollbackSnapshotUUID, generation: a.generation }, 'volume rolled back');
+    }
+    for (const snapshotUUID of await pool.listSnapshots(a.volumeUUID)) {
+      if (wantedSnapshots.includes(snapshotUUID)) continue;
+      await pool.removeSnapshot(a.volumeUUID, snapshotUUID);
+      log.info({ volumeUUID: a.volumeUUID, snapshotUUID }, 'snapshot removed');
+    }
+    return {
+      entry,
+      fingerprint,
+      pool,
+      generation: a.generation,
+      desired: desiredExportOf(a, backing, cluster, this.options.settings),
+      ipAcl: { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl },
+      snapshots,
+      ...(backing.warning ? { warning: backing.warning } : {}),
+    };
+  }
+
+  /** The next full pass: one resync interval on, or further when full passes take long. */
+  private armResync(lastFullPassMs: number): void {
+    clearTimeout(this.resyncTimer);
+    if (this.stopped) return;
+    const delay = Math.max(this.options.resyncIntervalMs, lastFullPassMs * FULL_PASS_SPACING);
+    this.resyncTimer = setTimeout(() => this.schedule(true), delay);
+    this.resyncTimer.unref?.();
   }
 
   private markAbsent(volumeUUID: string, nodeUUID: string): void {

@@ -4,8 +4,14 @@
 // as measured; the managed data devices' raw size until the pool first reports) minus what is
 // already allocated to it must hold the volume's full size — thin volumes are not overcommitted
 // by default, so a pool never runs out under volumes the cluster promised — and, once the pool
-// reports it, its free space too (snapshots and metadata use space no volume size accounts for). Among those, distinct servers first, then
-// distinct failure domains, then the most free space (spreading load); the first is primary.
+// reports it, its free space too (snapshots and metadata use space no volume size accounts for).
+// Among those, distinct servers first, then distinct failure domains, then the most free space
+// (spreading load); the first is primary.
+//
+// A node whose pool has not reported yet is not known to lack room: the raw estimate may admit
+// a volume, but when it does not (typically the agent's inventory and pool report are still on
+// their way after it turned Active) and such nodes could make up the shortfall, the volume waits
+// for their reports (up to the creating timeout) instead of failing.
 import type { PlacementRestriction } from '../../lib/records.js';
 
 export interface NodeCandidate {
@@ -17,6 +23,11 @@ export interface NodeCandidate {
   readonly allocatedBytes: bigint;
   /** The pool's measured free space; absent until the pool reports. */
   readonly freeBytes?: bigint;
+  /**
+   * The node manages data devices, so it will have a pool, and that pool has not reported yet:
+   * its capacity is only an estimate, which may admit a volume but never rules one out.
+   */
+  readonly awaitingPoolReport: boolean;
 }
 
 export interface PlacementRequest {
@@ -32,14 +43,21 @@ export interface PlacementRequest {
 
 export type PlacementResult =
   | { readonly ok: true; readonly nodeList: string[]; readonly primaryNodeUUID: string }
-  | { readonly ok: false; readonly reason: string; /** true when waiting may help (nodes inactive) */ readonly retryable: boolean };
+  | {
+      readonly ok: false;
+      readonly reason: string;
+      /** True when waiting may help: nodes are inactive, or pools that may have room have not reported. */
+      readonly retryable: boolean;
+      /** Active nodes without room only because their pool has not reported (what a timeout names). */
+      readonly awaitingPoolReport: readonly string[];
+    };
 
 export function chooseNodes(request: PlacementRequest, candidates: readonly NodeCandidate[]): PlacementResult {
   const restrictions = request.placementRestrictions.filter((r) => r.operator === 'In');
   const required = (key: string) => restrictions.flatMap((r) => r.labelValueKeyPairs.filter((p) => p.key === key).map((p) => p.value));
   const clusterIds = required('ClusterID');
   if (clusterIds.length > 0 && !clusterIds.includes(request.clusterUUID)) {
-    return { ok: false, reason: `placement restriction ClusterID matches no cluster (this is ${request.clusterUUID})`, retryable: false };
+    return { ok: false, reason: `placement restriction ClusterID matches no cluster (this is ${request.clusterUUID})`, retryable: false, awaitingPoolReport: [] };
   }
   const domains = required('FD');
   const primaryDomains = required('PrimaryFD');
@@ -49,7 +67,7 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
     const order = new Map(request.onlyNodes.map((u, i) => [u, i]));
     pool = pool.filter((c) => order.has(c.UUID)).sort((a, b) => order.get(a.UUID)! - order.get(b.UUID)!);
     if (pool.length < request.replicaCount) {
-      return { ok: false, reason: `a clone needs ${request.replicaCount} nodes holding its snapshot; ${pool.length} do`, retryable: false };
+      return { ok: false, reason: `a clone needs ${request.replicaCount} nodes holding its snapshot; ${pool.length} do`, retryable: false, awaitingPoolReport: [] };
     }
   }
   if (domains.length > 0) pool = pool.filter((c) => c.failureDomains.some((d) => domains.includes(d)));
@@ -59,12 +77,15 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
     return c.freeBytes !== undefined && c.freeBytes < unallocated ? c.freeBytes : unallocated;
   };
   const roomy = active.filter((c) => free(c) >= request.sizeBytes);
+  // Without room only for want of a pool report: these may have it once they report.
+  const unreported = active.filter((c) => c.awaitingPoolReport && free(c) < request.sizeBytes);
   if (roomy.length < request.replicaCount) {
     const why =
       active.length < request.replicaCount
         ? `${request.replicaCount} Active node(s) needed${domains.length ? ` in failure domain(s) ${domains.join(', ')}` : ''}, ${active.length} available`
         : `not enough free capacity: ${request.replicaCount} node(s) with ${request.sizeBytes} bytes free needed, ${roomy.length} have it`;
-    return { ok: false, reason: why, retryable: active.length < pool.length };
+    const mayFitOnceReported = roomy.length + unreported.length >= request.replicaCount;
+    return { ok: false, reason: why, retryable: active.length < pool.length || mayFitOnceReported, awaitingPoolReport: unreported.map((c) => c.UUID) };
   }
 
   const ordered = request.onlyNodes ? roomy : [...roomy].sort((a, b) => (free(b) > free(a) ? 1 : free(b) < free(a) ? -1 : a.UUID.localeCompare(b.UUID)));
@@ -76,8 +97,12 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
     }
   };
   if (primaryDomains.length > 0) {
-    const primary = ordered.find((c) => c.failureDomains.some((d) => primaryDomains.includes(d)));
-    if (!primary) return { ok: false, reason: `no Active node with room in primary failure domain ${primaryDomains.join(', ')}`, retryable: true };
+    const inPrimaryDomain = (c: NodeCandidate) => c.failureDomains.some((d) => primaryDomains.includes(d));
+    const primary = ordered.find(inPrimaryDomain);
+    if (!primary) {
+      const reason = `no Active node with room in primary failure domain ${primaryDomains.join(', ')}`;
+      return { ok: false, reason, retryable: true, awaitingPoolReport: unreported.filter(inPrimaryDomain).map((c) => c.UUID) };
+    }
     chosen.push(primary);
   }
   // Distinct servers first, then distinct failure domains, then anything with room.

@@ -85,6 +85,11 @@ describe('volume controller', () => {
     await putRecord(client, keys.volumeStatus(v.UUID, node), status);
   }
   const until = <T>(what: string, probe: () => Promise<T | undefined | false>) => waitUntil(probe, what, 5000);
+  /** Lets the controller see what was just written and finish its pass. */
+  const settle = async () => {
+    await new Promise((r) => setTimeout(r, 300));
+    await controller.idle();
+  };
 
   it('places a volume on distinct servers, allocates nsid and port, writes assignments, and goes Available once served', async () => {
     const nodes = [await storageNode(), await storageNode(), await storageNode(50n * GiB)];
@@ -178,7 +183,9 @@ describe('volume controller', () => {
   });
 
   it('fails a volume that cannot be placed, and one a node failed to serve', async () => {
-    await storageNode(5n * GiB);
+    // The node's pool has reported: its lack of room is known, so waiting cannot help.
+    const { node } = await storageNode(5n * GiB);
+    await putRecord(client, keys.nodePool(node.UUID), nodePoolRecord(node, { capacityBytes: String(5n * GiB), freeBytes: String(5n * GiB) }));
     await startController();
     try {
       const tooBig = volume({ sizeBytes: String(6n * GiB) });
@@ -196,6 +203,54 @@ describe('volume controller', () => {
       await report(v, placed.nodeList[0]!, 'Failed', { error: 'this server has no NVMe target (nvmet) in its kernel' });
       await until('Failed', async () => (await readVolume(v.UUID))?.state === 'Failed');
       assert.match((await readVolume(v.UUID))!.failureReason, /no NVMe target/);
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('keeps a volume Creating while its node\'s pool has not reported, and places it once the report arrives', async () => {
+    // Active, but the agent's session has delivered neither its inventory nor its pool yet.
+    const serial = `SN-${randomUUID().slice(0, 8)}`;
+    const { nodes: [node] } = await joinServer(client, { nodes: [{ managedDeviceSerials: [serial] }] });
+    await startController();
+    try {
+      const v = volume();
+      await putRecord(client, keys.volume(v.UUID), v);
+      await settle();
+      const waiting = await readVolume(v.UUID);
+      assert.equal(waiting?.state, 'Creating', `waits for the pool report: ${waiting?.failureReason}`);
+      assert.equal(waiting?.placement, null);
+      assert.ok(!events.some((e) => e.eventName === 'VolumeFailed'));
+
+      await putRecord(client, keys.nodePool(node!.UUID), nodePoolRecord(node!, { capacityBytes: String(100n * GiB), freeBytes: String(100n * GiB) }));
+      const placed = await until('placement after the pool report', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      assert.deepEqual(placed.nodeList, [node!.UUID]);
+      await report(v, node!.UUID, 'Served');
+      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('fails a volume after the creating timeout when the nodes that might hold it never report their pool, naming them', async () => {
+    // One node reported and is too small; the other never reports.
+    const { node: small } = await storageNode(5n * GiB);
+    await putRecord(client, keys.nodePool(small.UUID), nodePoolRecord(small, { capacityBytes: String(5n * GiB), freeBytes: String(5n * GiB) }));
+    const { nodes: [silent] } = await joinServer(client, { nodes: [{ managedDeviceSerials: [`SN-${randomUUID().slice(0, 8)}`] }] });
+    await startController();
+    try {
+      const v = volume({ sizeBytes: String(6n * GiB) });
+      await putRecord(client, keys.volume(v.UUID), v);
+      await settle();
+      assert.equal((await readVolume(v.UUID))?.state, 'Creating', 'the silent node may have room');
+
+      now.ms += 61_000;
+      await until('timed out', async () => (await readVolume(v.UUID))?.state === 'Failed');
+      const reason = (await readVolume(v.UUID))!.failureReason;
+      assert.match(reason, /^cannot place volume within 60 s: not enough free capacity/);
+      assert.match(reason, new RegExp(`node\\(s\\) ${silent!.UUID} never reported their storage pool`));
+      assert.ok(!reason.includes(small.UUID), `only the silent node is named: ${reason}`);
+      assert.ok(events.some((e) => e.eventName === 'VolumeFailed' && e.description.includes(silent!.UUID)), 'the VolumeFailed event says why');
     } finally {
       await stopController();
     }

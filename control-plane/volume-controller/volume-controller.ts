@@ -263,8 +263,14 @@ export class VolumeController {
       this.passCandidates ??= this.candidates(),
     );
     if (!result.ok) {
-      if (!result.retryable || this.expired(volume)) return this.fail(volume, fence, `cannot place volume: ${result.reason}`);
-      return 'done'; // wait for nodes; re-checked on membership changes and periodically
+      if (!result.retryable) return this.fail(volume, fence, `cannot place volume: ${result.reason}`);
+      if (this.expired(volume)) {
+        const unreported = result.awaitingPoolReport.length > 0 ? `; node(s) ${result.awaitingPoolReport.join(', ')} never reported their storage pool` : '';
+        return this.fail(volume, fence, `cannot place volume within ${this.options.creatingTimeoutMs / 1000} s: ${result.reason}${unreported}`);
+      }
+      // Wait for nodes or their pool reports: re-checked when nodes, presence, devices or pools
+      // change, and periodically (for the timeout).
+      return 'done';
     }
     const nsid = this.allocate(PREFIXES.nsids, this.pendingNsids, 1, MAX_NSID);
     const port = this.allocate(PREFIXES.ports, this.pendingPorts, this.options.volumePorts.min, this.options.volumePorts.max);
@@ -435,10 +441,13 @@ export class VolumeController {
       };
       // The pool's measured capacity (after parity and filesystem overhead) and free space once
       // the node's agent has reported its pool. Only until that first report: the raw size of
-      // the managed data devices that are present.
-      if (pool) return { ...base, capacityBytes: bytes(pool.capacityBytes), freeBytes: bytes(pool.freeBytes) };
+      // the managed data devices that are present, an estimate that cannot rule the node out (its
+      // devices may not be reported yet either). A node without data devices has no pool to
+      // report, ever: its capacity of 0 is known.
+      if (pool) return { ...base, capacityBytes: bytes(pool.capacityBytes), freeBytes: bytes(pool.freeBytes), awaitingPoolReport: false };
       return {
         ...base,
+        awaitingPoolReport: node.managedDeviceSerials.length > 0,
         capacityBytes: node.managedDeviceSerials.reduce((sum, serial) => {
           const device = devices.get(keys.device(serial))?.record;
           return device?.present ? sum + BigInt(device.sizeBytes) : sum;

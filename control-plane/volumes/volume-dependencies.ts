@@ -53,7 +53,11 @@ export interface FeatureFlagReader {
 }
 
 export interface ReplicaLimits {
-  /** Largest replica count a new volume can have now (spec 2.7 currentMaxReplicas). */
+  /**
+   * Largest replica count a new volume can have now (spec 2.7 currentMaxReplicas): the number
+   * of servers with an Active node, at most supportedMaxReplicas (at least 1). So 0 means no
+   * node is Active.
+   */
   currentMaxReplicas(): Promise<number>;
 }
 

@@ -6,7 +6,7 @@
 // Pattern: parameters (400) → authentication (401) → permission on the project (403) → service.
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { errors } from '../../lib/errors.js';
+import { errors, toStrataError } from '../../lib/errors.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { DEFAULT_PROJECT, authorize, isAllowed, permissions, type Access } from '../auth/permissions.js';
 import { readJsonBody } from '../http/body.js';
@@ -21,6 +21,11 @@ export interface VolumeRoutesDeps {
 
 const UNSCOPED = '/volumes';
 const SCOPED = '/projects/:projectName/volumes';
+/**
+ * Retry-After of a create refused with 503 (no node Active, a clone's snapshot still Creating,
+ * etcd away): an agent whose lease lapsed registers again as soon as etcd answers, so seconds.
+ */
+const CREATE_RETRY_AFTER_SECONDS = 2;
 
 export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2', strict: true });
@@ -37,7 +42,13 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
       const pathProject = projectOf(ctx);
       const body = parseCreateVolume(await readJsonBody(ctx), pathProject);
       await deps.auth.require(ctx.headers, permissions.projectWrite(body.projectName ?? DEFAULT_PROJECT));
-      ctx.body = await deps.volumes.create(body);
+      try {
+        ctx.body = await deps.volumes.create(body);
+      } catch (err) {
+        // The error mapper writes the JSON body and status; the header set here stays with them.
+        if (toStrataError(err).httpStatus === 503) ctx.set('Retry-After', String(CREATE_RETRY_AFTER_SECONDS));
+        throw err;
+      }
     });
   }
 

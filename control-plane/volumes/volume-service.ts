@@ -79,6 +79,11 @@ export class VolumeService {
     const [, maxReplicas] = await Promise.all([projects.require(projectName), replicaLimits.currentMaxReplicas()]);
 
     const replicaCount = body.replicaCount ?? 1;
+    if (maxReplicas === 0) {
+      // No node is Active: a passing state (an agent's lease lapsed and it is registering again,
+      // or no agent has joined yet), not a fault of the request. 503 tells clients to retry.
+      throw errors.unavailable('no node is Active now, so no volume can be placed; retry');
+    }
     if (replicaCount > maxReplicas) {
       throw errors.invalid(`replicaCount ${replicaCount} exceeds the cluster's current maximum of ${maxReplicas}`);
     }

@@ -18,6 +18,7 @@ import { WatchedProjectDirectory } from '../projects/project-directory.js';
 import { POLICY_TYPE_QOS } from '../projects/projects-schema.js';
 import { EtcdSnapshotDirectory } from '../snapshots/snapshot-service.js';
 import { SnapshotStore } from '../snapshots/snapshot-store.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
 import type { FeatureFlagName, ReplicaLimits } from './volume-dependencies.js';
 import { createVolumeRoutes, type VolumeRoutesDeps } from './volume-routes.js';
 import { VolumeService } from './volume-service.js';
@@ -63,6 +64,7 @@ export interface HttpResult {
   status: number;
   body: any;
   contentType: string | null;
+  headers: Headers;
 }
 
 export interface VolumesHarness {
@@ -71,6 +73,7 @@ export interface VolumesHarness {
   readonly store: VolumeStore;
   readonly service: VolumeService;
   readonly recorder: CollectingRecorder;
+  /** The replica limit the service uses, unless the harness was started with `replicaLimits`. */
   readonly limits: FixedReplicaLimits;
   readonly tokens: {
     admin: string;
@@ -112,7 +115,13 @@ async function projectCredential(etcd: Etcd3, project: string): Promise<(roles: 
   return (roles) => signToken(key, { kid: `${project}:${credential.name}`, subject: 'volume-tests', roles, ttlSeconds: 3600 });
 }
 
-export async function startVolumesHarness(options: { maxReplicas?: number } = {}): Promise<VolumesHarness> {
+export async function startVolumesHarness(
+  options: {
+    maxReplicas?: number;
+    /** The service's replica limit instead of `limits` (e.g. the real one, from presence keys). */
+    replicaLimits?: (cache: WatchCache) => ReplicaLimits;
+  } = {},
+): Promise<VolumesHarness> {
   const recorder = new CollectingRecorder();
   const limits = new FixedReplicaLimits(options.maxReplicas ?? 3);
   // The service needs the cluster UUID, known once the harness has bootstrapped: the routes
@@ -130,7 +139,7 @@ export async function startVolumesHarness(options: { maxReplicas?: number } = {}
     policies: new WatchedPolicyDirectory(api.cache),
     snapshots: new EtcdSnapshotDirectory(new SnapshotStore(etcd)),
     flags: new FeatureFlagsService(new FeatureFlagsStore(etcd), recorder),
-    replicaLimits: limits,
+    replicaLimits: options.replicaLimits?.(api.cache) ?? limits,
     events: recorder,
     clusterUUID: api.cluster.UUID,
     clusterSubsystemNQN: api.cluster.subsystemNQN,
@@ -170,7 +179,7 @@ export async function startVolumesHarness(options: { maxReplicas?: number } = {}
     } catch {
       parsed = text;
     }
-    return { status: res.status, body: parsed, contentType: res.headers.get('content-type') };
+    return { status: res.status, body: parsed, contentType: res.headers.get('content-type'), headers: res.headers };
   };
 
   const modify = async (uuid: string, change: (v: VolumeRecord) => VolumeRecord) => {

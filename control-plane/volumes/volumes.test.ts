@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
-import { fieldsOf, joinServer } from '../../test/helpers/records.js';
+import { fieldsOf, joinServer, markAbsent, markPresent } from '../../test/helpers/records.js';
 import type { SnapshotDirectory } from './volume-dependencies.js';
 import { parseCreateVolume, parseUpdateVolume } from './volume-schema.js';
 import { VolumeService, VolumeUsageCounter } from './volume-service.js';
@@ -14,6 +14,7 @@ import { WatchedPolicyDirectory } from '../policies/policy-directory.js';
 import { WatchedProjectDirectory } from '../projects/project-directory.js';
 import { EtcdSnapshotDirectory } from '../snapshots/snapshot-service.js';
 import { SnapshotStore } from '../snapshots/snapshot-store.js';
+import { PresenceReplicaLimits } from '../cluster/presence-replica-limits.js';
 import {
   startVolumesHarness,
   type HttpResult,
@@ -830,5 +831,44 @@ describe('volumes API', () => {
     assert.equal((await h.record(v.UUID))!.generation, 1, 'nothing written');
     await h.sync();
     assert.equal((await h.store.scan((x) => x.name === body.name)).length, 0);
+  });
+});
+
+describe('volumes API while nodes come and go (replica limit from the presence keys)', () => {
+  let h: VolumesHarness;
+
+  before(async () => {
+    h = await startVolumesHarness({ replicaLimits: (cache) => new PresenceReplicaLimits(cache, 3) });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  test('no Active node: 503 with the JSON error body and Retry-After, then 200 once a node is back; too few nodes stays a 400', async () => {
+    const name = unique();
+    const body = { name, size: '1GiB', projectName: 'default' };
+    // No agent has joined yet: no server has an Active node.
+    for (const path of ['/api/v2/projects/default/volumes', '/api/v2/volumes']) {
+      const res = await h.request('POST', path, { token: h.tokens.admin, body });
+      fails(res, 503, 14, `POST ${path} with no Active node`);
+      assert.match(res.body.error, /no node is Active/);
+      const retryAfter = res.headers.get('retry-after');
+      assert.ok(retryAfter !== null && Number.isInteger(Number(retryAfter)) && Number(retryAfter) > 0, `Retry-After ${retryAfter}`);
+    }
+    fails(await h.request('GET', `/api/v2/projects/default/volumes/?name=${name}`, { token: h.tokens.admin }), 404, 5, 'a refused create leaves no volume');
+
+    // One server joins: one replica fits, two are a bad request (400, not worth retrying).
+    const { server } = await joinServer(h.etcd);
+    const tooMany = await h.create({ name: unique(), size: '1GiB', replicaCount: 2 });
+    fails(tooMany, 400, 3, 'replicaCount above the current maximum');
+    assert.match(tooMany.body.error, /maximum of 1/);
+    assert.equal(tooMany.headers.get('retry-after'), null);
+    assert.equal(ok(await h.create(body)).state, 'Creating');
+
+    // Its agent's lease lapses: 503 again; it registers again: creates go through.
+    await markAbsent(h.etcd, server.UUID);
+    fails(await h.create({ name: unique(), size: '1GiB' }), 503, 14, 'lease lapsed');
+    await markPresent(h.etcd, server.UUID, server.nodeUUIDs);
+    assert.equal(ok(await h.create({ name: unique(), size: '1GiB' })).state, 'Creating');
   });
 });
