@@ -3,25 +3,21 @@
 // standing in for configfs and a FilePool in a temp dir, and a fake control plane receiving the
 // VolumeReports over gRPC.
 import assert from 'node:assert/strict';
-import { mkdtempSync, promises as fs, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
 import { testAssignment } from './testing/test-assignment.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
-import { createFakeSysfs, type FakeSysfs } from '../../test/helpers/sysfs-fixture.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { startAgent, type RunningAgent } from '../agent.js';
-import { loadAgentConfig } from '../config.js';
 import type { ConnectedHostsProbe } from './connected-hosts.js';
 import { NO_NVMET } from './datapath.js';
 import { NvmetConfigfs } from './nvmet-configfs.js';
-import { startFakeControlPlane, type FakeControlPlane } from './testing/fake-control-plane.js';
+import type { FakeControlPlane } from './testing/fake-control-plane.js';
+import { startHostAgentHarness, type HostAgentHarness } from './testing/host-agent.js';
 
 const CLUSTER: ClusterRecord = {
   UUID: 'c0ffee00-0000-4000-8000-000000000001',
@@ -46,48 +42,25 @@ function assignment(nodeUUID: string, volumeUUID: string, index: number, overrid
 const latest = (plane: FakeControlPlane, volumeUUID: string) => plane.latest(volumeUUID);
 
 describe('data path end to end (etcd → agent → plain-directory configfs + FilePool → VolumeReport)', () => {
-  let etcd: TestEtcd;
+  let h: HostAgentHarness;
   let client: Etcd3;
   let plane: FakeControlPlane;
-  let sysfs: FakeSysfs;
   let work: string;
   let agent: RunningAgent | undefined;
   const connections = new Map<number, string[]>();
   const probe: ConnectedHostsProbe = { connectionsByPort: async () => connections };
 
   before(async () => {
-    etcd = await startEtcd();
-    client = createEtcdClient([etcd.endpoint]);
-    await client.put(keys.cluster()).value(JSON.stringify(CLUSTER));
-    plane = await startFakeControlPlane(CLUSTER.UUID);
-    sysfs = createFakeSysfs();
-    work = mkdtempSync(join(tmpdir(), 'strata-datapath-'));
+    h = await startHostAgentHarness(CLUSTER, 'datapath');
+    ({ client, plane, work } = h);
   });
   after(async () => {
     await agent?.stop();
-    plane.kill();
-    client.close();
-    await etcd.stop();
-    sysfs.cleanup();
-    rmSync(work, { recursive: true, force: true });
+    await h.close();
   });
 
   const start = async () => {
-    const config = loadAgentConfig({
-      argv: [
-        '--etcd-endpoints', etcd.endpoint,
-        '--control-plane-endpoints', plane.endpoint,
-        '--state-dir', join(work, 'state'),
-        '--sysfs-root', sysfs.root,
-        '--mounts-path', sysfs.mountsPath,
-        '--swaps-path', sysfs.swapsPath,
-        '--pool-dir', join(work, 'pool'),
-        '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1',
-        '--heartbeat-seconds', '1',
-      ],
-      env: {},
-    });
-    agent = await startAgent(config, silentLogger(), { dataPath: { nvmetRoot: join(work, 'nvmet'), connectedHosts: probe } });
+    agent = await startAgent(h.config(['--heartbeat-seconds', '1']), silentLogger(), { dataPath: { nvmetRoot: h.nvmetRoot, connectedHosts: probe } });
     await agent.ready;
     return agent;
   };
@@ -172,59 +145,31 @@ describe('data path end to end (etcd → agent → plain-directory configfs + Fi
     const node = running.identity.nodeUUIDs[0] as string;
     await put(assignment(node, V1, 1, { generation: 5, sizeBytes: String(128 * 1024 * 1024) }));
     await waitUntil(() => latest(plane, V1)?.generation === '5', 'V1 at generation 5');
-    const stopped = etcd;
-    // A closed client is as unreachable as a dead etcd for the reconciler's reads.
-    await stopped.stop().catch(() => undefined);
+    await h.etcd.stop();
     const summary = await running.dataPath.reconcileNow();
     assert.equal(summary?.operations, 0);
     assert.ok((await nvmet()).subsystems.has(`${PREFIX}${V1}`), 'nothing torn down');
     assert.equal(latest(plane, V1)?.state, 'VOLUME_SERVED', latest(plane, V1)?.error);
-    // Restore an etcd for after() (a fresh one; the agent is stopped first).
     await running.stop();
     agent = undefined;
-    etcd = await startEtcd();
   });
 });
 
 describe('data path on a server without nvmet', () => {
-  let etcd: TestEtcd;
-  let client: Etcd3;
-  let plane: FakeControlPlane;
-  let sysfs: FakeSysfs;
-  let work: string;
+  let h: HostAgentHarness;
   let agent: RunningAgent | undefined;
 
   before(async () => {
-    etcd = await startEtcd();
-    client = createEtcdClient([etcd.endpoint]);
-    await client.put(keys.cluster()).value(JSON.stringify(CLUSTER));
-    plane = await startFakeControlPlane(CLUSTER.UUID);
-    sysfs = createFakeSysfs();
-    work = mkdtempSync(join(tmpdir(), 'strata-datapath-none-'));
+    h = await startHostAgentHarness(CLUSTER, 'datapath-none');
   });
   after(async () => {
     await agent?.stop();
-    plane.kill();
-    client.close();
-    await etcd.stop();
-    sysfs.cleanup();
-    rmSync(work, { recursive: true, force: true });
+    await h.close();
   });
 
   it('reports every assigned volume Failed with a clear reason and creates nothing', async () => {
-    const config = loadAgentConfig({
-      argv: [
-        '--etcd-endpoints', etcd.endpoint,
-        '--control-plane-endpoints', plane.endpoint,
-        '--state-dir', join(work, 'state'),
-        '--sysfs-root', sysfs.root,
-        '--mounts-path', sysfs.mountsPath,
-        '--swaps-path', sysfs.swapsPath,
-        '--pool-dir', join(work, 'pool'),
-        '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1',
-      ],
-      env: {},
-    });
+    const { client, plane, work } = h;
+    const config = h.config();
     // The real detection (default root /sys/kernel/config/nvmet), with modprobe failing as it
     // does on a kernel without the modules.
     const run = async (command: string) => {

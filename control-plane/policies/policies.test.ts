@@ -11,15 +11,10 @@ import {
   malformedBodies,
   putVolume,
   removeVolume,
+  projectAndPolicyRoutes,
   startApiKit,
   type ApiKit,
-  volumeUsage,
 } from '../projects/api-test-kit.js';
-import { createProjectsRoutes } from '../projects/projects-routes.js';
-import { ProjectsService } from '../projects/projects-service.js';
-import { ProjectsStore } from '../projects/projects-store.js';
-import { createPoliciesRoutes } from './policies-routes.js';
-import { PoliciesService } from './policies-service.js';
 import { PoliciesStore } from './policies-store.js';
 import { WatchedPolicyDirectory } from './policy-directory.js';
 
@@ -32,15 +27,7 @@ describe('policies API', () => {
   let p2Admin: string;
 
   before(async () => {
-    kit = await startApiKit((etcd, auth, cache) => {
-      const projects = new ProjectsStore(etcd);
-      const policies = new PoliciesStore(etcd);
-      const usage = volumeUsage(etcd, cache);
-      return [
-        createProjectsRoutes({ auth, projects: new ProjectsService(projects, policies, usage) }),
-        createPoliciesRoutes({ auth, policies: new PoliciesService(policies, projects, usage) }),
-      ];
-    });
+    kit = await startApiKit((etcd, auth, cache) => projectAndPolicyRoutes(etcd, auth, cache).routers);
     admin = kit.api.adminToken;
     p1Viewer = await kit.token(['p1:viewer']);
     p2Admin = await kit.token(['p2:admin']);

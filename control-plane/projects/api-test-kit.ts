@@ -19,6 +19,12 @@ import { VolumeUsageCounter } from '../volumes/volume-service.js';
 import { VolumeStore } from '../volumes/volume-store.js';
 import type { WatchCache } from '../watch-cache/watch-cache.js';
 import { RecordStore } from '../../lib/etcd/record-store.js';
+import { createPoliciesRoutes } from '../policies/policies-routes.js';
+import { PoliciesService } from '../policies/policies-service.js';
+import { PoliciesStore } from '../policies/policies-store.js';
+import { createProjectsRoutes } from './projects-routes.js';
+import { ProjectsService } from './projects-service.js';
+import { ProjectsStore } from './projects-store.js';
 
 export interface Reply {
   readonly status: number;
@@ -114,6 +120,20 @@ export function fieldsOf(value: object): string[] {
 /** The product's VolumeUsage, over the harness's etcd and watch cache. */
 export function volumeUsage(etcd: Etcd3, cache: WatchCache): VolumeUsage {
   return new VolumeUsageCounter(new VolumeStore(new RecordStore(etcd), cache), () => cache.sync());
+}
+
+/** The projects and policies routes over real stores, as the control plane wires them. */
+export function projectAndPolicyRoutes(etcd: Etcd3, auth: Authenticator, cache: WatchCache): { routers: Router[]; projects: ProjectsStore } {
+  const projects = new ProjectsStore(etcd);
+  const policies = new PoliciesStore(etcd);
+  const usage = volumeUsage(etcd, cache);
+  return {
+    projects,
+    routers: [
+      createProjectsRoutes({ auth, projects: new ProjectsService(projects, policies, usage) }),
+      createPoliciesRoutes({ auth, policies: new PoliciesService(policies, projects, usage) }),
+    ],
+  };
 }
 
 export async function putVolume(etcd: Etcd3, overrides: Partial<VolumeRecord> & Pick<VolumeRecord, 'projectName'>): Promise<VolumeRecord> {

@@ -8,8 +8,6 @@ import type { ProjectRecord } from '../../lib/records.js';
 import { createCredentialsRoutes } from '../credentials/credentials-routes.js';
 import { CredentialsService } from '../credentials/credentials-service.js';
 import { CredentialRecordsStore } from '../credentials/credentials-store.js';
-import { createPoliciesRoutes } from '../policies/policies-routes.js';
-import { PoliciesService } from '../policies/policies-service.js';
 import { PoliciesStore } from '../policies/policies-store.js';
 import {
   expectError,
@@ -20,13 +18,11 @@ import {
   putVolume,
   removeSnapshot,
   removeVolume,
+  projectAndPolicyRoutes,
   startApiKit,
   type ApiKit,
-  volumeUsage,
 } from './api-test-kit.js';
 import { WatchedProjectDirectory } from './project-directory.js';
-import { createProjectsRoutes } from './projects-routes.js';
-import { ProjectsService } from './projects-service.js';
 import { ProjectsStore } from './projects-store.js';
 
 const PROJECT_FIELDS = ['UUID', 'name', 'description', 'defaultPolicies', 'ETag'].sort();
@@ -37,14 +33,8 @@ describe('projects API', () => {
 
   before(async () => {
     kit = await startApiKit((etcd, auth, cache) => {
-      const projects = new ProjectsStore(etcd);
-      const policies = new PoliciesStore(etcd);
-      const usage = volumeUsage(etcd, cache);
-      return [
-        createProjectsRoutes({ auth, projects: new ProjectsService(projects, policies, usage) }),
-        createPoliciesRoutes({ auth, policies: new PoliciesService(policies, projects, usage) }),
-        createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projects) }),
-      ];
+      const { routers, projects } = projectAndPolicyRoutes(etcd, auth, cache);
+      return [...routers, createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projects) })];
     });
     admin = kit.api.adminToken;
   });

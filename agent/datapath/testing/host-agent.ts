@@ -58,7 +58,7 @@ export async function startHostAgentHarness(cluster: ClusterRecord, name: string
     close: async () => {
       plane.kill();
       client.close();
-      await etcd.stop();
+      await etcd.stop(); // also after a test stopped it
       sysfs.cleanup();
       rmSync(work, { recursive: true, force: true });
     },
