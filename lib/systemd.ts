@@ -14,34 +14,19 @@
 // `onError` to hear about failures (this module has no logger of its own).
 
 import { execFile } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
-import { packageRoot } from './paths.js';
+import { loadNativeAddon, nativeAddonPath, type NativeAddon } from './native-addon.js';
 
 export type NotifyErrorHandler = (err: Error) => void;
 export type NotifyBackend = 'addon' | 'systemd-notify';
 
-interface NativeAddon {
-  /** Sends one datagram to socketPath (default: getenv NOTIFY_SOCKET); false if there is none. Throws with errno. */
-  notify(state: string, socketPath?: string): boolean;
-}
-
-/** Where `npm run build:native` puts the addon. */
-export const nativeAddonPath = join(packageRoot, 'native', 'build', 'Release', 'strata_native.node');
+export { nativeAddonPath };
 
 let addonPath = nativeAddonPath;
 /** undefined: not tried yet; null: could not be loaded (falls back to systemd-notify). */
 let addon: NativeAddon | null | undefined;
 
 function loadAddon(): NativeAddon | null {
-  if (addon === undefined) {
-    try {
-      addon = createRequire(import.meta.url)(addonPath) as NativeAddon;
-    } catch {
-      // Not built (or built for another platform): fall back to systemd-notify.
-      addon = null;
-    }
-  }
+  if (addon === undefined) addon = loadNativeAddon(addonPath);
   return addon;
 }
 

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, promises as fs, rmSync } from 'node:fs';
+import { mkdtempSync, promises as fs, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
+import { loadNativeAddon } from '../../lib/native-addon.js';
 import { FilePool, parseCompsizeDiskUsage, PoolError } from './storage-pool.js';
 
 const CLUSTER = 'c0ffee00-0000-4000-8000-000000000000';
@@ -138,9 +139,12 @@ after(() => btrfs.cleanup());
 if (btrfs.dir) {
   poolContract('btrfs on a loop device', () => btrfs.dir as string);
   describe('FilePool on btrfs', () => {
-    it('makes uncompressed backings NOCOW, compressed ones zstd, snapshots by reflink, and measures compression', async () => {
-      const dir = join(btrfs.dir as string, 'specific');
-      const pool = await FilePool.open({ dir, clusterUUID: CLUSTER, logger: silentLogger(), usageCacheMs: 0 });
+    const native = loadNativeAddon();
+    // The native addon's ioctls (what an installed agent uses), and the commands without it.
+    for (const [how, fileIoctls] of [['with the native addon', undefined], ['with chattr and cp', null]] as const) {
+    it(`makes uncompressed backings NOCOW, compressed ones zstd, snapshots by reflink, and measures compression (${how})`, { skip: how === 'with the native addon' && !native ? 'the native addon is not built' : false }, async () => {
+      const dir = join(btrfs.dir as string, `specific-${fileIoctls === null ? 'commands' : 'native'}`);
+      const pool = await FilePool.open({ dir, clusterUUID: CLUSTER, logger: silentLogger(), usageCacheMs: 0, fileIoctls });
       assert.deepEqual([pool.btrfs, pool.reflink], [true, true]);
       const plain = await pool.ensureVolume(V1, 64n * MiB, raw);
       assert.match(execFileSync('lsattr', ['-d', plain.devicePath], { encoding: 'utf8' }).split(' ')[0] as string, /C/, 'NOCOW');
@@ -148,6 +152,13 @@ if (btrfs.dir) {
       await pool.ensureSnapshot(V1, S1); // a NOCOW source needs a NOCOW destination
       const snapshotFile = join(dir, 'snapshots', V1, `${S1}.raw`);
       assert.match(execFileSync('lsattr', ['-d', snapshotFile], { encoding: 'utf8' }).split(' ')[0] as string, /C/);
+      assert.ok(readFileSync(snapshotFile).equals(readFileSync(plain.devicePath)), 'the snapshot has the volume\'s data and size');
+      // Rollback rewrites the volume's own inode (nvmet holds it open) with the snapshot's data.
+      const inode = statSync(plain.devicePath).ino;
+      await writeAt(plain.devicePath, 0, Buffer.alloc(4096, 2));
+      await pool.rollback(V1, S1);
+      assert.equal(statSync(plain.devicePath).ino, inode);
+      assert.ok(readFileSync(snapshotFile).equals(readFileSync(plain.devicePath)), 'rolled back to the snapshot');
       const zst = await pool.ensureVolume(V2, 64n * MiB, { compression: true, sectorSize: 4096 });
       assert.equal(execFileSync('btrfs', ['property', 'get', zst.devicePath, 'compression'], { encoding: 'utf8' }).trim(), 'compression=zstd');
       await writeAt(zst.devicePath, 0, Buffer.from('compressible text '.repeat(500_000)));
@@ -157,6 +168,12 @@ if (btrfs.dir) {
       await pool.ensureSnapshot(V2, S2);
       await pool.removeVolume(V1);
       await pool.removeVolume(V2);
+    });
+    }
+    it('reports a failed ioctl with its errno', { skip: native ? false : 'the native addon is not built' }, async () => {
+      const missing = join(btrfs.dir as string, 'no-such-file');
+      assert.throws(() => native!.setNoCow(missing), (err: NodeJS.ErrnoException) => err.code === 'ENOENT' && /open\(/.test(err.message));
+      await assert.rejects(native!.cloneFile(missing, missing), (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
     });
   });
 } else {

@@ -10,6 +10,7 @@
 // flag first. On other filesystems (ext4 in tests) the same layout works without NOCOW or
 // compression, and snapshots fall back to full sparse copies when the filesystem cannot reflink.
 import { execFile } from 'node:child_process';
+import { loadNativeAddon, type NativeAddon } from '../../lib/native-addon.js';
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
@@ -91,11 +92,20 @@ export interface FilePoolOptions {
   readonly run?: CommandRunner;
   /** How long a measured usage is reused (compsize reads every extent). */
   readonly usageCacheMs?: number;
+  /**
+   * The NOCOW and reflink ioctls (the native addon; default: loaded when built). null, or an
+   * addon that is not built: `chattr +C` and `cp --reflink=always`, one process each.
+   */
+  readonly fileIoctls?: FileIoctls | null;
 }
+
+export type FileIoctls = Pick<NativeAddon, 'setNoCow' | 'cloneFile'>;
 
 export class FilePool implements StoragePool {
   private readonly run: CommandRunner;
   private readonly usageCache = new Map<string, { at: number; usage: VolumeUsage }>();
+
+  private readonly ioctls: FileIoctls | null;
 
   private constructor(
     private readonly options: FilePoolOptions,
@@ -103,6 +113,7 @@ export class FilePool implements StoragePool {
     readonly reflink: boolean,
   ) {
     this.run = options.run ?? runCommand;
+    this.ioctls = ioctlsOf(options);
   }
 
   get dir(): string {
@@ -132,7 +143,7 @@ export class FilePool implements StoragePool {
     for (const entry of await fs.readdir(join(dir, 'tmp'))) await fs.rm(join(dir, 'tmp', entry), { force: true, recursive: true });
     const btrfs = (await fs.statfs(dir)).type === BTRFS_SUPER_MAGIC;
     const run = options.run ?? runCommand;
-    const reflink = await probeReflink(join(dir, 'tmp'), run);
+    const reflink = await probeReflink(join(dir, 'tmp'), (src, dst) => copyByReflink(src, dst, ioctlsOf(options), run));
     options.logger.info({ dir, btrfs, reflink }, 'storage pool opened');
     if (!btrfs) options.logger.warn({ dir }, 'the pool is not on btrfs: no compression and no NOCOW; compressed volumes are stored uncompressed');
     if (!reflink) options.logger.warn({ dir }, 'the pool filesystem cannot reflink: snapshots and clones are full copies');
@@ -344,7 +355,8 @@ export class FilePool implements StoragePool {
     await (await fs.open(path, 'wx', 0o600)).close();
     if (layout === 'raw') {
       try {
-        await this.run('chattr', ['+C', path]);
+        if (this.ioctls) this.ioctls.setNoCow(path);
+        else await this.run('chattr', ['+C', path]);
       } catch (err) {
         // Only btrfs has NOCOW; elsewhere (ext4, tmpfs) chattr answers "Operation not supported".
         if (this.btrfs) throw new PoolError(`chattr +C ${path} failed: ${commandError(err)}`);
@@ -360,9 +372,9 @@ export class FilePool implements StoragePool {
 
   /** Copies src's data into the existing file dst (same inode): a reflink where possible. */
   private async copyData(src: string, dst: string): Promise<void> {
-    const args = this.reflink ? ['--reflink=always', src, dst] : ['--sparse=always', src, dst];
     try {
-      await this.run('cp', args);
+      if (this.reflink) await copyByReflink(src, dst, this.ioctls, this.run);
+      else await this.run('cp', ['--sparse=always', src, dst]);
     } catch (err) {
       throw new PoolError(`copying ${src} to ${dst} failed: ${commandError(err)}`);
     }
@@ -430,13 +442,24 @@ function commandError(err: unknown): string {
   return stderr || (err as Error).message;
 }
 
-/** Whether `cp --reflink=always` works in this directory's filesystem. */
-async function probeReflink(tmpDir: string, run: CommandRunner): Promise<boolean> {
+function ioctlsOf(options: FilePoolOptions): FileIoctls | null {
+  return options.fileIoctls === undefined ? loadNativeAddon() : options.fileIoctls;
+}
+
+/** dst (existing) gets src's data by reflink: FICLONE from the addon, or `cp --reflink=always`. */
+async function copyByReflink(src: string, dst: string, ioctls: FileIoctls | null, run: CommandRunner): Promise<void> {
+  if (ioctls) await ioctls.cloneFile(src, dst);
+  else await run('cp', ['--reflink=always', src, dst]);
+}
+
+/** Whether this directory's filesystem can reflink (the way the pool will). */
+async function probeReflink(tmpDir: string, copy: (src: string, dst: string) => Promise<void>): Promise<boolean> {
   const src = join(tmpDir, `reflink-probe-${randomUUID()}`);
   const dst = `${src}.clone`;
   try {
     await fs.writeFile(src, Buffer.alloc(4096, 1));
-    await run('cp', ['--reflink=always', src, dst]);
+    await fs.writeFile(dst, '');
+    await copy(src, dst);
     return true;
   } catch {
     return false;

@@ -6,12 +6,18 @@
 // watchdog pings are sent from here, from the daemon's own PID (which NotifyAccess=main
 // requires; a systemd-notify child would need NotifyAccess=all).
 //
-// Later (data path): the FICLONE (reflink) and FS_IOC_SETFLAGS (NOCOW, FS_NOCOW_FL) ioctls
-// for the btrfs pool belong here too.
+// The data path's btrfs pool: FS_IOC_SETFLAGS (FS_NOCOW_FL on an empty volume file) and FICLONE
+// (reflink snapshots, clones and rollbacks). Node can set no inode flags, and its
+// copyFile(COPYFILE_FICLONE_FORCE) creates the destination itself, which then cannot be made
+// NOCOW first (btrfs refuses to reflink a NOCOW file into a COW one). Without these, every new
+// volume and snapshot cost a chattr or cp process.
 //
 // Plain C against Node-API (node_api.h), no npm dependency; ABI-stable across Node versions.
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -52,22 +58,31 @@ static const char *errno_name(int err) {
   return NULL;
 }
 
-// Throws `new Error("<what>: <strerror>")` with .code = "E..." and .errno = <n>, like Node's
-// own system errors.
-static napi_value throw_errno(napi_env env, int err, const char *what) {
+// `new Error("<what>: <strerror>")` with .code = "E..." and .errno = <n>, like Node's own
+// system errors; NULL if it could not be built.
+static napi_value errno_error(napi_env env, int err, const char *what) {
   char message[512];
   snprintf(message, sizeof message, "%s: %s", what, strerror(err));
   const char *name = errno_name(err);
   napi_value msg_value, code_value = NULL, error, errno_value;
-  if (napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg_value) != napi_ok) goto fallback;
-  if (name && napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &code_value) != napi_ok) goto fallback;
-  if (napi_create_error(env, code_value, msg_value, &error) != napi_ok) goto fallback;
+  if (napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg_value) != napi_ok) return NULL;
+  if (name && napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &code_value) != napi_ok) return NULL;
+  if (napi_create_error(env, code_value, msg_value, &error) != napi_ok) return NULL;
   if (napi_create_int32(env, err, &errno_value) == napi_ok)
     napi_set_named_property(env, error, "errno", errno_value);
-  napi_throw(env, error);
-  return NULL;
-fallback:
-  napi_throw_error(env, name, message);
+  return error;
+}
+
+// Throws errno_error(...).
+static napi_value throw_errno(napi_env env, int err, const char *what) {
+  napi_value error = errno_error(env, err, what);
+  if (error) {
+    napi_throw(env, error);
+  } else {
+    char message[512];
+    snprintf(message, sizeof message, "%s: %s", what, strerror(err));
+    napi_throw_error(env, errno_name(err), message);
+  }
   return NULL;
 }
 
@@ -202,9 +217,161 @@ out:
   return result;
 }
 
+// setNoCow(path: string): void
+//   Sets FS_NOCOW_FL on a file (btrfs: no copy-on-write, no checksums, no compression for its
+//   data; it only takes effect while the file is empty). Synchronous: two ioctls on an inode.
+static napi_value set_no_cow(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1) {
+    napi_throw_type_error(env, "ERR_MISSING_ARGS", "setNoCow(path) needs a path");
+    return NULL;
+  }
+  size_t len = 0;
+  char *path = get_string(env, argv[0], "path", &len);
+  if (!path) return NULL;
+  char what[300];
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    int err = errno;
+    snprintf(what, sizeof what, "open(%.200s)", path);
+    free(path);
+    return throw_errno(env, err, what);
+  }
+  // The kernel reads and writes an int here, whatever the ioctl's declared type says.
+  int flags = 0;
+  int err = 0;
+  if (ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0) {
+    err = errno;
+    snprintf(what, sizeof what, "FS_IOC_GETFLAGS(%.200s)", path);
+  } else if (!(flags & FS_NOCOW_FL)) {
+    flags |= FS_NOCOW_FL;
+    if (ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0) {
+      err = errno;
+      snprintf(what, sizeof what, "FS_IOC_SETFLAGS(%.200s, NOCOW)", path);
+    }
+  }
+  close(fd);
+  free(path);
+  if (err) return throw_errno(env, err, what);
+  return NULL;
+}
+
+// cloneFile(source: string, destination: string): Promise<void>
+//   Makes the existing file `destination` share all of `source`'s extents (FICLONE). It is
+//   truncated first, so it ends up with exactly the source's data and size, in the same inode
+//   (nvmet may hold it open). Runs on the libuv thread pool: a reflink of a file with many
+//   extents can take long enough to stall the event loop.
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  char *source;
+  char *destination;
+  int err;
+  char what[600];
+} clone_job;
+
+static void clone_job_free(clone_job *job) {
+  free(job->source);
+  free(job->destination);
+  free(job);
+}
+
+static void clone_execute(napi_env env, void *data) {
+  (void)env;
+  clone_job *job = data;
+  int src = open(job->source, O_RDONLY | O_CLOEXEC);
+  if (src < 0) {
+    job->err = errno;
+    snprintf(job->what, sizeof job->what, "open(%.250s)", job->source);
+    return;
+  }
+  int dst = open(job->destination, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+  if (dst < 0) {
+    job->err = errno;
+    snprintf(job->what, sizeof job->what, "open(%.250s)", job->destination);
+    close(src);
+    return;
+  }
+  int r;
+  do {
+    r = ioctl(dst, FICLONE, src);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) {
+    job->err = errno;
+    snprintf(job->what, sizeof job->what, "FICLONE(%.250s -> %.250s)", job->source, job->destination);
+  }
+  close(dst);
+  close(src);
+}
+
+static void clone_complete(napi_env env, napi_status status, void *data) {
+  clone_job *job = data;
+  if (status != napi_ok && !job->err) {
+    job->err = ECANCELED;
+    snprintf(job->what, sizeof job->what, "FICLONE(%.250s -> %.250s)", job->source, job->destination);
+  }
+  if (job->err) {
+    napi_value error = errno_error(env, job->err, job->what);
+    if (!error) napi_create_string_utf8(env, job->what, NAPI_AUTO_LENGTH, &error);
+    napi_reject_deferred(env, job->deferred, error);
+  } else {
+    napi_value undefined;
+    napi_get_undefined(env, &undefined);
+    napi_resolve_deferred(env, job->deferred, undefined);
+  }
+  napi_delete_async_work(env, job->work);
+  clone_job_free(job);
+}
+
+static napi_value clone_file(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2) {
+    napi_throw_type_error(env, "ERR_MISSING_ARGS", "cloneFile(source, destination) needs two paths");
+    return NULL;
+  }
+  clone_job *job = calloc(1, sizeof *job);
+  if (!job) return throw_errno(env, ENOMEM, "cloneFile");
+  size_t len = 0;
+  job->source = get_string(env, argv[0], "source", &len);
+  if (!job->source) {
+    clone_job_free(job);
+    return NULL;
+  }
+  job->destination = get_string(env, argv[1], "destination", &len);
+  if (!job->destination) {
+    clone_job_free(job);
+    return NULL;
+  }
+  napi_value promise = NULL, name;
+  if (napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
+      napi_create_string_utf8(env, "strata:cloneFile", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_async_work(env, NULL, name, clone_execute, clone_complete, job, &job->work) != napi_ok) {
+    clone_job_free(job);
+    napi_throw_error(env, NULL, "cloneFile: could not start");
+    return NULL;
+  }
+  if (napi_queue_async_work(env, job->work) != napi_ok) {
+    napi_delete_async_work(env, job->work);
+    clone_job_free(job);
+    napi_throw_error(env, NULL, "cloneFile: could not queue");
+    return NULL;
+  }
+  return promise;
+}
+
 NAPI_MODULE_INIT() {
-  napi_value fn;
-  NAPI_CALL(env, napi_create_function(env, "notify", NAPI_AUTO_LENGTH, notify, NULL, &fn));
-  NAPI_CALL(env, napi_set_named_property(env, exports, "notify", fn));
+  static const struct {
+    const char *name;
+    napi_callback fn;
+  } exported[] = {{"notify", notify}, {"setNoCow", set_no_cow}, {"cloneFile", clone_file}};
+  for (size_t i = 0; i < sizeof exported / sizeof exported[0]; i++) {
+    napi_value fn;
+    NAPI_CALL(env, napi_create_function(env, exported[i].name, NAPI_AUTO_LENGTH, exported[i].fn, NULL, &fn));
+    NAPI_CALL(env, napi_set_named_property(env, exports, exported[i].name, fn));
+  }
   return exports;
 }
