@@ -16,7 +16,7 @@ import { keys } from '../../lib/etcd/keys.js';
 import type { VolumeAssignment } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import { script, sha256, startGuest, type Guest } from '../../test/e2e/lab/index.js';
+import { script, sha256, startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from './testing/fake-control-plane.js';
 import { controllersOf, guestAgent, nvmeConnect, type GuestAgent } from './testing/guest-agent.js';
 import { testAssignment } from './testing/test-assignment.js';
@@ -41,7 +41,7 @@ describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { time
   let agent: GuestAgent;
   let agentLog = '';
   let node = '';
-  const timings: string[] = [];
+  const { step, timings } = new StepTimer();
 
   const g = (): Guest => {
     assert.ok(guest, 'the guest did not start');
@@ -62,19 +62,7 @@ describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { time
     });
     return client.put(keys.assignment(node, V1)).value(JSON.stringify(a));
   };
-  const served = (generation: number) =>
-    waitUntil(
-      () => plane.latest(V1)?.state === 'VOLUME_SERVED' && plane.latest(V1)?.generation === String(generation),
-      `V1 Served at generation ${generation} (last: ${JSON.stringify(plane.latest(V1))})`,
-      90_000,
-      200,
-    );
-  const step = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
-    const started = performance.now();
-    const result = await fn();
-    timings.push(`${label} ${Math.round(performance.now() - started)} ms`);
-    return result;
-  };
+  const served = (generation: number) => plane.waitServed(V1, generation);
   const connect = (traddr: string) => nvmeConnect(g(), { nqn: NQN1, traddr, port: PORT, hostnqn: HOST });
   const live = async (traddr: string) => (await controllersOf(g(), NQN1)).filter((c) => c.traddr === traddr && c.state === 'live');
   /** The table as nft shows it in the guest: its handle and the allowed (address, port) pairs. */

@@ -19,7 +19,7 @@ import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
 import { testAssignment } from './testing/test-assignment.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import { repoRoot, script, sha256, startGuest, type Guest } from '../../test/e2e/lab/index.js';
+import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from './testing/fake-control-plane.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
@@ -58,7 +58,7 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
   let guest: Guest | undefined;
   let node = '';
   let agentRun = 0;
-  const timings: string[] = [];
+  const { step, timings } = new StepTimer();
 
   const g = (): Guest => {
     assert.ok(guest, 'the guest did not start');
@@ -68,19 +68,7 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
   const put = (a: VolumeAssignment) => client.put(keys.assignment(a.nodeUUID, a.volumeUUID)).value(JSON.stringify(a));
   const assignment = (volumeUUID: string, index: number, overrides: Partial<VolumeAssignment> = {}): VolumeAssignment =>
     testAssignment({ volumeUUID, nodeUUID: node, subsystemNQN: `${CLUSTER.subsystemNQN}:vol:${volumeUUID}`, nsid: index, port: 20000 + index, sizeBytes: String(64 * MiB), acl: [H1], ...overrides });
-  const served = (volumeUUID: string, generation: number) =>
-    waitUntil(
-      () => plane.latest(volumeUUID)?.state === 'VOLUME_SERVED' && plane.latest(volumeUUID)?.generation === String(generation),
-      `${volumeUUID} Served at generation ${generation} (last: ${JSON.stringify(plane.latest(volumeUUID))})`,
-      60_000,
-      200,
-    );
-  const step = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
-    const started = performance.now();
-    const result = await fn();
-    timings.push(`${label} ${Math.round(performance.now() - started)} ms`);
-    return result;
-  };
+  const served = (volumeUUID: string, generation: number) => plane.waitServed(volumeUUID, generation);
 
   /** Starts the agent in the guest as a background job; its PID goes to /tmp/agent.pid. */
   function startAgentInGuest(): string {

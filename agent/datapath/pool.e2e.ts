@@ -23,7 +23,7 @@ import { createEtcdClient } from '../../lib/etcd/client.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import { repoRoot, script, sha256, startGuest, type Guest } from '../../test/e2e/lab/index.js';
+import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const MiB = 1024 * 1024;
@@ -57,7 +57,7 @@ describe('node storage pool on the real kernel (QEMU guest, real control plane)'
   let volumeUUID = '';
   let namespace = '';
   let pattern = Buffer.alloc(0);
-  const timings: string[] = [];
+  const { step, timings } = new StepTimer();
   const capacities: bigint[] = [];
 
   const g = (): Guest => {
@@ -65,12 +65,6 @@ describe('node storage pool on the real kernel (QEMU guest, real control plane)'
     return guest;
   };
   const sh = async (command: string, timeoutMs = 60_000) => (await g().runOk(['sh', '-c', command], { timeoutMs })).stdout;
-  const step = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
-    const started = performance.now();
-    const result = await fn();
-    timings.push(`${label} ${Math.round(performance.now() - started)} ms`);
-    return result;
-  };
   async function api<T>(method: string, path: string, body?: unknown, expected = 200): Promise<T> {
     const res = await fetch(`${plane.apiUrl}/api/v2${path}`, {
       method,

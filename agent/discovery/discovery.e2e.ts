@@ -20,7 +20,7 @@ import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import { startGuest, type Guest } from '../../test/e2e/lab/index.js';
+import { startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from '../datapath/testing/fake-control-plane.js';
 import { guestAgent, type GuestAgent } from '../datapath/testing/guest-agent.js';
 import { testAssignment } from '../datapath/testing/test-assignment.js';
@@ -86,7 +86,7 @@ describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli
   let node = '';
   let agent: GuestAgent | undefined;
   let agentLog = '';
-  const timings: string[] = [];
+  const { step, timings } = new StepTimer();
 
   const g = (): Guest => {
     assert.ok(guest, 'the guest did not start');
@@ -99,19 +99,7 @@ describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli
       keys.assignment(overrides.nodeUUID ?? node, volumeUUID),
       testAssignment({ volumeUUID, nodeUUID: node, subsystemNQN: nqn(volumeUUID), nsid: index, port: 20000 + index, sizeBytes: String(32 * MiB), acl, ...overrides }),
     );
-  const served = (volumeUUID: string, generation = 1) =>
-    waitUntil(
-      () => plane.latest(volumeUUID)?.state === 'VOLUME_SERVED' && plane.latest(volumeUUID)?.generation === String(generation),
-      `${volumeUUID} Served at generation ${generation} (last: ${JSON.stringify(plane.latest(volumeUUID))})`,
-      90_000,
-      200,
-    );
-  const step = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
-    const started = performance.now();
-    const result = await fn();
-    timings.push(`${label} ${Math.round(performance.now() - started)} ms`);
-    return result;
-  };
+  const served = (volumeUUID: string, generation = 1) => plane.waitServed(volumeUUID, generation);
 
   /** `nvme discover -o json` from the guest, as `hostnqn`. */
   async function discover(hostnqn: string): Promise<{ genctr: number; records: DiscoveryRecord[] }> {

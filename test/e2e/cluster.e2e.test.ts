@@ -23,7 +23,7 @@ import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
 import { waitUntil } from '../helpers/wait.js';
 import { readVolumePorts, startStorageGuest, VolumePortForwards, type StorageGuest } from './cluster-lab.js';
-import { freeLoopbackPort, prepareLab, script, sha256, startGuest, type Guest, type RunResult } from './lab/index.js';
+import { freeLoopbackPort, prepareLab, script, sha256, startGuest, StepTimer, type Guest, type RunResult } from './lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const MiB = 1024 * 1024;
@@ -80,7 +80,7 @@ describe('cluster end to end through the REST API (two storage guests, one initi
   let initiator: Guest | undefined;
   let subsystemNQN = '';
   let portMin = 0;
-  const timings: string[] = [];
+  const { step, timings } = new StepTimer();
   const logDir = process.env['STRATA_E2E_LOG_DIR'] ?? join(tmpdir(), 'strata-e2e-logs');
 
   // ---- the API -------------------------------------------------------------------------------
@@ -146,14 +146,6 @@ describe('cluster end to end through the REST API (two storage guests, one initi
   };
   const sh = async (guest: Guest, command: string, timeoutMs = 30_000) => (await guest.runOk(['sh', '-c', command], { timeoutMs })).stdout;
   const agentLogs = () => storage.map((s) => `--- ${s.name} agent log (${s.agentLogFile}):\n${s.agentLogTail(2500)}`).join('\n');
-  const step = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
-    const started = performance.now();
-    try {
-      return await fn();
-    } finally {
-      timings.push(`${label} ${Math.round(performance.now() - started)} ms`);
-    }
-  };
 
   /** The volume's port, forwarded to its primary's guest (forwards follow etcd's placements). */
   async function forwardedPort(uuid: string): Promise<number> {

@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 export async function waitUntil<T>(
   probe: () => T | undefined | false | Promise<T | undefined | false>,
-  what: string,
+  /** What is awaited; a function is asked at the timeout (to describe the last state seen). */
+  what: string | (() => string),
   timeoutMs = 10_000,
   intervalMs = 50,
 ): Promise<T> {
@@ -18,7 +19,7 @@ export async function waitUntil<T>(
     }
     if (Date.now() > deadline) {
       const detail = lastError instanceof Error ? ` (last error: ${lastError.message})` : '';
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${detail}`);
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}${detail}`);
     }
     await sleep(intervalMs);
   }

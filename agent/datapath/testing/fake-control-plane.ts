@@ -6,6 +6,7 @@ import type { AgentMessage__Output } from '../../../proto/gen/strata/v1/AgentMes
 import type { AgentReportingHandlers } from '../../../proto/gen/strata/v1/AgentReporting.js';
 import type { VolumeReport__Output } from '../../../proto/gen/strata/v1/VolumeReport.js';
 import type { VolumeStatus__Output } from '../../../proto/gen/strata/v1/VolumeStatus.js';
+import { waitUntil } from '../../../test/helpers/wait.js';
 
 export interface FakeControlPlane {
   readonly endpoint: string;
@@ -15,6 +16,8 @@ export interface FakeControlPlane {
   ack: boolean;
   /** The status of a volume in the latest report. */
   latest(volumeUUID: string): VolumeStatus__Output | undefined;
+  /** Resolves once the latest report has the volume Served at `generation`. */
+  waitServed(volumeUUID: string, generation?: number, timeoutMs?: number): Promise<unknown>;
   kill(): void;
 }
 
@@ -28,6 +31,13 @@ export async function startFakeControlPlane(clusterUUID: string, host = '127.0.0
     reports,
     ack: true,
     latest: (volumeUUID: string) => reports.at(-1)?.volumes.find((v) => v.volume_uuid === volumeUUID),
+    waitServed: (volumeUUID: string, generation = 1, timeoutMs = 90_000) =>
+      waitUntil(
+        () => plane.latest(volumeUUID)?.state === 'VOLUME_SERVED' && plane.latest(volumeUUID)?.generation === String(generation),
+        () => `${volumeUUID} Served at generation ${generation} (last: ${JSON.stringify(plane.latest(volumeUUID))})`,
+        timeoutMs,
+        200,
+      ),
     kill: () => server.forceShutdown(),
   };
   const handlers: AgentReportingHandlers = {

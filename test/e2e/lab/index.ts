@@ -7,4 +7,4 @@ export { buildInitramfs } from './initramfs.js';
 export type { InitramfsInfo, InitramfsOptions } from './initramfs.js';
 export { LAB_MODULES, resolveModules, modinfoRecords, parseModinfo } from './modules.js';
 export { LAB_PACKAGES, installPackages } from './packages.js';
-export { script, scriptsDir, repoRoot, cacheDir, execArgv, sha256 } from './util.js';
+export { script, scriptsDir, repoRoot, cacheDir, execArgv, sha256, StepTimer } from './util.js';

@@ -144,3 +144,17 @@ export async function withTimeout<T>(promise: Promise<T>, timeoutMs: number, wha
 export function labLog(message: string): void {
   if (process.env['STRATA_E2E_VERBOSE']) process.stderr.write(`e2e-lab: ${message}\n`);
 }
+
+/** Times the labelled steps of an end-to-end test; the timings are printed at its end. */
+export class StepTimer {
+  readonly timings: string[] = [];
+  /** Runs fn and records how long it took (also when it failed). */
+  readonly step = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
+    const started = performance.now();
+    try {
+      return await fn();
+    } finally {
+      this.timings.push(`${label} ${since(started)} ms`);
+    }
+  };
+}
