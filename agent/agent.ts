@@ -10,6 +10,7 @@ import type { Logger } from '../lib/logger.js';
 import { productVersion } from '../lib/paths.js';
 import type { ClusterRecord } from '../lib/records.js';
 import type { AgentConfig } from './config.js';
+import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
 import { createDataPathAndPools, type DataPathTestOptions } from './datapath/datapath.js';
 import type { NodePools } from './datapath/node-pools.js';
@@ -143,6 +144,8 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     volumeReports: dataPath,
     poolReports: pools,
     commands: { setLed: (serial, state) => inventory.setLed(serial, state) },
+    // Proof of membership for the control plane's gRPC port, from the secret in etcd.
+    tokens: new EtcdAgentTokenIssuer({ etcd, identity, logger: logger.child({ component: 'agent-token' }) }),
     heartbeatMs: config.heartbeatSeconds * 1000,
     logger: logger.child({ component: 'control-plane-session' }),
   });

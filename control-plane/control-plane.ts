@@ -12,6 +12,7 @@ import { createEtcdClient } from '../lib/etcd/client.js';
 import { KeptLease } from '../lib/etcd/lease.js';
 import type { Logger } from '../lib/logger.js';
 import { productVersion } from '../lib/paths.js';
+import { AgentAuthenticator } from './agents/agent-authenticator.js';
 import { AgentSessions } from './agents/agent-sessions.js';
 import { bindGrpcServer, createAgentGrpcServer } from './agents/agent-grpc-server.js';
 import { InventoryService } from './agents/inventory-service.js';
@@ -59,10 +60,14 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   const child = (component: string) => logger.child({ component });
 
   // The agents' gRPC service. Listen first so advertised endpoints carry real ports (0 in tests).
+  // The agent secret is read (created, on a cluster that has none yet) before agents can call.
+  const agentAuthenticator = new AgentAuthenticator({ etcd, clusterUUID: bootstrap.cluster.UUID, logger: child('agent-auth') });
+  await untilEtcdAnswers(logger, () => agentAuthenticator.start());
   const sessions = new AgentSessions();
   const grpcServer = createAgentGrpcServer({
     logger: child('agents'),
     sessions,
+    authenticator: agentAuthenticator,
     inventory: new InventoryService(new InventoryStore(etcd), instanceId),
     volumeReports: new VolumeReportService(new VolumeStatusStore(etcd)),
     poolReports: new PoolReportService(new NodePoolStore(etcd)),

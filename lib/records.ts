@@ -12,6 +12,21 @@ export interface ClusterRecord {
   bootstrappedBy: string;
 }
 
+/** One HMAC key agents sign their gRPC tokens with (lib/agent-token.ts). */
+export interface AgentSecret {
+  /** Random id, the tokens' `kid`: names the key without revealing it. */
+  id: string;
+  /** 32 random bytes, base64url. */
+  key: string;
+  createdAt: string;
+}
+
+/** The agent secret: agents sign with `current`; control planes also accept `previous` (rotation). */
+export interface AgentSecretRecord {
+  current: AgentSecret;
+  previous?: AgentSecret;
+}
+
 export interface ProjectRecord {
   UUID: string;
   name: string;

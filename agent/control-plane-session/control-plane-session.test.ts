@@ -14,9 +14,12 @@ import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/volume-report.js';
 import type { PoolReportSnapshot, PoolReportSource } from '../datapath/pool-report.js';
+import type { AgentTokenSource } from './agent-token-issuer.js';
 import { ControlPlaneSession } from './control-plane-session.js';
 
 interface FakeSession {
+  /** The call's `authorization` metadata. */
+  readonly authorization: string;
   readonly messages: AgentMessage__Output[];
   send(message: ControlMessage): void;
   end(): void;
@@ -45,6 +48,7 @@ async function startFakeControlPlane(name: string, ack: boolean, port = 0): Prom
   const handlers: AgentReportingHandlers = {
     Session: (call) => {
       const session: FakeSession = {
+        authorization: String(call.metadata.get('authorization')[0] ?? ''),
         messages: [],
         send: (m) => call.write(m),
         end: () => call.end(),
@@ -141,6 +145,15 @@ class ScriptedVolumeReports implements VolumeReportSource {
 }
 
 const identity = { serverUUID: randomUUID(), nodeUUIDs: [randomUUID()] };
+
+/** Tokens "token-1", "token-2", ... valid for `lifetimeMs` (these fake control planes check nothing). */
+function stubTokens(lifetimeMs = 60_000): AgentTokenSource & { issued: number } {
+  const source = {
+    issued: 0,
+    issue: async () => ({ token: `token-${++source.issued}`, expiresAtMs: Date.now() + lifetimeMs }),
+  };
+  return source;
+}
 const ofBody = (session: FakeSession | undefined, body: string) => (session?.messages ?? []).filter((m) => m.body === body);
 
 function newSession(
@@ -150,6 +163,7 @@ function newSession(
   welcomeTimeoutMs = 2000,
   volumeReports?: VolumeReportSource,
   poolReports?: PoolReportSource,
+  tokens: AgentTokenSource = stubTokens(),
 ) {
   return new ControlPlaneSession({
     endpoints,
@@ -161,6 +175,7 @@ function newSession(
     ...(volumeReports ? { volumeReports } : {}),
     ...(poolReports ? { poolReports } : {}),
     commands: { setLed },
+    tokens,
     heartbeatMs: 100,
     reconnectBackoff: { initialMs: 50, maxMs: 400 },
     welcomeTimeoutMs,
@@ -406,5 +421,63 @@ describe('ControlPlaneSession', () => {
     for (const l of listeners) l(report);
     await waitUntil(() => session.state().lastAckedPoolReportSequence === 2, 'the changed report is sent at once and acked');
     assert.deepEqual(acks, [1, 2]);
+  });
+
+  it('presents a fresh token on every call and renews it on the live stream before it expires', async (t) => {
+    const cp = await startFakeControlPlane('cp', true);
+    const inventory = new ScriptedInventory();
+    inventory.publish(['S1']);
+    const tokens = stubTokens(2200);
+    const session = newSession([cp.endpoint], inventory, undefined, 2000, undefined, undefined, tokens);
+    t.after(async () => {
+      await session.stop();
+      cp.kill();
+    });
+    session.start();
+    await waitUntil(() => session.state().connected, 'connected');
+    assert.equal(cp.sessions[0]?.authorization, 'Bearer token-1');
+    // Half of the remaining life (1.1 s), then again for each renewed token.
+    const renewals = await waitUntil(() => (ofBody(cp.sessions[0], 'token_renewal').length >= 2 ? ofBody(cp.sessions[0], 'token_renewal') : undefined), 'two renewals', 5000);
+    assert.deepEqual(renewals.slice(0, 2).map((m) => m.token_renewal?.token), ['token-2', 'token-3']);
+    assert.equal(cp.sessions.length, 1, 'renewed on the stream, not by reconnecting');
+
+    cp.sessions[0]?.end();
+    await waitUntil(() => cp.sessions.length === 2 && session.state().connected, 'a new session');
+    assert.match(cp.sessions[1]?.authorization ?? '', /^Bearer token-\d+$/);
+    assert.notEqual(cp.sessions[1]?.authorization, cp.sessions[0]?.authorization, 'a new call gets a new token');
+  });
+
+  it('keeps retrying while no token can be issued (etcd unreachable, cluster not bootstrapped), then connects', async (t) => {
+    const cp = await startFakeControlPlane('cp', true);
+    const inventory = new ScriptedInventory();
+    inventory.publish(['S1']);
+    let failures = 3;
+    const tokens: AgentTokenSource = {
+      issue: async () => {
+        if (failures-- > 0) throw new Error('etcd unreachable');
+        return { token: 'good', expiresAtMs: Date.now() + 60_000 };
+      },
+    };
+    const session = newSession([cp.endpoint], inventory, undefined, 2000, undefined, undefined, tokens);
+    t.after(async () => {
+      await session.stop();
+      cp.kill();
+    });
+    session.start();
+    await waitUntil(() => session.state().lastAckedSequence === 1, 'connected and acked once a token is issued', 5000);
+    assert.equal(cp.sessions.length, 1, 'no call was made without a token');
+    assert.equal(cp.sessions[0]?.authorization, 'Bearer good');
+  });
+
+  it('stops at once while a token is being issued', async () => {
+    const inventory = new ScriptedInventory();
+    inventory.publish(['S1']);
+    const never: AgentTokenSource = { issue: () => new Promise(() => undefined) };
+    const session = newSession(['127.0.0.1:1'], inventory, undefined, 2000, undefined, undefined, never);
+    session.start();
+    await new Promise((r) => setTimeout(r, 100));
+    const started = Date.now();
+    await session.stop();
+    assert.ok(Date.now() - started < 500, 'stop() did not wait for the token');
   });
 });

@@ -7,8 +7,12 @@
 // the next endpoint of its list after a capped, jittered exponential backoff, and re-sends the
 // latest inventory and volume report unless a control plane already acknowledged that sequence
 // (the ack means it was persisted in etcd, so no other instance needs it again).
+// Every call carries a fresh agent token in its metadata (docs/agent-auth.md); the metadata is
+// read once per call, so on the live stream the agent sends TokenRenewal halfway through each
+// token's life, and the stream outlives any one token.
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
+import { AGENT_TOKEN_METADATA_KEY, type SignedAgentToken } from '../../lib/agent-token.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
 import type { Logger } from '../../lib/logger.js';
 import type { LedState } from '../../lib/records.js';
@@ -21,6 +25,7 @@ import { Backoff, sleep, type BackoffOptions } from '../backoff.js';
 import { toPoolReportMessage, type PoolReportSource } from '../datapath/pool-report.js';
 import { toVolumeReportMessage, type VolumeReportSource } from '../datapath/volume-report.js';
 import type { AgentIdentity } from '../identity/identity-store.js';
+import type { AgentTokenSource } from './agent-token-issuer.js';
 import type { InventorySnapshot, InventorySource } from '../inventory/inventory-service.js';
 import type { ObservedLedState } from '../inventory/pci-slot-led.js';
 
@@ -43,6 +48,8 @@ export interface ControlPlaneSessionOptions {
   /** The node pools' reports (absent when the agent runs without a data path). */
   readonly poolReports?: PoolReportSource;
   readonly commands: AgentCommandHandler;
+  /** Agent tokens, one per call and per renewal. */
+  readonly tokens: AgentTokenSource;
   readonly heartbeatMs: number;
   readonly reconnectBackoff?: BackoffOptions;
   /** A dialed endpoint that does not answer Welcome within this time is given up for the next. */
@@ -88,7 +95,12 @@ interface ActiveStream {
   welcomed: boolean;
   /** Cleared by Welcome. */
   welcomeTimer: NodeJS.Timeout | undefined;
+  /** The next TokenRenewal. */
+  renewalTimer: NodeJS.Timeout | undefined;
 }
+
+/** A renewal that could not get a token is tried again this soon (the token has half its life left). */
+const RENEWAL_RETRY_MS = 2000;
 
 const ledStateOfPattern: Partial<Record<LedPattern__Output, LedState>> = {
   LED_OFF: 'off',
@@ -159,7 +171,7 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
     let failedDials = 0;
     for (let attempt = 0; !this.stopped; attempt++) {
       const endpoint = endpoints[attempt % endpoints.length] as string;
-      const outcome = await this.runStream(endpoint);
+      const outcome = await this.dial(endpoint);
       if (this.stopped) break;
       if (outcome.welcomed) {
         backoff.reset();
@@ -172,14 +184,35 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
       const details = { endpoint, reason: outcome.reason, nextEndpoint: next, retryInMs: delay, failedDials };
       // A lost session is news; every refused dial while no control plane is up is not.
       if (outcome.welcomed) this.options.logger.warn(details, 'control-plane session ended; failing over');
-      else if (failedDials === 1 || failedDials % 20 === 0) this.options.logger.warn(details, 'no control plane reachable; still dialing');
+      else if (failedDials === 1 || failedDials % 20 === 0) this.options.logger.warn(details, 'no control-plane session yet; still dialing');
       else this.options.logger.debug(details, 'control-plane dial failed');
       await sleep(delay, this.abort.signal);
     }
   }
 
-  /** Runs one stream to its end; never rejects. */
-  private runStream(endpoint: string): Promise<{ welcomed: boolean; reason: string }> {
+  /** Gets a token, then runs one stream to its end; never rejects. */
+  private async dial(endpoint: string): Promise<{ welcomed: boolean; reason: string }> {
+    let token: SignedAgentToken | undefined;
+    // stop() must not wait for etcd's deadline when etcd is slow or gone.
+    let onStop: () => void = () => undefined;
+    const stopping = new Promise<undefined>((resolve) => {
+      onStop = () => resolve(undefined);
+      this.abort.signal.addEventListener('abort', onStop, { once: true });
+    });
+    try {
+      const issuing = this.options.tokens.issue();
+      issuing.catch(() => undefined);
+      token = await Promise.race([issuing, stopping]);
+    } catch (err) {
+      return { welcomed: false, reason: `cannot issue an agent token: ${(err as Error).message}` };
+    } finally {
+      this.abort.signal.removeEventListener('abort', onStop);
+    }
+    if (this.stopped || !token) return { welcomed: false, reason: 'agent stopping' };
+    return this.runStream(endpoint, token);
+  }
+
+  private runStream(endpoint: string, token: SignedAgentToken): Promise<{ welcomed: boolean; reason: string }> {
     return new Promise((resolve) => {
       const proto = loadStrataProto();
       const client = new proto.strata.v1.AgentReporting(
@@ -192,8 +225,12 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
           ...this.options.channelOptions,
         },
       );
-      const call = client.Session();
-      const stream: ActiveStream = { endpoint, call, sentSequence: 0, sentVolumeReportSequence: 0, sentPoolReportSequence: 0, welcomed: false, welcomeTimer: undefined };
+      const metadata = new grpc.Metadata();
+      metadata.set(AGENT_TOKEN_METADATA_KEY, `Bearer ${token.token}`);
+      const call = client.Session(metadata);
+      const stream: ActiveStream = {
+        endpoint, call, sentSequence: 0, sentVolumeReportSequence: 0, sentPoolReportSequence: 0, welcomed: false, welcomeTimer: undefined, renewalTimer: undefined,
+      };
       this.stream = stream;
       this.endpoint = endpoint;
       this.emitState();
@@ -204,6 +241,7 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
         if (finished) return;
         finished = true;
         clearTimeout(stream.welcomeTimer);
+        clearTimeout(stream.renewalTimer);
         if (heartbeat) clearInterval(heartbeat);
         this.endCurrentStream = undefined;
         call.removeAllListeners('data');
@@ -248,7 +286,31 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
         () => this.write(stream, { heartbeat: { sent_at: new Date().toISOString() } }),
         this.options.heartbeatMs,
       );
+      this.scheduleRenewal(stream, token.expiresAtMs);
     });
+  }
+
+  /** Renews the stream's token when half its remaining life is gone. */
+  private scheduleRenewal(stream: ActiveStream, expiresAtMs: number): void {
+    const delay = Math.max(1000, (expiresAtMs - Date.now()) / 2);
+    stream.renewalTimer = setTimeout(() => void this.renewToken(stream, expiresAtMs), delay);
+  }
+
+  private async renewToken(stream: ActiveStream, currentExpiresAtMs: number): Promise<void> {
+    let token: SignedAgentToken;
+    try {
+      token = await this.options.tokens.issue();
+    } catch (err) {
+      if (stream !== this.stream) return;
+      // The control plane ends the stream when the current token expires; until then, retry.
+      this.options.logger.warn({ err: (err as Error).message, expiresAt: new Date(currentExpiresAtMs).toISOString() }, 'cannot renew the agent token; retrying');
+      stream.renewalTimer = setTimeout(() => void this.renewToken(stream, currentExpiresAtMs), RENEWAL_RETRY_MS);
+      return;
+    }
+    if (stream !== this.stream) return;
+    this.write(stream, { token_renewal: { token: token.token } });
+    this.options.logger.debug({ endpoint: stream.endpoint, expiresAt: new Date(token.expiresAtMs).toISOString() }, 'agent token renewed');
+    this.scheduleRenewal(stream, token.expiresAtMs);
   }
 
   private onMessage(stream: ActiveStream, message: ControlMessage__Output): void {

@@ -90,6 +90,9 @@ interface PreparedVolume {
   usage?: VolumeUsage;
 }
 
+/** Configfs operations applied between two turns of the event loop. */
+const OPS_PER_TURN = 8;
+
 /** Backings prepared (and usages measured) at the same time. */
 const BACKINGS_PREPARED_AT_ONCE = 8;
 
@@ -362,6 +365,14 @@ export class DataPathReconciler implements VolumeReportSource {
     const configfs = this.backend.configfs;
     const state = this.options.state;
     const prefix = volumeNqnPrefix(cluster.subsystemNQN);
+    // Milliseconds per step, in the pass's log line: where a slow pass spends its time.
+    const phases: Record<string, number> = {};
+    let lapStart = Date.now();
+    const lap = (name: string) => {
+      const now = Date.now();
+      phases[name] = now - lapStart;
+      lapStart = now;
+    };
     const nqnOf = (volumeUUID: string) => `${prefix}${volumeUUID}`;
 
     // 1. Backings. Checks that span volumes run over all of them; the pool work runs only for
@@ -426,6 +437,7 @@ export class DataPathReconciler implements VolumeReportSource {
     });
     const preparedNow = valid.map((v) => this.prepared.get(v.key)).filter((p): p is PreparedVolume => p !== undefined);
 
+    lap('prepare');
     // 2a. IP ACLs, before the exports change: a new port is filtered before nvmet listens on it.
     // A volume whose ACL cannot be enforced keeps its export exactly as it is (a new one is not
     // created) and is reported Failed.
@@ -437,6 +449,7 @@ export class DataPathReconciler implements VolumeReportSource {
       else desired.push(p.desired);
     }
 
+    lap('ipAcl');
     // 2b. Kernel target: the whole tree in a full pass; otherwise the objects of the volumes
     // that change, over the tree kept from earlier passes (which the periodic full pass checks).
     if (full || !this.observed) {
@@ -474,6 +487,7 @@ export class DataPathReconciler implements VolumeReportSource {
         }
       }
     }
+    lap('read');
     const plan = planNvmet({
       desired,
       observed: tree,
@@ -488,12 +502,15 @@ export class DataPathReconciler implements VolumeReportSource {
       state.save(); // ahead of acting: a crash must not forget a host entry or a revocation
       stateChanged = false;
     }
+    lap('plan');
     const opFailures = new Map<string, string>();
     const failedPaths = new Set<string>();
     let failedOperations = 0;
-    for (const op of plan.ops) {
+    for (const [index, op] of plan.ops.entries()) {
       if (this.stopped) break;
       if (op.volume && opFailures.has(op.volume)) continue;
+      // Operations are synchronous system calls: let the event loop (etcd keepalives, gRPC) run.
+      if (index % OPS_PER_TURN === OPS_PER_TURN - 1) await new Promise((resolve) => setImmediate(resolve));
       try {
         await configfs.apply(op);
         log.debug({ op: describeOp(op), volumeUUID: op.volume }, 'configfs operation applied');
@@ -504,6 +521,7 @@ export class DataPathReconciler implements VolumeReportSource {
         if (op.volume) opFailures.set(op.volume, (err as Error).message);
       }
     }
+    lap('apply');
     const okVolume = (nqn: string) => {
       const v = volumeOfNqn(nqn, prefix);
       return v !== undefined && !opFailures.has(v);
@@ -527,6 +545,7 @@ export class DataPathReconciler implements VolumeReportSource {
       }
       replaceObjects(this.observed, await configfs.readObjects({ subsystems, ports }));
     }
+    lap('readBack');
     const after = plan.ops.length > 0 ? treeOf(this.observed) : tree;
     for (const h of [...state.ownedHosts]) {
       if (!after.hosts.has(h)) {
@@ -555,6 +574,7 @@ export class DataPathReconciler implements VolumeReportSource {
       if (e) this.prepared.delete(`${e.volumeUUID}/${e.nodeUUID}`);
     }
 
+    lap('verify');
     // 4. Backings of volumes no longer assigned (only once their export is gone). Every node's
     // pool is looked at, also of nodes that have no assignment left.
     for (const nodeUUID of this.options.nodeUUIDs) await this.poolOf(nodeUUID, cluster).catch(() => undefined);
@@ -596,6 +616,7 @@ export class DataPathReconciler implements VolumeReportSource {
       }
     }
 
+    lap('teardown');
     // 5. Statuses. Usage is measured again for volumes prepared now and in full passes (the pool
     // keeps a measurement for a while); other volumes report their last one.
     let connections: ConnectionsByPort = new Map();
@@ -641,6 +662,7 @@ export class DataPathReconciler implements VolumeReportSource {
         generation: this.lastNodeOf.get(volumeUUID)?.generation ?? 0,
       });
     }
+    lap('status');
     this.publish(statuses);
 
     const summary: PassSummary = {
@@ -653,8 +675,10 @@ export class DataPathReconciler implements VolumeReportSource {
       full,
       prepared: toPrepare.length,
     };
-    if (plan.ops.length > 0 || removed > 0 || failedOperations > 0 || ipAclPass.changes > 0) log.info({ ...summary, ms: Date.now() - started }, 'data path reconciled');
-    else log.debug({ ...summary, ms: Date.now() - started }, 'data path pass');
+    lap('publish');
+    const timing = { ms: Date.now() - started, phases };
+    if (plan.ops.length > 0 || removed > 0 || failedOperations > 0 || ipAclPass.changes > 0) log.info({ ...summary, ...timing }, 'data path reconciled');
+    else log.debug({ ...summary, ...timing }, 'data path pass');
     return summary;
   }
 

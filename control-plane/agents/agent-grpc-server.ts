@@ -1,12 +1,16 @@
-// Transport: the AgentReporting gRPC service. Each agent keeps one Session stream open; the
-// first message must be Hello. Inventory is persisted, then acknowledged by sequence.
+// Transport: the AgentReporting gRPC service. Each agent keeps one Session stream open. The call
+// must carry a valid agent token (agent-authenticator.ts); the first message must be Hello, for
+// the token's server and nodes. Inventory is persisted, then acknowledged by sequence. The token
+// must be renewed on the stream (TokenRenewal) before it expires, or the session ends.
 import * as grpc from '@grpc/grpc-js';
-import { StrataError } from '../../lib/errors.js';
+import type { AgentTokenClaims } from '../../lib/agent-token.js';
+import { errors, StrataError } from '../../lib/errors.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
 import type { Logger } from '../../lib/logger.js';
 import type { AgentMessage__Output } from '../../proto/gen/strata/v1/AgentMessage.js';
 import type { ControlMessage } from '../../proto/gen/strata/v1/ControlMessage.js';
 import type { AgentReportingHandlers } from '../../proto/gen/strata/v1/AgentReporting.js';
+import type { AgentAuthenticator } from './agent-authenticator.js';
 import type { AgentSessionHandle, AgentSessions } from './agent-sessions.js';
 import type { InventoryService } from './inventory-service.js';
 import type { PoolReportService } from './pool-report-service.js';
@@ -15,6 +19,8 @@ import type { VolumeReportService } from './volume-report-service.js';
 export interface AgentGrpcServerDeps {
   readonly logger: Logger;
   readonly sessions: AgentSessions;
+  /** Checks every call's agent token; there is no unauthenticated mode. */
+  readonly authenticator: AgentAuthenticator;
   readonly inventory: InventoryService;
   readonly volumeReports: VolumeReportService;
   /** Node pool reports; without it they are not acknowledged (the agent keeps re-sending). */
@@ -35,8 +41,12 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
   });
   const handlers: AgentReportingHandlers = {
     Session: (call) => {
+      const peer = call.getPeer();
       let session: AgentSessionHandle | undefined;
       let agentNodes: readonly string[] = [];
+      /** The token last verified on this call (set before any message is handled). */
+      let claims: AgentTokenClaims | undefined;
+      let tokenExpiry: NodeJS.Timeout | undefined;
       let ended = false;
       const write = (message: ControlMessage) => {
         if (!ended) call.write(message);
@@ -44,26 +54,44 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
       const end = (status?: { code: grpc.status; details: string }) => {
         if (ended) return;
         ended = true;
+        clearTimeout(tokenExpiry);
         if (session) deps.sessions.closed(session);
         // grpc-js turns an 'error' emitted on a server stream into the call's final status.
         if (status) call.emit('error', Object.assign(new Error(status.details), status));
         else call.end();
       };
-      // Messages are handled one at a time, in order: an ack never overtakes its write.
-      let queue = Promise.resolve();
+      const fail = (err: Error) => {
+        if (ended) return;
+        // A coded error (a refused token, a bad report) carries its gRPC status; anything else is internal.
+        const code = err instanceof StrataError ? err.grpc : grpc.status.INTERNAL;
+        if (code === grpc.status.UNAUTHENTICATED || code === grpc.status.PERMISSION_DENIED) {
+          deps.authenticator.refused(peer, err as StrataError);
+          return end({ code, details: err.message });
+        }
+        if (code === grpc.status.INTERNAL) deps.logger.error({ err, serverUUID: session?.serverUUID }, 'agent message failed');
+        end({ code, details: `control plane could not process the message: ${err.message}` });
+      };
+      /** Accepts a verified token: the session lives until it expires, unless renewed. */
+      const accept = (verified: AgentTokenClaims) => {
+        claims = verified;
+        clearTimeout(tokenExpiry);
+        tokenExpiry = setTimeout(
+          () => fail(errors.unauthenticated('agent token expired and was not renewed')),
+          Math.max(0, deps.authenticator.deadlineOf(verified) - Date.now()),
+        );
+        tokenExpiry.unref();
+      };
+      // The token first, then messages one at a time, in order: an ack never overtakes its
+      // write, and nothing is handled for a caller that has not proved who it is.
+      let queue = deps.authenticator.authenticateCall(call.metadata).then(accept).catch(fail);
       call.on('data', (message: AgentMessage__Output) => {
-        queue = queue.then(() => handle(message)).catch((err: Error) => {
-          // A coded error (a bad report) carries its gRPC status; anything else is internal.
-          const code = err instanceof StrataError ? err.grpc : grpc.status.INTERNAL;
-          if (code === grpc.status.INTERNAL) deps.logger.error({ err, serverUUID: session?.serverUUID }, 'agent message failed');
-          end({ code, details: `control plane could not process the message: ${err.message}` });
-        });
+        queue = queue.then(() => handle(message)).catch(fail);
       });
       call.on('end', () => end());
       call.on('cancelled', () => end());
 
       async function handle(message: AgentMessage__Output): Promise<void> {
-        if (ended) return;
+        if (ended || !claims) return;
         if (!session) {
           const hello = message.hello;
           if (message.body !== 'hello' || !hello) {
@@ -75,6 +103,9 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
           if (hello.cluster_uuid && hello.cluster_uuid !== deps.clusterUUID) {
             return end({ code: grpc.status.FAILED_PRECONDITION, details: `agent belongs to cluster ${hello.cluster_uuid}, not ${deps.clusterUUID}` });
           }
+          await deps.authenticator.authorizeHello(claims, { serverUUID: hello.server_uuid, nodeUUIDs: hello.node_uuids });
+          if (ended) return;
+          deps.authenticator.accepted(peer);
           session = {
             serverUUID: hello.server_uuid,
             agentInstance: hello.agent_instance,
@@ -111,6 +142,12 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
           case 'command_result':
             if (message.command_result) deps.sessions.commandResult(message.command_result);
             return;
+          case 'token_renewal': {
+            const renewed = await deps.authenticator.verify(message.token_renewal?.token ?? '');
+            deps.authenticator.authorizeRenewal({ serverUUID: session.serverUUID, nodeUUIDs: agentNodes }, renewed);
+            if (!ended) accept(renewed);
+            return;
+          }
           case 'heartbeat':
             return;
           default:

@@ -1,7 +1,7 @@
 // Turns an agent's PoolReport into stored NodePoolRecords. An agent may report only its own
 // nodes (named in its Hello); a report from one agent process that is older than one already
 // stored (a late delivery after a failover) is dropped, like an inventory.
-import { StrataError } from '../../lib/errors.js';
+import { errors, StrataError } from '../../lib/errors.js';
 import type { NodePoolRecord, PoolDeviceState } from '../../lib/records.js';
 import type { PoolDeviceState__Output as PoolDeviceStateWire } from '../../proto/gen/strata/v1/PoolDeviceState.js';
 import type { PoolReport__Output } from '../../proto/gen/strata/v1/PoolReport.js';
@@ -39,7 +39,7 @@ export class PoolReportService {
     const nodes = new Set(agentNodes);
     const now = new Date().toISOString();
     const pools: ReportedPool[] = report.pools.map((p) => {
-      if (!nodes.has(p.node_uuid)) throw new StrataError('INVALID_ARGUMENT', `pool report names node ${p.node_uuid}, which is not this agent's`);
+      if (!nodes.has(p.node_uuid)) throw errors.denied(`pool report names node ${p.node_uuid}, which is not this agent's`);
       const state = poolStateOf[p.state];
       if (!state) throw new StrataError('INVALID_ARGUMENT', `pool of node ${p.node_uuid}: state unspecified`);
       return {

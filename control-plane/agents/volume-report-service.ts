@@ -1,6 +1,6 @@
 // Turns an agent's VolumeReport into stored VolumeStatusRecords. An agent may report only its
 // own nodes (named in its Hello); anything else in the report is refused.
-import { StrataError } from '../../lib/errors.js';
+import { errors, StrataError } from '../../lib/errors.js';
 import type { VolumeStatusRecord } from '../../lib/records.js';
 import type { VolumeReport__Output } from '../../proto/gen/strata/v1/VolumeReport.js';
 import type { VolumeServeState__Output } from '../../proto/gen/strata/v1/VolumeServeState.js';
@@ -22,7 +22,7 @@ export class VolumeReportService {
     const records: VolumeStatusRecord[] = [];
     for (const status of report.volumes) {
       if (!nodes.has(status.node_uuid)) {
-        throw new StrataError('INVALID_ARGUMENT', `volume report names node ${status.node_uuid}, which is not this agent's`);
+        throw errors.denied(`volume report names node ${status.node_uuid}, which is not this agent's`);
       }
       const state = stateOf[status.state];
       if (!state) throw new StrataError('INVALID_ARGUMENT', `volume ${status.volume_uuid}: state unspecified`);

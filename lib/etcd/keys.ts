@@ -9,6 +9,8 @@ export const keys = {
   cluster: () => `${ROOT}cluster`,
   /** Bootstrap marker written in the same transaction as the cluster record. */
   bootstrap: () => `${ROOT}bootstrap`,
+  /** The secret agent tokens are signed with (current and previous); created once, rotated by CAS. */
+  agentSecret: () => `${ROOT}agent-secret`,
 
   projectsPrefix: () => `${ROOT}projects/`,
   project: (name: string) => `${ROOT}projects/${name}`,

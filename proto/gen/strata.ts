@@ -19,6 +19,7 @@ import type { PoolReportAck as _strata_v1_PoolReportAck, PoolReportAck__Output a
 import type { ServerFacts as _strata_v1_ServerFacts, ServerFacts__Output as _strata_v1_ServerFacts__Output } from './strata/v1/ServerFacts.js';
 import type { SetLed as _strata_v1_SetLed, SetLed__Output as _strata_v1_SetLed__Output } from './strata/v1/SetLed.js';
 import type { SnapshotStatus as _strata_v1_SnapshotStatus, SnapshotStatus__Output as _strata_v1_SnapshotStatus__Output } from './strata/v1/SnapshotStatus.js';
+import type { TokenRenewal as _strata_v1_TokenRenewal, TokenRenewal__Output as _strata_v1_TokenRenewal__Output } from './strata/v1/TokenRenewal.js';
 import type { VolumeReport as _strata_v1_VolumeReport, VolumeReport__Output as _strata_v1_VolumeReport__Output } from './strata/v1/VolumeReport.js';
 import type { VolumeReportAck as _strata_v1_VolumeReportAck, VolumeReportAck__Output as _strata_v1_VolumeReportAck__Output } from './strata/v1/VolumeReportAck.js';
 import type { VolumeStatus as _strata_v1_VolumeStatus, VolumeStatus__Output as _strata_v1_VolumeStatus__Output } from './strata/v1/VolumeStatus.js';
@@ -52,6 +53,7 @@ export interface ProtoGrpcType {
       ServerFacts: MessageTypeDefinition<_strata_v1_ServerFacts, _strata_v1_ServerFacts__Output>
       SetLed: MessageTypeDefinition<_strata_v1_SetLed, _strata_v1_SetLed__Output>
       SnapshotStatus: MessageTypeDefinition<_strata_v1_SnapshotStatus, _strata_v1_SnapshotStatus__Output>
+      TokenRenewal: MessageTypeDefinition<_strata_v1_TokenRenewal, _strata_v1_TokenRenewal__Output>
       VolumeReport: MessageTypeDefinition<_strata_v1_VolumeReport, _strata_v1_VolumeReport__Output>
       VolumeReportAck: MessageTypeDefinition<_strata_v1_VolumeReportAck, _strata_v1_VolumeReportAck__Output>
       VolumeServeState: EnumTypeDefinition

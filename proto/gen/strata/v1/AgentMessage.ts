@@ -6,6 +6,7 @@ import type { CommandResult as _strata_v1_CommandResult, CommandResult__Output a
 import type { Heartbeat as _strata_v1_Heartbeat, Heartbeat__Output as _strata_v1_Heartbeat__Output } from '../../strata/v1/Heartbeat.js';
 import type { VolumeReport as _strata_v1_VolumeReport, VolumeReport__Output as _strata_v1_VolumeReport__Output } from '../../strata/v1/VolumeReport.js';
 import type { PoolReport as _strata_v1_PoolReport, PoolReport__Output as _strata_v1_PoolReport__Output } from '../../strata/v1/PoolReport.js';
+import type { TokenRenewal as _strata_v1_TokenRenewal, TokenRenewal__Output as _strata_v1_TokenRenewal__Output } from '../../strata/v1/TokenRenewal.js';
 
 export interface AgentMessage {
   'hello'?: (_strata_v1_Hello | null);
@@ -14,7 +15,8 @@ export interface AgentMessage {
   'heartbeat'?: (_strata_v1_Heartbeat | null);
   'volume_report'?: (_strata_v1_VolumeReport | null);
   'pool_report'?: (_strata_v1_PoolReport | null);
-  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report";
+  'token_renewal'?: (_strata_v1_TokenRenewal | null);
+  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report"|"token_renewal";
 }
 
 export interface AgentMessage__Output {
@@ -24,5 +26,6 @@ export interface AgentMessage__Output {
   'heartbeat'?: (_strata_v1_Heartbeat__Output | null);
   'volume_report'?: (_strata_v1_VolumeReport__Output | null);
   'pool_report'?: (_strata_v1_PoolReport__Output | null);
-  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report";
+  'token_renewal'?: (_strata_v1_TokenRenewal__Output | null);
+  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report"|"token_renewal";
 }

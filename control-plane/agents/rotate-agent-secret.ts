@@ -1,0 +1,26 @@
+#!/usr/bin/env node
+// Rotates the cluster's agent secret (docs/agent-auth.md): a new current secret, the old one kept
+// as previous, so a token issued just before the rotation still opens a session. Agents sign
+// with whatever secret etcd holds when they issue a token, so live sessions go on with their next
+// renewal. To retire a secret at once (it leaked), run it twice. Takes the control plane's
+// settings, so on a control-plane server:
+//   node /opt/strata/dist/control-plane/agents/rotate-agent-secret.js --config /etc/strata/control-plane.json
+// Prints the ids (never the keys) of the current and previous secrets.
+import { rotateAgentSecret } from '../../lib/agent-token.js';
+import { createEtcdClient } from '../../lib/etcd/client.js';
+import { loadControlPlaneConfig } from '../config.js';
+
+const config = loadControlPlaneConfig({
+  program: 'strata-rotate-agent-secret',
+  summary: 'Rotate the secret agents sign their control-plane tokens with (reads etcdEndpoints from the control plane settings)',
+});
+const etcd = createEtcdClient(config.etcdEndpoints);
+try {
+  const rotated = await rotateAgentSecret(etcd);
+  process.stdout.write(`${JSON.stringify({ current: rotated.current.id, previous: rotated.previous?.id ?? null })}\n`);
+} catch (err) {
+  process.stderr.write(`strata-rotate-agent-secret: ${(err as Error).message}\n`);
+  process.exitCode = 1;
+} finally {
+  etcd.close();
+}
