@@ -27,7 +27,7 @@ import {
   openSync,
   promises as fs,
   readdirSync,
-  readFileSync,
+  readSync,
   readlinkSync,
   rmdirSync,
   symlinkSync,
@@ -255,7 +255,15 @@ export class NvmetConfigfs {
 
   private readValue(relative: string): string | undefined {
     try {
-      return readFileSync(this.resolve(relative), 'utf8').trimEnd();
+      // One read(2): configfs fills a whole attribute (at most a page) on the first read.
+      // readFileSync would also fstat and read again for EOF.
+      const fd = openSync(this.resolve(relative), 'r');
+      try {
+        const length = readSync(fd, attributeBuffer, 0, attributeBuffer.length, 0);
+        return attributeBuffer.toString('utf8', 0, length).trimEnd();
+      } finally {
+        closeSync(fd);
+      }
     } catch (err) {
       throwIfOutOfResources(err);
       return undefined;
@@ -312,6 +320,9 @@ async function readEach<T, R>(items: readonly T[], read: (item: T) => R): Promis
   }
   return results;
 }
+
+/** Attribute values are read into this (synchronously, so one buffer serves every read). */
+const attributeBuffer = Buffer.alloc(8192);
 
 /** Objects read between two turns of the event loop. */
 const OBJECTS_PER_TURN = 8;

@@ -136,6 +136,14 @@ export class DataPathReconciler implements VolumeReportSource {
   private timer: NodeJS.Timeout | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
   private resyncDue = true;
+  /**
+   * The periodic full pass is due. Unlike resyncDue (start, failure), it lets one pass for
+   * pending assignment changes go first: a user's change does not wait for a check of all.
+   */
+  private periodicFullDue = false;
+  private periodicFullDeferred = false;
+  /** Assignment changes seen by the watch since the last pass began. */
+  private pendingChanges = false;
   private started = false;
   private fullPassRan = false;
   private running: Promise<void> | undefined;
@@ -245,7 +253,7 @@ export class DataPathReconciler implements VolumeReportSource {
           this.fullPassRan = false;
           this.armResync(Date.now() - started);
         }
-      } while (this.dirty && !this.stopped);
+      } while ((this.dirty || this.periodicFullDue) && !this.stopped);
     })().finally(() => {
       this.running = undefined;
     });
@@ -310,6 +318,7 @@ export class DataPathReconciler implements VolumeReportSource {
           const entry = this.entryOf(nodeUUID, kv);
           if (entry) byVolume.set(entry.volumeUUID, entry);
         }
+        this.pendingChanges = true;
         this.schedule(false);
       };
       watcher.on('put', onEvent('put'));
@@ -334,9 +343,13 @@ export class DataPathReconciler implements VolumeReportSource {
         log.error({ reason: this.backend.reason }, 'the data path is unavailable: volumes assigned to this server are reported Failed');
       }
     }
-    const full = this.resyncDue || !this.cluster || !this.assignments || !this.observed;
+    const deferFull = this.periodicFullDue && this.pendingChanges && !this.periodicFullDeferred;
+    const full = this.resyncDue || (this.periodicFullDue && !deferFull) || !this.cluster || !this.assignments || !this.observed;
+    this.pendingChanges = false;
+    this.periodicFullDeferred = deferFull;
+    if (full) this.periodicFullDue = false;
     this.fullPassRan ||= full;
-    if (this.resyncDue || !this.cluster || !this.assignments) {
+    if (full) {
       try {
         this.cluster = (await this.readCluster()) ?? this.cluster;
         await this.loadAssignments();
@@ -689,13 +702,12 @@ export class DataPathReconciler implements VolumeReportSource {
     const nqn = `${volumeNqnPrefix(cluster.subsystemNQN)}${a.volumeUUID}`;
     const pool = await this.poolOf(entry.nodeUUID, cluster);
     const size = BigInt(a.sizeBytes);
-    const before = await pool.volumeSize(a.volumeUUID);
-    if (before !== null && before < size && !state.pendingRevalidate.has(nqn)) {
+    const spec = { compression: a.compression, sectorSize: a.sectorSize, ...(a.cloneFromSnapshotUUID ? { cloneFromSnapshot: a.cloneFromSnapshotUUID } : {}) };
+    const backing = await pool.ensureVolume(a.volumeUUID, size, spec, () => {
+      if (state.pendingRevalidate.has(nqn)) return;
       state.pendingRevalidate.add(nqn); // written ahead: the namespace must learn the new size
       state.save();
-    }
-    const spec = { compression: a.compression, sectorSize: a.sectorSize, ...(a.cloneFromSnapshotUUID ? { cloneFromSnapshot: a.cloneFromSnapshotUUID } : {}) };
-    const backing = await pool.ensureVolume(a.volumeUUID, size, spec);
+    });
     const snapshots: VolumeStatusEntry['snapshots'] = [];
     const wantedSnapshots = [...new Set(a.snapshotUUIDs ?? [])].sort();
     for (const snapshotUUID of wantedSnapshots) {
@@ -738,7 +750,10 @@ export class DataPathReconciler implements VolumeReportSource {
     clearTimeout(this.resyncTimer);
     if (this.stopped) return;
     const delay = Math.max(this.options.resyncIntervalMs, lastFullPassMs * FULL_PASS_SPACING);
-    this.resyncTimer = setTimeout(() => this.schedule(true), delay);
+    this.resyncTimer = setTimeout(() => {
+      this.periodicFullDue = true;
+      this.schedule(false);
+    }, delay);
     this.resyncTimer.unref?.();
   }
 

@@ -46,8 +46,11 @@ export interface VolumeUsage {
 }
 
 export interface StoragePool {
-  /** Creates the backing when missing (empty, or cloned), grows it when smaller; idempotent. */
-  ensureVolume(volumeUUID: string, sizeBytes: bigint, spec: VolumeSpec): Promise<VolumeBacking>;
+  /**
+   * Creates the backing when missing (empty, or cloned), grows it when smaller; idempotent.
+   * `beforeGrow` runs just before an existing backing is grown (to write an intent ahead).
+   */
+  ensureVolume(volumeUUID: string, sizeBytes: bigint, spec: VolumeSpec, beforeGrow?: () => void): Promise<VolumeBacking>;
   /** Current size of the backing, null when there is none. */
   volumeSize(volumeUUID: string): Promise<bigint | null>;
   /** Grows the backing (never shrinks). Returns whether it grew. */
@@ -150,7 +153,7 @@ export class FilePool implements StoragePool {
     return new FilePool(options, btrfs, reflink);
   }
 
-  async ensureVolume(volumeUUID: string, sizeBytes: bigint, spec: VolumeSpec): Promise<VolumeBacking> {
+  async ensureVolume(volumeUUID: string, sizeBytes: bigint, spec: VolumeSpec, beforeGrow?: () => void): Promise<VolumeBacking> {
     checkUuid(volumeUUID);
     if (sizeBytes <= 0n) throw new PoolError(`invalid volume size ${sizeBytes}`);
     if (spec.sectorSize !== 4096) {
@@ -160,10 +163,13 @@ export class FilePool implements StoragePool {
     const wanted = layoutOf(spec.compression);
     const existing = await this.findVolume(volumeUUID);
     if (existing) {
-      const size = BigInt((await fs.stat(existing.path)).size);
+      const size = existing.size;
       if (size > sizeBytes) throw new PoolError(`the volume backing is ${size} bytes; shrinking it to ${sizeBytes} is not supported`);
       const grew = size < sizeBytes;
-      if (grew) await fs.truncate(existing.path, Number(sizeBytes));
+      if (grew) {
+        beforeGrow?.();
+        await fs.truncate(existing.path, Number(sizeBytes));
+      }
       return {
         devicePath: existing.path,
         bufferedIo: existing.layout === 'zst',
@@ -205,8 +211,7 @@ export class FilePool implements StoragePool {
 
   async volumeSize(volumeUUID: string): Promise<bigint | null> {
     checkUuid(volumeUUID);
-    const existing = await this.findVolume(volumeUUID);
-    return existing ? BigInt((await fs.stat(existing.path)).size) : null;
+    return (await this.findVolume(volumeUUID))?.size ?? null;
   }
 
   async resize(volumeUUID: string, sizeBytes: bigint): Promise<boolean> {
@@ -329,10 +334,15 @@ export class FilePool implements StoragePool {
     return join(this.dir, 'volumes', `${volumeUUID}.${layout}`);
   }
 
-  private async findVolume(volumeUUID: string): Promise<{ path: string; layout: Layout } | undefined> {
+  /** The volume's backing and its size: one stat (two for a compressed one). */
+  private async findVolume(volumeUUID: string): Promise<{ path: string; layout: Layout; size: bigint } | undefined> {
     for (const layout of ['raw', 'zst'] as const) {
       const path = this.volumePath(volumeUUID, layout);
-      if (await exists(path)) return { path, layout };
+      try {
+        return { path, layout, size: BigInt((await fs.stat(path)).size) };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
     }
     return undefined;
   }
