@@ -94,13 +94,14 @@ export class NvmetConfigfs {
     for (const group of ['hosts', 'subsystems', 'ports']) await fs.mkdir(join(this.root, group), { recursive: true });
   }
 
-  async read(): Promise<NvmetTree> {
+  /** The whole tree. `signal` stops the read between objects (it then throws the signal's reason). */
+  async read(signal?: AbortSignal): Promise<NvmetTree> {
     const hosts = this.listDirs('hosts');
     const subsystemNames = this.listDirs('subsystems');
     const portNames = this.listDirs('ports');
     if (hosts === undefined && subsystemNames === undefined && portNames === undefined) return emptyTree();
-    const subsystems = await readEach(subsystemNames ?? [], (nqn) => this.readSubsystem(nqn));
-    const ports = await readEach((portNames ?? []).filter((n) => /^\d+$/.test(n)), (id) => this.readPort(Number(id)));
+    const subsystems = await readEach(subsystemNames ?? [], (nqn) => this.readSubsystem(nqn), signal);
+    const ports = await readEach((portNames ?? []).filter((n) => /^\d+$/.test(n)), (id) => this.readPort(Number(id)), signal);
     return {
       hosts: new Set((hosts ?? []).sort()),
       subsystems: new Map(
@@ -312,10 +313,13 @@ export class NvmetConfigfs {
  * full read of 1000 volumes take seconds (found by bench/datapath), and reading everything at
  * once ran the agent out of file descriptors. At most one file is open at any time.
  */
-async function readEach<T, R>(items: readonly T[], read: (item: T) => R): Promise<R[]> {
+async function readEach<T, R>(items: readonly T[], read: (item: T) => R, signal?: AbortSignal): Promise<R[]> {
   const results: R[] = [];
   for (let i = 0; i < items.length; i++) {
-    if (i > 0 && i % OBJECTS_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
+    if (i > 0 && i % OBJECTS_PER_TURN === 0) {
+      await new Promise((resolve) => setImmediate(resolve));
+      signal?.throwIfAborted();
+    }
     results.push(read(items[i]!));
   }
   return results;

@@ -44,9 +44,12 @@ class RecordingConfigfs extends NvmetConfigfs {
   readonly partialReads: string[][] = [];
   dieAfter = Infinity;
   died = false;
-  override async read(): Promise<NvmetTree> {
+  /** While set, whole-tree reads wait for it. */
+  readGate: Promise<void> | undefined;
+  override async read(signal?: AbortSignal): Promise<NvmetTree> {
     this.fullReads += 1;
-    return super.read();
+    await this.readGate;
+    return super.read(signal);
   }
   override async readObjects(scope: { subsystems: Iterable<string>; ports: Iterable<number> }): Promise<NvmetObjects> {
     const subsystems = [...scope.subsystems];
@@ -87,7 +90,7 @@ describe('DataPathReconciler crash safety', () => {
   });
 
   /** A reconciler as a fresh agent process would build it (state read from disk). */
-  async function reconciler(configfs: NvmetConfigfs): Promise<DataPathReconciler> {
+  async function reconciler(configfs: NvmetConfigfs, resyncIntervalMs = 3_600_000): Promise<DataPathReconciler> {
     const client = createEtcdClient([etcd.endpoint]);
     clients.push(client);
     await configfs.prepareEmulatedRoot();
@@ -99,7 +102,7 @@ describe('DataPathReconciler crash safety', () => {
       state: await DataPathState.load(join(work, 'state')),
       settings: { listenAddress: '127.0.0.1', portIdMin: 20000, portIdMax: 39999 },
       ipAcls: new IpAclEnforcer('no nftables in this test', silentLogger()),
-      resyncIntervalMs: 3_600_000,
+      resyncIntervalMs,
       debounceMs: 20,
       logger: silentLogger(),
     });
@@ -248,6 +251,46 @@ describe('DataPathReconciler crash safety', () => {
 
     await agent.stop();
     for (let i = 0; i <= 30; i++) await writer.delete().key(keys.assignment(NODE, uuid(i)));
+    const cleanup = await reconciler(configfsAt());
+    await cleanup.reconcileNow();
+    await cleanup.stop();
+  });
+
+  it('a periodic full pass gives way to a change that arrives while it reads the tree', async () => {
+    const uuid = (i: number) => `33333333-3333-4333-8333-${String(i).padStart(12, '0')}`;
+    const many = (i: number) =>
+      testAssignment({ volumeUUID: uuid(i), nodeUUID: NODE, subsystemNQN: `${CLUSTER.subsystemNQN}:vol:${uuid(i)}`, nsid: 1, port: 22000 + i, sizeBytes: String(1024 * 1024), acl: [H1] });
+    for (let i = 0; i < 20; i++) await put(many(i));
+    const configfs = configfsAt();
+    const agent = await reconciler(configfs, 300);
+    const passes: PassSummary[] = [];
+    agent.onPass((p) => passes.push(p));
+    agent.start();
+    await waitUntil(() => passes.some((p) => p.served === 20), '20 volumes served');
+
+    // Hold the next periodic full pass in its tree read, then change an assignment.
+    let release!: () => void;
+    configfs.readGate = new Promise((resolve) => (release = resolve));
+    const reads = configfs.fullReads;
+    await waitUntil(() => configfs.fullReads > reads, 'a periodic full pass reading the tree', 5000);
+    const mark = passes.length;
+    await put(many(20));
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the watch event reaches the agent
+    release();
+    configfs.readGate = undefined;
+    await waitUntil(() => passes.slice(mark).some((p) => p.full), 'the full pass, run to the end');
+    const after = passes.slice(mark);
+    const firstFull = after.findIndex((p) => p.full);
+    assert.ok(firstFull >= 1, JSON.stringify(after));
+    assert.deepEqual(
+      { full: after[0]!.full, prepared: after[0]!.prepared, served: after[0]!.served },
+      { full: false, prepared: 1, served: 21 },
+      'the change got its own pass before the full one finished',
+    );
+    assert.equal(after[firstFull]!.served, 21);
+
+    await agent.stop();
+    for (let i = 0; i <= 20; i++) await writer.delete().key(keys.assignment(NODE, uuid(i)));
     const cleanup = await reconciler(configfsAt());
     await cleanup.reconcileNow();
     await cleanup.stop();

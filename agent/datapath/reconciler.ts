@@ -90,6 +90,8 @@ interface PreparedVolume {
   usage?: VolumeUsage;
 }
 
+class PassPreempted extends Error {}
+
 /** Configfs operations applied between two turns of the event loop. */
 const OPS_PER_TURN = 8;
 
@@ -141,7 +143,8 @@ export class DataPathReconciler implements VolumeReportSource {
    * pending assignment changes go first: a user's change does not wait for a check of all.
    */
   private periodicFullDue = false;
-  private periodicFullDeferred = false;
+  /** The due periodic full pass already gave way once (it runs to the end next). */
+  private periodicFullYielded = false;
   /** Assignment changes seen by the watch since the last pass began. */
   private pendingChanges = false;
   private started = false;
@@ -343,10 +346,20 @@ export class DataPathReconciler implements VolumeReportSource {
         log.error({ reason: this.backend.reason }, 'the data path is unavailable: volumes assigned to this server are reported Failed');
       }
     }
-    const deferFull = this.periodicFullDue && this.pendingChanges && !this.periodicFullDeferred;
-    const full = this.resyncDue || (this.periodicFullDue && !deferFull) || !this.cluster || !this.assignments || !this.observed;
+    // Start, a failed pass, reconcileNow: a full pass, now. The periodic full pass gives way once
+    // to assignment changes: pending ones go first, and ones that arrive while it reads the
+    // kernel tree stop it there; after one pass for them it runs to the end.
+    const required = this.resyncDue || !this.cluster || !this.assignments || !this.observed;
+    let full = required;
+    let preemptible = false;
+    if (!required && this.periodicFullDue) {
+      if (this.pendingChanges && !this.periodicFullYielded) this.periodicFullYielded = true;
+      else {
+        full = true;
+        preemptible = !this.periodicFullYielded;
+      }
+    }
     this.pendingChanges = false;
-    this.periodicFullDeferred = deferFull;
     if (full) this.periodicFullDue = false;
     this.fullPassRan ||= full;
     if (full) {
@@ -466,7 +479,25 @@ export class DataPathReconciler implements VolumeReportSource {
     // 2b. Kernel target: the whole tree in a full pass; otherwise the objects of the volumes
     // that change, over the tree kept from earlier passes (which the periodic full pass checks).
     if (full || !this.observed) {
-      this.observed = workCopy(await configfs.read());
+      // A periodic full pass gives way to assignment changes that arrive while it reads the
+      // tree (the longest step, and nothing is changed before it): the changes get a pass of
+      // their own, then the full pass runs again, to the end this time.
+      const preempt = new AbortController();
+      const onChange = () => {
+        if (preemptible && this.pendingChanges) preempt.abort(new PassPreempted());
+      };
+      const poll = setInterval(onChange, 50);
+      try {
+        this.observed = workCopy(await configfs.read(preempt.signal));
+      } catch (err) {
+        if (!(err instanceof PassPreempted)) throw err;
+        log.debug({ phases }, 'full pass gave way to assignment changes');
+        this.periodicFullDue = true;
+        this.fullPassRan = false;
+        return undefined;
+      } finally {
+        clearInterval(poll);
+      }
     } else {
       // Strata subsystems nobody wants (left by a failed teardown): read back before removing.
       const wanted = new Set(desired.map((d) => d.nqn));
@@ -688,6 +719,7 @@ export class DataPathReconciler implements VolumeReportSource {
       full,
       prepared: toPrepare.length,
     };
+    if (full) this.periodicFullYielded = false;
     lap('publish');
     const timing = { ms: Date.now() - started, phases };
     if (plan.ops.length > 0 || removed > 0 || failedOperations > 0 || ipAclPass.changes > 0) log.info({ ...summary, ...timing }, 'data path reconciled');
