@@ -1,0 +1,301 @@
+// The built CLI (dist/cli/main.js) as a user runs it, against a real etcd and a real control plane
+// (its own process). No agent runs: the test writes what an agent's presence, pool and volume
+// reports would put in etcd (test/helpers/records.ts), so volumes are placed and, when the test
+// says so, reported served; the control plane's own cluster manager does the rest.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Etcd3 } from 'etcd3';
+import { createEtcdClient } from '../lib/etcd/client.js';
+import { keys } from '../lib/etcd/keys.js';
+import { packageRoot } from '../lib/paths.js';
+import { freePort } from '../lib/ports.js';
+import type { NodeRecord, VolumeStatusRecord } from '../lib/records.js';
+import { startEtcd, type TestEtcd } from '../test/helpers/etcd.js';
+import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../test/helpers/processes.js';
+import { joinServer, nodePoolRecord, putRecord, reportInventory } from '../test/helpers/records.js';
+import { waitUntil } from '../test/helpers/wait.js';
+
+const CLI = join(packageRoot, 'dist', 'cli', 'main.js');
+const TiB = 1024n ** 4n;
+const HOST_A = 'nqn.2014-08.org.nvmexpress:uuid:6d8a4c57-1a2b-4c3d-8e9f-0a1b2c3d4e5f';
+const HOST_B = 'nqn.2016-06.io.example:host-b';
+const SERVER_ADDRESS = '10.9.8.7';
+/** A report at this generation counts for every generation the test's volumes reach. */
+const ANY_GENERATION = 1_000_000;
+
+interface CliRun {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+interface ApiVolume {
+  UUID: string;
+  name: string;
+  state: string;
+  size: string;
+  acl: { values: string[] };
+}
+
+describe('strata CLI against a real control plane', () => {
+  let etcd: TestEtcd;
+  let plane: ControlPlaneProcess;
+  let kv: Etcd3;
+  let home: string;
+  let token: string;
+  let node: NodeRecord;
+  const outputs: string[] = [];
+
+  /** Runs the CLI; the token comes from HOME/.config/strata/token unless env or args say otherwise. */
+  function strata(args: readonly string[], env: Record<string, string> = {}): Promise<CliRun> {
+    return new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        [CLI, ...args],
+        { cwd: home, env: { PATH: process.env['PATH'] ?? '', HOME: home, STRATA_ENDPOINT: plane.apiUrl, ...env }, timeout: 30_000 },
+        (error, stdout, stderr) => {
+          outputs.push(stdout, stderr);
+          const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
+          resolve({ code, stdout, stderr });
+        },
+      );
+    });
+  }
+  const ok = async (args: readonly string[], env?: Record<string, string>): Promise<string> => {
+    const run = await strata(args, env);
+    assert.equal(run.code, 0, `strata ${args.join(' ')}: exit ${run.code}\n${run.stderr}`);
+    return run.stdout;
+  };
+
+  async function api<T>(method: string, path: string): Promise<{ status: number; body: T }> {
+    const res = await fetch(`${plane.apiUrl}/api/v2${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
+    return { status: res.status, body: (await res.json()) as T };
+  }
+  const volumeOf = async (uuid: string) => (await api<ApiVolume>('GET', `/volumes/${uuid}`)).body;
+  const inState = (uuid: string, state: string) =>
+    waitUntil(async () => ((await volumeOf(uuid)).state === state ? true : undefined), `volume ${uuid} ${state}`, 15_000);
+
+  /** What the node's agent would report: the volume served (or torn down), at any generation. */
+  async function report(uuid: string, state: VolumeStatusRecord['state'], snapshots: VolumeStatusRecord['snapshots'] = []): Promise<void> {
+    const status: VolumeStatusRecord = {
+      volumeUUID: uuid, nodeUUID: node.UUID, generation: ANY_GENERATION, state, error: '', snapshots, connectedHosts: [],
+      logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(),
+    };
+    await putRecord(kv, keys.volumeStatus(uuid, node.UUID), status);
+  }
+  async function createAvailable(name: string): Promise<string> {
+    const created = JSON.parse(await ok(['volumes', 'create', '--project', 'default', '--name', name, '--size', '1GiB', '-o', 'json'])) as ApiVolume;
+    await report(created.UUID, 'Served');
+    await inState(created.UUID, 'Available');
+    return created.UUID;
+  }
+
+  before(async () => {
+    etcd = await startEtcd();
+    plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint });
+    token = plane.adminToken();
+    home = mkdtempSync(join(tmpdir(), 'strata-cli-'));
+    mkdirSync(join(home, '.config', 'strata'), { recursive: true });
+    writeFileSync(join(home, '.config', 'strata', 'token'), `${token}\n`, { mode: 0o600 });
+    // One server with one Active node whose pool has room, as its agent would have reported.
+    kv = createEtcdClient([etcd.endpoint]);
+    const joined = await joinServer(kv, {
+      server: { endpoints: [SERVER_ADDRESS] },
+      nodes: [{ nvmeEndpoint: `${SERVER_ADDRESS}:4420`, discoveryEndpoint: `${SERVER_ADDRESS}:8009`, managedDeviceSerials: ['CLI-SN0'] }],
+    });
+    node = joined.nodes[0]!;
+    await reportInventory(kv, joined.server.UUID, { devices: [{ serial: 'CLI-SN0', sizeBytes: String(TiB) }] });
+    await putRecord(kv, keys.nodePool(node.UUID), nodePoolRecord(node, { rawBytes: String(TiB), arrayBytes: String(TiB), capacityBytes: String(TiB), freeBytes: String(TiB) }));
+  });
+  after(async () => {
+    kv?.close();
+    await plane?.stop();
+    if (plane) removeDir(plane.stateDir);
+    await etcd?.stop();
+    if (home) rmSync(home, { recursive: true, force: true });
+  });
+
+  it('cluster info prints the cluster; --output json is the API\'s JSON', async () => {
+    const cluster = (await api<{ UUID: string; subsystemNQN: string; clusterName: string }>('GET', '/cluster')).body;
+    const table = await ok(['cluster', 'info']);
+    assert.match(table, new RegExp(`^UUID:\\s+${cluster.UUID}$`, 'm'));
+    assert.match(table, new RegExp(`^Name:\\s+${cluster.clusterName}$`, 'm'));
+    assert.match(table, /^Health:\s+\S+/m);
+    const json = JSON.parse(await ok(['cluster', 'info', '--output', 'json'])) as typeof cluster;
+    assert.equal(json.UUID, cluster.UUID);
+    assert.equal(json.subsystemNQN, cluster.subsystemNQN);
+  });
+
+  let vol1: string;
+  it('volumes create answers Creating; list shows the volume in the table and in JSON; get finds it by project/name', async () => {
+    const created = await strata(['volumes', 'create', '--project', 'default', '--name', 'cli-vol1', '--size', '1GiB', '--acl', HOST_A]);
+    assert.equal(created.code, 0, created.stderr);
+    assert.match(created.stdout, /^State:\s+Creating$/m);
+    assert.match(created.stdout, /^Size:\s+1 GiB \(1073741824 bytes\)$/m);
+    assert.match(created.stdout, new RegExp(`^ACL:\\s+${HOST_A}$`, 'm'));
+    vol1 = /^UUID:\s+(\S+)$/m.exec(created.stdout)![1]!;
+    assert.equal((await volumeOf(vol1)).name, 'cli-vol1');
+
+    const second = JSON.parse(await ok(['volumes', 'create', '--project', 'default', '--name', 'cli-vol2', '--size', '2147483648', '-o', 'json'])) as ApiVolume;
+    assert.equal(second.state, 'Creating');
+    assert.equal(second.size, '2147483648');
+
+    const table = await ok(['volumes', 'list']);
+    const [header, ...rows] = table.trimEnd().split('\n');
+    assert.match(header!, /^UUID\s+PROJECT\s+NAME\s+SIZE\s+STATE\s+PROTECTION\s+REPLICAS\s+ACL$/);
+    const row = rows.find((r) => r.startsWith(vol1));
+    assert.ok(row, table);
+    assert.match(row, /\bdefault\s+cli-vol1\s+1 GiB\s+Creating\s+Unknown\s+1\s+1 host$/);
+    assert.ok(rows.some((r) => r.includes(second.UUID) && r.includes('2 GiB') && r.endsWith('ALLOW_NONE')), table);
+
+    const listed = JSON.parse(await ok(['volumes', 'list', '-o', 'json'])) as { volumes: ApiVolume[] };
+    assert.deepEqual(listed.volumes.map((v) => v.name).sort(), ['cli-vol1', 'cli-vol2']);
+    // Pages of one volume each, followed to the end.
+    const paged = JSON.parse(await ok(['volumes', 'list', '--project', 'default', '--all-pages', '--limit', '1', '-o', 'json'])) as { volumes: ApiVolume[] };
+    assert.deepEqual(paged.volumes.map((v) => v.name).sort(), ['cli-vol1', 'cli-vol2']);
+    const onePage = await strata(['volumes', 'list', '--limit', '1']);
+    assert.match(onePage.stderr, /more volumes may follow: add --all-pages/);
+
+    assert.match(await ok(['volumes', 'get', 'default/cli-vol1']), new RegExp(`^UUID:\\s+${vol1}$`, 'm'));
+    const byUuid = JSON.parse(await ok(['volumes', 'get', vol1, '-o', 'json'])) as ApiVolume;
+    assert.deepEqual(byUuid, await volumeOf(vol1));
+  });
+
+  it('volumes acl add then remove changes the volume\'s ACL (If-Match read-modify-write)', async () => {
+    await report(vol1, 'Served');
+    await inState(vol1, 'Available');
+    const added = await strata(['volumes', 'acl', 'add', 'default/cli-vol1', HOST_B]);
+    assert.equal(added.code, 0, added.stderr);
+    assert.match(added.stdout, new RegExp(`ACL of default/cli-vol1 \\(${vol1}\\): ${HOST_A}, ${HOST_B}`));
+    assert.deepEqual((await volumeOf(vol1)).acl.values, [HOST_A, HOST_B]);
+
+    await inState(vol1, 'Available');
+    await ok(['volumes', 'acl', 'remove', vol1, HOST_A]);
+    assert.deepEqual((await volumeOf(vol1)).acl.values, [HOST_B]);
+
+    // Removing the last host leaves no host allowed (an empty list would mean "unchanged" to the API).
+    await inState(vol1, 'Available');
+    await ok(['volumes', 'acl', 'remove', vol1, HOST_B]);
+    assert.deepEqual((await volumeOf(vol1)).acl.values, ['ALLOW_NONE']);
+    await inState(vol1, 'Available');
+    const again = await strata(['volumes', 'acl', 'remove', vol1, HOST_B]);
+    assert.equal(again.code, 0);
+    assert.match(again.stderr, /not in the ACL .* nothing to change/);
+    await ok(['volumes', 'acl', 'add', vol1, HOST_A]);
+    assert.deepEqual((await volumeOf(vol1)).acl.values, [HOST_A]);
+  });
+
+  it('volumes connect-info prints an nvme connect line per path', async () => {
+    await inState(vol1, 'Available');
+    const volume = (await api<{ nodeList: string[] }>('GET', `/volumes/${vol1}`)).body;
+    assert.deepEqual(volume.nodeList, [node.UUID]);
+    const out = await ok(['volumes', 'connect-info', 'default/cli-vol1', '--host-nqn', HOST_A]);
+    assert.match(out, new RegExp(`^nvme connect -t tcp -a ${SERVER_ADDRESS} -s \\d+ -n nqn\\.\\S+:vol:${vol1} -q ${HOST_A}$`, 'm'));
+    assert.match(out, new RegExp(`^# on the host the volume appears as /dev/disk/by-id/nvme-uuid\\.${vol1}$`, 'm'));
+  });
+
+  it('volumes resize --wait waits until the volume is Available at the new size', async () => {
+    const out = await ok(['volumes', 'resize', 'default/cli-vol1', '2GiB', '--wait']);
+    assert.match(out, /^State:\s+Available$/m);
+    assert.match(out, /^Size:\s+2 GiB \(2147483648 bytes\)$/m);
+  });
+
+  it('volumes create --wait gives up after --wait-timeout with progress on stderr (no agent serves it)', async () => {
+    const run = await strata(['volumes', 'create', '--project', 'default', '--name', 'cli-vol3', '--size', '1GiB', '--wait', '--wait-timeout', '2s']);
+    assert.equal(run.code, 1, run.stderr);
+    assert.equal(run.stdout, '');
+    assert.match(run.stderr, /waiting for volume default\/cli-vol3 \(\S+\) to become Available: Creating/);
+    assert.match(run.stderr, /timed out after 2 s waiting for volume default\/cli-vol3 .*; it is still Creating/);
+  });
+
+  it('snapshots create, list and delete', async () => {
+    const created = await ok(['snapshots', 'create', '--volume', 'cli-vol1', '--name', 'cli-snap1', '--retention', '7d']);
+    assert.match(created, /^snapshot default\/cli-snap1 \(\S+\) of volume cli-vol1: Creating$/m);
+    const table = await ok(['snapshots', 'list', '--project', 'default']);
+    assert.match(table, /cli-snap1\s+cli-vol1\s+2 GiB\s+Creating\s+\S+ \S+\s+1w$/m);
+    const { snapshots } = JSON.parse(await ok(['snapshots', 'list', '--volume', vol1, '-o', 'json'])) as { snapshots: { UUID: string; name: string }[] };
+    assert.deepEqual(snapshots.map((s) => s.name), ['cli-snap1']);
+    // The node reports the snapshot taken, so it becomes Available and may be deleted.
+    await report(vol1, 'Served', [{ snapshotUUID: snapshots[0]!.UUID, state: 'Available', error: '' }]);
+    await waitUntil(async () => (await api<{ state: string }>('GET', `/projects/default/snapshots/${snapshots[0]!.UUID}`)).body.state === 'Available' || undefined, 'snapshot Available', 15_000);
+    assert.match(await ok(['snapshots', 'delete', 'default/cli-snap1']), /deleting snapshot default\/cli-snap1/);
+    const after = await api<{ state?: string }>('GET', `/projects/default/snapshots/${snapshots[0]!.UUID}`);
+    assert.ok(after.status === 404 || after.body.state === 'Deleting', JSON.stringify(after));
+  });
+
+  it('volumes delete: Deleting at once; --wait until it is gone', async () => {
+    const vol4 = await createAvailable('cli-vol4');
+    assert.match(await ok(['volumes', 'delete', 'default/cli-vol4']), /^deleting volume default\/cli-vol4 \(\S+\): state Deleting/m);
+    const deleting = await api<{ state?: string }>('GET', `/volumes/${vol4}`);
+    assert.ok(deleting.status === 404 || deleting.body.state === 'Deleting', JSON.stringify(deleting));
+
+    // The node has torn it down (reports Absent), so the cluster manager removes it.
+    const vol5 = await createAvailable('cli-vol5');
+    await report(vol5, 'Absent');
+    const gone = await strata(['volumes', 'delete', vol5, '--wait', '--wait-timeout', '20s']);
+    assert.equal(gone.code, 0, gone.stderr);
+    assert.match(gone.stdout, new RegExp(`^deleted volume default/cli-vol5 \\(${vol5}\\)$`, 'm'));
+    assert.equal((await api('GET', `/volumes/${vol5}`)).status, 404);
+  });
+
+  it('nodes, servers, devices, events and projects list', async () => {
+    const nodes = await ok(['nodes', 'list']);
+    assert.match(nodes, new RegExp(`^${node.UUID}\\s+${node.name}\\s+Active\\b`, 'm'));
+    assert.match(await ok(['servers', 'list']), new RegExp(`^${node.serverUUID}\\s`, 'm'));
+    assert.match(await ok(['devices', 'list']), /^CLI-SN0\s+Test NVMe SSD\s+1 TiB\s+Data\b/m);
+    assert.match(await ok(['devices', 'list', '--bytes']), /^CLI-SN0\s+Test NVMe SSD\s+1099511627776\s/m);
+    const events = await ok(['events', 'list', '--project', 'default', '--since', '1h']);
+    assert.match(events, /\bVolumeCreated\s+volume default\/cli-vol1\b/);
+    assert.match(await ok(['projects', 'list']), /^default\s/m);
+    const projects = JSON.parse(await ok(['projects', 'list', '-o', 'json'])) as unknown;
+    assert.deepEqual(projects, (await api('GET', '/projects')).body);
+  });
+
+  it('usage errors exit 2: a bad size, a bad volume reference, no token', async () => {
+    const badSize = await strata(['volumes', 'create', '--project', 'default', '--name', 'x', '--size', '10XB']);
+    assert.equal(badSize.code, 2);
+    assert.match(badSize.stderr, /^strata: invalid size "10XB"/m);
+    const decimal = await strata(['volumes', 'resize', vol1, '10GB']);
+    assert.equal(decimal.code, 2);
+    assert.match(decimal.stderr, /decimal units are ambiguous; use GiB/);
+    const missing = await strata(['volumes', 'create', '--name', 'x', '--size', '1GiB']);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /required option '--project <name>' not specified/);
+    assert.equal((await strata(['volumes', 'get', 'a/b/c'])).code, 2);
+    const noToken = await strata(['cluster', 'info'], { HOME: join(home, 'nowhere') });
+    assert.equal(noToken.code, 2);
+    assert.match(noToken.stderr, /no API token/);
+  });
+
+  it('API errors exit 1 with the API\'s message: 404, wrong token', async () => {
+    const unknown = '00000000-0000-4000-8000-000000000000';
+    const apiAnswer = await api<{ message: string }>('GET', `/volumes/${unknown}`);
+    assert.equal(apiAnswer.status, 404);
+    const notFound = await strata(['volumes', 'get', unknown]);
+    assert.equal(notFound.code, 1);
+    assert.equal(notFound.stderr, `strata: ${apiAnswer.body.message} (HTTP 404, NotFound)\n`);
+
+    const wrongToken = await strata(['cluster', 'info', '--token', 'not-a-jwt']);
+    assert.equal(wrongToken.code, 1);
+    assert.match(wrongToken.stderr, /^strata: authentication failed: .*\(HTTP 401, Unauthenticated\)/);
+    const viaEnv = await strata(['volumes', 'list'], { STRATA_TOKEN: 'also-not-a-jwt' });
+    assert.equal(viaEnv.code, 1);
+    assert.match(viaEnv.stderr, /authentication failed/);
+    assert.ok(!viaEnv.stderr.includes('also-not-a-jwt'));
+  });
+
+  it('an unreachable endpoint exits 3', async () => {
+    const run = await strata(['volumes', 'list'], { STRATA_ENDPOINT: `http://127.0.0.1:${await freePort()}` });
+    assert.equal(run.code, 3);
+    assert.match(run.stderr, /^strata: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused/);
+  });
+
+  it('never prints the token', () => {
+    assert.ok(outputs.length > 20);
+    for (const output of outputs) assert.ok(!output.includes(token), 'the admin token appeared in the CLI\'s output');
+  });
+});

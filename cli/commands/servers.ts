@@ -1,0 +1,34 @@
+// `strata servers list`: GET /api/v2/servers (spec 2.16, 4.12; needs a cluster role).
+import type { Command } from 'commander';
+import { contextOf } from '../context.js';
+import { list } from '../output.js';
+
+interface Server {
+  UUID: string;
+  name: string;
+  state: string;
+  health: string;
+  NodesUUIDs: string[];
+  ProductVersion: string;
+  ServerEndpoints: string[];
+}
+
+export function registerServerCommands(program: Command): void {
+  const servers = program.command('servers').description('servers (machines running an agent)');
+  servers
+    .command('list')
+    .description('list servers')
+    .action(async (_options: object, command: Command) => {
+      const { client, print } = contextOf(command);
+      const answer = await client.get<{ servers: Server[] }>('/servers');
+      print.list(answer, answer.servers, [
+        { header: 'UUID', value: (s) => s.UUID },
+        { header: 'NAME', value: (s) => s.name },
+        { header: 'STATE', value: (s) => s.state },
+        { header: 'HEALTH', value: (s) => s.health },
+        { header: 'NODES', value: (s) => String(s.NodesUUIDs.length) },
+        { header: 'VERSION', value: (s) => s.ProductVersion },
+        { header: 'ENDPOINTS', value: (s) => list(s.ServerEndpoints) },
+      ], 'no servers (no agent has joined yet)');
+    });
+}
