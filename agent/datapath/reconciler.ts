@@ -450,17 +450,22 @@ export class DataPathReconciler implements VolumeReportSource {
     for (const v of toPrepare) {
       const before = this.prepared.get(v.key);
       if (before) previousPorts.set(v.entry.volumeUUID, before.desired.port.id);
-      this.prepared.delete(v.key);
     }
+    // What was prepared before stays until this pass prepares it again: a full pass that gives
+    // way leaves every volume as the last pass left it.
+    const preempted = () => preemptible && this.pendingChanges;
     await mapLimit(toPrepare, BACKINGS_PREPARED_AT_ONCE, async (v) => {
+      if (preempted()) return;
       try {
         this.prepared.set(v.key, await this.prepareVolume(v.entry, v.assignment, v.fingerprint, cluster));
         touchedVolumes.add(v.entry.volumeUUID);
       } catch (err) {
+        this.prepared.delete(v.key);
         results.set(v.key, failedStatus(v.entry, (err as Error).message));
         keep.add(nqnOf(v.entry.volumeUUID));
       }
     });
+    if (preempted()) return this.givenWay(phases);
     const preparedNow = valid.map((v) => this.prepared.get(v.key)).filter((p): p is PreparedVolume => p !== undefined);
 
     lap('prepare');
@@ -483,18 +488,14 @@ export class DataPathReconciler implements VolumeReportSource {
       // tree (the longest step, and nothing is changed before it): the changes get a pass of
       // their own, then the full pass runs again, to the end this time.
       const preempt = new AbortController();
-      const onChange = () => {
-        if (preemptible && this.pendingChanges) preempt.abort(new PassPreempted());
-      };
-      const poll = setInterval(onChange, 50);
+      const poll = setInterval(() => {
+        if (preempted()) preempt.abort(new PassPreempted());
+      }, 50);
       try {
         this.observed = workCopy(await configfs.read(preempt.signal));
       } catch (err) {
         if (!(err instanceof PassPreempted)) throw err;
-        log.debug({ phases }, 'full pass gave way to assignment changes');
-        this.periodicFullDue = true;
-        this.fullPassRan = false;
-        return undefined;
+        return this.givenWay(phases);
       } finally {
         clearInterval(poll);
       }
@@ -775,6 +776,14 @@ export class DataPathReconciler implements VolumeReportSource {
       snapshots,
       ...(backing.warning ? { warning: backing.warning } : {}),
     };
+  }
+
+  /** A periodic full pass stops before changing anything: changes wait, it runs after them. */
+  private givenWay(phases: Record<string, number>): undefined {
+    this.options.logger.debug({ phases }, 'full pass gave way to assignment changes');
+    this.periodicFullDue = true;
+    this.fullPassRan = false;
+    return undefined;
   }
 
   /** The next full pass: one resync interval on, or further when full passes take long. */
