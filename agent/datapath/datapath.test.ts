@@ -114,8 +114,9 @@ describe('data path end to end (etcd → agent → plain-directory configfs + Fi
     await client.delete().key(keys.assignment(node, V3));
 
     // V2 is unassigned (deleted): its export and backing go, and it is reported Absent.
+    const reportsBeforeV2 = plane.reports.length;
     await client.delete().key(keys.assignment(node, V2));
-    await waitUntil(() => latest(plane, V2)?.state === 'VOLUME_ABSENT', 'V2 reported Absent');
+    await plane.waitAbsent(V2, reportsBeforeV2);
     tree = await nvmet();
     assert.ok(!tree.subsystems.has(`${PREFIX}${V2}`));
     assert.ok(!tree.ports.has(20002));

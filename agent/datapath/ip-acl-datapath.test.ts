@@ -102,14 +102,16 @@ describe('IP ACLs through the agent (etcd → agent → nftables in a network na
     await client.delete().key(keys.assignment(node, V3));
 
     // A volume going away takes its entries along; the last one takes the table.
+    const reportsBeforeV2 = plane.reports.length;
     await client.delete().key(keys.assignment(node, V2));
-    await waitUntil(() => plane.latest(V2)?.state === 'VOLUME_ABSENT', 'V2 Absent');
+    await plane.waitAbsent(V2, reportsBeforeV2);
     assert.deepEqual([...(await ports()).keys()], [20001]);
     await put(assignment(node, V1, 1, { generation: 3, ipAcl: ['ALLOW_ANY'] }));
     await served(V1, 3);
     assert.equal((await nft.read()).present, false, 'no restriction left: no table');
+    const reportsBeforeV1 = plane.reports.length;
     await client.delete().key(keys.assignment(node, V1));
-    await waitUntil(() => plane.latest(V1)?.state === 'VOLUME_ABSENT', 'V1 Absent');
+    await plane.waitAbsent(V1, reportsBeforeV1);
     await stop();
   });
 

@@ -186,8 +186,9 @@ describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { time
 
   it('takes its rules away with the volume', { timeout: 180_000 }, async () => {
     await g().runOk(['nvme', 'disconnect', '-n', NQN1]);
+    const reportsBeforeV1 = plane.reports.length;
     await client.delete().key(keys.assignment(node, V1));
-    await step('teardown', () => waitUntil(() => plane.latest(V1)?.state === 'VOLUME_ABSENT', 'V1 Absent', 60_000, 200));
+    await step('teardown', () => plane.waitAbsent(V1, reportsBeforeV1));
     assert.equal(await table(), undefined, 'no volume restricted: no table');
     assert.doesNotMatch(await sh('nft list tables'), /strata/);
   });

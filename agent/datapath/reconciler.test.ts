@@ -15,6 +15,7 @@ import { testAssignment } from './testing/test-assignment.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
+import type { ConnectedHostsProbe } from './connected-hosts.js';
 import { DataPathState } from './datapath-state.js';
 import { IpAclEnforcer } from './ip-acl-enforcer.js';
 import { NvmetConfigfs } from './nvmet-configfs.js';
@@ -90,7 +91,7 @@ describe('DataPathReconciler crash safety', () => {
   });
 
   /** A reconciler as a fresh agent process would build it (state read from disk). */
-  async function reconciler(configfs: NvmetConfigfs, resyncIntervalMs = 3_600_000): Promise<DataPathReconciler> {
+  async function reconciler(configfs: NvmetConfigfs, resyncIntervalMs = 3_600_000, connectedHosts?: ConnectedHostsProbe): Promise<DataPathReconciler> {
     const client = createEtcdClient([etcd.endpoint]);
     clients.push(client);
     await configfs.prepareEmulatedRoot();
@@ -104,6 +105,7 @@ describe('DataPathReconciler crash safety', () => {
       ipAcls: new IpAclEnforcer('no nftables in this test', silentLogger()),
       resyncIntervalMs,
       debounceMs: 20,
+      ...(connectedHosts ? { connectedHosts } : {}),
       logger: silentLogger(),
     });
   }
@@ -291,6 +293,24 @@ describe('DataPathReconciler crash safety', () => {
 
     await agent.stop();
     for (let i = 0; i <= 20; i++) await writer.delete().key(keys.assignment(NODE, uuid(i)));
+    const cleanup = await reconciler(configfsAt());
+    await cleanup.reconcileNow();
+    await cleanup.stop();
+  });
+
+  it('reports hosts that connect or go, every interval, with no assignment changing', async () => {
+    await put(assignment({ generation: 7 }));
+    const connections = new Map<number, string[]>();
+    const agent = await reconciler(configfsAt(), 200, { connectionsByPort: async () => connections });
+    agent.start();
+    const hostsOfV1 = () => agent.current()?.volumes.find((v) => v.volumeUUID === V1)?.connectedHosts.map((h) => h.address);
+    await waitUntil(() => agent.current()?.volumes.find((v) => v.volumeUUID === V1)?.state === 'Served', 'V1 served');
+    connections.set(20001, ['192.0.2.9']);
+    await waitUntil(() => hostsOfV1()?.includes('192.0.2.9'), 'the connected host reported', 3000);
+    connections.clear();
+    await waitUntil(() => hostsOfV1()?.length === 0, 'the host reported gone', 3000);
+    await agent.stop();
+    await writer.delete().key(keys.assignment(NODE, V1));
     const cleanup = await reconciler(configfsAt());
     await cleanup.reconcileNow();
     await cleanup.stop();

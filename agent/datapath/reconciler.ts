@@ -149,6 +149,9 @@ export class DataPathReconciler implements VolumeReportSource {
   private pendingChanges = false;
   private started = false;
   private fullPassRan = false;
+  private lastFullPass: { startedAt: number; ms: number } | undefined;
+  /** The interval's refresh of connected hosts and usage is due. */
+  private refreshDue = false;
   private running: Promise<void> | undefined;
   private dirty = false;
   private stopped = false;
@@ -165,6 +168,7 @@ export class DataPathReconciler implements VolumeReportSource {
   start(): void {
     if (this.stopped || this.started) return;
     this.started = true;
+    this.resyncTimer = setInterval(() => this.onInterval(), this.options.resyncIntervalMs);
     this.schedule(true, 0);
   }
 
@@ -173,7 +177,7 @@ export class DataPathReconciler implements VolumeReportSource {
     this.stopped = true;
     this.abort.abort();
     clearTimeout(this.timer);
-    clearTimeout(this.resyncTimer);
+    clearInterval(this.resyncTimer);
     const watchers = [...this.watchers.values()];
     this.watchers.clear();
     await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
@@ -254,7 +258,7 @@ export class DataPathReconciler implements VolumeReportSource {
         }
         if (this.fullPassRan) {
           this.fullPassRan = false;
-          this.armResync(Date.now() - started);
+          this.lastFullPass = { startedAt: started, ms: Date.now() - started };
         }
       } while ((this.dirty || this.periodicFullDue) && !this.stopped);
     })().finally(() => {
@@ -361,6 +365,8 @@ export class DataPathReconciler implements VolumeReportSource {
     }
     this.pendingChanges = false;
     if (full) this.periodicFullDue = false;
+    const refresh = this.refreshDue;
+    this.refreshDue = false;
     this.fullPassRan ||= full;
     if (full) {
       try {
@@ -662,8 +668,9 @@ export class DataPathReconciler implements VolumeReportSource {
     }
 
     lap('teardown');
-    // 5. Statuses. Usage is measured again for volumes prepared now and in full passes (the pool
-    // keeps a measurement for a while); other volumes report their last one.
+    // 5. Statuses. Usage is measured again for volumes prepared now, in full passes and in the
+    // interval's refresh (the pool keeps a measurement for a while); otherwise a volume reports
+    // its last one. Connected hosts are listed in every pass.
     let connections: ConnectionsByPort = new Map();
     if (this.options.connectedHosts && desired.length > 0) {
       try {
@@ -674,7 +681,7 @@ export class DataPathReconciler implements VolumeReportSource {
     }
     const desiredByVolume = new Map(desired.map((d) => [d.volumeUUID, d]));
     await mapLimit(preparedNow, BACKINGS_PREPARED_AT_ONCE, async (p) => {
-      if (!full && p.usage && !touchedVolumes.has(p.desired.volumeUUID)) return;
+      if (!full && !refresh && p.usage && !touchedVolumes.has(p.desired.volumeUUID)) return;
       try {
         p.usage = await p.pool.usage(p.desired.volumeUUID);
       } catch (err) {
@@ -786,16 +793,17 @@ export class DataPathReconciler implements VolumeReportSource {
     return undefined;
   }
 
-  /** The next full pass: one resync interval on, or further when full passes take long. */
-  private armResync(lastFullPassMs: number): void {
-    clearTimeout(this.resyncTimer);
-    if (this.stopped) return;
-    const delay = Math.max(this.options.resyncIntervalMs, lastFullPassMs * FULL_PASS_SPACING);
-    this.resyncTimer = setTimeout(() => {
-      this.periodicFullDue = true;
-      this.schedule(false);
-    }, delay);
-    this.resyncTimer.unref?.();
+  /**
+   * Every resync interval: a pass that refreshes what the kernel and the pool show (connected
+   * hosts, usage) and, when due, checks everything. A full pass is due one interval after the
+   * last one started, or 10 times its duration when full passes take long (thousands of
+   * volumes), so the check stays a small part of the work.
+   */
+  private onInterval(): void {
+    const last = this.lastFullPass;
+    if (last && Date.now() - last.startedAt >= Math.max(this.options.resyncIntervalMs, last.ms * FULL_PASS_SPACING)) this.periodicFullDue = true;
+    this.refreshDue = true;
+    this.schedule(false);
   }
 
   private markAbsent(volumeUUID: string, nodeUUID: string): void {

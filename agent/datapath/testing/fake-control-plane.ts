@@ -16,6 +16,11 @@ export interface FakeControlPlane {
   ack: boolean;
   /** The status of a volume in the latest report. */
   latest(volumeUUID: string): VolumeStatus__Output | undefined;
+  /**
+   * Resolves once a report from `sinceReport` on said the volume is Absent. Every report is
+   * looked at, not just the latest: once acknowledged, the Absent entry leaves the next report.
+   */
+  waitAbsent(volumeUUID: string, sinceReport: number, timeoutMs?: number): Promise<unknown>;
   /** Resolves once the latest report has the volume Served at `generation`. */
   waitServed(volumeUUID: string, generation?: number, timeoutMs?: number): Promise<unknown>;
   kill(): void;
@@ -37,6 +42,13 @@ export async function startFakeControlPlane(clusterUUID: string, host = '127.0.0
         () => `${volumeUUID} Served at generation ${generation} (last: ${JSON.stringify(plane.latest(volumeUUID))})`,
         timeoutMs,
         200,
+      ),
+    waitAbsent: (volumeUUID: string, sinceReport: number, timeoutMs = 60_000) =>
+      waitUntil(
+        () => reports.slice(sinceReport).some((r) => r.volumes.some((v) => v.volume_uuid === volumeUUID && v.state === 'VOLUME_ABSENT')),
+        () => `${volumeUUID} reported Absent (last: ${JSON.stringify(plane.latest(volumeUUID))})`,
+        timeoutMs,
+        100,
       ),
     kill: () => server.forceShutdown(),
   };
