@@ -207,6 +207,8 @@ test('startWatchdog pings every WATCHDOG_USEC/2 until stopped', async () => {
     const stop = startWatchdog();
     await sleep(400);
     stop();
+    // Datagrams sent before stop() may still be on their way to the receiver's event loop.
+    await sleep(100);
     const pings = receiver.messages.filter((m) => m.data === 'WATCHDOG=1').length;
     assert.ok(pings >= 3, `expected several pings, got ${pings}`);
     await sleep(200);
