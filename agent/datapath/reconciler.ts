@@ -147,6 +147,8 @@ export class DataPathReconciler implements VolumeReportSource {
   private periodicFullYielded = false;
   /** Assignment changes seen by the watch since the last pass began. */
   private pendingChanges = false;
+  /** Aborted by the watch: the running periodic full pass may still give way. */
+  private givingWay: AbortController | undefined;
   private started = false;
   private fullPassRan = false;
   private lastFullPass: { startedAt: number; ms: number } | undefined;
@@ -326,6 +328,7 @@ export class DataPathReconciler implements VolumeReportSource {
           if (entry) byVolume.set(entry.volumeUUID, entry);
         }
         this.pendingChanges = true;
+        this.givingWay?.abort(new PassPreempted());
         this.schedule(false);
       };
       watcher.on('put', onEvent('put'));
@@ -459,7 +462,12 @@ export class DataPathReconciler implements VolumeReportSource {
     }
     // What was prepared before stays until this pass prepares it again: a full pass that gives
     // way leaves every volume as the last pass left it.
-    const preempted = () => preemptible && this.pendingChanges;
+    // A periodic full pass gives way to assignment changes that arrive before it changes
+    // anything (while it checks backings or reads the tree, its long steps): the watch aborts
+    // it, the changes get a pass of their own, then the full pass runs again, to the end.
+    const preempt = preemptible ? new AbortController() : undefined;
+    this.givingWay = preempt;
+    const preempted = () => preempt?.signal.aborted === true;
     await mapLimit(toPrepare, BACKINGS_PREPARED_AT_ONCE, async (v) => {
       if (preempted()) return;
       try {
@@ -490,20 +498,13 @@ export class DataPathReconciler implements VolumeReportSource {
     // 2b. Kernel target: the whole tree in a full pass; otherwise the objects of the volumes
     // that change, over the tree kept from earlier passes (which the periodic full pass checks).
     if (full || !this.observed) {
-      // A periodic full pass gives way to assignment changes that arrive while it reads the
-      // tree (the longest step, and nothing is changed before it): the changes get a pass of
-      // their own, then the full pass runs again, to the end this time.
-      const preempt = new AbortController();
-      const poll = setInterval(() => {
-        if (preempted()) preempt.abort(new PassPreempted());
-      }, 50);
       try {
-        this.observed = workCopy(await configfs.read(preempt.signal));
+        this.observed = workCopy(await configfs.read(preempt?.signal));
       } catch (err) {
         if (!(err instanceof PassPreempted)) throw err;
         return this.givenWay(phases);
       } finally {
-        clearInterval(poll);
+        this.givingWay = undefined;
       }
     } else {
       // Strata subsystems nobody wants (left by a failed teardown): read back before removing.
@@ -787,6 +788,7 @@ export class DataPathReconciler implements VolumeReportSource {
 
   /** A periodic full pass stops before changing anything: changes wait, it runs after them. */
   private givenWay(phases: Record<string, number>): undefined {
+    this.givingWay = undefined;
     this.options.logger.debug({ phases }, 'full pass gave way to assignment changes');
     this.periodicFullDue = true;
     this.fullPassRan = false;
