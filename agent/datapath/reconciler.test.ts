@@ -274,7 +274,8 @@ describe('DataPathReconciler crash safety', () => {
     let release!: () => void;
     configfs.readGate = new Promise((resolve) => (release = resolve));
     const reads = configfs.fullReads;
-    await waitUntil(() => configfs.fullReads > reads, 'a periodic full pass reading the tree', 5000);
+    // Due 10 times the last full pass's duration after it began: seconds on a loaded CI machine.
+    await waitUntil(() => configfs.fullReads > reads, 'a periodic full pass reading the tree', 60_000);
     const mark = passes.length;
     await put(many(20));
     await new Promise((resolve) => setTimeout(resolve, 300)); // the watch event reaches the agent
@@ -306,9 +307,9 @@ describe('DataPathReconciler crash safety', () => {
     const hostsOfV1 = () => agent.current()?.volumes.find((v) => v.volumeUUID === V1)?.connectedHosts.map((h) => h.address);
     await waitUntil(() => agent.current()?.volumes.find((v) => v.volumeUUID === V1)?.state === 'Served', 'V1 served');
     connections.set(20001, ['192.0.2.9']);
-    await waitUntil(() => hostsOfV1()?.includes('192.0.2.9'), 'the connected host reported', 3000);
+    await waitUntil(() => hostsOfV1()?.includes('192.0.2.9'), 'the connected host reported', 15_000);
     connections.clear();
-    await waitUntil(() => hostsOfV1()?.length === 0, 'the host reported gone', 3000);
+    await waitUntil(() => hostsOfV1()?.length === 0, 'the host reported gone', 15_000);
     await agent.stop();
     await writer.delete().key(keys.assignment(NODE, V1));
     const cleanup = await reconciler(configfsAt());
