@@ -180,6 +180,8 @@ describe('Membership (real etcd)', () => {
       assert.deepEqual(back.nodeUUIDs, facts.nodeUUIDs);
       assert.equal(back.agentInstance, before.agentInstance, 'same agent process');
       assert.ok(lost.length >= 1, 'lost event emitted');
+      // The presence key is visible in etcd a moment before the put's answer reaches the agent.
+      await waitUntil(() => m.state().registered, 'the agent to see its registration', 5000, 20);
       const state = m.state();
       assert.equal(state.registered, true);
       assert.equal(state.registrations, 2);
