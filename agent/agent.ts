@@ -7,6 +7,7 @@ import type { Etcd3 } from 'etcd3';
 import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
 import type { Logger } from '../lib/logger.js';
+import { hostPort } from '../lib/endpoints.js';
 import { productVersion } from '../lib/paths.js';
 import type { ClusterRecord } from '../lib/records.js';
 import type { AgentConfig } from './config.js';
@@ -92,6 +93,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
       // the cluster must not hand hosts endpoints nobody serves.
       nvmePort: undefined,
       discoveryPort: discovery.port,
+      // Listened on as soon as this node holds a copy of a replicated volume (the data path makes
+      // the port with the first replication export); primaries dial it only then.
+      replicationEndpoint: config.replicationAdvertiseEndpoint || hostPort(config.advertiseAddress, config.replicationPort),
       failureDomain: config.failureDomain,
       maxNvmeDevices: config.maxNvmeDevices,
       dataDevices: config.dataDevices,

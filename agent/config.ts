@@ -120,6 +120,21 @@ export const agentSettings = {
     schema: settings.port().min(1024),
     default: 31999,
   },
+  replicationPort: {
+    description: 'TCP port (and nvmet port id) this node exports its copies of replicated volumes on, to their primaries only; outside the volume port range',
+    schema: settings.port().min(1024),
+    default: 4421,
+  },
+  replicationAdvertiseEndpoint: {
+    description: 'host:port other nodes reach the replication port at (default: advertiseAddress:replicationPort)',
+    schema: z.string().trim().refine((v) => v === '' || /^\S+:\d+$/.test(v), 'must be host:port'),
+    default: '',
+  },
+  replicaLossGraceSeconds: {
+    description: 'a primary waits this long for a lost replica to come back before it records the copy out of sync and writes on without it (writes wait meanwhile)',
+    schema: z.coerce.number().min(0.5).max(60),
+    default: 2,
+  },
   reconcileIntervalSeconds: {
     description: 'interval of the full data-path pass (assignments re-read, kernel target and pool checked); changes apply at once',
     schema: settings.positiveInt(),
@@ -154,6 +169,9 @@ export function resolveAgentConfig(raw: AgentConfig): AgentConfig {
   }
   if (resolved.volumePortMin > resolved.volumePortMax) {
     throw new StrataError('CONFIG_INVALID', `invalid configuration: volumePortMin ${resolved.volumePortMin} is above volumePortMax ${resolved.volumePortMax}`);
+  }
+  if (resolved.replicationPort >= resolved.volumePortMin && resolved.replicationPort <= resolved.volumePortMax) {
+    throw new StrataError('CONFIG_INVALID', `invalid configuration: replicationPort ${resolved.replicationPort} is inside the volume port range ${resolved.volumePortMin}-${resolved.volumePortMax}`);
   }
   if (new Set(resolved.dataDevices).size !== resolved.dataDevices.length) {
     throw new StrataError('CONFIG_INVALID', 'invalid configuration: dataDevices lists a serial twice');

@@ -79,6 +79,11 @@ export interface NodeRecord {
   nvmeEndpoint: string;
   /** host:port of the node's discovery controller. */
   discoveryEndpoint: string;
+  /**
+   * host:port other nodes reach this node's replication listener at (a primary connects there to
+   * the copies this node holds); '' until served. Absent in records written before replication.
+   */
+  replicationEndpoint?: string;
   failureDomains: string[];
   maxNvmeDevices: number;
   /** Serials of the data devices the node manages. */
@@ -190,6 +195,46 @@ export interface VolumeRecord {
   creationTime: string;
 }
 
+/**
+ * /strata/replica-sets/<volumeUUID>: who serves a replicated volume (replicaCount 2-3) and which
+ * copies hold every acknowledged write (docs/replication.md). The invariant it carries: no write
+ * is acknowledged without a copy in `inSync` unless that copy's removal from `inSync` is already
+ * durable here. Written by the active cluster manager (created at placement; primary changes,
+ * each bumping `epoch`) and by the primary's agent (a copy falls out of sync, or rejoins after
+ * its resync), always by compare-and-swap on the key's mod_revision.
+ */
+export interface ReplicaSetRecord {
+  volumeUUID: string;
+  /** Bumped on every change of primary; replicas admit only the current primary. */
+  epoch: number;
+  primaryNodeUUID: string;
+  /** Nodes of the nodeList whose copy has every acknowledged write (the primary's included). */
+  inSync: string[];
+  /** Why inSync or the primary last changed. */
+  reason: string;
+  /** The protection state the leader last announced with an event (Unknown at first). */
+  announced: 'Unknown' | 'FullyProtected' | 'Degraded' | 'ReadOnly' | 'NotAvailable';
+  updatedAt: string;
+}
+
+/** One copy of a replicated volume, as the primary's agent needs it. */
+export interface ReplicaLeg {
+  nodeUUID: string;
+  /** host:port of the node's replication listener ('' while unknown). */
+  endpoint: string;
+  inSync: boolean;
+}
+
+/** The replication part of a VolumeAssignment (null for a single copy). */
+export interface AssignmentReplication {
+  epoch: number;
+  primaryNodeUUID: string;
+  /** The host NQN the primary connects to replicas with; the only host a replica admits. */
+  primaryHostNQN: string;
+  /** Every node of the nodeList, in nodeList order. */
+  legs: ReplicaLeg[];
+}
+
 /** /strata/snapshots/<UUID> (project-scoped; names unique per project). */
 export interface SnapshotRecord {
   UUID: string;
@@ -239,6 +284,8 @@ export interface VolumeAssignment {
   snapshotUUIDs: string[];
   /** Rollback: replace the volume's data with this snapshot's, then report the generation. */
   rollbackSnapshotUUID: string;
+  /** Replicated volumes: the replica set as this node must act on it; absent or null for one copy. */
+  replication?: AssignmentReplication | null;
 }
 
 /** /strata/volume-status/<volumeUUID>/<nodeUUID>: what the node's agent last reported. */
@@ -255,7 +302,17 @@ export interface VolumeStatusRecord {
   connectedHosts: { hostNQN: string; address: string }[];
   logicalUsedBytes: string;
   physicalUsedBytes: string;
+  /** From a replicated volume's primary: every copy as it sees it (absent elsewhere). */
+  replicaLegs?: ReplicaLegState[];
   reportedAt: string;
+}
+
+/** A copy of a replicated volume as its primary sees it. */
+export interface ReplicaLegState {
+  nodeUUID: string;
+  state: 'InSync' | 'Resyncing' | 'OutOfSync' | 'Unreachable';
+  /** md's resync progress, 0-100 (100 when InSync). */
+  syncPercent: number;
 }
 
 /** State of one device in a node's storage pool (spec 2.13 `state`). */

@@ -15,6 +15,9 @@ import { DEFAULT_NVMET_ROOT, isOnConfigfs, NvmetConfigfs } from './nvmet-configf
 import { DataPathReconciler, type DataPathBackend } from './reconciler.js';
 import { NodePools } from './node-pools.js';
 import { runCommand, type CommandRunner, type StoragePool } from './storage-pool.js';
+import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
+import { BlockStack } from './replication/block-stack.js';
+import { ReplicaManager } from './replication/replica-manager.js';
 
 export const NO_NVMET = 'this server has no NVMe target (nvmet) in its kernel';
 export const NFT_NOT_IN_TESTS = 'this test runs without nftables (no nft command given)';
@@ -29,6 +32,8 @@ export interface DataPathConfig {
   readonly volumePortMin: number;
   readonly volumePortMax: number;
   readonly reconcileIntervalSeconds: number;
+  readonly replicationPort: number;
+  readonly replicaLossGraceSeconds: number;
 }
 
 /**
@@ -84,13 +89,28 @@ export async function createDataPathAndPools(
     intervalMs: config.reconcileIntervalSeconds * 1000,
     logger: logger.child({ component: 'node-pools' }),
   });
-  const dataPath = new DataPathReconciler({
+  // Replicated volumes need the real kernel (device-mapper, md, the NVMe/TCP initiator): not on
+  // a plain directory standing in for configfs.
+  const replicas =
+    test.nvmetRoot === undefined
+      ? new ReplicaManager({
+          stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', reconnectDelaySeconds: 1, keepAliveSeconds: 5 }),
+          writer: new ReplicaSetStore(deps.etcd),
+          clusterSubsystemNQN: () => dataPath.clusterSubsystemNQN(),
+          logger: logger.child({ component: 'replication' }),
+          monitorIntervalMs: 500,
+          legLossGraceMs: config.replicaLossGraceSeconds * 1000,
+          rejoinIntervalMs: 5000,
+        })
+      : undefined;
+  const dataPath: DataPathReconciler = new DataPathReconciler({
     etcd: deps.etcd,
     nodeUUIDs: deps.nodeUUIDs,
     backend,
     openPool: test.openPool ?? ((nodeUUID, cluster) => pools.open(nodeUUID, cluster)),
     state,
-    settings: { listenAddress: config.volumeListenAddress, portIdMin: config.volumePortMin, portIdMax: config.volumePortMax },
+    settings: { listenAddress: config.volumeListenAddress, portIdMin: config.volumePortMin, portIdMax: config.volumePortMax, replicationPort: config.replicationPort },
+    ...(replicas ? { replicas } : {}),
     connectedHosts: test.connectedHosts ?? new SsConnectedHostsProbe(run),
     ipAcls: new IpAclEnforcer(
       test.nft ? new NftablesDriver({ command: test.nft }) : test.nvmetRoot !== undefined ? NFT_NOT_IN_TESTS : new NftablesDriver(),

@@ -1,7 +1,9 @@
 // From a VolumeAssignment (etcd, written by the active cluster manager) to what the kernel
 // target must show on this node. Checks every field the kernel or a path depends on: an
 // assignment that fails here is reported Failed with the reason, and nothing is touched for it.
-import type { AclEntry, VolumeAssignment } from '../../lib/records.js';
+import { createHash } from 'node:crypto';
+import type { AclEntry, AssignmentReplication, VolumeAssignment } from '../../lib/records.js';
+import { DEFAULT_REPLICATION_PORT, nodeHostNQN } from '../../lib/replication.js';
 import {
   isSafeObjectName,
   serialOfVolume,
@@ -21,6 +23,8 @@ export interface ExportSettings {
   readonly listenAddress: string;
   readonly portIdMin: number;
   readonly portIdMax: number;
+  /** The node's replication port (and its nvmet port id); default DEFAULT_REPLICATION_PORT. */
+  readonly replicationPort?: number;
 }
 
 /** NVME_CNTLID_MAX in the kernel. */
@@ -66,7 +70,62 @@ export function assignmentProblem(a: VolumeAssignment, facts: ClusterFacts, sett
   for (const s of [...(a.snapshotUUIDs ?? []), a.cloneFromSnapshotUUID, a.rollbackSnapshotUUID]) {
     if (s && !UUID_PATTERN.test(s)) return `invalid snapshot UUID ${JSON.stringify(s)}`;
   }
+  return a.replication ? replicationProblem(a, a.replication, facts) : undefined;
+}
+
+function replicationProblem(a: VolumeAssignment, r: AssignmentReplication, facts: ClusterFacts): string | undefined {
+  if (!Number.isInteger(r.epoch) || r.epoch < 1) return `invalid replication epoch ${r.epoch}`;
+  if (!Array.isArray(r.legs) || r.legs.length < 2 || r.legs.length > 3) return 'a replicated volume has 2 or 3 copies';
+  const nodes = new Set<string>();
+  for (const leg of r.legs) {
+    if (typeof leg.nodeUUID !== 'string' || !UUID_PATTERN.test(leg.nodeUUID) || nodes.has(leg.nodeUUID)) return `invalid replica node ${JSON.stringify(leg.nodeUUID)}`;
+    if (typeof leg.endpoint !== 'string' || /\s/.test(leg.endpoint)) return `invalid replication endpoint ${JSON.stringify(leg.endpoint)}`;
+    nodes.add(leg.nodeUUID);
+  }
+  if (!nodes.has(a.nodeUUID)) return `this node ${a.nodeUUID} is not among the volume's copies`;
+  if (!nodes.has(r.primaryNodeUUID)) return `the primary ${r.primaryNodeUUID} is not among the volume's copies`;
+  if (r.primaryHostNQN !== nodeHostNQN(facts.subsystemNQN, r.primaryNodeUUID)) return `the primary's host NQN ${JSON.stringify(r.primaryHostNQN)} is not the primary node's`;
+  if ((a.role === 'primary') !== (r.primaryNodeUUID === a.nodeUUID)) return `the assignment's role ${a.role} contradicts its replica set`;
   return undefined;
+}
+
+/** The subsystem a replica node exports its copy on, to the primary's host NQN alone. */
+export function replicationExportOf(
+  a: VolumeAssignment,
+  exported: { readonly nqn: string; readonly primaryHostNQN: string },
+  backing: { readonly devicePath: string; readonly bufferedIo: boolean },
+  settings: ExportSettings,
+): DesiredExport {
+  const port = settings.replicationPort ?? DEFAULT_REPLICATION_PORT;
+  return {
+    volumeUUID: a.volumeUUID,
+    nqn: exported.nqn,
+    // Distinct from the host path's (the volume's) serial and namespace UUID: to the primary's
+    // initiator this is another device.
+    serial: serialOfVolume(replicaIdOf(a.volumeUUID, a.nodeUUID)),
+    model: STRATA_MODEL,
+    cntlidMin: 1,
+    cntlidMax: CNTLID_WINDOW_OF_REPLICATION,
+    allowAnyHost: false,
+    allowedHosts: [exported.primaryHostNQN],
+    namespace: { nsid: 1, devicePath: backing.devicePath, uuid: replicaIdOf(a.volumeUUID, a.nodeUUID), bufferedIo: backing.bufferedIo, anaGroupId: 1 },
+    port: {
+      id: port,
+      trtype: 'tcp',
+      adrfam: settings.listenAddress.includes(':') ? 'ipv6' : 'ipv4',
+      traddr: settings.listenAddress,
+      trsvcid: String(port),
+      anaState: 'optimized',
+    },
+  };
+}
+
+const CNTLID_WINDOW_OF_REPLICATION = 1000;
+
+/** A UUID for one node's copy of a volume: the volume UUID with its first 8 digits from the node's hash. */
+function replicaIdOf(volumeUUID: string, nodeUUID: string): string {
+  const digest = createHash('sha256').update(`${volumeUUID}/${nodeUUID}`).digest('hex');
+  return `${digest.slice(0, 8)}-${digest.slice(8, 12)}-4${digest.slice(13, 16)}-8${digest.slice(17, 20)}-${digest.slice(20, 32)}`;
 }
 
 /** The export of a sound assignment whose backing is ready. */

@@ -30,6 +30,8 @@ export interface Ownership {
   readonly subsystemPrefix: string;
   readonly portIdMin: number;
   readonly portIdMax: number;
+  /** The replication port's id (outside the volume range), when this node has one. */
+  readonly replicationPortId?: number;
   /** Host entries Strata created (only those are ever removed). */
   readonly hosts: ReadonlySet<string>;
 }
@@ -64,8 +66,9 @@ export interface NvmetPlan {
 const bool = (b: boolean) => (b ? '1' : '0');
 const sameUuid = (observed: string | undefined, desired: string) => observed !== undefined && observed.toLowerCase() === desired.toLowerCase();
 
+/** The volume a Strata subsystem serves: its host path `<prefix><volume>` or a copy `<prefix><volume>:rep:<node>`. */
 export function volumeOfNqn(nqn: string, prefix: string): string | undefined {
-  return nqn.startsWith(prefix) ? nqn.slice(prefix.length) : undefined;
+  return nqn.startsWith(prefix) ? nqn.slice(prefix.length).split(':')[0] : undefined;
 }
 
 export function planNvmet(input: PlanInput): NvmetPlan {
@@ -88,7 +91,7 @@ export function planNvmet(input: PlanInput): NvmetPlan {
   const desiredByNqn = new Map(desired.map((d) => [d.nqn, d]));
   const desiredPortIds = new Set(desired.map((d) => d.port.id));
   const isOwnedSubsystem = (nqn: string) => nqn.startsWith(owned.subsystemPrefix);
-  const isOwnedPort = (id: number) => id >= owned.portIdMin && id <= owned.portIdMax;
+  const isOwnedPort = (id: number) => (id >= owned.portIdMin && id <= owned.portIdMax) || id === owned.replicationPortId;
   const volumeOf = (nqn: string) => volumeOfNqn(nqn, owned.subsystemPrefix);
   const tag = (nqn: string) => {
     const v = volumeOf(nqn);

@@ -21,7 +21,9 @@ import { mapLimit } from '../../lib/concurrency.js';
 import { sleep } from '../backoff.js';
 import type { ConnectedHostsProbe, ConnectionsByPort } from './connected-hosts.js';
 import type { DataPathState } from './datapath-state.js';
-import { assignmentProblem, desiredExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
+import { assignmentProblem, desiredExportOf, replicationExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
+import { DEFAULT_REPLICATION_PORT, replicaBackingBytes } from '../../lib/replication.js';
+import type { ReplicaLegStatus, ReplicaManager } from './replication/replica-manager.js';
 import { ipAclOf, type IpAcl } from './ip-acl.js';
 import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
 import type { NvmetConfigfs } from './nvmet-configfs.js';
@@ -48,6 +50,8 @@ export interface DataPathReconcilerOptions {
   readonly connectedHosts?: ConnectedHostsProbe;
   /** The volume ports' IP ACLs (nftables). */
   readonly ipAcls: IpAclEnforcer;
+  /** Replicated volumes (md raid1 over NVMe/TCP); without it they are reported Failed. */
+  readonly replicas?: ReplicaManager;
   readonly resyncIntervalMs: number;
   /** Coalesces bursts of watch events into one pass. */
   readonly debounceMs?: number;
@@ -82,7 +86,10 @@ interface PreparedVolume {
   readonly fingerprint: string;
   readonly generation: number;
   readonly pool: StoragePool;
+  /** The host path. */
   readonly desired: DesiredExport;
+  /** More subsystems of the volume on this node: the replication export of a replica's copy. */
+  readonly extra: readonly DesiredExport[];
   readonly ipAcl: WantedIpAcl;
   readonly snapshots: VolumeStatusEntry['snapshots'];
   readonly warning?: string;
@@ -116,6 +123,10 @@ function failedStatus(e: AssignmentEntry, error: string): VolumeStatusEntry {
     logicalUsedBytes: '0',
     physicalUsedBytes: '0',
   };
+}
+
+function replicaLegsOf(legs: readonly ReplicaLegStatus[] | undefined): Pick<VolumeStatusEntry, 'replicaLegs'> {
+  return legs ? { replicaLegs: legs.map((l) => ({ ...l })) } : {};
 }
 
 export class DataPathReconciler implements VolumeReportSource {
@@ -170,6 +181,9 @@ export class DataPathReconciler implements VolumeReportSource {
   start(): void {
     if (this.stopped || this.started) return;
     this.started = true;
+    this.options.replicas?.start();
+    // A copy's state changed between passes: publish it (a pass with nothing to apply is cheap).
+    this.options.replicas?.onChange(() => this.schedule(false));
     this.resyncTimer = setInterval(() => this.onInterval(), this.options.resyncIntervalMs);
     this.schedule(true, 0);
   }
@@ -178,6 +192,7 @@ export class DataPathReconciler implements VolumeReportSource {
     if (this.stopped) return;
     this.stopped = true;
     this.abort.abort();
+    await this.options.replicas?.stop();
     clearTimeout(this.timer);
     clearInterval(this.resyncTimer);
     const watchers = [...this.watchers.values()];
@@ -191,6 +206,11 @@ export class DataPathReconciler implements VolumeReportSource {
     this.resyncDue = true;
     await this.runPasses();
     return this.lastSummary;
+  }
+
+  /** The cluster's subsystem NQN once read (replication names its objects after it). */
+  clusterSubsystemNQN(): string | undefined {
+    return this.cluster?.subsystemNQN;
   }
 
   onPass(listener: (s: PassSummary) => void): () => void {
@@ -412,7 +432,8 @@ export class DataPathReconciler implements VolumeReportSource {
 
     // 1. Backings. Checks that span volumes run over all of them; the pool work runs only for
     // volumes whose assignment changed since it was last prepared (every volume in a full pass).
-    const keep = new Set<string>();
+    // Volumes whose kernel objects (host path and replication export alike) stay exactly as they are.
+    const keptVolumes = new Set<string>();
     const results = new Map<string, VolumeStatusEntry>();
     const seen = new Map<string, string>();
     const portTaken = new Map<number, string>();
@@ -422,7 +443,7 @@ export class DataPathReconciler implements VolumeReportSource {
       const a = e.assignment;
       if (!a) {
         results.set(key, failedStatus(e, 'the assignment record is corrupt'));
-        keep.add(nqnOf(e.volumeUUID));
+        keptVolumes.add(e.volumeUUID);
         continue;
       }
       const other = seen.get(e.volumeUUID);
@@ -438,7 +459,7 @@ export class DataPathReconciler implements VolumeReportSource {
             (portTaken.has(a.port) ? `port ${a.port} is also assigned to volume ${portTaken.get(a.port)}` : undefined));
       if (problem) {
         results.set(key, failedStatus(e, problem));
-        keep.add(nqnOf(e.volumeUUID));
+        keptVolumes.add(e.volumeUUID);
         continue;
       }
       portTaken.set(a.port, a.volumeUUID);
@@ -476,7 +497,7 @@ export class DataPathReconciler implements VolumeReportSource {
       } catch (err) {
         this.prepared.delete(v.key);
         results.set(v.key, failedStatus(v.entry, (err as Error).message));
-        keep.add(nqnOf(v.entry.volumeUUID));
+        keptVolumes.add(v.entry.volumeUUID);
       }
     });
     if (preempted()) return this.givenWay(phases);
@@ -490,8 +511,8 @@ export class DataPathReconciler implements VolumeReportSource {
     const ipAclPass = await this.options.ipAcls.enforce(wantedIpAcls);
     const desired: DesiredExport[] = [];
     for (const p of preparedNow) {
-      if (ipAclPass.failed.has(p.desired.volumeUUID)) keep.add(p.desired.nqn);
-      else desired.push(p.desired);
+      if (ipAclPass.failed.has(p.desired.volumeUUID)) keptVolumes.add(p.desired.volumeUUID);
+      else desired.push(p.desired, ...p.extra);
     }
 
     lap('ipAcl');
@@ -511,22 +532,28 @@ export class DataPathReconciler implements VolumeReportSource {
       const wanted = new Set(desired.map((d) => d.nqn));
       for (const nqn of this.observed.subsystems.keys()) {
         const volumeUUID = volumeOfNqn(nqn, prefix);
-        if (volumeUUID && !keep.has(nqn) && !wanted.has(nqn)) touchedVolumes.add(volumeUUID);
+        if (volumeUUID && !keptVolumes.has(volumeUUID) && !wanted.has(nqn)) touchedVolumes.add(volumeUUID);
       }
       const ports = new Set<number>();
       for (const d of desired) if (touchedVolumes.has(d.volumeUUID)) ports.add(d.port.id);
       for (const volumeUUID of touchedVolumes) {
         const old = previousPorts.get(volumeUUID);
         if (old !== undefined) ports.add(old);
-        for (const port of this.observed.ports.values()) if (port.subsystems.has(nqnOf(volumeUUID))) ports.add(port.id);
+        for (const port of this.observed.ports.values()) {
+          if ([...port.subsystems].some((nqn) => volumeOfNqn(nqn, prefix) === volumeUUID)) ports.add(port.id);
+        }
       }
-      replaceObjects(this.observed, await configfs.readObjects({ subsystems: [...touchedVolumes].map(nqnOf), ports }));
+      const subsystems = [...touchedVolumes].flatMap((v) => this.nqnsOf(v, prefix, desired));
+      replaceObjects(this.observed, await configfs.readObjects({ subsystems, ports }));
     }
     const tree = treeOf(this.observed);
+    const keep = new Set([...tree.subsystems.keys()].filter((nqn) => keptVolumes.has(volumeOfNqn(nqn, prefix) ?? '')));
+    for (const v of keptVolumes) keep.add(nqnOf(v));
     const owned = {
       subsystemPrefix: prefix,
       portIdMin: this.options.settings.portIdMin,
       portIdMax: this.options.settings.portIdMax,
+      ...(this.options.replicas ? { replicationPortId: this.options.settings.replicationPort ?? DEFAULT_REPLICATION_PORT } : {}),
       hosts: state.ownedHosts,
     };
     let stateChanged = false;
@@ -648,6 +675,7 @@ export class DataPathReconciler implements VolumeReportSource {
           continue;
         }
         try {
+          await this.options.replicas?.release(volumeUUID);
           await pool.removeVolume(volumeUUID);
           removed += 1;
           log.info({ volumeUUID, nodeUUID }, 'volume backing removed');
@@ -703,6 +731,7 @@ export class DataPathReconciler implements VolumeReportSource {
         connectedHosts: error || !d ? [] : (connections.get(d.port.id) ?? []).map((address) => ({ hostNQN: '', address })),
         logicalUsedBytes: String(p.usage?.logicalUsed ?? 0n),
         physicalUsedBytes: String(p.usage?.physicalUsed ?? 0n),
+        ...replicaLegsOf(this.options.replicas?.legStatus(e.volumeUUID)),
       });
     }
     for (const e of entries) {
@@ -744,7 +773,8 @@ export class DataPathReconciler implements VolumeReportSource {
     const pool = await this.poolOf(entry.nodeUUID, cluster);
     const size = BigInt(a.sizeBytes);
     const spec = { compression: a.compression, sectorSize: a.sectorSize, ...(a.cloneFromSnapshotUUID ? { cloneFromSnapshot: a.cloneFromSnapshotUUID } : {}) };
-    const backing = await pool.ensureVolume(a.volumeUUID, size, spec, () => {
+    const replication = a.replication ?? null;
+    const backing = await pool.ensureVolume(a.volumeUUID, replication ? replicaBackingBytes(size) : size, spec, () => {
       if (state.pendingRevalidate.has(nqn)) return;
       state.pendingRevalidate.add(nqn); // written ahead: the namespace must learn the new size
       state.save();
@@ -774,16 +804,33 @@ export class DataPathReconciler implements VolumeReportSource {
       await pool.removeSnapshot(a.volumeUUID, snapshotUUID);
       log.info({ volumeUUID: a.volumeUUID, snapshotUUID }, 'snapshot removed');
     }
+    let hostPath: { devicePath: string; bufferedIo: boolean } = backing;
+    const extra: DesiredExport[] = [];
+    if (replication) {
+      if (!this.options.replicas) throw new Error('this agent does not serve replicated volumes');
+      const served = await this.options.replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: size, replication, backing });
+      hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
+      if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, this.options.settings));
+    }
     return {
       entry,
       fingerprint,
       pool,
       generation: a.generation,
-      desired: desiredExportOf(a, backing, cluster, this.options.settings),
+      desired: desiredExportOf(a, hostPath, cluster, this.options.settings),
+      extra,
       ipAcl: { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl },
       snapshots,
       ...(backing.warning ? { warning: backing.warning } : {}),
     };
+  }
+
+  /** The subsystems of a volume on this node: desired now, or present in the kernel tree. */
+  private nqnsOf(volumeUUID: string, prefix: string, desired: readonly DesiredExport[]): string[] {
+    const nqns = new Set([`${prefix}${volumeUUID}`]);
+    for (const d of desired) if (d.volumeUUID === volumeUUID) nqns.add(d.nqn);
+    for (const nqn of this.observed?.subsystems.keys() ?? []) if (volumeOfNqn(nqn, prefix) === volumeUUID) nqns.add(nqn);
+    return [...nqns];
   }
 
   /** A periodic full pass stops before changing anything: changes wait, it runs after them. */

@@ -18,6 +18,8 @@ export interface RegistrationFacts {
   readonly nvmePort: number | undefined;
   /** Port of the discovery controller this agent serves, or undefined while it serves none. */
   readonly discoveryPort: number | undefined;
+  /** host:port other nodes reach this server's replication port at ('' when it serves none). */
+  readonly replicationEndpoint?: string;
   readonly failureDomain: string;
   readonly maxNvmeDevices: number;
   /** Initial managedDeviceSerials of the first node (the control plane owns them afterwards). */
@@ -65,6 +67,7 @@ export async function registerNodeRecords(etcd: Etcd3, facts: RegistrationFacts,
       // Only endpoints something listens on: the API hands these to hosts.
       nvmeEndpoint: facts.nvmePort === undefined ? '' : hostPort(facts.advertiseAddress, facts.nvmePort),
       discoveryEndpoint: facts.discoveryPort === undefined ? '' : hostPort(facts.advertiseAddress, facts.discoveryPort),
+      replicationEndpoint: facts.replicationEndpoint ?? '',
       failureDomains: [facts.failureDomain],
       maxNvmeDevices: facts.maxNvmeDevices,
     };

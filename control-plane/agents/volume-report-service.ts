@@ -1,7 +1,7 @@
 // Turns an agent's VolumeReport into stored VolumeStatusRecords. An agent may report only its
 // own nodes (named in its Hello); anything else in the report is refused.
 import { errors, StrataError } from '../../lib/errors.js';
-import type { VolumeStatusRecord } from '../../lib/records.js';
+import type { ReplicaLegState, VolumeStatusRecord } from '../../lib/records.js';
 import type { VolumeReport__Output } from '../../proto/gen/strata/v1/VolumeReport.js';
 import type { VolumeServeState__Output } from '../../proto/gen/strata/v1/VolumeServeState.js';
 import type { VolumeStatusStore } from './volume-status-store.js';
@@ -36,9 +36,17 @@ export class VolumeReportService {
         connectedHosts: status.connected_hosts.map((h) => ({ hostNQN: h.host_nqn, address: h.address })),
         logicalUsedBytes: status.logical_used_bytes,
         physicalUsedBytes: status.physical_used_bytes,
+        ...(status.replica_legs.length > 0 ? { replicaLegs: status.replica_legs.map(legStateOf) } : {}),
         reportedAt: now,
       });
     }
     await this.store.save(records, report.complete ? nodes : undefined);
   }
+}
+
+const LEG_STATES = new Set<ReplicaLegState['state']>(['InSync', 'Resyncing', 'OutOfSync', 'Unreachable']);
+
+function legStateOf(leg: { node_uuid: string; state: string; sync_percent: number }): ReplicaLegState {
+  if (!LEG_STATES.has(leg.state as ReplicaLegState['state'])) throw new StrataError('INVALID_ARGUMENT', `replica leg ${leg.node_uuid}: unknown state ${JSON.stringify(leg.state)}`);
+  return { nodeUUID: leg.node_uuid, state: leg.state as ReplicaLegState['state'], syncPercent: Math.min(100, Math.max(0, leg.sync_percent)) };
 }

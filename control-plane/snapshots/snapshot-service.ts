@@ -176,6 +176,11 @@ export class SnapshotService {
  * PUT/DELETE (spec 3.1).
  */
 function assertCanSnapshot(volume: VolumeRecord): void {
+  if (volume.replicaCount > 1) {
+    // Each copy would be captured at its own instant, and a clone or rollback built from such
+    // snapshots would start a mirror whose copies differ (docs/replication.md, "Not yet").
+    throw errors.invalid(`volume ${volume.name} has ${volume.replicaCount} replicas: snapshots of replicated volumes are not supported yet`);
+  }
   switch (volume.state) {
     case 'Available':
       if (volume.placement === null) throw new StrataError('TRANSIENT_STATE', `volume ${volume.name} is not placed yet; retry`);

@@ -22,7 +22,8 @@ export function volumeRecord(overrides: Partial<VolumeRecord> = {}): VolumeRecor
     acl: ['nqn.2014-08.org.nvmexpress:uuid:host-1'],
     ipAcl: ['ALLOW_ANY'],
     compression: true,
-    replicaCount: 3,
+    // Snapshots of replicated volumes are refused (docs/replication.md).
+    replicaCount: 1,
     sectorSize: 4096,
     labels: [{ key: 'team', value: 'storage' }],
     qosPolicyUUID: '',

@@ -79,8 +79,17 @@ describe('snapshots API', () => {
   const unique = (prefix: string) => `${prefix}-${randomUUID().slice(0, 8)}`;
 
   describe('create', () => {
+    test('a replicated volume: 400, nothing stored (its copies cannot be captured at one instant yet)', async () => {
+      const volume = await newVolume({ name: unique('vol'), replicaCount: 2 });
+      const name = unique('s');
+      const res = await req('POST', BASE, { body: { name, sourceVolumeUUID: volume.UUID } });
+      expectError(res, 400, 3, 'replicated');
+      assert.match(String(res.body.message), /replicated volumes are not supported yet/);
+      assert.equal((await api.etcd.get(keys.snapshotName('default', name)).exec()).kvs.length, 0, 'no name index');
+    });
+
     test('by sourceVolumeUUID: Creating, exactly the record fields, typed for the wire, stored with its name index', async () => {
-      const volume = await newVolume({ name: unique('vol'), sizeBytes: '9007199254740993', compression: true, sectorSize: 512, replicaCount: 2 });
+      const volume = await newVolume({ name: unique('vol'), sizeBytes: '9007199254740993', compression: true, sectorSize: 512, replicaCount: 1 });
       const before = Date.now();
       const snap = await create({ name: 'snap-a', sourceVolumeUUID: volume.UUID, retentionTime: '86400s', description: 'nightly', projectName: '' });
       assert.deepEqual(fieldsOf(snap), SNAPSHOT_FIELDS);
@@ -92,7 +101,7 @@ describe('snapshots API', () => {
       assert.equal(snap.sourceVolumeUUID, volume.UUID);
       assert.equal(snap.sourceVolumeName, volume.name);
       assert.equal(snap.projectName, 'default', 'the path project wins over the body');
-      assert.equal(snap.replicaCount, 2);
+      assert.equal(snap.replicaCount, 1);
       assert.deepEqual(snap.nodeList, volume.placement!.nodeList);
       assert.equal(snap.primaryNodeUUID, volume.placement!.primaryNodeUUID);
       assert.equal(snap.nsid, 0);

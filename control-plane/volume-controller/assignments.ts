@@ -1,7 +1,8 @@
 // What each node of a placed volume must serve (VolumeAssignment), derived from the volume and
 // its snapshots. Pure: the controller compares this with what is stored and writes the
 // difference.
-import type { SnapshotRecord, VolumeAssignment, VolumeRecord } from '../../lib/records.js';
+import type { AssignmentReplication, NodeRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord } from '../../lib/records.js';
+import { nodeHostNQN } from '../../lib/replication.js';
 
 /** Each node exporting a volume gets its own controller-ID window (multipath needs them disjoint). */
 export const CNTLID_WINDOW = 1000;
@@ -15,10 +16,12 @@ export function assignmentFor(
   nodeUUID: string,
   clusterSubsystemNQN: string,
   snapshotsOfVolume: readonly SnapshotRecord[],
+  replication: AssignmentReplication | null = null,
 ): VolumeAssignment {
   const placement = volume.placement!;
   const index = placement.nodeList.indexOf(nodeUUID);
-  const primary = placement.primaryNodeUUID === nodeUUID;
+  // A replicated volume's primary is its replica set's (it moves on failover); otherwise placement's.
+  const primary = (replication?.primaryNodeUUID ?? placement.primaryNodeUUID) === nodeUUID;
   return {
     volumeUUID: volume.UUID,
     nodeUUID,
@@ -39,6 +42,27 @@ export function assignmentFor(
     // Snapshots being taken or kept; a Deleting one is dropped so the node removes it.
     snapshotUUIDs: snapshotsOfVolume.filter((s) => s.state === 'Creating' || s.state === 'Available').map((s) => s.UUID).sort(),
     rollbackSnapshotUUID: volume.state === 'Rollback' ? volume.rollbackSnapshotUUID : '',
+    replication,
+  };
+}
+
+/** The replication part of every node's assignment, from the replica set and the nodes' endpoints. */
+export function replicationFor(
+  volume: VolumeRecord,
+  replicaSet: ReplicaSetRecord | undefined,
+  clusterSubsystemNQN: string,
+  nodeOf: (nodeUUID: string) => NodeRecord | undefined,
+): AssignmentReplication | null {
+  if (!replicaSet || !volume.placement) return null;
+  return {
+    epoch: replicaSet.epoch,
+    primaryNodeUUID: replicaSet.primaryNodeUUID,
+    primaryHostNQN: nodeHostNQN(clusterSubsystemNQN, replicaSet.primaryNodeUUID),
+    legs: volume.placement.nodeList.map((nodeUUID) => ({
+      nodeUUID,
+      endpoint: nodeOf(nodeUUID)?.replicationEndpoint ?? '',
+      inSync: replicaSet.inSync.includes(nodeUUID),
+    })),
   };
 }
 

@@ -7,9 +7,9 @@ import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { joinServer, markAbsent, nodePoolRecord, putRecord, reportInventory } from '../../test/helpers/records.js';
+import { joinServer, markAbsent, markPresent, nodePoolRecord, putRecord, reportInventory } from '../../test/helpers/records.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import type { EventInput } from '../events/event-recorder.js';
 import { LeaderElection } from '../leadership/leader-election.js';
@@ -333,6 +333,65 @@ describe('volume controller', () => {
       await new Promise((r) => setTimeout(r, 300));
       await controller.idle();
       assert.equal((await readVolume(v.UUID))?.placement, null, 'no placement written by a deposed leader');
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('a replicated volume: replica set at placement, replication in every assignment, failover only to an in-sync copy', async () => {
+    const nodes = [await storageNode(), await storageNode(), await storageNode()];
+    await startController();
+    try {
+      const v = volume({ replicaCount: 3 });
+      await putRecord(client, keys.volume(v.UUID), v);
+      const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      const set = await read<ReplicaSetRecord>(keys.replicaSet(v.UUID));
+      assert.ok(set, 'the replica set is written with the placement');
+      assert.equal(set.epoch, 1);
+      assert.equal(set.primaryNodeUUID, placed.primaryNodeUUID);
+      assert.deepEqual(set.inSync, placed.nodeList, 'every new copy is in sync');
+      const [p, r1, r2] = placed.nodeList as [string, string, string];
+      const a = await read<VolumeAssignment>(keys.assignment(r1, v.UUID));
+      assert.equal(a?.replication?.epoch, 1);
+      assert.equal(a?.replication?.primaryNodeUUID, p);
+      assert.equal(a?.replication?.primaryHostNQN, `${CLUSTER_NQN}:node:${p}`);
+      assert.deepEqual(a?.replication?.legs.map((l) => [l.nodeUUID, l.inSync]), placed.nodeList.map((n) => [n, true]));
+      for (const n of placed.nodeList) await report(v, n, 'Served');
+      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+      await until('FullyProtected announced', async () => events.some((e) => e.eventName === 'VolumeFullyProtected'));
+
+      // The primary's agent takes r1 out of sync (as after losing it); then the primary's server dies.
+      await putRecord(client, keys.replicaSet(v.UUID), { ...(await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!, inSync: [p, r2] });
+      const serverOf = (n: string) => nodes.find((x) => x.node.UUID === n)!.server.UUID;
+      await markAbsent(client, serverOf(r2));
+      await markAbsent(client, serverOf(p));
+      await settle();
+      let now1 = await read<ReplicaSetRecord>(keys.replicaSet(v.UUID));
+      assert.equal(now1?.primaryNodeUUID, p, 'the only live copy (r1) is out of sync: never promoted');
+      assert.equal(now1?.epoch, 1);
+      await until('NotAvailable announced', async () => events.some((e) => e.eventName === 'VolumeNotAvailable'));
+
+      // The in-sync copy's server returns: it is promoted, in a new epoch, and assignments follow.
+      await markPresent(client, serverOf(r2), [r2]);
+      now1 = await until('promoted', async () => {
+        const got = await read<ReplicaSetRecord>(keys.replicaSet(v.UUID));
+        return got?.epoch === 2 && got;
+      });
+      assert.equal(now1.primaryNodeUUID, r2);
+      assert.ok(events.some((e) => e.eventName === 'VolumePrimaryChanged'));
+      const promoted = await until('assignments of epoch 2', async () => {
+        const got = await read<VolumeAssignment>(keys.assignment(r2, v.UUID));
+        return got?.replication?.epoch === 2 && got;
+      });
+      assert.deepEqual([promoted.role, promoted.anaState], ['primary', 'optimized']);
+      const old = await read<VolumeAssignment>(keys.assignment(p, v.UUID));
+      assert.deepEqual([old?.role, old?.anaState, old?.replication?.primaryHostNQN], ['replica', 'inaccessible', `${CLUSTER_NQN}:node:${r2}`]);
+
+      // Deleting the volume removes its replica set with it.
+      await putRecord(client, keys.volume(v.UUID), { ...(await readVolume(v.UUID))!, state: 'Deleting' });
+      for (const n of placed.nodeList) await report(v, n, 'Absent');
+      await until('gone', async () => (await readVolume(v.UUID)) === null);
+      assert.equal(await read(keys.replicaSet(v.UUID)), null);
     } finally {
       await stopController();
     }

@@ -20,6 +20,7 @@ import type {
   NodePoolRecord,
   NodeRecord,
   PresenceRecord,
+  ReplicaSetRecord,
   SnapshotRecord,
   VolumeAssignment,
   VolumeRecord,
@@ -30,7 +31,8 @@ import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { EventPreparer } from '../events/etcd-event-log.js';
 import { TxnBatcher } from './txn-batcher.js';
 import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
-import { assignmentFor, sameAssignment } from './assignments.js';
+import { assignmentFor, replicationFor, sameAssignment } from './assignments.js';
+import { protectionOf } from '../volumes/protection.js';
 import { chooseNodes, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
 import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
@@ -68,6 +70,7 @@ const PREFIXES = {
   pools: keys.nodePoolsPrefix(),
   nsids: keys.nsidsPrefix(),
   ports: keys.volumePortsPrefix(),
+  replicaSets: keys.replicaSetsPrefix(),
 };
 
 export class VolumeController {
@@ -132,6 +135,7 @@ export class VolumeController {
       switch (change.prefix) {
         case PREFIXES.volumes:
         case PREFIXES.assignments:
+        case PREFIXES.replicaSets:
           this.dirty.add(idOfKey(change.key));
           break;
         case PREFIXES.status:
@@ -147,6 +151,10 @@ export class VolumeController {
         }
         case PREFIXES.nodes:
         case PREFIXES.presence:
+          // Replicated volumes follow their nodes: replication endpoints, and failover.
+          for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
+          this.markWaiting();
+          break;
         case PREFIXES.devices:
         case PREFIXES.pools:
           this.markWaiting();
@@ -224,6 +232,13 @@ export class VolumeController {
       return 'done'; // Failed before placement: nothing to serve
     }
 
+    const replicaSet = this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volumeUUID));
+    if (replicaSet) {
+      const failover = await this.failover(volume, replicaSet.record, replicaSet.revision);
+      if (failover !== 'none') return failover;
+      const announced = await this.announceProtection(volume, replicaSet.record, replicaSet.revision);
+      if (announced !== 'none') return announced;
+    }
     const assignmentOps = this.assignmentChanges(volume);
     if (assignmentOps.length > 0) {
       return (await this.commit([fence], assignmentOps)) ? 'done' : 'retry';
@@ -236,6 +251,7 @@ export class VolumeController {
   /** Volume record gone: drop any assignment and status left for it. */
   private async removeOrphans(volumeUUID: string): Promise<'done' | 'retry'> {
     const ops: IOperation[] = [...this.mirror.lookup('assignments', volumeUUID)].map((key) => this.options.etcd.delete().key(key));
+    if (this.mirror.get(PREFIXES.replicaSets, keys.replicaSet(volumeUUID))) ops.push(this.options.etcd.delete().key(keys.replicaSet(volumeUUID)));
     if (ops.length === 0) return 'done';
     await this.commit([[keys.volume(volumeUUID), 'Create', '0']], ops);
     return 'done';
@@ -283,8 +299,17 @@ export class VolumeController {
       etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(placed)),
       etcd.put(keys.nsid(nsid)).value(JSON.stringify({ volumeUUID: volume.UUID })),
       etcd.put(keys.volumePort(port)).value(JSON.stringify({ volumeUUID: volume.UUID })),
-      ...result.nodeList.map((node) => etcd.put(keys.assignment(node, volume.UUID)).value(JSON.stringify(this.assignment(placed, node)))),
     ];
+    const compares: FenceCompare[] = [fence, [keys.nsid(nsid), 'Create', '0'], [keys.volumePort(port), 'Create', '0']];
+    // A replicated volume starts with every copy in sync: its backings are all new (all zeros),
+    // and its primary creates the mirror over all of them before it serves anything.
+    let replicaSet: ReplicaSetRecord | undefined;
+    if (volume.replicaCount > 1) {
+      replicaSet = { volumeUUID: volume.UUID, epoch: 1, primaryNodeUUID: result.primaryNodeUUID, inSync: [...result.nodeList], reason: 'created', announced: 'Unknown', updatedAt: new Date(this.now()).toISOString() };
+      ops.push(etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(replicaSet)));
+      compares.push([keys.replicaSet(volume.UUID), 'Create', '0']);
+    }
+    ops.push(...result.nodeList.map((node) => etcd.put(keys.assignment(node, volume.UUID)).value(JSON.stringify(this.assignment(placed, node, replicaSet)))));
     // Reserve before committing: placements running concurrently must see this allocation.
     this.pendingNsids.add(nsid);
     this.pendingPorts.add(port);
@@ -296,7 +321,7 @@ export class VolumeController {
     reserve(1n);
     let ok = false;
     try {
-      ok = await this.commit([fence, [keys.nsid(nsid), 'Create', '0'], [keys.volumePort(port), 'Create', '0']], ops);
+      ok = await this.commit(compares, ops);
     } finally {
       if (!ok) {
         this.pendingNsids.delete(nsid);
@@ -325,8 +350,49 @@ export class VolumeController {
     return ops;
   }
 
-  private assignment(volume: VolumeRecord, node: string): VolumeAssignment {
-    return assignmentFor(volume, node, this.options.clusterSubsystemNQN, this.snapshotsOf(volume.UUID).map((s) => s.record));
+  private assignment(volume: VolumeRecord, node: string, replicaSet = this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volume.UUID))?.record): VolumeAssignment {
+    const nodeOf = (uuid: string) => this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(uuid))?.record;
+    const replication = replicationFor(volume, replicaSet, this.options.clusterSubsystemNQN, nodeOf);
+    return assignmentFor(volume, node, this.options.clusterSubsystemNQN, this.snapshotsOf(volume.UUID).map((s) => s.record), replication);
+  }
+
+  /**
+   * Unplanned failover: the primary's agent is gone (its presence lease expired or was revoked, so
+   * it can no longer renew it and has fenced itself: docs/replication.md) and an in-sync copy is
+   * alive: that copy becomes the primary in a new epoch. Never a copy out of sync: with none
+   * alive the volume waits, NotAvailable. The new primary records the old one out of sync before
+   * it serves (it is not in the mirror it assembles).
+   */
+  private async failover(volume: VolumeRecord, set: ReplicaSetRecord, revision: string): Promise<'none' | 'done' | 'retry'> {
+    if (volume.state === 'Deleting' || volume.state === 'Failed' || volume.state === 'Creating') return 'none';
+    const active = this.activeNodes();
+    if (active.has(set.primaryNodeUUID)) return 'none';
+    const candidate = volume.placement!.nodeList.find((n) => n !== set.primaryNodeUUID && set.inSync.includes(n) && active.has(n));
+    if (!candidate) return 'none';
+    const next: ReplicaSetRecord = {
+      ...set,
+      epoch: set.epoch + 1,
+      primaryNodeUUID: candidate,
+      reason: `primary ${set.primaryNodeUUID} lost: promoted in-sync copy on ${candidate}`,
+      updatedAt: new Date(this.now()).toISOString(),
+    };
+    const event = this.event(volume, 'VolumePrimaryChanged', `volume ${volume.name}: primary moved from node ${set.primaryNodeUUID} to ${candidate} (epoch ${next.epoch})`);
+    const ok = await this.commit([[keys.replicaSet(volume.UUID), 'Mod', revision]], [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event);
+    if (ok) this.options.logger.warn({ volumeUUID: volume.UUID, from: set.primaryNodeUUID, to: candidate, epoch: next.epoch }, 'volume failed over');
+    return ok ? 'done' : 'retry';
+  }
+
+  /** VolumeDegraded / VolumeFullyProtected / VolumeNotAvailable once per change of protection. */
+  private async announceProtection(volume: VolumeRecord, set: ReplicaSetRecord, revision: string): Promise<'none' | 'done' | 'retry'> {
+    if (volume.state === 'Creating' || volume.state === 'Deleting' || volume.state === 'Failed') return 'none';
+    const statusOf = this.statusOf(volume.UUID);
+    const protection = protectionOf({ volume, replicaSet: set, statusOf, present: this.activeNodes() });
+    if (protection === set.announced || protection === 'Unknown') return 'none';
+    const name: EventName = protection === 'FullyProtected' ? 'VolumeFullyProtected' : protection === 'Degraded' ? 'VolumeDegraded' : 'VolumeNotAvailable';
+    const live = set.inSync.filter((n) => this.activeNodes().has(n)).length;
+    const event = this.event(volume, name, `volume ${volume.name} is ${protection}: ${live} of ${volume.replicaCount} copies in sync and alive, primary on node ${set.primaryNodeUUID}`);
+    const next: ReplicaSetRecord = { ...set, announced: protection };
+    return (await this.commit([[keys.replicaSet(volume.UUID), 'Mod', revision]], [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event)) ? 'done' : 'retry';
   }
 
   private async reconcileServing(volume: VolumeRecord, fence: FenceCompare): Promise<'done' | 'retry'> {
@@ -359,7 +425,7 @@ export class VolumeController {
     const active = this.activeNodes();
     const holding = [...this.statusOf(volume.UUID).values()].filter((r) => r.state !== 'Absent' && active.has(r.nodeUUID));
     if (holding.length > 0) return 'done';
-    const ops: IOperation[] = [etcd.delete().key(keys.volume(volume.UUID)), etcd.delete().prefix(keys.volumeStatusPrefix(volume.UUID))];
+    const ops: IOperation[] = [etcd.delete().key(keys.volume(volume.UUID)), etcd.delete().prefix(keys.volumeStatusPrefix(volume.UUID)), etcd.delete().key(keys.replicaSet(volume.UUID))];
     if (volume.placement) {
       ops.push(etcd.delete().key(keys.nsid(volume.placement.nsid)), etcd.delete().key(keys.volumePort(volume.placement.port)));
     }

@@ -91,6 +91,7 @@ export class VolumeService {
 
     const references: (readonly [string, string])[] = [];
     const snapshot = await this.cloneSource(projectName, body);
+    if (snapshot && replicaCount > 1) throw errors.invalid('a clone has replicaCount 1: replicated volumes cannot be created from snapshots yet (docs/replication.md)');
     if (snapshot) references.push(await this.usableSnapshotGuard(snapshot));
     if (snapshot && body.sectorSize !== undefined && body.sectorSize !== snapshot.sectorSize) {
       throw errors.invalid(`sectorSize ${body.sectorSize} differs from the snapshot's ${snapshot.sectorSize}; a clone keeps its snapshot's sector size`);
@@ -201,6 +202,9 @@ export class VolumeService {
           const size = BigInt(v.sizeBytes);
           if (requested < size && body.Force !== true) {
             throw errors.invalid(`size ${requested} is smaller than the volume's ${size} bytes; send Force: true to shrink it`);
+          }
+          if (requested !== size && v.replicaCount > 1) {
+            throw errors.invalid(`volume ${v.name} has ${v.replicaCount} replicas: resizing replicated volumes is not supported yet (docs/replication.md)`);
           }
           if (requested !== size) {
             next.sizeBytes = requested.toString();
@@ -394,13 +398,19 @@ export class VolumeService {
   private async toWire(volumes: readonly StoredVolume[]): Promise<VolumeWire[]> {
     const { store } = this.deps;
     const placed = volumes.filter((v) => v.record.placement !== null).map((v) => v.record.UUID);
-    const [statuses, presentNodes, qos] = await Promise.all([
+    const [statuses, presentNodes, replicaSets, qos] = await Promise.all([
       placed.length > 0 ? store.statusesOf(placed) : Promise.resolve(new Map<string, never[]>()),
       placed.length > 0 ? store.presentNodes() : Promise.resolve(new Set<string>()),
+      placed.length > 0 ? store.replicaSetsOf(placed) : Promise.resolve(new Map<string, never>()),
       this.effectiveQos(volumes),
     ]);
     return volumes.map((v) =>
-      volumeToWire(v, { statuses: statuses.get(v.record.UUID) ?? [], presentNodes }, qos.get(v.record.UUID) ?? { UUID: '', name: '' }, this.deps.clusterUUID),
+      volumeToWire(
+        v,
+        { statuses: statuses.get(v.record.UUID) ?? [], presentNodes, replicaSet: replicaSets.get(v.record.UUID) },
+        qos.get(v.record.UUID) ?? { UUID: '', name: '' },
+        this.deps.clusterUUID,
+      ),
     );
   }
 

@@ -10,7 +10,7 @@ import { hostOf } from '../../lib/endpoints.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { StrataError, errors } from '../../lib/errors.js';
-import type { VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { ReplicaSetRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import type { WatchCache } from '../watch-cache/watch-cache.js';
 
 export type StoredVolume = Versioned<VolumeRecord>;
@@ -147,6 +147,16 @@ export class VolumeStore {
   /** What the nodes last reported for each volume, by volume UUID. */
   async statusesOf(uuids: readonly string[]): Promise<Map<string, VolumeStatusRecord[]>> {
     return new Map(uuids.map((uuid) => [uuid, this.cache.statusesOf(uuid)]));
+  }
+
+  /** Replica sets of replicated volumes, by volume UUID (volumes of one copy have none). */
+  async replicaSetsOf(uuids: readonly string[]): Promise<Map<string, ReplicaSetRecord>> {
+    const found = new Map<string, ReplicaSetRecord>();
+    for (const uuid of uuids) {
+      const set = this.cache.replicaSet(uuid);
+      if (set) found.set(uuid, set);
+    }
+    return found;
   }
 
   /** Nodes whose server's agent holds its presence lease now (docs/etcd-keys.md). */

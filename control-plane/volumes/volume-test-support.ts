@@ -6,7 +6,7 @@ import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore } from '../../lib/etcd/record-store.js';
 import { StrataError, errors } from '../../lib/errors.js';
-import type { CredentialRecord, ProjectRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { CredentialRecord, ProjectRecord, ReplicaSetRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { putRecord, startApiHarness, type ApiHarness } from '../../test/helpers/records.js';
 import { importPrivateKey, signToken } from '../auth/tokens.js';
 import type { EventInput, EventRecorder } from '../events/event-recorder.js';
@@ -211,11 +211,17 @@ export async function startVolumesHarness(
       await putRecord(etcd, keys.featureFlag(name), { name, enabled });
     },
     async place(uuid, placement) {
+      const primaryNodeUUID = placement.primaryNodeUUID ?? placement.nodeList[0] ?? '';
       await modify(uuid, (v) => ({
         ...v,
         state: placement.state ?? 'Available',
-        placement: { nodeList: placement.nodeList, primaryNodeUUID: placement.primaryNodeUUID ?? placement.nodeList[0] ?? '', nsid: placement.nsid ?? 1, port: 4420 },
+        placement: { nodeList: placement.nodeList, primaryNodeUUID, nsid: placement.nsid ?? 1, port: 4420 },
       }));
+      // As the controller places a replicated volume: every copy in sync, epoch 1.
+      if (placement.nodeList.length > 1) {
+        const replicaSet: ReplicaSetRecord = { volumeUUID: uuid, epoch: 1, primaryNodeUUID, inSync: [...placement.nodeList], reason: 'created', announced: 'Unknown', updatedAt: new Date().toISOString() };
+        await putRecord(etcd, keys.replicaSet(uuid), replicaSet);
+      }
     },
     async setState(uuid, state) {
       await modify(uuid, (v) => ({ ...v, state }));

@@ -1,11 +1,12 @@
 // A volume as the API returns it (spec 2.15 + wire-conventions §1, §7, §8): the stored record
 // (desired state and lifecycle) joined with what the nodes report (volume-status) and which
 // nodes are alive (presence). docs/volumes.md explains each derived field.
-import type { Label, PlacementRestriction, VolumeRecord, VolumeState, VolumeStatusRecord } from '../../lib/records.js';
+import type { Label, PlacementRestriction, ReplicaSetRecord, VolumeRecord, VolumeState, VolumeStatusRecord } from '../../lib/records.js';
 import { hostOf, portOf } from '../../lib/endpoints.js';
 import type { StoredVolume } from './volume-store.js';
 
-export type ProtectionState = 'Unknown' | 'FullyProtected' | 'Degraded' | 'ReadOnly' | 'NotAvailable';
+import { primaryOf, protectionOf, rebuildProgressOf, type ProtectionState } from './protection.js';
+export type { ProtectionState } from './protection.js';
 
 /** The 11 volume statistics (wire-conventions §7). Byte counts are decimal strings. */
 export interface VolumeStatisticsWire {
@@ -61,6 +62,8 @@ export interface VolumeObservation {
   readonly statuses: readonly VolumeStatusRecord[];
   /** Nodes whose agent is alive now. */
   readonly presentNodes: ReadonlySet<string>;
+  /** A replicated volume's replica set (undefined for one copy). */
+  readonly replicaSet?: ReplicaSetRecord | undefined;
 }
 
 /** The QoS policy in effect: the volume's own, else its project's default (names resolved). */
@@ -74,8 +77,9 @@ export function volumeToWire(stored: StoredVolume, observed: VolumeObservation, 
   const nodeList = v.placement?.nodeList ?? [];
   const inList = new Set(nodeList);
   const statusOf = new Map(observed.statuses.filter((s) => inList.has(s.nodeUUID)).map((s) => [s.nodeUUID, s]));
-  const protection = protectionState(v, nodeList, statusOf, observed.presentNodes);
-  const primary = v.placement ? statusOf.get(v.placement.primaryNodeUUID) : undefined;
+  const protection = protectionOf({ volume: v, replicaSet: observed.replicaSet, statusOf, present: observed.presentNodes });
+  const primaryNodeUUID = primaryOf(v, observed.replicaSet);
+  const primary = statusOf.get(primaryNodeUUID);
   const hosts = connectedHostsOf(nodeList, statusOf);
   return {
     name: v.name,
@@ -99,12 +103,12 @@ export function volumeToWire(stored: StoredVolume, observed: VolumeObservation, 
     nodeList: [...nodeList],
     UUID: v.UUID,
     nsid: v.placement?.nsid ?? 0,
-    // No partial-rebuild tracking: complete when every replica serves, else not started.
-    rebuildProgress: protection === 'FullyProtected' ? '100' : '0',
+    // The primary's md resync progress (docs/replication.md).
+    rebuildProgress: rebuildProgressOf(protection, primary?.replicaLegs),
     statistics: statisticsOf(primary, nodeList, statusOf),
     ETag: stored.revision,
     connectedHosts: [...hosts.keys()].sort(),
-    primaryNodeUUID: v.placement?.primaryNodeUUID ?? '',
+    primaryNodeUUID,
     creationTime: rfc3339(v.creationTime),
     clusterId,
     // No protection groups in Strata.
@@ -112,18 +116,6 @@ export function volumeToWire(stored: StoredVolume, observed: VolumeObservation, 
     encrypted: v.encrypted,
     missingNodesAccess: missingNodesAccess(nodeList, hosts),
   };
-}
-
-/**
- * Unknown while Creating or unplaced; otherwise from the replicas that serve now (status Served
- * at any generation — a node still applying an update keeps serving the data — and the node's
- * agent alive): all → FullyProtected, some → Degraded, none → NotAvailable.
- */
-function protectionState(v: VolumeRecord, nodeList: readonly string[], statusOf: ReadonlyMap<string, VolumeStatusRecord>, present: ReadonlySet<string>): ProtectionState {
-  if (v.state === 'Creating' || nodeList.length === 0) return 'Unknown';
-  const serving = nodeList.filter((n) => statusOf.get(n)?.state === 'Served' && present.has(n)).length;
-  if (serving === nodeList.length) return 'FullyProtected';
-  return serving > 0 ? 'Degraded' : 'NotAvailable';
 }
 
 /** Host NQN → the nodes of the nodeList it is connected through. */

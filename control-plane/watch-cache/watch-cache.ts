@@ -19,6 +19,7 @@ import type {
   NodeRecord,
   ServerRecord,
   PresenceRecord,
+  ReplicaSetRecord,
   ProjectRecord,
   VolumeRecord,
   VolumeStatusRecord,
@@ -39,6 +40,7 @@ const PREFIXES = {
   servers: keys.serversPrefix(),
   volumes: keys.volumesPrefix(),
   volumeStatus: keys.volumeStatusPrefix(),
+  replicaSets: keys.replicaSetsPrefix(),
 } as const;
 
 const INDEX_POLICY_NAME = 'policy-by-name';
@@ -167,6 +169,11 @@ export class WatchCache {
       const volume = this.versioned<VolumeRecord>(PREFIXES.volumes, key);
       if (volume) yield volume;
     }
+  }
+
+  /** A replicated volume's replica set (undefined for one copy). */
+  replicaSet(volumeUUID: string): ReplicaSetRecord | undefined {
+    return this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volumeUUID))?.record;
   }
 
   /** What the nodes last reported for a volume. */

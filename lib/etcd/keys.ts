@@ -69,6 +69,9 @@ export const keys = {
   volumePort: (port: number) => `${ROOT}volume-ports/${String(port).padStart(5, '0')}`,
   assignmentsPrefix: (nodeUUID?: string) => (nodeUUID ? `${ROOT}assignments/${nodeUUID}/` : `${ROOT}assignments/`),
   assignment: (nodeUUID: string, volumeUUID: string) => `${ROOT}assignments/${nodeUUID}/${volumeUUID}`,
+  /** Replicated volumes: epoch, primary and in-sync copies (ReplicaSetRecord). */
+  replicaSetsPrefix: () => `${ROOT}replica-sets/`,
+  replicaSet: (volumeUUID: string) => `${ROOT}replica-sets/${volumeUUID}`,
   volumeStatusPrefix: (volumeUUID?: string) => (volumeUUID ? `${ROOT}volume-status/${volumeUUID}/` : `${ROOT}volume-status/`),
   volumeStatus: (volumeUUID: string, nodeUUID: string) => `${ROOT}volume-status/${volumeUUID}/${nodeUUID}`,
 

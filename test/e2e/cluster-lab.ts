@@ -20,6 +20,8 @@ import { tail } from './lab/util.js';
 const GUEST_POOL_DIR = '/var/lib/strata/pool';
 const GUEST_STATE_DIR = '/var/lib/strata/agent';
 const GUEST_LOG_DIR = '/var/log/strata';
+/** The agents' replication port in guests. */
+const GUEST_REPLICATION_PORT = 4421;
 /** setTimeout's limit: an agent job lives as long as the guest. */
 const FOREVER_MS = 2 ** 31 - 1;
 
@@ -40,6 +42,11 @@ export interface StorageGuestOptions {
    * node advertises advertiseAddress:discoveryPort); distinct per guest. Default: agent default, not forwarded.
    */
   readonly discoveryPort?: number;
+  /**
+   * The node's replication port (4421 in the guest) forwarded from this host's 127.0.0.1:<port>;
+   * the node advertises advertiseAddress:<port> to primaries. Default: not forwarded.
+   */
+  readonly replicationHostPort?: number;
   /** The volume port range; must equal the control plane's volumePortMin/Max. */
   readonly volumePortMin: number;
   readonly volumePortMax: number;
@@ -82,7 +89,10 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
   const guest = await startGuest({
     name: options.name,
     nvmeDrives: options.drives,
-    hostForwards: options.discoveryPort ? [{ hostPort: options.discoveryPort, guestPort: options.discoveryPort }] : [],
+    hostForwards: [
+      ...(options.discoveryPort ? [{ hostPort: options.discoveryPort, guestPort: options.discoveryPort }] : []),
+      ...(options.replicationHostPort ? [{ hostPort: options.replicationHostPort, guestPort: GUEST_REPLICATION_PORT }] : []),
+    ],
     shares,
     memoryMiB: options.memoryMiB ?? 1024,
     cpus: options.cpus ?? 1,
@@ -106,6 +116,9 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
     ...(options.dataSerials.length > 0 ? ['--data-devices', options.dataSerials.join(',')] : []),
     ...(options.journalSerial ? ['--journal-device', options.journalSerial] : []),
     ...(options.discoveryPort ? ['--discovery-port', String(options.discoveryPort)] : []),
+    ...(options.replicationHostPort
+      ? ['--replication-port', String(GUEST_REPLICATION_PORT), '--replication-advertise-endpoint', `${options.advertiseAddress}:${options.replicationHostPort}`]
+      : []),
     ...(options.agentArgs ?? []),
   ];
   let node = '';

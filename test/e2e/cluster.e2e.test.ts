@@ -10,7 +10,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -23,7 +22,7 @@ import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
 import { waitUntil } from '../helpers/wait.js';
 import { readVolumePorts, startStorageGuest, VolumePortForwards, type StorageGuest } from './cluster-lab.js';
-import { freeLoopbackPort, prepareLab, script, sha256, startGuest, StepTimer, type Guest, type RunResult } from './lab/index.js';
+import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, script, sha256, startGuest, StepTimer, type Guest, type RunResult } from './lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const MiB = 1024 * 1024;
@@ -51,24 +50,6 @@ interface Controller {
   name: string;
   state: string;
   hostnqn: string;
-}
-
-/** A run of free ports on 127.0.0.1 for the volumes (forwarded one to one to the guests). */
-async function freePortRange(count: number): Promise<number> {
-  const canBind = (port: number) =>
-    new Promise<boolean>((resolve) => {
-      const server = createServer();
-      server.once('error', () => resolve(false));
-      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-    });
-  for (let attempt = 0; attempt < 50; attempt++) {
-    // Below 32768 (Linux's ephemeral range), as the volume port settings require.
-    const base = 20000 + count * Math.floor(Math.random() * ((32000 - 20000) / count - 1));
-    let ok = true;
-    for (let port = base; port < base + count && ok; port++) ok = await canBind(port);
-    if (ok) return base;
-  }
-  throw new Error(`no ${count} consecutive free ports on 127.0.0.1`);
 }
 
 describe('cluster end to end through the REST API (two storage guests, one initiator, QEMU)', { timeout: 900_000, skip }, () => {
@@ -191,7 +172,7 @@ describe('cluster end to end through the REST API (two storage guests, one initi
     const lab = await step('lab', () => prepareLab());
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
-    portMin = await freePortRange(VOLUME_PORTS);
+    portMin = await freeLoopbackPortRange(VOLUME_PORTS);
     const portMax = portMin + VOLUME_PORTS - 1;
     plane = await startControlPlaneProcess({
       etcdEndpoint: etcd.endpoint,

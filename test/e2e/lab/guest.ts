@@ -252,6 +252,23 @@ export function freeLoopbackPort(): Promise<number> {
   });
 }
 
+/** A run of `count` free ports on 127.0.0.1 below Linux's ephemeral range (volume port ranges must be). */
+export async function freeLoopbackPortRange(count: number): Promise<number> {
+  const canBind = (port: number) =>
+    new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20000 + count * Math.floor(Math.random() * ((32000 - 20000) / count - 1));
+    let ok = true;
+    for (let port = base; port < base + count && ok; port++) ok = await canBind(port);
+    if (ok) return base;
+  }
+  throw new Error(`no ${count} consecutive free ports on 127.0.0.1`);
+}
+
 // ---- validation ------------------------------------------------------------------------------
 
 function assertNoComma(value: string, what: string): void {

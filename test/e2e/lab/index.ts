@@ -1,5 +1,5 @@
 // The e2e lab's public API (see docs/e2e.md).
-export { startGuest, prepareLab, stopAllGuests, freeLoopbackPort, QEMU, QBOOT } from './guest.js';
+export { startGuest, prepareLab, stopAllGuests, freeLoopbackPort, freeLoopbackPortRange, QEMU, QBOOT } from './guest.js';
 export type { Guest, GuestOptions, NvmeDriveSpec, HostForwardSpec, ShareSpec, RunOptions, RunResult, Lab } from './guest.js';
 export { fetchKernel, extractVmlinux, checkVmlinux, resolveKernelPackage } from './kernel.js';
 export type { KernelInfo, KernelOptions } from './kernel.js';

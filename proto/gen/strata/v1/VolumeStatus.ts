@@ -3,6 +3,7 @@
 import type { VolumeServeState as _strata_v1_VolumeServeState, VolumeServeState__Output as _strata_v1_VolumeServeState__Output } from '../../strata/v1/VolumeServeState.js';
 import type { SnapshotStatus as _strata_v1_SnapshotStatus, SnapshotStatus__Output as _strata_v1_SnapshotStatus__Output } from '../../strata/v1/SnapshotStatus.js';
 import type { ConnectedHost as _strata_v1_ConnectedHost, ConnectedHost__Output as _strata_v1_ConnectedHost__Output } from '../../strata/v1/ConnectedHost.js';
+import type { ReplicaLegStatus as _strata_v1_ReplicaLegStatus, ReplicaLegStatus__Output as _strata_v1_ReplicaLegStatus__Output } from '../../strata/v1/ReplicaLegStatus.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface VolumeStatus {
@@ -15,6 +16,7 @@ export interface VolumeStatus {
   'connected_hosts'?: (_strata_v1_ConnectedHost)[];
   'logical_used_bytes'?: (number | string | Long);
   'physical_used_bytes'?: (number | string | Long);
+  'replica_legs'?: (_strata_v1_ReplicaLegStatus)[];
 }
 
 export interface VolumeStatus__Output {
@@ -27,4 +29,5 @@ export interface VolumeStatus__Output {
   'connected_hosts': (_strata_v1_ConnectedHost__Output)[];
   'logical_used_bytes': (string);
   'physical_used_bytes': (string);
+  'replica_legs': (_strata_v1_ReplicaLegStatus__Output)[];
 }

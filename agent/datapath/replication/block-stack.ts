@@ -1,0 +1,333 @@
+// The block devices a replicated volume is served through on one node (driver: losetup, nvme-cli,
+// mdadm, dmsetup and sysfs; docs/replication.md):
+//
+//   host path (nvmet namespace) → /dev/mapper/strata-<volume>  (device-mapper)
+//     on the primary: linear onto the md raid1 below;  elsewhere: the `error` target
+//   md raid1 (internal write-intent bitmap) on the primary, whose legs are
+//     a loop device over the local backing file, and
+//     each replica's backing, reached over NVMe/TCP (write-mostly: reads stay local)
+//
+// The namespace's device never changes while it is enabled (the kernel refuses), so promotion and
+// demotion only reload the device-mapper table. Everything is found again from the kernel (sysfs)
+// on every call: an agent restart or a kill -9 anywhere leaves nothing that only memory knew.
+import { promises as fs } from 'node:fs';
+import { join } from 'node:path';
+import { REPLICA_DATA_OFFSET_BYTES } from '../../../lib/replication.js';
+import type { CommandRunner } from '../storage-pool.js';
+
+const SECTOR = 512n;
+
+export interface LegTarget {
+  readonly nodeUUID: string;
+  /** host:port of the replica's replication listener. */
+  readonly endpoint: string;
+  /** NQN of the replica's replication subsystem for this volume. */
+  readonly nqn: string;
+}
+
+/** A remote leg as the kernel shows it on the primary. */
+export interface LegDevice {
+  readonly nodeUUID: string;
+  /** NVMe controller (nvme3) connected to the replica, undefined when not connected. */
+  readonly controller: string | undefined;
+  /** live, connecting, resetting, deleting, ... ('' when not connected). */
+  readonly controllerState: string;
+  /** Block device of the namespace (nvme3n1), undefined until it appears. */
+  readonly block: string | undefined;
+}
+
+/** A member of the volume's md array. */
+export interface MdLeg {
+  readonly block: string;
+  /** md's flags: in_sync, faulty, write_mostly, ... */
+  readonly flags: readonly string[];
+  /** Slot in the array, undefined for a spare that is being recovered onto. */
+  readonly slot: number | undefined;
+}
+
+export interface ArrayState {
+  /** md127 */
+  readonly block: string;
+  readonly members: readonly MdLeg[];
+  /** idle, recover, resync, ... */
+  readonly syncAction: string;
+  /** 0..1 of the running resync or recovery, undefined when none runs. */
+  readonly syncProgress: number | undefined;
+  readonly degraded: number;
+}
+
+export interface BlockStackOptions {
+  readonly run: CommandRunner;
+  /** /sys */
+  readonly sysfsRoot: string;
+  /** /dev */
+  readonly devRoot: string;
+  /** nvme connect: seconds between reconnect attempts of a lost leg. */
+  readonly reconnectDelaySeconds: number;
+  /** nvme connect: keep-alive timeout, how long a silent replica takes to notice. */
+  readonly keepAliveSeconds: number;
+}
+
+/** Device-mapper name of a volume's host-path device. */
+export const dmNameOf = (volumeUUID: string) => `strata-${volumeUUID}`;
+/** md array name (at most 32 characters in the superblock). */
+const mdNameOf = (volumeUUID: string) => `strata-${volumeUUID.replace(/-/g, '').slice(0, 24)}`;
+
+export class BlockStack {
+  constructor(private readonly options: BlockStackOptions) {}
+
+  hostDevicePath(volumeUUID: string): string {
+    return join(this.options.devRoot, 'mapper', dmNameOf(volumeUUID));
+  }
+
+  // --- device-mapper ----------------------------------------------------------------------------
+
+  /** The volume's dm table ('' when the device does not exist). */
+  async dmTable(volumeUUID: string): Promise<string> {
+    try {
+      return (await this.options.run('dmsetup', ['table', dmNameOf(volumeUUID)])).stdout.trim();
+    } catch {
+      return '';
+    }
+  }
+
+  /** Makes the host-path device exist with this table (loaded in place when it differs). */
+  async ensureDm(volumeUUID: string, table: string): Promise<void> {
+    const name = dmNameOf(volumeUUID);
+    const current = await this.dmTable(volumeUUID);
+    if (current === '') {
+      await this.options.run('dmsetup', ['create', name, '--noudevsync', '--table', table]);
+    } else if (current !== table) {
+      // suspend flushes I/O in flight to the old table; resume swaps in the new one.
+      await this.options.run('dmsetup', ['suspend', '--noudevsync', name]);
+      try {
+        await this.options.run('dmsetup', ['load', name, '--table', table]);
+      } finally {
+        await this.options.run('dmsetup', ['resume', '--noudevsync', name]);
+      }
+    }
+    // Without udev nothing makes the node under /dev/mapper; with udev this is a no-op.
+    await this.options.run('dmsetup', ['mknodes', name]);
+  }
+
+  errorTable(sizeBytes: bigint): string {
+    return `0 ${sizeBytes / SECTOR} error`;
+  }
+
+  /** Written with the array's major:minor, as dmsetup prints it back (so tables compare equal). */
+  async linearTable(sizeBytes: bigint, mdBlock: string): Promise<string> {
+    const dev = (await readText(join(this.options.sysfsRoot, 'block', mdBlock, 'dev'))).trim();
+    if (!/^\d+:\d+$/.test(dev)) throw new Error(`no device number for ${mdBlock}`);
+    return `0 ${sizeBytes / SECTOR} linear ${dev} 0`;
+  }
+
+  async removeDm(volumeUUID: string): Promise<void> {
+    if ((await this.dmTable(volumeUUID)) === '') return;
+    await this.options.run('dmsetup', ['remove', '--noudevsync', dmNameOf(volumeUUID)]);
+  }
+
+  // --- loop device over the local backing ---------------------------------------------------------
+
+  /** The loop device (loop3) attached to this file, undefined when none. */
+  async loopOf(file: string): Promise<string | undefined> {
+    for (const entry of await readDir(join(this.options.sysfsRoot, 'block'))) {
+      if (!entry.startsWith('loop')) continue;
+      const backing = (await readText(join(this.options.sysfsRoot, 'block', entry, 'loop', 'backing_file'))).trim();
+      if (backing === file) return entry;
+    }
+    return undefined;
+  }
+
+  /** Loop devices over any backing file of this volume (also one deleted under it). */
+  async loopsOfVolume(volumeUUID: string): Promise<string[]> {
+    const found: string[] = [];
+    for (const entry of await readDir(join(this.options.sysfsRoot, 'block'))) {
+      if (!entry.startsWith('loop')) continue;
+      const backing = (await readText(join(this.options.sysfsRoot, 'block', entry, 'loop', 'backing_file'))).trim();
+      if (backing.includes(`/${volumeUUID}.`)) found.push(entry);
+    }
+    return found;
+  }
+
+  async ensureLoop(file: string, bufferedIo: boolean): Promise<string> {
+    const existing = await this.loopOf(file);
+    if (existing) return existing;
+    // Direct I/O for NOCOW backings (as nvmet's own file path); compressed ones need the page cache.
+    const out = await this.options.run('losetup', ['--find', '--show', `--direct-io=${bufferedIo ? 'off' : 'on'}`, file]);
+    return out.stdout.trim().replace(/^\/dev\//, '');
+  }
+
+  async detachLoop(loop: string): Promise<void> {
+    await this.options.run('losetup', ['--detach', join(this.options.devRoot, loop)]);
+  }
+
+  // --- remote legs (NVMe/TCP initiator) -----------------------------------------------------------
+
+  /** Every controller this node's initiator holds to the subsystem `nqn`. */
+  async leg(target: LegTarget): Promise<LegDevice> {
+    const classDir = join(this.options.sysfsRoot, 'class', 'nvme');
+    for (const controller of await readDir(classDir)) {
+      if ((await readText(join(classDir, controller, 'subsysnqn'))).trim() !== target.nqn) continue;
+      const state = (await readText(join(classDir, controller, 'state'))).trim();
+      return { nodeUUID: target.nodeUUID, controller, controllerState: state, block: await this.namespaceBlockOf(target.nqn) };
+    }
+    return { nodeUUID: target.nodeUUID, controller: undefined, controllerState: '', block: undefined };
+  }
+
+  /** The multipath head (nvme3n1) of the subsystem's namespace 1. */
+  private async namespaceBlockOf(nqn: string): Promise<string | undefined> {
+    const dir = join(this.options.sysfsRoot, 'class', 'nvme-subsystem');
+    for (const subsystem of await readDir(dir)) {
+      if ((await readText(join(dir, subsystem, 'subsysnqn'))).trim() !== nqn) continue;
+      const heads = (await readDir(join(dir, subsystem))).filter((e) => /^nvme\d+n1$/.test(e));
+      if (heads[0]) return heads[0];
+    }
+    // Without native multipath the namespace hangs off the controller itself.
+    const classDir = join(this.options.sysfsRoot, 'class', 'nvme');
+    for (const controller of await readDir(classDir)) {
+      if ((await readText(join(classDir, controller, 'subsysnqn'))).trim() !== nqn) continue;
+      const ns = (await readDir(join(classDir, controller))).find((e) => new RegExp(`^${controller}n1$`).test(e));
+      if (ns) return ns;
+    }
+    return undefined;
+  }
+
+  /**
+   * Connects to a replica. A lost connection is retried for ever (ctrl_loss_tmo -1) and I/O waits
+   * meanwhile instead of failing into md: only the agent fails a leg out, after etcd has recorded
+   * it out of sync (docs/replication.md, "The invariant").
+   */
+  async connectLeg(target: LegTarget, hostNQN: string): Promise<LegDevice> {
+    const existing = await this.leg(target);
+    if (existing.controller && existing.block) return existing;
+    if (!existing.controller) {
+      const at = target.endpoint.lastIndexOf(':');
+      const address = target.endpoint.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+      const port = target.endpoint.slice(at + 1);
+      await this.options.run('nvme', [
+        'connect', '--transport=tcp', `--traddr=${address}`, `--trsvcid=${port}`, `--nqn=${target.nqn}`,
+        `--hostnqn=${hostNQN}`, '--ctrl-loss-tmo=-1', `--reconnect-delay=${this.options.reconnectDelaySeconds}`,
+        `--keep-alive-tmo=${this.options.keepAliveSeconds}`,
+      ]);
+    }
+    // The namespace is scanned asynchronously after the controller goes live.
+    for (let i = 0; i < 50; i++) {
+      const leg = await this.leg(target);
+      if (leg.block) return leg;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return this.leg(target);
+  }
+
+  /** Disconnects every controller to a subsystem whose NQN starts with the prefix. */
+  async disconnectAll(nqnPrefix: string): Promise<void> {
+    const classDir = join(this.options.sysfsRoot, 'class', 'nvme');
+    for (const controller of await readDir(classDir)) {
+      if (!(await readText(join(classDir, controller, 'subsysnqn'))).trim().startsWith(nqnPrefix)) continue;
+      await this.options.run('nvme', ['disconnect', `--device=${controller}`]);
+    }
+  }
+
+  async disconnectLeg(target: LegTarget): Promise<void> {
+    const leg = await this.leg(target);
+    if (leg.controller) await this.options.run('nvme', ['disconnect', `--device=${leg.controller}`]).catch(() => this.options.run('nvme', ['disconnect', `--nqn=${target.nqn}`]));
+  }
+
+  // --- md raid1 -----------------------------------------------------------------------------------
+
+  /** The md array the loop device is a member of. */
+  async arrayOf(loop: string): Promise<string | undefined> {
+    const holders = await readDir(join(this.options.sysfsRoot, 'block', loop, 'holders'));
+    return holders.find((h) => h.startsWith('md'));
+  }
+
+  async readArray(block: string): Promise<ArrayState> {
+    const md = join(this.options.sysfsRoot, 'block', block, 'md');
+    const members: MdLeg[] = [];
+    for (const entry of await readDir(md)) {
+      if (!entry.startsWith('dev-')) continue;
+      const flags = (await readText(join(md, entry, 'state'))).trim().split(',').filter(Boolean);
+      const slot = (await readText(join(md, entry, 'slot'))).trim();
+      members.push({ block: entry.slice('dev-'.length), flags, slot: /^\d+$/.test(slot) ? Number(slot) : undefined });
+    }
+    const syncAction = (await readText(join(md, 'sync_action'))).trim() || 'idle';
+    const completed = (await readText(join(md, 'sync_completed'))).trim();
+    const match = /^(\d+)\s*\/\s*(\d+)$/.exec(completed);
+    const syncProgress = match && Number(match[2]) > 0 ? Number(match[1]) / Number(match[2]) : undefined;
+    const degraded = Number((await readText(join(md, 'degraded'))).trim() || '0');
+    return { block, members, syncAction, syncProgress, degraded };
+  }
+
+  /** Whether the device carries an md superblock (it was part of the volume's array before). */
+  async hasSuperblock(block: string): Promise<boolean> {
+    try {
+      await this.options.run('mdadm', ['--examine', join(this.options.devRoot, block)]);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** A new array over fresh (all-zero) backings: nothing to synchronize. */
+  async createArray(volumeUUID: string, local: string, remotes: readonly string[]): Promise<string> {
+    const device = join(this.options.devRoot, 'md', mdNameOf(volumeUUID));
+    await this.options.run('mdadm', [
+      '--create', device, '--run', '--level=1', `--raid-devices=${1 + remotes.length}`, '--metadata=1.2', '--bitmap=internal',
+      `--data-offset=${REPLICA_DATA_OFFSET_KIB}K`, '--assume-clean', '--homehost=<none>', `--name=${mdNameOf(volumeUUID)}`,
+      join(this.options.devRoot, local), ...(remotes.length > 0 ? ['--write-mostly', ...remotes.map((r) => join(this.options.devRoot, r))] : []),
+    ]);
+    return this.requireArray(local);
+  }
+
+  /** Starts the existing array from the legs known to hold every acknowledged write. */
+  async assembleArray(volumeUUID: string, local: string, remotes: readonly string[]): Promise<string> {
+    const device = join(this.options.devRoot, 'md', mdNameOf(volumeUUID));
+    await this.options.run('mdadm', ['--assemble', device, '--run', join(this.options.devRoot, local), ...remotes.map((r) => join(this.options.devRoot, r))]);
+    const block = await this.requireArray(local);
+    for (const r of remotes) await this.setWriteMostly(block, r);
+    return block;
+  }
+
+  /** Adds a leg back: only the regions the bitmap marks dirty are copied (a full copy for a new one). */
+  async addLeg(block: string, leg: string): Promise<void> {
+    const dev = join(this.options.devRoot, leg);
+    try {
+      await this.options.run('mdadm', [join(this.options.devRoot, block), '--re-add', dev]);
+    } catch {
+      await this.options.run('mdadm', [join(this.options.devRoot, block), '--add', dev]);
+    }
+    await this.setWriteMostly(block, leg);
+  }
+
+  async failLeg(block: string, leg: string): Promise<void> {
+    const md = join(this.options.devRoot, block);
+    await this.options.run('mdadm', [md, '--fail', join(this.options.devRoot, leg)]).catch(() => undefined);
+    await this.options.run('mdadm', [md, '--remove', join(this.options.devRoot, leg)]).catch(() => undefined);
+  }
+
+  async stopArray(block: string): Promise<void> {
+    await this.options.run('mdadm', ['--stop', join(this.options.devRoot, block)]);
+  }
+
+  private async setWriteMostly(block: string, leg: string): Promise<void> {
+    const state = join(this.options.sysfsRoot, 'block', block, 'md', `dev-${leg}`, 'state');
+    if ((await readText(state)).includes('write_mostly')) return;
+    await fs.writeFile(state, 'writemostly').catch(() => undefined);
+  }
+
+  private async requireArray(local: string): Promise<string> {
+    const block = await this.arrayOf(local);
+    if (!block) throw new Error(`md did not start an array over ${local}`);
+    return block;
+  }
+}
+
+const REPLICA_DATA_OFFSET_KIB = REPLICA_DATA_OFFSET_BYTES / 1024n;
+
+async function readDir(path: string): Promise<string[]> {
+  return fs.readdir(path).catch(() => [] as string[]);
+}
+
+async function readText(path: string): Promise<string> {
+  return fs.readFile(path, 'utf8').catch(() => '');
+}

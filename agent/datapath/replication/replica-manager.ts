@@ -1,0 +1,365 @@
+// Replication on one node (domain layer over the BlockStack driver; docs/replication.md).
+//
+// The reconciler calls serve() for every replicated volume it prepares: on the primary it builds
+// the md raid1 over the local copy and the in-sync replicas and points the host path at it; on a
+// replica it makes sure the host path serves nothing and hands back the replication export.
+//
+// A monitor runs on the primary between passes, because a replica can fail at any moment:
+// - an in-sync leg whose connection is lost (or that md marked faulty) is taken out of the
+//   in-sync set in etcd FIRST, and only then failed out of md and disconnected. Until then its
+//   I/O waits (ctrl_loss_tmo -1), so no write is acknowledged without it unless etcd already says
+//   it is out of sync: the invariant that makes promotion safe;
+// - an out-of-sync leg that is reachable again is connected and re-added (md copies what its
+//   bitmap marks dirty), and put back into the in-sync set once md says it is in sync.
+// If etcd answers that this node is no longer the epoch's primary, the host path is switched to
+// the error target at once: two primaries never accept writes for one volume.
+import type { Logger } from '../../../lib/logger.js';
+import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
+import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
+import type { AssignmentReplication } from '../../../lib/records.js';
+import type { ArrayState, BlockStack, LegTarget } from './block-stack.js';
+
+/** What a primary reports about each copy (VolumeStatus.replicaLegs). */
+export interface ReplicaLegStatus {
+  readonly nodeUUID: string;
+  /** InSync; Resyncing (md copies to it); OutOfSync (reachable, not yet re-added); Unreachable. */
+  readonly state: 'InSync' | 'Resyncing' | 'OutOfSync' | 'Unreachable';
+  /** 0-100 while Resyncing (md's sync_completed), 100 when InSync, 0 otherwise. */
+  readonly syncPercent: number;
+}
+
+export interface ServeInput {
+  readonly volumeUUID: string;
+  readonly nodeUUID: string;
+  readonly sizeBytes: bigint;
+  readonly replication: AssignmentReplication;
+  /** The local backing file and whether it needs buffered I/O. */
+  readonly backing: { readonly devicePath: string; readonly bufferedIo: boolean };
+}
+
+export interface ServeResult {
+  /** What the volume's host-path namespace points at. */
+  readonly hostDevicePath: string;
+  /** On a replica node: export the backing to the primary (subsystem NQN, admitted host). */
+  readonly replicationExport?: { readonly nqn: string; readonly primaryHostNQN: string };
+}
+
+export interface ReplicaManagerOptions {
+  readonly stack: BlockStack;
+  readonly writer: ReplicaSetWriter;
+  readonly clusterSubsystemNQN: () => string | undefined;
+  readonly logger: Logger;
+  /** How often the primary looks at its legs. */
+  readonly monitorIntervalMs: number;
+  /** A leg whose connection is down this long is taken out of the in-sync set. */
+  readonly legLossGraceMs: number;
+  /** Reconnect attempts to an out-of-sync replica at most this often. */
+  readonly rejoinIntervalMs: number;
+}
+
+interface PrimaryVolume {
+  input: ServeInput;
+  /** Copies in sync as this node last knew (assignment, then its own durable changes). */
+  inSync: Set<string>;
+  /** nodeUUID → when its connection was first seen down. */
+  downSince: Map<string, number>;
+  lastRejoinAttempt: Map<string, number>;
+  legs: ReplicaLegStatus[];
+  fenced: boolean;
+}
+
+export class ReplicaManager {
+  private readonly primaries = new Map<string, PrimaryVolume>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly listeners = new Set<() => void>();
+  private timer: NodeJS.Timeout | undefined;
+  private monitoring: Promise<void> | undefined;
+
+  constructor(private readonly options: ReplicaManagerOptions) {}
+
+  start(): void {
+    this.timer ??= setInterval(() => {
+      if (!this.monitoring) this.monitoring = this.monitor().finally(() => (this.monitoring = undefined));
+    }, this.options.monitorIntervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.monitoring;
+  }
+
+  /** Called when leg states change (the reconciler then publishes a new report). */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The primary's view of every copy, undefined when this node is not the volume's primary. */
+  legStatus(volumeUUID: string): readonly ReplicaLegStatus[] | undefined {
+    return this.primaries.get(volumeUUID)?.legs;
+  }
+
+  serve(input: ServeInput): Promise<ServeResult> {
+    return this.locked(input.volumeUUID, () => (input.replication.primaryNodeUUID === input.nodeUUID ? this.servePrimary(input) : this.serveReplica(input)));
+  }
+
+  /** Takes down whatever serves the volume on this node (after its namespace is gone, before its backing is). */
+  release(volumeUUID: string): Promise<void> {
+    return this.locked(volumeUUID, async () => {
+      this.primaries.delete(volumeUUID);
+      await this.options.stack.removeDm(volumeUUID);
+      await this.dismantlePrimary(volumeUUID);
+    });
+  }
+
+  // --- primary ------------------------------------------------------------------------------------
+
+  private async servePrimary(input: ServeInput): Promise<ServeResult> {
+    const { stack, logger } = this.options;
+    const { volumeUUID, replication } = input;
+    const loop = await stack.ensureLoop(input.backing.devicePath, input.backing.bufferedIo);
+    const inSync = new Set(replication.legs.filter((l) => l.inSync).map((l) => l.nodeUUID));
+    if (!inSync.has(input.nodeUUID)) {
+      // Only an in-sync copy may serve (the leader never promotes another): refuse.
+      await stack.ensureDm(volumeUUID, stack.errorTable(input.sizeBytes));
+      throw new Error(`this node's copy of volume ${volumeUUID} is not in sync: it cannot be the primary`);
+    }
+    const remotes = this.remoteTargets(input).filter((t) => inSync.has(t.nodeUUID));
+    let array = await stack.arrayOf(loop);
+    if (!array) {
+      const reached: { target: LegTarget; block: string }[] = [];
+      for (const target of remotes) {
+        if (!target.endpoint) continue;
+        const leg = await stack.connectLeg(target, this.hostNQNOf(input)).catch((err: unknown) => {
+          logger.warn({ err, volumeUUID, replica: target.nodeUUID }, 'cannot reach a replica');
+          return undefined;
+        });
+        if (leg?.block && leg.controllerState === 'live') reached.push({ target, block: leg.block });
+      }
+      const fresh = !(await stack.hasSuperblock(loop));
+      if (fresh && reached.length < remotes.length) {
+        // A new volume's array is created whole: every copy must be there to start equal.
+        throw new Error(`waiting for replica(s) ${remotes.filter((r) => !reached.some((x) => x.target === r)).map((r) => r.nodeUUID).join(', ')} to create the volume's mirror`);
+      }
+      array = fresh
+        ? await stack.createArray(volumeUUID, loop, reached.map((r) => r.block))
+        : await stack.assembleArray(volumeUUID, loop, reached.map((r) => r.block));
+      logger.info({ volumeUUID, array, legs: reached.map((r) => r.target.nodeUUID), created: fresh }, fresh ? 'replicated volume created' : 'replicated volume assembled');
+    }
+    const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fenced: false };
+    state.input = input;
+    state.inSync = inSync;
+    state.fenced = false;
+    this.primaries.set(volumeUUID, state);
+    // Copies etcd calls in sync that the array does not hold in sync: out of the set first, then
+    // (and only then) does the host path reach the array.
+    const arrayState = await stack.readArray(array);
+    const missing: string[] = [];
+    for (const target of remotes) {
+      const leg = await stack.leg(target);
+      const member = leg.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
+      if (!member || !member.flags.includes('in_sync') || member.flags.includes('faulty')) missing.push(target.nodeUUID);
+    }
+    if (missing.length > 0 && !(await this.takeOutOfSync(state, missing, `not in the mirror when volume ${volumeUUID} started on its primary`))) {
+      throw new Error(`this node is no longer the primary of volume ${volumeUUID}`);
+    }
+    await stack.ensureDm(volumeUUID, await stack.linearTable(input.sizeBytes, array));
+    state.legs = await this.legStates(state, arrayState);
+    return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
+  }
+
+  /**
+   * Out of the in-sync set in etcd, then out of md and disconnected (which fails the I/O queued on
+   * the lost connection; md has stopped waiting for that leg by then). False when fenced.
+   */
+  private async takeOutOfSync(state: PrimaryVolume, nodes: string[], reason: string): Promise<boolean> {
+    const { volumeUUID, replication, nodeUUID } = state.input;
+    const outcome = await this.options.writer.markOutOfSync(volumeUUID, replication.epoch, nodeUUID, nodes, reason);
+    if (outcome === 'fenced') {
+      await this.fence(state);
+      return false;
+    }
+    for (const n of nodes) state.inSync.delete(n);
+    this.options.logger.warn({ volumeUUID, replicas: nodes, reason }, 'replica(s) recorded out of sync');
+    const stack = this.options.stack;
+    const loop = await stack.loopOf(state.input.backing.devicePath);
+    const array = loop ? await stack.arrayOf(loop) : undefined;
+    for (const target of this.remoteTargets(state.input).filter((t) => nodes.includes(t.nodeUUID))) {
+      const leg = await stack.leg(target);
+      if (array && leg.block) await stack.failLeg(array, leg.block);
+      await stack.disconnectLeg(target).catch((err: unknown) => this.options.logger.warn({ err, volumeUUID }, 'disconnecting a replica failed'));
+    }
+    return true;
+  }
+
+  /** This node is not the primary of the epoch any more: stop serving the host at once. */
+  private async fence(state: PrimaryVolume): Promise<void> {
+    state.fenced = true;
+    await this.options.stack.ensureDm(state.input.volumeUUID, this.options.stack.errorTable(state.input.sizeBytes));
+    this.options.logger.error({ volumeUUID: state.input.volumeUUID, epoch: state.input.replication.epoch }, 'fenced: another node is the primary of this volume now; the host path serves errors');
+  }
+
+  /** Stops the volume's mirror on this node, if it runs here: array, replica connections, loop. */
+  private async dismantlePrimary(volumeUUID: string): Promise<void> {
+    const stack = this.options.stack;
+    const loops = await stack.loopsOfVolume(volumeUUID);
+    for (const loop of loops) {
+      const array = await stack.arrayOf(loop);
+      if (array) await stack.stopArray(array);
+    }
+    await stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
+    for (const loop of loops) await stack.detachLoop(loop);
+    if (loops.length > 0) this.options.logger.info({ volumeUUID }, 'replicated volume stopped on this node');
+  }
+
+  // --- replica ------------------------------------------------------------------------------------
+
+  private async serveReplica(input: ServeInput): Promise<ServeResult> {
+    const stack = this.options.stack;
+    // Was primary here (a failover moved it away while this node was cut off): stop serving the
+    // host first, then take the mirror apart so the backing can be exported as a plain copy.
+    await stack.ensureDm(input.volumeUUID, stack.errorTable(input.sizeBytes));
+    this.primaries.delete(input.volumeUUID);
+    await this.dismantlePrimary(input.volumeUUID);
+    const cluster = this.requireCluster();
+    return {
+      hostDevicePath: stack.hostDevicePath(input.volumeUUID),
+      replicationExport: { nqn: replicationSubsystemNQN(cluster, input.volumeUUID, input.nodeUUID), primaryHostNQN: input.replication.primaryHostNQN },
+    };
+  }
+
+  // --- the monitor --------------------------------------------------------------------------------
+
+  private async monitor(): Promise<void> {
+    let changed = false;
+    for (const volumeUUID of [...this.primaries.keys()]) {
+      try {
+        changed = (await this.locked(volumeUUID, () => this.watchLegs(volumeUUID))) || changed;
+      } catch (err) {
+        this.options.logger.warn({ err, volumeUUID }, 'checking replicas failed');
+      }
+    }
+    if (changed) for (const l of this.listeners) l();
+  }
+
+  /** One look at a primary's legs; true when what it reports changed. */
+  private async watchLegs(volumeUUID: string): Promise<boolean> {
+    const state = this.primaries.get(volumeUUID);
+    if (!state || state.fenced) return false;
+    const { stack } = this.options;
+    const loop = await stack.loopOf(state.input.backing.devicePath);
+    const array = loop ? await stack.arrayOf(loop) : undefined;
+    if (!array) return false;
+    const now = Date.now();
+    let arrayState = await stack.readArray(array);
+    const lost: string[] = [];
+    for (const target of this.remoteTargets(state.input)) {
+      if (!state.inSync.has(target.nodeUUID)) continue;
+      const leg = await stack.leg(target);
+      const member = leg.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
+      if (member?.flags.includes('faulty') || !member) {
+        lost.push(target.nodeUUID);
+      } else if (leg.controllerState !== 'live') {
+        const since = state.downSince.get(target.nodeUUID) ?? now;
+        state.downSince.set(target.nodeUUID, since);
+        if (now - since >= this.options.legLossGraceMs) lost.push(target.nodeUUID);
+      } else {
+        state.downSince.delete(target.nodeUUID);
+      }
+    }
+    if (lost.length > 0) {
+      if (!(await this.takeOutOfSync(state, lost, `replica(s) ${lost.join(', ')} stopped answering the primary`))) return true;
+      for (const n of lost) state.downSince.delete(n);
+      arrayState = await stack.readArray(array);
+    }
+    await this.rejoin(state, array, arrayState, now);
+    const legs = await this.legStates(state, await stack.readArray(array));
+    const changed = JSON.stringify(legs) !== JSON.stringify(state.legs);
+    state.legs = legs;
+    return changed;
+  }
+
+  /** Out-of-sync copies that can be reached: connect, re-add, and once in sync, record it. */
+  private async rejoin(state: PrimaryVolume, array: string, arrayState: ArrayState, now: number): Promise<void> {
+    const { stack, logger } = this.options;
+    const { volumeUUID, replication, nodeUUID } = state.input;
+    for (const target of this.remoteTargets(state.input)) {
+      if (state.inSync.has(target.nodeUUID) || !target.endpoint) continue;
+      let leg = await stack.leg(target);
+      const member = leg.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
+      if (member && member.flags.includes('in_sync') && !member.flags.includes('faulty') && arrayState.syncAction === 'idle') {
+        const outcome = await this.options.writer.markInSync(volumeUUID, replication.epoch, nodeUUID, target.nodeUUID, `replica ${target.nodeUUID} resynchronized`);
+        if (outcome === 'fenced') await this.fence(state);
+        else {
+          state.inSync.add(target.nodeUUID);
+          logger.info({ volumeUUID, replica: target.nodeUUID }, 'replica back in sync');
+        }
+        continue;
+      }
+      if (member && !member.flags.includes('faulty')) continue; // recovering
+      if (member?.flags.includes('faulty')) {
+        await stack.failLeg(array, member.block);
+        continue;
+      }
+      if (now - (state.lastRejoinAttempt.get(target.nodeUUID) ?? 0) < this.options.rejoinIntervalMs) continue;
+      state.lastRejoinAttempt.set(target.nodeUUID, now);
+      try {
+        if (leg.controller && leg.controllerState !== 'live') continue; // reconnecting by itself
+        leg = await stack.connectLeg(target, this.hostNQNOf(state.input));
+        if (!leg.block || leg.controllerState !== 'live') continue;
+        await stack.addLeg(array, leg.block);
+        logger.info({ volumeUUID, replica: target.nodeUUID }, 'replica re-added: resynchronizing what changed while it was away');
+      } catch (err) {
+        logger.debug({ err, volumeUUID, replica: target.nodeUUID }, 'replica not reachable yet');
+      }
+    }
+  }
+
+  private async legStates(state: PrimaryVolume, arrayState: ArrayState): Promise<ReplicaLegStatus[]> {
+    const statuses: ReplicaLegStatus[] = [{ nodeUUID: state.input.nodeUUID, state: 'InSync', syncPercent: 100 }];
+    for (const target of this.remoteTargets(state.input)) {
+      const leg = await this.options.stack.leg(target);
+      const member = leg.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
+      if (state.inSync.has(target.nodeUUID)) statuses.push({ nodeUUID: target.nodeUUID, state: 'InSync', syncPercent: 100 });
+      else if (member && !member.flags.includes('faulty') && arrayState.syncAction !== 'idle') {
+        statuses.push({ nodeUUID: target.nodeUUID, state: 'Resyncing', syncPercent: Math.floor((arrayState.syncProgress ?? 0) * 100) });
+      } else if (leg.controllerState === 'live') statuses.push({ nodeUUID: target.nodeUUID, state: 'OutOfSync', syncPercent: 0 });
+      else statuses.push({ nodeUUID: target.nodeUUID, state: 'Unreachable', syncPercent: 0 });
+    }
+    return statuses.sort((a, b) => (a.nodeUUID < b.nodeUUID ? -1 : 1));
+  }
+
+  // ------------------------------------------------------------------------------------------------
+
+  private remoteTargets(input: ServeInput): LegTarget[] {
+    const cluster = this.requireCluster();
+    return input.replication.legs
+      .filter((l) => l.nodeUUID !== input.nodeUUID)
+      .map((l) => ({ nodeUUID: l.nodeUUID, endpoint: l.endpoint, nqn: replicationSubsystemNQN(cluster, input.volumeUUID, l.nodeUUID) }));
+  }
+
+  private hostNQNOf(input: ServeInput): string {
+    return nodeHostNQN(this.requireCluster(), input.nodeUUID);
+  }
+
+  private requireCluster(): string {
+    const cluster = this.options.clusterSubsystemNQN();
+    if (!cluster) throw new Error('the cluster is not known yet');
+    return cluster;
+  }
+
+  /** One change at a time per volume: the reconciler's pass and the monitor share the devices. */
+  private locked<T>(volumeUUID: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(volumeUUID) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    const settled = next.catch(() => undefined);
+    this.locks.set(volumeUUID, settled);
+    void settled.then(() => {
+      if (this.locks.get(volumeUUID) === settled) this.locks.delete(volumeUUID);
+    });
+    return next;
+  }
+}
+

@@ -1,0 +1,328 @@
+// Replication end to end (issue 11, docs/replication.md), all through the REST API: a real etcd
+// and control plane on this host, three storage guests running the real agent on Debian's kernel
+// (nvmet, md raid1, device-mapper, the NVMe/TCP initiator), and an initiator guest playing the
+// host with nvme-cli and native multipath.
+//
+// Networking: guests have QEMU user networking only, so every node is 10.0.2.2 to the others.
+// A volume's port is the same number on every node, so this host forwards a distinct port per
+// node to it (node i: portMin + i * VOLUME_PORTS + offset → the guest's volume port); the host
+// connects one path per node by hand (nvme connect-all through discovery would be handed the
+// same address and port for every node here). Each node's replication port (4421 in its guest)
+// is forwarded likewise and advertised as 10.0.2.2:<forward>, which is how primaries reach it.
+//
+// Scenarios build on each other, guests stay up; every step has a timeout.
+import assert from 'node:assert/strict';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import type { Etcd3 } from 'etcd3';
+import type { NodeWire } from '../../control-plane/nodes/nodes-service.js';
+import type { VolumeWire as Volume } from '../../control-plane/volumes/volume-wire.js';
+import { createEtcdClient } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { ReplicaSetRecord } from '../../lib/records.js';
+import { REPLICA_DATA_OFFSET_BYTES } from '../../lib/replication.js';
+import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
+import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
+import { waitUntil } from '../helpers/wait.js';
+import { startStorageGuest, type StorageGuest } from './cluster-lab.js';
+import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
+
+const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
+const MiB = 1024 * 1024;
+const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
+const FROM_GUESTS = '10.0.2.2';
+const VOLUME_PORTS = 16;
+const DRIVE_MIB = 384;
+const VOLUME_MIB = 64;
+const NAMES = ['rep-a', 'rep-b', 'rep-c'] as const;
+const DATA_OFFSET_MIB = Number(REPLICA_DATA_OFFSET_BYTES) / MiB;
+
+describe('replication end to end (three storage guests, one initiator, QEMU)', { timeout: 1_500_000, skip }, () => {
+  let etcd: TestEtcd;
+  let client: Etcd3;
+  let plane: ControlPlaneProcess;
+  const storage: StorageGuest[] = [];
+  let initiator: Guest | undefined;
+  let subsystemNQN = '';
+  let portMin = 0;
+  const { step, timings } = new StepTimer();
+  const logDir = process.env['STRATA_E2E_LOG_DIR'] ?? join(tmpdir(), 'strata-e2e-logs');
+
+  // ---- the API -------------------------------------------------------------------------------
+  async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const res = await fetch(`${plane.apiUrl}/api/v2${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${plane.adminToken()}`, 'Content-Type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const text = await res.text();
+    assert.equal(res.status, 200, `${method} ${path}: ${res.status} ${text}`);
+    return JSON.parse(text) as T;
+  }
+  const getVolume = (uuid: string) => api<Volume>('GET', `/volumes/${uuid}`);
+  const replicaSet = async (uuid: string): Promise<ReplicaSetRecord> => JSON.parse((await client.get(keys.replicaSet(uuid)).string()) ?? 'null') as ReplicaSetRecord;
+  const agentLogs = () => storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(3000)}`).join('\n');
+  async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
+    let last: unknown;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        const value = await probe();
+        if (value) return value;
+      } catch (err) {
+        last = err;
+      }
+      if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms (${String(last ?? '')})\n${agentLogs()}`);
+      await sleep(500);
+    }
+  }
+
+  // ---- guests --------------------------------------------------------------------------------
+  const host = (): Guest => {
+    assert.ok(initiator, 'the initiator guest did not start');
+    return initiator;
+  };
+  const indexOf = (nodeUUID: string) => storage.findIndex((s) => s.nodeUUID() === nodeUUID);
+  const storageOf = (nodeUUID: string): StorageGuest => {
+    const found = storage[indexOf(nodeUUID)];
+    assert.ok(found, `no storage guest serves node ${nodeUUID}`);
+    return found;
+  };
+  const sh = async (guest: Guest, command: string, timeoutMs = 60_000) => (await guest.runOk(['sh', '-c', command], { timeoutMs })).stdout;
+  const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+  /** This host's port that reaches `port` on node i's guest. */
+  const pathPort = (i: number, port: number) => portMin + i * VOLUME_PORTS + (port - portMin);
+  const nqnOf = (uuid: string) => `${subsystemNQN}:vol:${uuid}`;
+
+  /** Forwards the volume's port of every node and connects the host to each path. */
+  async function connectAllPaths(volume: Volume): Promise<string> {
+    const port = (JSON.parse((await client.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
+    for (const [i, s] of storage.entries()) await s.guest.addHostForward(pathPort(i, port), port);
+    for (const i of storage.keys()) {
+      await host().runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(pathPort(i, port)), '-n', nqnOf(volume.UUID), '-q', HOST, '--reconnect-delay', '1'], { timeoutMs: 60_000 });
+    }
+    return (await host().runOk(['sh', script('nvme-ns-by-uuid.sh'), volume.UUID, '30'], { timeoutMs: 45_000 })).stdout.trim();
+  }
+  /** ANA state of the host's path to each node, by the node's index (from the path's port). */
+  async function pathStates(uuid: string): Promise<Map<number, string>> {
+    const listing = 'for c in /sys/class/nvme/nvme*; do [ "$(cat $c/subsysnqn 2>/dev/null)" = "$1" ] || continue; for p in $c/nvme*c*n*; do [ -e "$p/ana_state" ] && echo "$(cat $c/address)|$(cat $c/state)|$(cat $p/ana_state)"; done; done';
+    const out = await sh(host(), `set -- ${nqnOf(uuid)}; ${listing}`);
+    const states = new Map<number, string>();
+    for (const line of out.split('\n').filter(Boolean)) {
+      const [address, ctrlState, ana] = line.split('|');
+      const port = Number(/trsvcid=(\d+)/.exec(address ?? '')?.[1]);
+      states.set(Math.floor((port - portMin) / VOLUME_PORTS), `${ctrlState}/${ana}`);
+    }
+    return states;
+  }
+  /** The volume's data as stored in one node's backing file (after md's data offset). */
+  async function backingDigest(nodeUUID: string, uuid: string, mib: number): Promise<string> {
+    const guest = storageOf(nodeUUID).guest;
+    const file = (await sh(guest, `find /var/lib/strata/pool -name '${uuid}.*' -path '*/volumes/*' | head -1`)).trim();
+    assert.ok(file, `${storageOf(nodeUUID).name} holds a backing of ${uuid}`);
+    return (await sh(guest, `dd if=${file} bs=1M skip=${DATA_OFFSET_MIB} count=${mib} status=none | sha256sum`)).split(' ')[0]!;
+  }
+  /** Read I/Os the primary sent to its remote legs (the replicas' copies over NVMe/TCP). */
+  async function remoteLegReads(nodeUUID: string): Promise<number> {
+    const out = await sh(
+      storageOf(nodeUUID).guest,
+      `for s in /sys/class/nvme-subsystem/nvme-subsys*; do case "$(cat $s/subsysnqn)" in *:rep:*) for b in $s/nvme*n1; do [ -e "$b" ] && awk '{print $1}' /sys/block/\${b##*/}/stat; done;; esac; done`,
+    );
+    return out.split('\n').filter(Boolean).reduce((sum, n) => sum + Number(n), 0);
+  }
+
+  /** Starts the acknowledged-write log on the host; returns a stopper that verifies it. */
+  function startAckedWrites(device: string, tag: string) {
+    const log = `/tmp/acked-${tag}.log`;
+    const stop = `/tmp/acked-${tag}.stop`;
+    const writer = host().run(['python3', script('acked-writes.py'), 'write', device, log, stop], { timeoutMs: 900_000 });
+    const acked = async () => Number((await sh(host(), `grep -c -v '^error' ${log} 2>/dev/null || true`)).trim() || '0');
+    const lastAckAt = async () => Number((await sh(host(), `grep -v '^error' ${log} | tail -1 | cut -d' ' -f2`)).trim() || '0');
+    return {
+      acked,
+      lastAckAt,
+      errors: async () => (await sh(host(), `grep '^error' ${log} || true`)).trim(),
+      async stopAndVerify(): Promise<{ checked: number; bad: number; errors: string }> {
+        await sh(host(), `touch ${stop}`);
+        await writer;
+        const out = await sh(host(), `python3 ${script('acked-writes.py')} verify ${device} ${log}`, 300_000);
+        const m = /checked=(\d+) bad=(\d+)/.exec(out);
+        assert.ok(m, out);
+        return { checked: Number(m[1]), bad: Number(m[2]), errors: (await sh(host(), `grep '^error' ${log} || true`)).trim() };
+      },
+    };
+  }
+  /** Kills a storage guest's QEMU at once (the server loses power). */
+  async function killGuest(nodeUUID: string): Promise<void> {
+    const s = storageOf(nodeUUID);
+    process.kill(s.guest.pid, 'SIGKILL');
+    await s.guest.exited;
+  }
+
+  // ---- setup ---------------------------------------------------------------------------------
+  before(async () => {
+    const lab = await step('lab', () => prepareLab());
+    etcd = await startEtcd();
+    client = createEtcdClient([etcd.endpoint]);
+    portMin = await freeLoopbackPortRange(VOLUME_PORTS * NAMES.length);
+    plane = await startControlPlaneProcess({
+      etcdEndpoint: etcd.endpoint,
+      extraArgs: ['--volume-port-min', String(portMin), '--volume-port-max', String(portMin + VOLUME_PORTS - 1), '--creating-timeout-seconds', '300'],
+    });
+    subsystemNQN = (await api<{ subsystemNQN: string }>('GET', '/cluster')).subsystemNQN;
+    const grpcPort = Number(plane.grpcEndpoint.split(':')[1]);
+    const started = await step('boot four guests', () =>
+      Promise.allSettled([
+        ...NAMES.map(async (name, i) =>
+          startStorageGuest({
+            name,
+            drives: [{ serial: `STRATA-R${i}-DATA0`, sizeMiB: DRIVE_MIB }],
+            dataSerials: [`STRATA-R${i}-DATA0`],
+            etcdPort: etcd.clientPort,
+            controlPlaneGrpcPort: grpcPort,
+            advertiseAddress: FROM_GUESTS,
+            replicationHostPort: await freeLoopbackPort(),
+            volumePortMin: portMin,
+            volumePortMax: portMin + VOLUME_PORTS - 1,
+            agentArgs: ['--reconcile-interval-seconds', '5', '--log-level', 'debug'],
+            memoryMiB: 768,
+            lab,
+            bootTimeoutMs: 240_000,
+          }),
+        ),
+        startGuest({ name: 'rep-host', memoryMiB: 512, lab, bootTimeoutMs: 240_000 }),
+      ]),
+    );
+    for (const r of started.slice(0, NAMES.length)) if (r.status === 'fulfilled') storage.push(r.value as StorageGuest);
+    const last = started[NAMES.length];
+    if (last?.status === 'fulfilled') initiator = last.value as Guest;
+    for (const r of started) if (r.status === 'rejected') throw r.reason;
+    await step('start three agents', () => Promise.all(storage.map((s) => s.startAgent({ timeoutMs: 240_000 }))));
+    await step('three nodes Active', () =>
+      waitUntil(async () => {
+        const list = (await api<{ nodes: NodeWire[] }>('GET', '/nodes')).nodes;
+        return list.length === 3 && list.every((n) => n.state === 'Active' && BigInt(n.statistics.managedPhysicalStorage) > 0n);
+      }, 'three nodes Active with capacity in the API', 180_000, 500),
+    );
+  }, { timeout: 600_000 });
+
+  after(async () => {
+    await initiator?.run(['nvme', 'disconnect-all'], { timeoutMs: 30_000 }).catch(() => undefined);
+    mkdirSync(logDir, { recursive: true });
+    for (const s of storage) writeFileSync(join(logDir, `${s.name}.${process.pid}.agent.log`), s.agentLogTail(2_000_000));
+    await Promise.all([...storage.map((s) => s.stop().catch(() => undefined)), initiator?.stop()]);
+    if (plane) {
+      writeFileSync(join(logDir, `replication-control-plane.${process.pid}.log`), plane.logs.map((l) => JSON.stringify(l)).join('\n'));
+      await plane.stop();
+      removeDir(plane.stateDir);
+    }
+    client?.close();
+    await etcd?.stop();
+    console.log(`# replication e2e timings: ${timings.join(', ')}`);
+  }, { timeout: 180_000 });
+
+  // ---- scenarios -----------------------------------------------------------------------------
+  let volume: Volume;
+  let device = '';
+  let staleNode = '';
+
+  it('3 copies: every acknowledged write is on all three backings; reads stay on the primary', async () => {
+    const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'mirror', size: `${VOLUME_MIB}MiB`, replicaCount: 3, acl: { values: [HOST] } });
+    volume = await step('create 3 copies → Available', () =>
+      until('volume Available', async () => {
+        const v = await getVolume(created.UUID);
+        if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+        return v.state === 'Available' && v.protectionState === 'FullyProtected' && v;
+      }, 300_000),
+    );
+    assert.equal(new Set(volume.nodeList).size, 3, 'three distinct nodes');
+    const set = await replicaSet(volume.UUID);
+    assert.equal(set.epoch, 1);
+    assert.equal(set.primaryNodeUUID, volume.primaryNodeUUID);
+    assert.deepEqual([...set.inSync].sort(), [...volume.nodeList].sort());
+    assert.equal(volume.rebuildProgress, '100');
+
+    device = await step('connect a path to every node', () => connectAllPaths(volume));
+    await until('the primary path optimized, the others inaccessible', async () => {
+      const states = await pathStates(volume.UUID);
+      const primary = indexOf(volume.primaryNodeUUID);
+      return states.size === 3 && [...states].every(([i, s]) => s === (i === primary ? 'live/optimized' : 'live/inaccessible'));
+    }, 60_000);
+
+    const data = randomBytes(8 * MiB);
+    await step('write 8 MiB through the host', () =>
+      host().runOk(['dd', `of=${device}`, 'bs=1M', 'count=8', 'iflag=fullblock', 'oflag=direct', 'conv=notrunc', 'status=none'], { input: data, timeoutMs: 120_000 }),
+    );
+    const digests = await step('read each backing', () => Promise.all(volume.nodeList.map((n) => backingDigest(n, volume.UUID, 8))));
+    assert.deepEqual(digests, volume.nodeList.map(() => sha256(data)), 'byte for byte on all three backings');
+
+    const before = await remoteLegReads(volume.primaryNodeUUID);
+    const read = (await host().runOk(['dd', `if=${device}`, 'bs=1M', 'count=8', 'iflag=direct', 'status=none'], { timeoutMs: 120_000 })).stdoutBytes;
+    assert.equal(sha256(read), sha256(data), 'the host reads back what it wrote');
+    assert.equal(await remoteLegReads(volume.primaryNodeUUID), before, 'no read went to a remote copy (write-mostly legs)');
+  });
+
+  it('a replica lost under load: recorded out of sync before writes go on without it; no acknowledged write lost; Degraded', async () => {
+    assert.ok(device, 'the first scenario connected the host');
+    staleNode = volume.nodeList.find((n) => n !== volume.primaryNodeUUID)!;
+    const writes = startAckedWrites(device, 'replica-loss');
+    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    await step('kill a replica guest', () => killGuest(staleNode));
+    const killedAt = Date.now() / 1000;
+    const set = await step('the lost copy leaves the in-sync set', () =>
+      until('out of sync in etcd', async () => {
+        const s = await replicaSet(volume.UUID);
+        return !s.inSync.includes(staleNode) && s;
+      }, 120_000),
+    );
+    assert.equal(set.epoch, 1, 'the primary did not change');
+    const resumedFrom = await writes.acked();
+    await until('writes go on without the lost copy', async () => (await writes.acked()) > resumedFrom + 50 && (await writes.lastAckAt()) > killedAt, 120_000);
+    const v = await until('Degraded in the API', async () => {
+      const got = await getVolume(volume.UUID);
+      return got.protectionState === 'Degraded' && got;
+    }, 60_000);
+    assert.equal(v.rebuildProgress, '0', 'the lost copy waits for its resync');
+    const result = await step('verify every acknowledged write', () => writes.stopAndVerify());
+    assert.equal(result.errors, '', 'no write failed on the host');
+    assert.ok(result.checked > 100, `${result.checked} acknowledged writes`);
+    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+  });
+
+  it('the primary lost under load: an in-sync copy (never the stale one) takes over; no acknowledged write lost', async () => {
+    assert.ok(staleNode, 'the previous scenario took a copy out of sync');
+    const oldPrimary = volume.primaryNodeUUID;
+    const survivor = volume.nodeList.find((n) => n !== oldPrimary && n !== staleNode)!;
+    const writes = startAckedWrites(device, 'primary-loss');
+    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    await step('kill the primary guest', () => killGuest(oldPrimary));
+    const killedAt = Date.now() / 1000;
+    const set = await step('an in-sync copy is promoted', () =>
+      until('new primary in etcd', async () => {
+        const s = await replicaSet(volume.UUID);
+        return s.epoch > 1 && s;
+      }, 180_000),
+    );
+    assert.equal(set.primaryNodeUUID, survivor, 'the only in-sync copy alive, never the stale one');
+    assert.ok(!set.inSync.includes(staleNode));
+    const ackedAtKill = await writes.acked();
+    await step('host I/O resumes on the new primary', () =>
+      until('writes acknowledged after the kill', async () => (await writes.acked()) > ackedAtKill + 50 && (await writes.lastAckAt()) > killedAt, 240_000),
+    );
+    const v = await until('the API shows the new primary', async () => {
+      const got = await getVolume(volume.UUID);
+      return got.primaryNodeUUID === survivor && got.protectionState === 'Degraded' && got;
+    }, 60_000);
+    assert.equal(v.state, 'Available');
+    const after = await replicaSet(volume.UUID);
+    assert.deepEqual(after.inSync, [survivor], 'the lost primary was recorded out of sync before the new one served');
+    const result = await step('verify every acknowledged write', () => writes.stopAndVerify());
+    assert.equal(result.errors, '', 'no write failed on the host');
+    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+  });
+});
