@@ -43,7 +43,7 @@ export function toVolumeReportMessage(report: VolumeReportSnapshot): VolumeRepor
       connected_hosts: v.connectedHosts.map((h) => ({ host_nqn: h.hostNQN, address: h.address })),
       logical_used_bytes: v.logicalUsedBytes,
       physical_used_bytes: v.physicalUsedBytes,
-      replica_legs: (v.replicaLegs ?? []).map((l) => ({ node_uuid: l.nodeUUID, state: l.state, sync_percent: l.syncPercent })),
+      ...(v.replicaLegs ? { replica_legs: v.replicaLegs.map((l) => ({ node_uuid: l.nodeUUID, state: l.state, sync_percent: l.syncPercent })) } : {}),
     })),
   };
 }

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
-import type { VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { ReplicaSetRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { joinServer } from '../../test/helpers/records.js';
 import { startVolumesHarness, type VolumesHarness } from './volume-test-support.js';
 
@@ -152,6 +152,9 @@ describe('volumes under concurrency', () => {
         rollbackSnapshotUUID: '', creationTime: now,
       };
       ops.push(h.etcd.put(keys.volume(UUID)).value(JSON.stringify(volume)));
+      // As the controller places a replicated volume: its replica set, every copy in sync.
+      const replicaSet: ReplicaSetRecord = { volumeUUID: UUID, epoch: 1, primaryNodeUUID: nodes[0]!, inSync: [...nodes], reason: 'created', announced: 'Unknown', updatedAt: now };
+      ops.push(h.etcd.put(keys.replicaSet(UUID)).value(JSON.stringify(replicaSet)));
       for (const node of nodes) {
         const status: VolumeStatusRecord = {
           volumeUUID: UUID, nodeUUID: node, generation: 1, state: 'Served', error: '', snapshots: [], connectedHosts: [{ hostNQN: 'nqn.2014-08.org.x:h', address: '10.0.0.1' }],
