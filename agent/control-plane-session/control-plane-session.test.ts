@@ -362,6 +362,7 @@ describe('ControlPlaneSession', () => {
           connected_hosts: [{ host_nqn: '', address: '192.0.2.1' }],
           logical_used_bytes: '4096',
           physical_used_bytes: '1024',
+          replica_legs: [], // a replica set's primary lists its copies here; proto3 decodes the empty list
         },
       ],
     });
