@@ -12,6 +12,7 @@ import { AdminEndpointsStore } from './admin-endpoints/admin-endpoints-store.js'
 import { createAdminEndpointsRoutes } from './admin-endpoints/admin-endpoints-routes.js';
 import { ClusterService } from './cluster/cluster-service.js';
 import { PresenceReplicaLimits } from './cluster/presence-replica-limits.js';
+import { WatchedVolumeHealth } from './cluster/volume-health.js';
 import { createClusterRoutes } from './cluster/cluster-routes.js';
 import { ConnectedHostsService } from './connected-hosts/connected-hosts-service.js';
 import { ConnectedHostsStore } from './connected-hosts/connected-hosts-store.js';
@@ -88,7 +89,7 @@ export function buildResources(ctx: ResourceContext): Resources {
 
   // Inventory views share one reader: it keeps the last snapshot and reads only changes.
   const inventory = new InventoryReader(etcd);
-  const cluster = new ClusterService(inventory);
+  const cluster = new ClusterService(inventory, new WatchedVolumeHealth(cache));
 
   const projectsStore = new ProjectsStore(etcd);
   const policiesStore = new PoliciesStore(etcd);

@@ -69,11 +69,22 @@ export interface EffectiveQos {
   readonly name: string;
 }
 
+/** The volume's protection state from what its nodes report (cluster health counts by it too). */
+export function protectionOf(v: VolumeRecord, observed: VolumeObservation): ProtectionState {
+  const nodeList = v.placement?.nodeList ?? [];
+  return protectionState(v, nodeList, statusesInNodeList(nodeList, observed.statuses), observed.presentNodes);
+}
+
+/** Node UUID → its status, for the nodes of the nodeList only. */
+function statusesInNodeList(nodeList: readonly string[], statuses: readonly VolumeStatusRecord[]): Map<string, VolumeStatusRecord> {
+  const inList = new Set(nodeList);
+  return new Map(statuses.filter((s) => inList.has(s.nodeUUID)).map((s) => [s.nodeUUID, s]));
+}
+
 export function volumeToWire(stored: StoredVolume, observed: VolumeObservation, qos: EffectiveQos, clusterId: string): VolumeWire {
   const v = stored.record;
   const nodeList = v.placement?.nodeList ?? [];
-  const inList = new Set(nodeList);
-  const statusOf = new Map(observed.statuses.filter((s) => inList.has(s.nodeUUID)).map((s) => [s.nodeUUID, s]));
+  const statusOf = statusesInNodeList(nodeList, observed.statuses);
   const protection = protectionState(v, nodeList, statusOf, observed.presentNodes);
   const primary = v.placement ? statusOf.get(v.placement.primaryNodeUUID) : undefined;
   const hosts = connectedHostsOf(nodeList, statusOf);
