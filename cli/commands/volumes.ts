@@ -47,6 +47,7 @@ interface VolumeConnection {
   devicePath: string;
   acl: string[];
   commands: { connect: string[]; discover: string[]; connectAll: string[] };
+  clusterSubsystem: { subsystemNQN: string; directConnect: string; reason: string; instead: string[] };
 }
 
 const ALLOW_ANY = 'ALLOW_ANY';
@@ -190,6 +191,8 @@ export function registerVolumeCommands(program: Command): void {
       print.line(`# volume ${label(volume)}, state ${connection.state}; subsystem ${connection.subsystemNQN}`);
       print.line(`# on the host the volume appears as ${connection.devicePath}`);
       for (const line of connection.commands.connect) print.line(withHost(line));
+      for (const line of connection.commands.connectAll) print.line(`# or every volume this host may reach, through discovery: ${withHost(line)}`);
+      print.line(`# connecting to the cluster subsystem ${connection.clusterSubsystem.subsystemNQN} for I/O is ${connection.clusterSubsystem.directConnect}: ${connection.clusterSubsystem.reason}`);
       if (connection.commands.connect.length === 0) print.note(`strata: volume ${label(volume)} is not placed on any node yet (state ${connection.state}): no paths to connect`);
       if (options.hostNqn !== undefined && !connection.acl.includes(ALLOW_ANY) && !connection.acl.includes(options.hostNqn)) {
         print.note(`strata: warning: ${options.hostNqn} is not in the volume's ACL, so the connect will be refused; add it with \`strata volumes acl add ${volumeArg} ${options.hostNqn}\``);

@@ -164,7 +164,8 @@ export class VolumeService {
     const { record } = await this.resolve(target, guard);
     const nodeList = record.placement?.nodeList ?? [];
     const [nodes, statuses] = await Promise.all([this.deps.store.nodeAddresses(nodeList), this.deps.store.statusesOf([record.UUID])]);
-    return volumeConnectionToWire(record, volumeSubsystemNQN(this.deps.clusterSubsystemNQN, record.UUID), nodes, statuses.get(record.UUID) ?? []);
+    const { clusterSubsystemNQN } = this.deps;
+    return volumeConnectionToWire(record, clusterSubsystemNQN, volumeSubsystemNQN(clusterSubsystemNQN, record.UUID), nodes, statuses.get(record.UUID) ?? []);
   }
 
   /**

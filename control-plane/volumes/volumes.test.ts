@@ -793,6 +793,13 @@ describe('volumes API', () => {
       assert.deepEqual(got.acl, [HOST_A]);
       assert.equal(got.commands.connect[0], `nvme connect -t tcp -a 192.0.2.7 -s 4420 -n ${got.subsystemNQN} -q <host NQN: cat /etc/nvme/hostnqn>`);
       assert.match(got.commands.connectAll[0], /^nvme connect-all -t tcp -a 192\.0\.2\.7 -s 8009 -q .* --persistent$/);
+      // A host that connects to the cluster subsystemNQN for I/O is told it is refused, why, and what to run.
+      assert.deepEqual(Object.keys(got.clusterSubsystem).sort(), ['directConnect', 'instead', 'reason', 'subsystemNQN']);
+      assert.equal(got.clusterSubsystem.subsystemNQN, h.api.cluster.subsystemNQN);
+      assert.equal(got.clusterSubsystem.directConnect, 'refused');
+      assert.match(got.clusterSubsystem.reason, /no per-host namespace masking/);
+      assert.match(got.clusterSubsystem.reason, /nothing listens on port 4420/);
+      assert.deepEqual(got.clusterSubsystem.instead, got.commands.connectAll);
       assert.deepEqual(ok(await h.request('GET', `/api/v2/volumes/${v.UUID}/connection`, { token: admin() })), got, 'unscoped route');
       fails(await h.request('GET', url, { token: h.tokens.defaultAdmin }), 403, 7, 'another project');
       fails(await h.request('GET', `/api/v2/projects/p2/volumes/${randomUUID()}/connection`, { token: admin() }), 404, 5, 'unknown volume');
