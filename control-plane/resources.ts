@@ -48,6 +48,7 @@ import { WatchedProjectDirectory } from './projects/project-directory.js';
 import { ProjectsService } from './projects/projects-service.js';
 import { ProjectsStore } from './projects/projects-store.js';
 import { createProjectsRoutes } from './projects/projects-routes.js';
+import { EtcdMembers } from './servers/etcd-members.js';
 import { ServersService } from './servers/servers-service.js';
 import { createServersRoutes } from './servers/servers-routes.js';
 import { EtcdSnapshotDirectory, SnapshotService } from './snapshots/snapshot-service.js';
@@ -122,7 +123,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createVersionRoutes({ auth }),
     createControlPlaneRoutes({ auth, registry: ctx.registry }),
     createClusterRoutes({ auth, cluster }),
-    createServersRoutes({ auth, servers: new ServersService(inventory) }),
+    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd)) }),
     createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),

@@ -19,6 +19,7 @@ import { NO_VOLUMES } from '../cluster/volume-health.js';
 import { ClusterService } from '../cluster/cluster-service.js';
 import { NodesService } from '../nodes/nodes-service.js';
 import { NvmeDevicesService } from '../nvme-devices/nvme-devices-service.js';
+import { EtcdMembers } from '../servers/etcd-members.js';
 import { ServersService } from '../servers/servers-service.js';
 import { InventoryReader, type InventorySnapshot } from './inventory-reader.js';
 
@@ -189,7 +190,7 @@ describe('InventoryReader', () => {
     const timings = {
       fullRead: await timeIt(() => reader.readAll()),
       snapshot: await timeIt(() => reader.read()),
-      servers: await timeIt(() => new ServersService(reader).list()),
+      servers: await timeIt(() => new ServersService(reader, new EtcdMembers(etcd)).list()),
       nodes: await timeIt(() => new NodesService(reader).list()),
       devices: await timeIt(() => new NvmeDevicesService(reader).list()),
       cluster: await timeIt(() => new ClusterService(reader, noVolumes).cluster()),

@@ -15,10 +15,15 @@ export interface VolumeStatisticsWire {
   totalCompressionRatio: number;
   physicalCapacity: string;
   physicalOwnedCapacity: string;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   physicalOwnedMemory: string;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   physicalMemory: string;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   userWritten: string;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   unrecoverableDataIntegrityErrors: number;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   recoverableDataIntegrityErrors: number;
 }
 
