@@ -89,9 +89,13 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
       nodeUUIDs: identity.nodeUUIDs,
       hostname: config.hostname,
       advertiseAddress: config.advertiseAddress,
-      // Not advertised: volumes are served on their own ports, nothing listens on nvmePort, and
-      // the cluster must not hand hosts endpoints nobody serves.
-      nvmePort: undefined,
+      // The node's NVMe/TCP entry point is its discovery controller: every volume has its own
+      // port (its own subsystem), so no one port serves them all, but a host that connects here
+      // (nvme discover / connect-all) is referred to every volume its NQN may reach. Clients that
+      // parse nvmeEndpoint as IP:port (CSI, Cinder) get an address something listens on; the
+      // shared 4420 (config nvmePort) has no listener, and '' while discovery does not listen
+      // (docs/decisions.md).
+      nvmePort: discovery.port,
       discoveryPort: discovery.port,
       // Listened on as soon as this node holds a copy of a replicated volume (the data path makes
       // the port with the first replication export); primaries dial it only then.

@@ -124,9 +124,10 @@ describe('strata-agent daemon (dist/agent/main.js)', () => {
     assert.deepEqual(server?.endpoints, ['192.0.2.10']);
     const node = parseRecord<NodeRecord>('n', await observer.get(keys.node(nodeUUIDs[0] as string)).string());
     // The discovery controller listens (on a free port here), so its endpoint is advertised at
-    // the advertise address; nothing listens on a shared NVMe/TCP port, so that one is not.
-    assert.equal(node?.nvmeEndpoint, '');
+    // the advertise address, as the discovery endpoint and as the node's NVMe/TCP endpoint (the
+    // one port a host reaches every volume through; each volume has its own port).
     assert.match(node?.discoveryEndpoint ?? '', /^192\.0\.2\.10:\d+$/);
+    assert.equal(node?.nvmeEndpoint, node?.discoveryEndpoint);
     assert.deepEqual(node?.failureDomains, ['fixture-host']);
     assert.deepEqual(node?.managedDeviceSerials, ['DATA-1']);
     assert.equal(node?.journalDeviceSerial, 'JOURNAL-1');

@@ -196,6 +196,8 @@ describe('strata CLI against a real control plane', () => {
     const out = await ok(['volumes', 'connect-info', 'default/cli-vol1', '--host-nqn', HOST_A]);
     assert.match(out, new RegExp(`^nvme connect -t tcp -a ${SERVER_ADDRESS} -s \\d+ -n nqn\\.\\S+:vol:${vol1} -q ${HOST_A}$`, 'm'));
     assert.match(out, new RegExp(`^# on the host the volume appears as /dev/disk/by-id/nvme-uuid\\.${vol1}$`, 'm'));
+    assert.match(out, new RegExp(`^# or every volume this host may reach, through discovery: nvme connect-all -t tcp -a ${SERVER_ADDRESS} -s 8009 -q ${HOST_A} --persistent$`, 'm'));
+    assert.match(out, /^# connecting to the cluster subsystem nqn\.\S+ for I\/O is refused: .*no per-host namespace masking/m);
   });
 
   it('volumes resize --wait waits until the volume is Available at the new size', async () => {

@@ -12,6 +12,7 @@ import { AdminEndpointsStore } from './admin-endpoints/admin-endpoints-store.js'
 import { createAdminEndpointsRoutes } from './admin-endpoints/admin-endpoints-routes.js';
 import { ClusterService } from './cluster/cluster-service.js';
 import { PresenceReplicaLimits } from './cluster/presence-replica-limits.js';
+import { WatchedVolumeHealth } from './cluster/volume-health.js';
 import { createClusterRoutes } from './cluster/cluster-routes.js';
 import { ConnectedHostsService } from './connected-hosts/connected-hosts-service.js';
 import { ConnectedHostsStore } from './connected-hosts/connected-hosts-store.js';
@@ -47,6 +48,7 @@ import { WatchedProjectDirectory } from './projects/project-directory.js';
 import { ProjectsService } from './projects/projects-service.js';
 import { ProjectsStore } from './projects/projects-store.js';
 import { createProjectsRoutes } from './projects/projects-routes.js';
+import { EtcdMembers } from './servers/etcd-members.js';
 import { ServersService } from './servers/servers-service.js';
 import { createServersRoutes } from './servers/servers-routes.js';
 import { EtcdSnapshotDirectory, SnapshotService } from './snapshots/snapshot-service.js';
@@ -88,7 +90,7 @@ export function buildResources(ctx: ResourceContext): Resources {
 
   // Inventory views share one reader: it keeps the last snapshot and reads only changes.
   const inventory = new InventoryReader(etcd);
-  const cluster = new ClusterService(inventory);
+  const cluster = new ClusterService(inventory, new WatchedVolumeHealth(cache));
 
   const projectsStore = new ProjectsStore(etcd);
   const policiesStore = new PoliciesStore(etcd);
@@ -121,7 +123,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createVersionRoutes({ auth }),
     createControlPlaneRoutes({ auth, registry: ctx.registry }),
     createClusterRoutes({ auth, cluster }),
-    createServersRoutes({ auth, servers: new ServersService(inventory) }),
+    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd)) }),
     createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),

@@ -14,7 +14,7 @@ export interface RegistrationFacts {
   readonly nodeUUIDs: readonly string[];
   readonly hostname: string;
   readonly advertiseAddress: string;
-  /** Port of the NVMe/TCP target this agent serves, or undefined while it serves none. */
+  /** Port of the NVMe/TCP endpoint this node advertises to hosts (its discovery controller), or undefined while nothing listens. */
   readonly nvmePort: number | undefined;
   /** Port of the discovery controller this agent serves, or undefined while it serves none. */
   readonly discoveryPort: number | undefined;

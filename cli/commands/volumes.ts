@@ -47,6 +47,7 @@ interface VolumeConnection {
   devicePath: string;
   acl: string[];
   commands: { connect: string[]; discover: string[]; connectAll: string[] };
+  clusterSubsystem: { subsystemNQN: string; directConnect: string; reason: string; instead: string[] };
 }
 
 const ALLOW_ANY = 'ALLOW_ANY';
@@ -108,7 +109,7 @@ export function registerVolumeCommands(program: Command): void {
     .requiredOption('--name <name>', 'name, unique in the project (a-z A-Z 0-9 - _ .)')
     .requiredOption('--size <size>', 'size: bytes or binary units, e.g. 10GiB, 512MiB')
     .option('--replicas <n>', 'replica count, 1-3 (API default 1)')
-    .option('--compression', 'compress the volume')
+    .option('--compression', 'compress the volume (fixed at create: the API refuses to change it later)')
     .option('--acl <hostNQN...>', 'host NQNs that may connect (API default ALLOW_NONE: no host)')
     .option('--ip-acl <address...>', 'IP addresses that may connect (API default ALLOW_ANY; no CIDR ranges)')
     .option('--policy <name|UUID>', 'QoS policy (default: the project\'s)')
@@ -136,10 +137,10 @@ export function registerVolumeCommands(program: Command): void {
 
   volumes
     .command('resize')
-    .description('change a volume\'s size (shrinking needs --force and loses the data beyond the new end)')
+    .description('grow a volume (shrinking is not supported: the API refuses a smaller size with 400, with or without --force)')
     .argument('<volume>', 'UUID or project/name')
     .argument('<size>', 'new size: bytes or binary units, e.g. 20GiB')
-    .option('--force', 'allow shrinking')
+    .option('--force', 'send Force: true (kept for scripts; a shrink is refused all the same)')
     .option('--wait', 'wait until the volume is Available again')
     .addOption(waitTimeoutOption())
     .action(async (volumeArg: string, sizeArg: string, options: { force?: boolean; wait?: boolean; waitTimeout: string }, command: Command) => {
@@ -190,6 +191,8 @@ export function registerVolumeCommands(program: Command): void {
       print.line(`# volume ${label(volume)}, state ${connection.state}; subsystem ${connection.subsystemNQN}`);
       print.line(`# on the host the volume appears as ${connection.devicePath}`);
       for (const line of connection.commands.connect) print.line(withHost(line));
+      for (const line of connection.commands.connectAll) print.line(`# or every volume this host may reach, through discovery: ${withHost(line)}`);
+      print.line(`# connecting to the cluster subsystem ${connection.clusterSubsystem.subsystemNQN} for I/O is ${connection.clusterSubsystem.directConnect}: ${connection.clusterSubsystem.reason}`);
       if (connection.commands.connect.length === 0) print.note(`strata: volume ${label(volume)} is not placed on any node yet (state ${connection.state}): no paths to connect`);
       if (options.hostNqn !== undefined && !connection.acl.includes(ALLOW_ANY) && !connection.acl.includes(options.hostNqn)) {
         print.note(`strata: warning: ${options.hostNqn} is not in the volume's ACL, so the connect will be refused; add it with \`strata volumes acl add ${volumeArg} ${options.hostNqn}\``);

@@ -8,6 +8,7 @@ import { InventoryView, bytes } from '../inventory/inventory-view.js';
 import { addStorageFigures, NO_STORAGE, nodeStorageFigures, storageStatisticsWire } from '../inventory/storage-statistics.js';
 import { etagOf, int64, noUpgrade, type LastUpgradeWire, type StorageStatisticsWire } from '../inventory/wire.js';
 import { minVersion } from './semver.js';
+import { clusterHealthState, type VolumeHealthSource } from './volume-health.js';
 
 /** The 11 cluster statistics: decimal strings of bytes, except compressionRatio. */
 export interface ClusterStatisticsWire extends StorageStatisticsWire {
@@ -83,12 +84,17 @@ export interface ClusterServiceOptions {
 export class ClusterService {
   private readonly productVersion: string;
 
-  constructor(private readonly inventory: InventorySource, options: ClusterServiceOptions = {}) {
+  constructor(
+    private readonly inventory: InventorySource,
+    private readonly volumes: VolumeHealthSource,
+    options: ClusterServiceOptions = {},
+  ) {
     this.productVersion = options.productVersion ?? packageVersion;
   }
 
   async cluster(): Promise<ClusterWire> {
-    const view = new InventoryView(await this.inventory.read());
+    const [snapshot, volumes] = await Promise.all([this.inventory.read(), this.volumes.counts()]);
+    const view = new InventoryView(snapshot);
     const { record, etag } = requireCluster(view.snapshot);
     const nodes = nodeSummary(view);
     return {
@@ -99,12 +105,12 @@ export class ClusterService {
       statistics: clusterStatistics(view),
       ETag: etag,
       health: {
-        state: nodes.total > 0 && nodes.active === 0 ? 'Error' : nodes.total > nodes.active ? 'Warning' : 'OK',
-        numDegradedVolumes: 0,
-        numReadOnlyVolumes: 0,
-        numNotAvailableVolumes: 0,
+        state: clusterHealthState(volumes, nodes),
+        numDegradedVolumes: volumes.degraded,
+        numReadOnlyVolumes: volumes.readOnly,
+        numNotAvailableVolumes: volumes.notAvailable,
         numInactiveNodes: nodes.total - nodes.active,
-        numHealthyVolumes: 0,
+        numHealthyVolumes: volumes.healthy,
       },
       MinVersionInCluster: minVersionInCluster(view.snapshot),
       // Both are this software's version: no server may run older than the control plane

@@ -19,6 +19,9 @@ import { InventoryReader } from '../inventory/inventory-reader.js';
 import { createClusterRoutes } from './cluster-routes.js';
 import { ClusterService } from './cluster-service.js';
 import { compareVersions, minVersion } from './semver.js';
+import { WatchedVolumeHealth, clusterHealthState, countVolumeHealth, healthOfVolume } from './volume-health.js';
+import { putVolume, statusRecord, volumeRecord } from '../snapshots/snapshot-test-fixtures.js';
+import type { ReplicaSetRecord, VolumeRecord } from '../../lib/records.js';
 
 const CLUSTER_FIELDS = [
   'UUID', 'subsystemNQN', 'currentMaxReplicas', 'supportedMaxReplicas', 'statistics', 'ETag', 'health',
@@ -57,8 +60,8 @@ describe('cluster API', () => {
   const servers: JoinedServer[] = [];
 
   before(async () => {
-    api = await startApiHarness((etcd, auth) => [
-      createClusterRoutes({ auth, cluster: new ClusterService(new InventoryReader(etcd), { productVersion: '0.10.0' }) }),
+    api = await startApiHarness((etcd, auth, cache) => [
+      createClusterRoutes({ auth, cluster: new ClusterService(new InventoryReader(etcd), new WatchedVolumeHealth(cache), { productVersion: '0.10.0' }) }),
     ]);
   });
   after(async () => {
@@ -191,5 +194,68 @@ describe('cluster API', () => {
     assert.equal(cluster.health.state, 'Error', 'nodes exist but none is Active');
     assert.equal(cluster.health.numInactiveNodes, 6);
     assert.deepEqual(cluster.discoveryEndpoints, []);
+  });
+
+  test('health counts the volumes by their real state: degraded → Warning; a Failed or unserved volume → Error', async () => {
+    // Every node Active again; three volumes over a's and b's nodes.
+    const [a, b, c, d] = servers as [JoinedServer, JoinedServer, JoinedServer, JoinedServer];
+    for (const s of [a, b, c, d]) await markPresent(api.etcd, s.server.UUID, s.server.nodeUUIDs);
+    const nodeA = a.server.nodeUUIDs[0] as string;
+    const nodeB = b.server.nodeUUIDs[0] as string;
+    const placed = (nodeList: string[]) => ({ nodeList, primaryNodeUUID: nodeList[0] as string, nsid: 1, port: 20001 });
+    const serve = async (v: VolumeRecord, node: string, state: 'Served' | 'Failed' = 'Served') =>
+      putRecord(api.etcd, keys.volumeStatus(v.UUID, node), statusRecord(v.UUID, node, [], { state }));
+    const health = async () => (await getCluster()).health;
+
+    const one = await putVolume(api.etcd, volumeRecord({ replicaCount: 2, placement: placed([nodeA, nodeB]) }));
+    // As the controller places a replicated volume: its replica set, both copies in sync.
+    const replicaSet: ReplicaSetRecord = { volumeUUID: one.UUID, epoch: 1, primaryNodeUUID: nodeB, inSync: [nodeA, nodeB], reason: 'created', announced: 'Unknown', updatedAt: new Date().toISOString() };
+    await putRecord(api.etcd, keys.replicaSet(one.UUID), replicaSet);
+    const two = await putVolume(api.etcd, volumeRecord({ replicaCount: 1, placement: placed([nodeB]) }));
+    for (const [v, node] of [[one, nodeA], [one, nodeB], [two, nodeB]] as const) await serve(v, node);
+    // Neither Creating (no data yet) nor Deleting (going away) counts.
+    await putVolume(api.etcd, volumeRecord({ state: 'Creating', placement: null }));
+    await putVolume(api.etcd, volumeRecord({ state: 'Deleting', placement: placed([nodeA]) }));
+    assert.deepEqual(await health(), { state: 'OK', numDegradedVolumes: 0, numReadOnlyVolumes: 0, numNotAvailableVolumes: 0, numInactiveNodes: 0, numHealthyVolumes: 2 });
+
+    await serve(one, nodeA, 'Failed');
+    assert.deepEqual(await health(), { state: 'Warning', numDegradedVolumes: 1, numReadOnlyVolumes: 0, numNotAvailableVolumes: 0, numInactiveNodes: 0, numHealthyVolumes: 1 }, 'one replica of two serves');
+
+    await putVolume(api.etcd, { ...two, state: 'Failed', failureReason: 'the backing could not be created' });
+    assert.deepEqual(await health(), { state: 'Error', numDegradedVolumes: 1, numReadOnlyVolumes: 0, numNotAvailableVolumes: 1, numInactiveNodes: 0, numHealthyVolumes: 0 }, 'a Failed volume is not available');
+
+    await putVolume(api.etcd, { ...two, state: 'Available' });
+    await serve(one, nodeA);
+    await markAbsent(api.etcd, b.server.UUID);
+    // The leader promotes the in-sync copy on a's node (docs/replication.md).
+    await putRecord(api.etcd, keys.replicaSet(one.UUID), { ...replicaSet, epoch: 2, primaryNodeUUID: nodeA });
+    const down = await health();
+    assert.equal(down.state, 'Error', 'the only replica of two is on an Inactive node');
+    assert.deepEqual([down.numHealthyVolumes, down.numDegradedVolumes, down.numNotAvailableVolumes, down.numInactiveNodes], [0, 1, 1, 2]);
+
+    await markPresent(api.etcd, b.server.UUID, b.server.nodeUUIDs);
+    assert.equal((await health()).state, 'OK');
+  });
+});
+
+describe('volume health (pure)', () => {
+  test('each volume by lifecycle state, then protection state; the cluster state from the counts', () => {
+    assert.equal(healthOfVolume({ state: 'Creating' }, 'Unknown'), null);
+    assert.equal(healthOfVolume({ state: 'Deleting' }, 'FullyProtected'), null);
+    assert.equal(healthOfVolume({ state: 'Failed' }, 'FullyProtected'), 'failed');
+    assert.equal(healthOfVolume({ state: 'Available' }, 'FullyProtected'), 'healthy');
+    assert.equal(healthOfVolume({ state: 'Updating' }, 'Degraded'), 'degraded');
+    assert.equal(healthOfVolume({ state: 'Rollback' }, 'ReadOnly'), 'readOnly');
+    assert.equal(healthOfVolume({ state: 'Available' }, 'NotAvailable'), 'notAvailable');
+    assert.equal(healthOfVolume({ state: 'Available' }, 'Unknown'), 'notAvailable', 'placed but no replica known to serve');
+    const counts = countVolumeHealth(['healthy', 'failed', 'notAvailable', 'degraded', null, 'readOnly', 'healthy']);
+    assert.deepEqual(counts, { healthy: 2, degraded: 1, readOnly: 1, notAvailable: 2 });
+    const nodes = { total: 2, active: 2 };
+    assert.equal(clusterHealthState({ healthy: 3, degraded: 0, readOnly: 0, notAvailable: 0 }, nodes), 'OK');
+    assert.equal(clusterHealthState({ healthy: 3, degraded: 1, readOnly: 0, notAvailable: 0 }, nodes), 'Warning');
+    assert.equal(clusterHealthState({ healthy: 3, degraded: 0, readOnly: 0, notAvailable: 0 }, { total: 2, active: 1 }), 'Warning');
+    assert.equal(clusterHealthState({ healthy: 3, degraded: 1, readOnly: 1, notAvailable: 0 }, nodes), 'Error');
+    assert.equal(clusterHealthState({ healthy: 0, degraded: 0, readOnly: 0, notAvailable: 1 }, nodes), 'Error');
+    assert.equal(clusterHealthState({ healthy: 0, degraded: 0, readOnly: 0, notAvailable: 0 }, { total: 1, active: 0 }), 'Error');
   });
 });

@@ -1,6 +1,6 @@
 // The catalogue is documented row by row, and the pure helpers (ids, times, wire) behave.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { packageRoot } from '../../lib/paths.js';
@@ -20,6 +20,29 @@ describe('event catalogue', () => {
       assert.equal(cells[3], entry.type, `${name} type`);
       assert.equal(cells[4], entry.severity, `${name} severity`);
       assert.equal(cells[5], entry.reportingService, `${name} reporting service`);
+    }
+  });
+
+  test('docs/events.md says of each event what emits it, or "not yet": checked against the sources', () => {
+    const doc = readFileSync(join(packageRoot, 'docs/events.md'), 'utf8').split('\n');
+    // Every source that could record an event: product code, not tests or test support.
+    const sources = ['control-plane', 'agent', 'lib'].flatMap((dir) =>
+      (readdirSync(join(packageRoot, dir), { recursive: true }) as string[])
+        .filter((f) => f.endsWith('.ts') && !/(\.test|\.e2e)\.ts$|(^|\/)testing\/|fixtures|test-support|test-tokens|event-catalogue\.ts$/.test(f))
+        .map((f) => ({ path: `${dir}/${f}`, text: readFileSync(join(packageRoot, dir, f), 'utf8') })),
+    );
+    assert.ok(sources.length > 50, 'the sources were found');
+    for (const name of Object.keys(eventCatalogue)) {
+      const cells = doc.find((line) => line.startsWith(`| ${name} |`))!.split('|').map((c) => c.trim());
+      const emittedBy = cells[8] ?? '';
+      const recorders = sources.filter((s) => s.text.includes(`'${name}'`)).map((s) => s.path);
+      if (/^\*\*not yet\b/.test(emittedBy)) {
+        assert.deepEqual(recorders, [], `${name} is marked "not yet" in docs/events.md but is recorded by these`);
+      } else {
+        const file = /^`([^`]+)`$/.exec(emittedBy)?.[1];
+        assert.ok(file, `${name}: the Emitted by cell names a file or says not yet (got ${JSON.stringify(emittedBy)})`);
+        assert.ok(recorders.includes(file), `${name}: ${file} records it (recorded by: ${recorders.join(', ') || 'nothing'})`);
+      }
     }
   });
 

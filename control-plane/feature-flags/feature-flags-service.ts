@@ -4,11 +4,11 @@
 // Enable and disable are idempotent (setting a flag to its current value writes nothing and
 // records no event). A change records a Cluster event through the EventRecorder.
 //
-// Disable answers 501 in one case: `in-band-authentication` while it is enabled. Turning host
-// authentication off on a live cluster silently lets unauthenticated hosts reach volumes that
-// required it and breaks hosts set up to authenticate the target; like cluster encryption (whose
-// states have no way back), it is one-way through the API.
-import { StrataError } from '../../lib/errors.js';
+// Enable answers 400 for a flag whose effect does not exist in this build
+// (`in-band-authentication`: no host authenticates in-band yet, so an enabled flag would say
+// hosts must authenticate while any host in a volume's ACL still connects without). Disabling
+// always works, also for a flag a previous build let be enabled.
+import { StrataError, errors } from '../../lib/errors.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import { FEATURE_FLAG_NAMES, type FeatureFlagName, type FeatureFlagReader } from '../volumes/volume-dependencies.js';
 import type { FeatureFlagRecord, FeatureFlagsStore } from './feature-flags-store.js';
@@ -21,8 +21,11 @@ export const FEATURE_FLAG_DEFAULTS: Readonly<Record<FeatureFlagName, boolean>> =
   'proactive-rebalance': false,
 };
 
-/** Flags that cannot be disabled once enabled (501). */
-export const ONE_WAY_FLAGS: ReadonlySet<FeatureFlagName> = new Set(['in-band-authentication']);
+/** Flags that cannot be enabled because what they turn on does not exist yet (400), and why. */
+export const UNAVAILABLE_FLAGS: Readonly<Partial<Record<FeatureFlagName, string>>> = {
+  'in-band-authentication':
+    'in-band (DH-HMAC-CHAP) host authentication is not implemented: the NVMe targets would keep admitting every host in a volume\'s ACL without authenticating it',
+};
 
 export interface FeatureFlagWire {
   name: FeatureFlagName;
@@ -55,13 +58,12 @@ export class FeatureFlagsService implements FeatureFlagReader {
 
   /** Sets the flag; `actor` is the token subject, for the record and the event. */
   async set(name: FeatureFlagName, enabled: boolean, actor: string): Promise<void> {
+    const unavailable = UNAVAILABLE_FLAGS[name];
+    if (enabled && unavailable) throw errors.invalid(`feature flag ${name} cannot be enabled: ${unavailable}`);
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const current = await this.store.get(name);
       const was = current?.record.enabled ?? FEATURE_FLAG_DEFAULTS[name];
       if (was === enabled) return;
-      if (!enabled && ONE_WAY_FLAGS.has(name)) {
-        throw new StrataError('UNIMPLEMENTED', `feature flag ${name} cannot be disabled once enabled: turning host authentication off on a live cluster is not supported`);
-      }
       const record: FeatureFlagRecord = { name, enabled, updatedAt: new Date().toISOString(), updatedBy: actor };
       if (await this.store.put(record, current?.revision ?? '0')) {
         await this.recordChange(name, enabled, actor);

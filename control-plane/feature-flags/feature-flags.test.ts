@@ -98,11 +98,22 @@ describe('feature flags API', () => {
     assert.deepEqual((await post('evict-data', 'disable')).body, {});
   });
 
-  test('in-band-authentication cannot be disabled once enabled: 501', async () => {
+  test('in-band-authentication cannot be enabled (400, says why) until in-band authentication exists; disabling always works', async () => {
+    const before = events.events.length;
     assert.deepEqual((await post('in-band-authentication', 'disable')).body, {}, 'disabled already: nothing to do');
-    assert.deepEqual((await post('in-band-authentication', 'enable')).body, {});
-    expectError(await post('in-band-authentication', 'disable'), 501, 12, /cannot be disabled/);
+    expectError(await post('in-band-authentication', 'enable'), 400, 3, /cannot be enabled: in-band .*host authentication is not implemented/);
+    expectError(await post('IN-BAND-AUTHENTICATION', 'enable'), 400, 3, /not implemented/);
+    assert.equal(await flags.isEnabled('in-band-authentication'), false);
+    assert.equal((await list())['in-band-authentication'].enabled, false);
+    assert.equal(await kit.etcd.get(keys.featureFlag('in-band-authentication')).string(), null, 'nothing written');
+    assert.equal(events.events.length, before, 'no event for a refused change');
+
+    // A flag an earlier build let be enabled is disabled as usual.
+    await kit.etcd.put(keys.featureFlag('in-band-authentication')).value(JSON.stringify({ name: 'in-band-authentication', enabled: true, updatedAt: new Date().toISOString(), updatedBy: 'old build' }));
     assert.equal(await flags.isEnabled('in-band-authentication'), true);
+    assert.deepEqual((await post('in-band-authentication', 'disable')).body, {});
+    assert.equal(await flags.isEnabled('in-band-authentication'), false);
+    assert.equal(events.events.at(-1)!.eventName, 'FeatureFlagDisabled');
   });
 
   test('bodies: empty, {} or any object (content ignored); invalid JSON or a non-object is 400', async () => {

@@ -15,9 +15,11 @@ import {
   putRecord,
   serverRecord,
 } from '../../test/helpers/records.js';
+import { NO_VOLUMES } from '../cluster/volume-health.js';
 import { ClusterService } from '../cluster/cluster-service.js';
 import { NodesService } from '../nodes/nodes-service.js';
 import { NvmeDevicesService } from '../nvme-devices/nvme-devices-service.js';
+import { EtcdMembers } from '../servers/etcd-members.js';
 import { ServersService } from '../servers/servers-service.js';
 import { InventoryReader, type InventorySnapshot } from './inventory-reader.js';
 
@@ -35,6 +37,9 @@ function plain(snapshot: InventorySnapshot) {
     controlPlanes: entries(snapshot.controlPlanes),
   };
 }
+
+/** This suite measures the inventory; the volume counts have their own source and tests (cluster.test.ts). */
+const noVolumes = { counts: async () => NO_VOLUMES };
 
 describe('InventoryReader', () => {
   let testEtcd: TestEtcd;
@@ -185,16 +190,16 @@ describe('InventoryReader', () => {
     const timings = {
       fullRead: await timeIt(() => reader.readAll()),
       snapshot: await timeIt(() => reader.read()),
-      servers: await timeIt(() => new ServersService(reader).list()),
+      servers: await timeIt(() => new ServersService(reader, new EtcdMembers(etcd)).list()),
       nodes: await timeIt(() => new NodesService(reader).list()),
       devices: await timeIt(() => new NvmeDevicesService(reader).list()),
-      cluster: await timeIt(() => new ClusterService(reader).cluster()),
+      cluster: await timeIt(() => new ClusterService(reader, noVolumes).cluster()),
     };
     console.log(`inventory at 100 servers, ms per call: ${JSON.stringify(Object.fromEntries(Object.entries(timings).map(([k, v]) => [k, Number(v.toFixed(2))])))}`);
     // Generous bounds (shared CI machines); the log line above shows the real figures.
     for (const [what, ms] of Object.entries(timings)) assert.ok(ms < 150, `${what}: ${ms.toFixed(1)} ms`);
 
-    const cluster = await new ClusterService(reader).cluster();
+    const cluster = await new ClusterService(reader, noVolumes).cluster();
     assert.equal(cluster.health.numInactiveNodes, 40);
     assert.equal(cluster.currentMaxReplicas, 3);
     assert.equal((await new NvmeDevicesService(reader).list({ deviceUsages: ['Journal'] })).length, 400);

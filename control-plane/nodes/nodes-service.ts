@@ -12,9 +12,13 @@ export type NodeStatus = 'NoStatus' | 'ConnectivityOK' | 'ConnectivityProblem' |
 
 /** The 14 node statistics (spec 2.12 + wire-conventions §7). Byte counts are decimal strings. */
 export interface NodeStatisticsWire extends StorageStatisticsWire {
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   UnrecoverableDataIntegrityErrors: number;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   RecoverableDataIntegrityErrors: number;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   GarbageCollectorDataIntegrityErrors: number;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   metadataUtilization: number;
 }
 

@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { NodeRecord } from '../../lib/records.js';
 import { joinServer, nodePoolRecord as poolRecord, putRecord, reportInventory, startApiHarness, type ApiHarness, type JoinedServer } from '../../test/helpers/records.js';
+import { WatchedVolumeHealth } from '../cluster/volume-health.js';
 import { ClusterService } from '../cluster/cluster-service.js';
 import { createClusterRoutes } from '../cluster/cluster-routes.js';
 import { InventoryReader } from '../inventory/inventory-reader.js';
@@ -25,11 +26,11 @@ describe('storage pools in the API', () => {
   const node = (s: JoinedServer) => s.nodes[0] as NodeRecord;
 
   before(async () => {
-    api = await startApiHarness((etcd, auth) => {
+    api = await startApiHarness((etcd, auth, cache) => {
       const reader = new InventoryReader(etcd);
       return [
         createNodesRoutes({ auth, nodes: new NodesService(reader) }),
-        createClusterRoutes({ auth, cluster: new ClusterService(reader) }),
+        createClusterRoutes({ auth, cluster: new ClusterService(reader, new WatchedVolumeHealth(cache)) }),
         createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(reader) }),
       ];
     });

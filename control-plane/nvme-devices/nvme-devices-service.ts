@@ -27,7 +27,7 @@ export interface NvmeDeviceWire {
   name: string;
   nodeUUID: string;
   ETag: string;
-  /** Data devices only; null for the others. */
+  /** Data devices only; null for the others. The two counts are not measured: always 0 (docs/api.md "Measured and not measured"). */
   statistics: { UnrecoverableDataIntegrityErrors: number; RecoverableDataIntegrityErrors: number } | null;
   deviceUsage: DeviceUsage;
 }

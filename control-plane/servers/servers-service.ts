@@ -1,11 +1,14 @@
 // Servers (spec 2.16, 4.12): the 17 fields of a server, from its record (written by its agent
 // at join), its facts (reported over gRPC), its presence (the agent's lease) and the
-// control-plane instances running on the same host.
+// control-plane instances running on the same host; etcdMemberInfo from etcd's members.
 import { errors } from '../../lib/errors.js';
 import type { ServerRecord } from '../../lib/records.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
 import { etagOf, noUpgrade, type LastUpgradeWire } from '../inventory/wire.js';
+import { UNKNOWN_MEMBER, membersOfServers, type EtcdMember, type EtcdMemberInfoWire, type EtcdMemberSource } from './etcd-members.js';
+
+export type { EtcdMemberInfoWire } from './etcd-members.js';
 
 export const riskOfServiceLossStates = [
   'UnknownRiskOfServiceLoss',
@@ -26,11 +29,6 @@ export interface LastEvictionWire {
   endTime: string | null;
   errorMessage: string;
   progress: number;
-}
-
-export interface EtcdMemberInfoWire {
-  state: 'Unknown' | 'Healthy' | 'Unhealthy';
-  role: 'UnknownRole' | 'Leader' | 'Follower' | 'Learner';
 }
 
 /** A server as the API returns it: exactly the 17 fields of spec 2.16. */
@@ -62,15 +60,20 @@ export interface ServerFilters {
 }
 
 export class ServersService {
-  constructor(private readonly inventory: InventorySource) {}
+  constructor(
+    private readonly inventory: InventorySource,
+    private readonly etcdMembers: EtcdMemberSource,
+  ) {}
 
   async list(filters: ServerFilters = {}): Promise<ServerWire[]> {
-    const view = new InventoryView(await this.inventory.read());
+    const [snapshot, members] = await Promise.all([this.inventory.read(), this.etcdMembers.members()]);
+    const view = new InventoryView(snapshot);
+    const etcdMembers = etcdMembersOf(view, members);
     const servers: ServerWire[] = [];
     for (const server of view.snapshot.servers.values()) {
       if (filters.UUID !== undefined && server.record.UUID !== filters.UUID) continue;
       if (filters.name !== undefined && server.record.name !== filters.name) continue;
-      const wire = serverToWire(view, server);
+      const wire = serverToWire(view, server, etcdMembers.get(server.record.UUID) ?? UNKNOWN_MEMBER);
       if (filters.riskOfServiceLoss !== undefined && wire.RiskOfServiceLossState !== filters.riskOfServiceLoss) continue;
       servers.push(wire);
     }
@@ -78,14 +81,19 @@ export class ServersService {
   }
 
   async get(uuid: string): Promise<ServerWire> {
-    const view = new InventoryView(await this.inventory.read());
+    const [snapshot, members] = await Promise.all([this.inventory.read(), this.etcdMembers.members()]);
+    const view = new InventoryView(snapshot);
     const server = view.snapshot.servers.get(uuid);
     if (!server) throw errors.notFound('server', uuid);
-    return serverToWire(view, server);
+    return serverToWire(view, server, etcdMembersOf(view, members).get(uuid) ?? UNKNOWN_MEMBER);
   }
 }
 
-export function serverToWire(view: InventoryView, stored: Stored<ServerRecord>): ServerWire {
+function etcdMembersOf(view: InventoryView, members: readonly EtcdMember[]): Map<string, EtcdMemberInfoWire> {
+  return membersOfServers(members, [...view.snapshot.servers.values()].map((s) => s.record));
+}
+
+export function serverToWire(view: InventoryView, stored: Stored<ServerRecord>, etcdMember: EtcdMemberInfoWire): ServerWire {
   const server = stored.record;
   const facts = view.snapshot.serverFacts.get(server.UUID)?.record;
   const nodeUUIDs = view.nodeUUIDsOfServer(server);
@@ -109,9 +117,7 @@ export function serverToWire(view: InventoryView, stored: Stored<ServerRecord>):
     ServerPermanenetFailureTimeout: null,
     // Unknown support counts as unsupported (spec 2.16): no facts yet means false.
     tpm2IsSupported: facts?.tpm2IsSupported ?? false,
-    // Matching etcd members to servers needs member-list and status calls outside the
-    // inventory transaction; not worth a round trip per listing yet.
-    etcdMemberInfo: { state: 'Unknown', role: 'UnknownRole' },
+    etcdMemberInfo: { ...etcdMember },
   };
 }
 

@@ -16,6 +16,7 @@ import {
 } from '../../test/helpers/records.js';
 import { InventoryReader } from '../inventory/inventory-reader.js';
 import { createServersRoutes } from './servers-routes.js';
+import { EtcdMembers } from './etcd-members.js';
 import { ServersService } from './servers-service.js';
 
 const SERVER_FIELDS = [
@@ -31,7 +32,7 @@ describe('servers API', () => {
   let down: JoinedServer;
 
   before(async () => {
-    api = await startApiHarness((etcd, auth) => [createServersRoutes({ auth, servers: new ServersService(new InventoryReader(etcd)) })]);
+    api = await startApiHarness((etcd, auth) => [createServersRoutes({ auth, servers: new ServersService(new InventoryReader(etcd), new EtcdMembers(etcd, { cacheMs: 0 })) })]);
     healthy = await joinServer(api.etcd, { server: { name: 'alpha', hostname: 'host-a', endpoints: ['10.0.0.1:7443'] }, nodes: [{}, {}] });
     partial = await joinServer(api.etcd, { server: { name: 'beta', hostname: 'host-b' }, nodes: [{}, {}] });
     await markPresent(api.etcd, partial.server.UUID, [partial.server.nodeUUIDs[0] as string]);
@@ -67,10 +68,9 @@ describe('servers API', () => {
       assert.deepEqual(s.LastEviction, { status: 'None', startTime: null, endTime: null, errorMessage: '', progress: 0 });
       assert.equal(s.ServerPermanenetFailureTimeout, null);
       assert.equal(typeof s.tpm2IsSupported, 'boolean');
-      assert.deepEqual(s.etcdMemberInfo, { state: 'Unknown', role: 'UnknownRole' });
+      assert.deepEqual(s.etcdMemberInfo, { state: 'Unknown', role: 'UnknownRole' }, 'no etcd member has its address: not measured');
     }
   });
-
   test('maps record, facts, presence and control planes', async () => {
     const byName = new Map((await api.get('/api/v2/servers', api.adminToken)).body.servers.map((s: any) => [s.name, s]));
     const a: any = byName.get('alpha');
@@ -163,5 +163,29 @@ describe('servers API', () => {
     s = (await api.get(`/api/v2/servers/${healthy.server.UUID}`, api.adminToken)).body;
     assert.equal(s.health, 'OK');
     assert.equal(s.RiskOfServiceLossState, 'NoRiskOfServiceLoss');
+  });
+
+  test("etcdMemberInfo is measured from etcd's member list, leader and each member's /health", async () => {
+    // The test's etcd is one member on 127.0.0.1: the server at that address runs it.
+    const local = await joinServer(api.etcd, { server: { name: 'etcd-host', endpoints: ['127.0.0.1'] } });
+    const learnerHost = await joinServer(api.etcd, { server: { name: 'learner-host', endpoints: ['127.0.0.2'] } });
+    const member = async (s: JoinedServer) => (await api.get(`/api/v2/servers/${s.server.UUID}`, api.adminToken)).body.etcdMemberInfo;
+    assert.deepEqual(await member(local), { state: 'Healthy', role: 'Leader' });
+    assert.deepEqual(await member(learnerHost), { state: 'Unknown', role: 'UnknownRole' }, 'no member there yet');
+
+    // A learner added but never started (it does not count for quorum): Learner, and Unhealthy.
+    const added = await api.etcd.cluster.memberAdd({ peerURLs: ['http://127.0.0.2:2380'], isLearner: true });
+    try {
+      assert.deepEqual(await member(learnerHost), { state: 'Unhealthy', role: 'Learner' });
+      assert.deepEqual(await member(local), { state: 'Healthy', role: 'Leader' });
+    } finally {
+      await api.etcd.cluster.memberRemove({ ID: added.member.ID });
+    }
+    assert.deepEqual(await member(learnerHost), { state: 'Unknown', role: 'UnknownRole' });
+
+    // Two servers at the member's address (one host running several): which runs it is not known.
+    const twin = await joinServer(api.etcd, { server: { name: 'twin-host', endpoints: ['127.0.0.1'] } });
+    assert.deepEqual(await member(local), { state: 'Unknown', role: 'UnknownRole' });
+    assert.deepEqual(await member(twin), { state: 'Unknown', role: 'UnknownRole' });
   });
 });

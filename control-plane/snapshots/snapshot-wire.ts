@@ -8,7 +8,10 @@ import { formatRetention } from './snapshot-schema.js';
 
 export type SnapshotWireState = 'Creating' | 'Available' | 'Deleting' | 'Deleted' | 'Failed';
 
-/** Snapshot statistics: byte counts, as decimal strings (int64, wire-conventions §1). */
+/**
+ * Snapshot statistics: byte counts, as decimal strings (int64, wire-conventions §1). None is
+ * measured (agents report no per-snapshot space): all "0" (docs/api.md "Measured and not measured").
+ */
 export interface SnapshotStatisticsWire {
   physicalCapacity: string;
   physicalOwnedCapacity: string;

@@ -54,6 +54,17 @@ export interface VolumeServiceDeps {
 
 const TRANSIENT_STATES: readonly VolumeState[] = ['Creating', 'Updating', 'Rollback'];
 
+// What the data path cannot do, refused before anything is written (docs/volumes.md,
+// "Refused requests"): the API never accepts a change it would only echo.
+/** The logical block size hosts are served: a file-backed nvmet namespace has 4 KiB blocks. */
+const SERVED_SECTOR_SIZE = 4096;
+const SECTOR_SIZE_REFUSAL =
+  'sectorSize_512B is not supported: volumes are served from file-backed namespaces of the kernel NVMe target, whose logical block size is 4096 bytes; use sectorSize_4K (the default)';
+const SHRINK_REFUSAL =
+  'shrinking a volume is not supported, with or without Force (the data path only grows a volume\'s backing, and hosts would keep seeing the old size); create a smaller volume and copy the data';
+const COMPRESSION_CHANGE_REFUSAL =
+  'a volume\'s compression is fixed when it is created (its backing\'s format on every node); the data path does not convert an existing backing, so neither the data already written nor new writes would follow the change; create a new volume with the compression wanted and copy the data';
+
 export class VolumeService {
   private readonly deps: VolumeServiceDeps;
 
@@ -97,6 +108,7 @@ export class VolumeService {
       throw errors.invalid(`sectorSize ${body.sectorSize} differs from the snapshot's ${snapshot.sectorSize}; a clone keeps its snapshot's sector size`);
     }
     const sectorSize = body.sectorSize ?? snapshot?.sectorSize ?? 4096;
+    if (sectorSize !== SERVED_SECTOR_SIZE) throw errors.invalid(SECTOR_SIZE_REFUSAL);
     const requested = body.size ?? (snapshot ? BigInt(snapshot.sizeBytes) : undefined);
     if (requested === undefined) throw errors.invalid('invalid request: size is required');
     const sizeBytes = alignedSize(requested, sectorSize);
@@ -153,7 +165,8 @@ export class VolumeService {
     const { record } = await this.resolve(target, guard);
     const nodeList = record.placement?.nodeList ?? [];
     const [nodes, statuses] = await Promise.all([this.deps.store.nodeAddresses(nodeList), this.deps.store.statusesOf([record.UUID])]);
-    return volumeConnectionToWire(record, volumeSubsystemNQN(this.deps.clusterSubsystemNQN, record.UUID), nodes, statuses.get(record.UUID) ?? []);
+    const { clusterSubsystemNQN } = this.deps;
+    return volumeConnectionToWire(record, clusterSubsystemNQN, volumeSubsystemNQN(clusterSubsystemNQN, record.UUID), nodes, statuses.get(record.UUID) ?? []);
   }
 
   /**
@@ -200,8 +213,8 @@ export class VolumeService {
         if (body.size !== undefined) {
           const requested = alignedSize(body.size, v.sectorSize);
           const size = BigInt(v.sizeBytes);
-          if (requested < size && body.Force !== true) {
-            throw errors.invalid(`size ${requested} is smaller than the volume's ${size} bytes; send Force: true to shrink it`);
+          if (requested < size) {
+            throw errors.invalid(`size ${requested} is smaller than the volume's ${size} bytes: ${SHRINK_REFUSAL}`);
           }
           if (requested !== size && v.replicaCount > 1) {
             throw errors.invalid(`volume ${v.name} has ${v.replicaCount} replicas: resizing replicated volumes is not supported yet (docs/replication.md)`);
@@ -220,8 +233,7 @@ export class VolumeService {
           dataPath = true;
         }
         if (body.compression !== undefined && body.compression !== v.compression) {
-          next.compression = body.compression;
-          dataPath = true;
+          throw errors.invalid(`compression cannot be changed from ${v.compression} to ${body.compression}: ${COMPRESSION_CHANGE_REFUSAL}`);
         }
         const compares: (readonly [string, string])[] = [];
         if (qosPolicyUUID !== undefined && qosPolicyUUID !== v.qosPolicyUUID) {

@@ -16,10 +16,15 @@ export interface VolumeStatisticsWire {
   totalCompressionRatio: number;
   physicalCapacity: string;
   physicalOwnedCapacity: string;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   physicalOwnedMemory: string;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   physicalMemory: string;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   userWritten: string;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   unrecoverableDataIntegrityErrors: number;
+  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   recoverableDataIntegrityErrors: number;
 }
 
@@ -72,11 +77,22 @@ export interface EffectiveQos {
   readonly name: string;
 }
 
+/** The volume's protection state from its replica set and its nodes' reports (cluster health counts by it too). */
+export function protectionStateOf(v: VolumeRecord, observed: VolumeObservation): ProtectionState {
+  const nodeList = v.placement?.nodeList ?? [];
+  return protectionOf({ volume: v, replicaSet: observed.replicaSet, statusOf: statusesInNodeList(nodeList, observed.statuses), present: observed.presentNodes });
+}
+
+/** Node UUID → its status, for the nodes of the nodeList only. */
+function statusesInNodeList(nodeList: readonly string[], statuses: readonly VolumeStatusRecord[]): Map<string, VolumeStatusRecord> {
+  const inList = new Set(nodeList);
+  return new Map(statuses.filter((s) => inList.has(s.nodeUUID)).map((s) => [s.nodeUUID, s]));
+}
+
 export function volumeToWire(stored: StoredVolume, observed: VolumeObservation, qos: EffectiveQos, clusterId: string): VolumeWire {
   const v = stored.record;
   const nodeList = v.placement?.nodeList ?? [];
-  const inList = new Set(nodeList);
-  const statusOf = new Map(observed.statuses.filter((s) => inList.has(s.nodeUUID)).map((s) => [s.nodeUUID, s]));
+  const statusOf = statusesInNodeList(nodeList, observed.statuses);
   const protection = protectionOf({ volume: v, replicaSet: observed.replicaSet, statusOf, present: observed.presentNodes });
   const primaryNodeUUID = primaryOf(v, observed.replicaSet);
   const primary = statusOf.get(primaryNodeUUID);
@@ -201,10 +217,23 @@ export interface VolumeConnectionWire {
   acl: string[];
   IPAcl: string[];
   commands: { connect: string[]; discover: string[]; connectAll: string[] };
+  /**
+   * A host that connects straight to the cluster's subsystemNQN for I/O (`nvme connect -n
+   * <cluster subsystemNQN> -s 4420`, as the Proxmox plugin does) is refused; why, and what it
+   * runs instead (docs/volumes.md "Hosts that connect to the cluster subsystemNQN").
+   */
+  clusterSubsystem: { subsystemNQN: string; directConnect: 'refused'; reason: string; instead: string[] };
 }
+
+/** Why an I/O connection to the cluster's subsystemNQN is refused (docs/volumes.md, docs/decisions.md). */
+export const CLUSTER_NQN_DIRECT_CONNECT_REFUSAL =
+  'the cluster subsystemNQN is not an I/O subsystem: the kernel NVMe target (nvmet) has no per-host namespace masking, so one subsystem holding every volume would show each host every volume; ' +
+  'each volume is its own subsystem (subsystemNQN above) on its own port, and nothing listens on port 4420. ' +
+  'On port 8009 the cluster subsystemNQN names the discovery controller, which lists the volumes this host may reach: use discovery (instead)';
 
 export function volumeConnectionToWire(
   v: VolumeRecord,
+  clusterSubsystemNQN: string,
   subsystemNQN: string,
   nodes: ReadonlyMap<string, { address: string; discoveryEndpoint: string }>,
   statuses: readonly VolumeStatusRecord[],
@@ -218,6 +247,7 @@ export function volumeConnectionToWire(
   });
   const discoveryEndpoints = [...nodes.values()].map((n) => n.discoveryEndpoint).filter((e) => e !== '');
   const hostNqn = '<host NQN: cat /etc/nvme/hostnqn>';
+  const connectAll = discoveryEndpoints.slice(0, 1).map((e) => `nvme connect-all -t tcp -a ${hostOf(e)} -s ${portOf(e)} -q ${hostNqn} --persistent`);
   return {
     UUID: v.UUID,
     name: v.name,
@@ -234,7 +264,8 @@ export function volumeConnectionToWire(
     commands: {
       connect: paths.map((p) => `nvme connect -t tcp -a ${p.address} -s ${p.port} -n ${subsystemNQN} -q ${hostNqn}`),
       discover: discoveryEndpoints.map((e) => `nvme discover -t tcp -a ${hostOf(e)} -s ${portOf(e)} -q ${hostNqn}`),
-      connectAll: discoveryEndpoints.slice(0, 1).map((e) => `nvme connect-all -t tcp -a ${hostOf(e)} -s ${portOf(e)} -q ${hostNqn} --persistent`),
+      connectAll,
     },
+    clusterSubsystem: { subsystemNQN: clusterSubsystemNQN, directConnect: 'refused', reason: CLUSTER_NQN_DIRECT_CONNECT_REFUSAL, instead: connectAll },
   };
 }

@@ -124,7 +124,7 @@ describe('volumes API', () => {
       assert.equal((await createOk({ size: '1GB' })).size, '1000001536', '10^9 rounded up to 4 KiB');
       assert.equal((await createOk({ size: '4096' })).size, '4096');
       assert.equal((await createOk({ size: '1' })).size, '4096');
-      assert.equal((await createOk({ size: '1000', sectorSize: 512 })).size, '1024');
+      assert.equal((await createOk({ size: '5000', sectorSize: 4096 })).size, '8192');
     });
 
     test('rejects a missing, zero, negative, fractional or malformed size (400, gRPC 3)', async () => {
@@ -136,16 +136,33 @@ describe('volumes API', () => {
     });
 
     test('numbers as strings, enums by name, number or bytes, lenient compression', async () => {
-      const v = await createOk({ replicaCount: '3', sectorSize: '512', compression: 'True' });
+      const v = await createOk({ replicaCount: '3', sectorSize: '4096', compression: 'True' });
       assert.equal(v.replicaCount, 3);
-      assert.equal(v.sectorSize, 512);
+      assert.equal(v.sectorSize, 4096);
       assert.equal(v.compression, 'true');
-      const cases: [unknown, number][] = [[0, 4096], [1, 512], [2, 4096], ['0', 4096], ['1', 512], [512, 512], [4096, 4096], ['4096', 4096], ['sectorSize_Default', 4096], ['sectorSize_512B', 512], ['sectorSize_4K', 4096], ['sectorsize_512b', 512], ['4K', 4096]];
+      const cases: [unknown, number][] = [[0, 4096], [2, 4096], ['0', 4096], [4096, 4096], ['4096', 4096], ['sectorSize_Default', 4096], ['sectorSize_4K', 4096], ['4K', 4096]];
       for (const [sectorSize, expected] of cases) assert.equal((await createOk({ sectorSize })).sectorSize, expected, String(sectorSize));
+      // Every form of 512 parses, and is then refused for what it is (next test).
+      for (const sectorSize of [1, '1', 512, '512', '512B', 'sectorSize_512B', 'sectorsize_512b']) {
+        const res = await h.create({ name: unique(), size: '1GiB', sectorSize });
+        fails(res, 400, 3, `sectorSize ${JSON.stringify(sectorSize)}`);
+        assert.match(res.body.error, /sectorSize_512B is not supported/, String(sectorSize));
+      }
       for (const sectorSize of [3, 1024, 'sectorSize_1K', true, {}]) fails(await h.create({ name: unique(), size: '1GiB', sectorSize }), 400, 3, `sectorSize ${JSON.stringify(sectorSize)}`);
       const compressions: [unknown, string][] = [[true, 'true'], ['true', 'true'], ['enable', 'true'], ['enabled', 'true'], ['Enabled', 'true'], [false, 'false'], ['False', 'false'], ['disable', 'false'], ['disabled', 'false'], ['', 'false']];
       for (const [compression, expected] of compressions) assert.equal((await createOk({ compression })).compression, expected, String(compression));
       for (const compression of ['yes', 1, 'on', {}]) fails(await h.create({ name: unique(), size: '1GiB', compression }), 400, 3, `compression ${JSON.stringify(compression)}`);
+    });
+
+    test('sectorSize_512B is refused at create (400, says why) and nothing is written: the data path serves 4096-byte blocks only', async () => {
+      const name = unique();
+      const res = await h.create({ name, size: '1GiB', sectorSize: 'sectorSize_512B' });
+      fails(res, 400, 3, 'sectorSize_512B');
+      assert.match(res.body.error, /sectorSize_512B is not supported: .*logical block size is 4096 bytes/);
+      assert.equal(await h.etcd.get(keys.volumeName('default', name)).string(), null, 'no name index');
+      const records = Object.values(await h.etcd.getAll().prefix(keys.volumesPrefix()).strings());
+      assert.equal(records.some((r) => JSON.parse(r).name === name), false, 'no volume record');
+      fails(await h.request('GET', `/api/v2/projects/default/volumes/?name=${name}`, { token: admin() }), 404, 5, 'no volume');
     });
 
     test('null means not given; unknown keys are ignored', async () => {
@@ -275,21 +292,26 @@ describe('volumes API', () => {
 
     test('clone from a snapshot by UUID or name: size, labels, compression and sector size come from the snapshot', async () => {
       const labels = [{ key: 'from', value: 'snapshot' }];
-      const snap = await h.putSnapshot({ name: unique('snap'), projectName: 'default', sizeBytes: String(2 * GIB), compression: true, sectorSize: 512, labels });
+      const snap = await h.putSnapshot({ name: unique('snap'), projectName: 'default', sizeBytes: String(2 * GIB), compression: true, sectorSize: 4096, labels });
       const clone = await createOk({ size: null, sourceSnapshotUUID: snap.UUID });
       assert.equal(clone.size, String(2 * GIB));
       assert.deepEqual(clone.labels, labels);
       assert.equal(clone.compression, 'true');
-      assert.equal(clone.sectorSize, 512);
+      assert.equal(clone.sectorSize, 4096);
       assert.deepEqual([clone.sourceSnapshotUUID, clone.sourceSnapshotName], [snap.UUID, snap.name]);
-      const byName = await createOk({ size: '3GiB', sourceSnapshotName: snap.name, labels: [{ key: 'own', value: 'x' }], compression: false, sectorSize: 'sectorSize_512B' });
+      const byName = await createOk({ size: '3GiB', sourceSnapshotName: snap.name, labels: [{ key: 'own', value: 'x' }], compression: false, sectorSize: 'sectorSize_4K' });
       assert.equal(byName.size, String(3 * GIB));
       assert.deepEqual(byName.labels, [{ key: 'own', value: 'x' }]);
       assert.equal(byName.compression, 'false');
       assert.equal(byName.sourceSnapshotUUID, snap.UUID);
 
       fails(await h.create({ name: unique(), size: '1GiB', sourceSnapshotUUID: snap.UUID }), 400, 3, 'smaller than the snapshot');
-      fails(await h.create({ name: unique(), sourceSnapshotUUID: snap.UUID, sectorSize: 4096 }), 400, 3, 'sector size differs');
+      fails(await h.create({ name: unique(), sourceSnapshotUUID: snap.UUID, sectorSize: 512 }), 400, 3, 'sector size differs');
+      // A snapshot of 512-byte sectors (stored by an earlier build) cannot be cloned into a volume served with them.
+      const snap512 = await h.putSnapshot({ name: unique('snap'), projectName: 'default', sizeBytes: String(GIB), sectorSize: 512 });
+      const refused = await h.create({ name: unique(), sourceSnapshotUUID: snap512.UUID });
+      fails(refused, 400, 3, 'clone of a 512-byte-sector snapshot');
+      assert.match(refused.body.error, /sectorSize_512B is not supported/);
       fails(await h.create({ name: unique(), sourceSnapshotUUID: snap.UUID, sourceSnapshotName: snap.name }), 400, 3, 'both given');
       fails(await h.create({ name: unique(), sourceSnapshotName: 'no-such-snapshot' }), 404, 5, 'unknown snapshot');
       fails(await h.create({ name: unique(), sourceSnapshotUUID: snap.UUID }, 'p2'), 404, 5, 'snapshot of another project');
@@ -458,7 +480,7 @@ describe('volumes API', () => {
       fails(await put(`/api/v2/volumes/${v.UUID}`, { size: '3GiB' }), 503, 14, 'Updating');
     });
 
-    test('shrinking needs Force; the same size changes nothing', async () => {
+    test('shrinking is refused (400, says why) with or without Force, writing nothing; the same size changes nothing', async () => {
       const v = await createOk({ size: '4GiB' });
       await available(v.UUID);
       const etag = ok(await get(v.UUID)).ETag;
@@ -470,18 +492,40 @@ describe('volumes API', () => {
       fails(res, 400, 3, 'shrink without Force');
       assert.match(res.body.error, /Force/);
       fails(await put(`/api/v2/volumes/${v.UUID}`, { size: '1GiB', Force: false }), 400, 3, 'Force false');
-      ok(await put(`/api/v2/volumes/${v.UUID}`, { size: '1GiB', Force: 'true' }));
+      for (const Force of [true, 'true']) {
+        const forced = await put(`/api/v2/volumes/${v.UUID}`, { size: '1GiB', Force, acl: { values: [HOST_A] } });
+        fails(forced, 400, 3, `shrink with Force ${JSON.stringify(Force)}`);
+        assert.match(forced.body.error, /shrinking a volume is not supported, with or without Force/);
+      }
       const after = ok(await get(v.UUID));
-      assert.equal(after.size, String(GIB));
-      assert.equal(after.state, 'Updating');
+      assert.equal(after.size, String(4 * GIB), 'the size the hosts see');
+      assert.equal(after.state, 'Available');
+      assert.equal(after.ETag, etag, 'nothing written, not even the acl sent with it');
+      assert.equal((await h.record(v.UUID))!.generation, 1);
     });
 
-    test('acl, IPAcl, compression and QoS go through Updating; labels and rename do not', async () => {
+    test('changing compression is refused (400, says why), writing nothing; sending the current value is a no-op', async () => {
+      for (const [initial, change] of [[false, 'enabled'], [true, 'false']] as const) {
+        const v = await createOk({ compression: initial });
+        await available(v.UUID);
+        const etag = ok(await get(v.UUID)).ETag;
+        const res = await put(`/api/v2/projects/default/volumes/${v.UUID}`, { compression: change, acl: { values: [HOST_A] } });
+        fails(res, 400, 3, `compression ${initial} → ${change}`);
+        assert.match(res.body.error, /compression cannot be changed .*fixed when it is created/);
+        const after = ok(await get(v.UUID));
+        assert.equal(after.compression, String(initial));
+        assert.equal(after.state, 'Available');
+        assert.equal(after.ETag, etag, 'nothing written, not even the acl sent with it');
+        ok(await put(`/api/v2/volumes/${v.UUID}`, { compression: String(initial) }));
+        assert.equal(ok(await get(v.UUID)).ETag, etag, 'the current value changes nothing');
+      }
+    });
+
+    test('acl, IPAcl and QoS go through Updating; labels and rename do not', async () => {
       const gold = await h.putPolicy({ name: unique('gold') });
       const cases: [Record<string, unknown>, (v: any) => void][] = [
         [{ acl: { values: [HOST_A, HOST_B] } }, (v) => assert.deepEqual(v.acl.values, [HOST_A, HOST_B])],
         [{ IPAcl: { values: ['10.1.1.1'] } }, (v) => assert.deepEqual(v.IPAcl.values, ['10.1.1.1'])],
-        [{ compression: 'enabled' }, (v) => assert.equal(v.compression, 'true')],
         [{ qosPolicyName: gold.name }, (v) => assert.deepEqual([v.qosPolicyUUID, v.qosPolicyName], [gold.UUID, gold.name])],
       ];
       for (const [body, check] of cases) {
@@ -749,6 +793,13 @@ describe('volumes API', () => {
       assert.deepEqual(got.acl, [HOST_A]);
       assert.equal(got.commands.connect[0], `nvme connect -t tcp -a 192.0.2.7 -s 4420 -n ${got.subsystemNQN} -q <host NQN: cat /etc/nvme/hostnqn>`);
       assert.match(got.commands.connectAll[0], /^nvme connect-all -t tcp -a 192\.0\.2\.7 -s 8009 -q .* --persistent$/);
+      // A host that connects to the cluster subsystemNQN for I/O is told it is refused, why, and what to run.
+      assert.deepEqual(Object.keys(got.clusterSubsystem).sort(), ['directConnect', 'instead', 'reason', 'subsystemNQN']);
+      assert.equal(got.clusterSubsystem.subsystemNQN, h.api.cluster.subsystemNQN);
+      assert.equal(got.clusterSubsystem.directConnect, 'refused');
+      assert.match(got.clusterSubsystem.reason, /no per-host namespace masking/);
+      assert.match(got.clusterSubsystem.reason, /nothing listens on port 4420/);
+      assert.deepEqual(got.clusterSubsystem.instead, got.commands.connectAll);
       assert.deepEqual(ok(await h.request('GET', `/api/v2/volumes/${v.UUID}/connection`, { token: admin() })), got, 'unscoped route');
       fails(await h.request('GET', url, { token: h.tokens.defaultAdmin }), 403, 7, 'another project');
       fails(await h.request('GET', `/api/v2/projects/p2/volumes/${randomUUID()}/connection`, { token: admin() }), 404, 5, 'unknown volume');

@@ -4,6 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
@@ -135,13 +136,19 @@ describe('two agents join one control plane', () => {
     }
     assert.ok(!devices.some((d) => d.serial.startsWith('FABRIC')), 'fabric-attached controllers are not inventoried');
 
-    // Each agent's discovery controller listens, so its endpoint is advertised; nothing listens on
-    // a shared NVMe port (volumes have their own), so no NVMe endpoint is.
+    // Each agent's discovery controller listens, so its endpoint is advertised, and it is each
+    // node's NVMe/TCP endpoint too (volumes have their own ports; discovery refers a host to
+    // them): every nvmeEndpoint parses as IP:port, as the CSI driver and Cinder require.
     const info = await api<{ discoveryEndpoints: string[]; nvmeEndpoints: string[] }>('/api/v2/clusterinfo');
     assert.equal(info.discoveryEndpoints.length, 2, JSON.stringify(info.discoveryEndpoints));
     assert.ok(info.discoveryEndpoints.every((e) => /^127\.0\.0\.1:\d+$/.test(e)), JSON.stringify(info.discoveryEndpoints));
-    assert.deepEqual(info.nvmeEndpoints, []);
-    assert.ok(nodes.every((n) => (n as Node & { nvmeEndpoint: string }).nvmeEndpoint === ''));
+    assert.deepEqual([...info.nvmeEndpoints].sort(), [...info.discoveryEndpoints].sort());
+    const ipPort = (e: string) => {
+      const m = /^(.+):(\d+)$/.exec(e);
+      return m !== null && isIP(m[1]!.replace(/^\[(.*)\]$/, '$1')) !== 0 && Number(m[2]) > 0 && Number(m[2]) < 65536;
+    };
+    assert.ok(info.nvmeEndpoints.every(ipPort), JSON.stringify(info.nvmeEndpoints));
+    for (const n of nodes as (Node & { nvmeEndpoint: string })[]) assert.ok(ipPort(n.nvmeEndpoint), JSON.stringify(n));
   });
 
   it('a killed agent\'s node goes Inactive within TTL + 1 s, and returns Active with the same UUIDs', async () => {
