@@ -2,8 +2,7 @@
 // and the agents' gRPC), leadership and its tasks, and the order of start and stop.
 // resources.ts builds the resources' services and routers. main.ts adds the process concerns.
 import { readFileSync } from 'node:fs';
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,6 +25,7 @@ import { bootstrapCluster, type BootstrapResult } from './bootstrap/bootstrap.js
 import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
 import { instanceIdOf, type ControlPlaneConfig } from './config.js';
 import { createHttpApp } from './http/app.js';
+import { createApiServer, writeError } from './http/server.js';
 import { LeaderElection } from './leadership/leader-election.js';
 import { LeaderTasks } from './leadership/leader-tasks.js';
 import { buildResources } from './resources.js';
@@ -81,14 +81,16 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   // Until the routes exist (the watch cache loads first), every request gets a 503 with the JSON
   // error body and Retry-After, never silence: a client polling a starting control plane retries.
   let handle: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
-  const httpServer: HttpServer = tls ? createHttpsServer(tls) : createHttpServer();
+  const httpServer: HttpServer = createApiServer({
+    headersTimeoutMs: config.apiHeadersTimeoutSeconds * 1000,
+    requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
+    keepAliveTimeoutMs: config.apiKeepAliveTimeoutSeconds * 1000,
+    maxConnections: config.apiMaxConnections,
+  }, tls);
   httpServer.on('request', (req, res) => {
     if (handle) return handle(req, res);
-    const body = JSON.stringify(new StrataError('UNAVAILABLE', 'the control plane is starting; retry').toWire());
-    res.writeHead(503, { 'Content-Type': 'application/json; charset=utf-8', 'Retry-After': '1', 'Content-Length': Buffer.byteLength(body) });
-    res.end(body);
+    writeError(res, new StrataError('UNAVAILABLE', 'the control plane is starting; retry'), { 'Retry-After': '1' });
   });
-  httpServer.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     httpServer.once('error', reject);
     httpServer.listen(config.apiPort, config.apiHost, () => resolve());
@@ -106,10 +108,11 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   const election = new LeaderElection(etcd, instanceId, child('leadership'));
   const cache = new WatchCache(etcd, child('watch-cache'));
   await untilEtcdAnswers(logger, () => cache.start());
+  const auth = new Authenticator(cache);
   const resources = buildResources({
     etcd,
     cache,
-    auth: new Authenticator(cache),
+    auth,
     election,
     registry,
     cluster: bootstrap.cluster,
@@ -117,7 +120,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     ports: { api: apiPort, grpc: grpcPort },
     logger,
   });
-  handle = createHttpApp(child('http'), resources.routers, { beforeApiRoutes: () => cache.sync() }).callback();
+  handle = createHttpApp(child('http'), resources.routers, { beforeApiRoutes: () => cache.sync(), authenticate: (headers) => auth.authenticate(headers) }).callback();
 
   // Membership and leadership: one lease for both, granted again whenever it is lost.
   const leaderTasks = new LeaderTasks(election, resources.leaderTasks, child('leader-tasks'));

@@ -11,6 +11,7 @@ import { AdminEndpointsService } from './admin-endpoints/admin-endpoints-service
 import { AdminEndpointsStore } from './admin-endpoints/admin-endpoints-store.js';
 import { createAdminEndpointsRoutes } from './admin-endpoints/admin-endpoints-routes.js';
 import { ClusterService } from './cluster/cluster-service.js';
+import { NodeCapacityCeiling } from './cluster/capacity-ceiling.js';
 import { PresenceReplicaLimits } from './cluster/presence-replica-limits.js';
 import { WatchedVolumeHealth } from './cluster/volume-health.js';
 import { createClusterRoutes } from './cluster/cluster-routes.js';
@@ -106,6 +107,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     snapshots: new EtcdSnapshotDirectory(snapshotStore),
     flags,
     replicaLimits: new PresenceReplicaLimits(cache, ctx.cluster.supportedMaxReplicas),
+    capacity: new NodeCapacityCeiling(etcd, cache, config.overcommitRatio),
     events,
     clusterUUID: ctx.cluster.UUID,
     clusterSubsystemNQN: ctx.cluster.subsystemNQN,

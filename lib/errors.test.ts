@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { GrpcCode, StrataError, errorRegistry, httpStatusFor, toStrataError } from './errors.js';
+import { GrpcCode, StrataError, errorRegistry, httpStatusFor, httpStatusOf, toStrataError, type ErrorCode } from './errors.js';
 import { packageRoot } from './paths.js';
 
 describe('error registry', () => {
@@ -11,7 +11,8 @@ describe('error registry', () => {
     for (const [code, definition] of Object.entries(errorRegistry)) {
       const row = doc.split('\n').find((line) => line.startsWith(`| ${code} |`));
       assert.ok(row, `docs/errors.md has a row for ${code}`);
-      assert.ok(row.includes(`| ${httpStatusFor(definition.grpc)} |`), `${code} row shows HTTP ${httpStatusFor(definition.grpc)}`);
+      const http = httpStatusOf(code as ErrorCode);
+      assert.ok(row.includes(`| ${http} |`), `${code} row shows HTTP ${http}`);
       assert.ok(row.includes(`| ${definition.grpc} |`), `${code} row shows gRPC ${definition.grpc}`);
     }
   });

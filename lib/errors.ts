@@ -49,10 +49,21 @@ export function httpStatusFor(grpc: GrpcCodeNumber): number {
   return httpStatusOfGrpc[grpc];
 }
 
+/** The HTTP status of a registry code: its own where it has one, else its gRPC code's. */
+export function httpStatusOf(code: ErrorCode): number {
+  const definition: ErrorDefinition = errorRegistry[code];
+  return definition.http ?? httpStatusFor(definition.grpc);
+}
+
 interface ErrorDefinition {
   readonly grpc: GrpcCodeNumber;
   /** Short description for docs/errors.md; the message of each instance says the specifics. */
   readonly summary: string;
+  /**
+   * The HTTP status, where it is not the gRPC code's (errors of the HTTP edge itself, which
+   * have their own HTTP statuses: 408, 413, 415, 417, 431).
+   */
+  readonly http?: number;
 }
 
 /** Every coded error Strata raises. Keys are the stable codes (logged, documented). */
@@ -68,6 +79,12 @@ export const errorRegistry = {
   OPERATION_IN_PROGRESS: { grpc: GrpcCode.ABORTED, summary: 'Another operation is already in progress on the object.' },
   PERMISSION_DENIED: { grpc: GrpcCode.PERMISSION_DENIED, summary: 'The token is valid but does not allow the operation (an API token lacks the role; an agent token does not cover the server or node claimed).' },
   UNAUTHENTICATED: { grpc: GrpcCode.UNAUTHENTICATED, summary: 'The token (API or agent) is missing, malformed, expired, or cannot be verified.' },
+  INVALID_PRECONDITION: { grpc: GrpcCode.INVALID_ARGUMENT, summary: 'The If-Match header is not a list of entity tags.' },
+  UNSUPPORTED_MEDIA_TYPE: { grpc: GrpcCode.INVALID_ARGUMENT, http: 415, summary: 'The request body is not JSON (its Content-Type is neither application/json nor a +json type).' },
+  MALFORMED_REQUEST: { grpc: GrpcCode.INVALID_ARGUMENT, summary: 'The HTTP request itself is malformed (request line, header syntax, framing); answered before any route runs.' },
+  HEADERS_TOO_LARGE: { grpc: GrpcCode.INVALID_ARGUMENT, http: 431, summary: 'The request headers exceed the server\'s header size limit.' },
+  CHUNK_EXTENSIONS_TOO_LARGE: { grpc: GrpcCode.INVALID_ARGUMENT, http: 413, summary: 'The chunk extensions of a chunked request body exceed the server\'s limit.' },
+  REQUEST_TIMEOUT: { grpc: GrpcCode.DEADLINE_EXCEEDED, http: 408, summary: 'The request headers or body did not arrive within the server\'s time limits.' },
   ETAG_MISMATCH: { grpc: GrpcCode.FAILED_PRECONDITION, summary: 'The If-Match ETag does not match the current version of the object.' },
   TOO_MANY_REQUESTS: { grpc: GrpcCode.RESOURCE_EXHAUSTED, summary: 'Too many commands are in progress.' },
   UNIMPLEMENTED: { grpc: GrpcCode.UNIMPLEMENTED, summary: 'The capability is not implemented.' },
@@ -92,7 +109,7 @@ export class StrataError extends Error {
     this.name = 'StrataError';
     this.code = code;
     this.grpc = errorRegistry[code].grpc;
-    this.httpStatus = httpStatusFor(this.grpc);
+    this.httpStatus = httpStatusOf(code);
     this.details = options.details ?? [];
   }
 
@@ -108,16 +125,24 @@ export class StrataError extends Error {
   }
 }
 
+/** The longest client-given value an error message repeats; longer ones are cut (issue 17). */
+export const QUOTE_MAX_CHARS = 80;
+
+/** A client-given value as an error message may repeat it: at most QUOTE_MAX_CHARS characters. */
+export function quote(value: string): string {
+  return value.length <= QUOTE_MAX_CHARS ? value : `${value.slice(0, QUOTE_MAX_CHARS)}… (${value.length} characters)`;
+}
+
 /** Shorthand constructors used across the code base. */
 export const errors = {
   invalid: (message: string, details?: unknown[]) =>
     new StrataError('INVALID_ARGUMENT', message, details ? { details } : {}),
-  notFound: (what: string, id: string) => new StrataError('NOT_FOUND', `${what} ${id} not found`),
-  exists: (what: string, id: string) => new StrataError('ALREADY_EXISTS', `${what} ${id} already exists`),
+  notFound: (what: string, id: string) => new StrataError('NOT_FOUND', `${what} ${quote(id)} not found`),
+  exists: (what: string, id: string) => new StrataError('ALREADY_EXISTS', `${what} ${quote(id)} already exists`),
   unauthenticated: (message: string) => new StrataError('UNAUTHENTICATED', message),
   denied: (message: string) => new StrataError('PERMISSION_DENIED', message),
   etagMismatch: (what: string, id: string) =>
-    new StrataError('ETAG_MISMATCH', `${what} ${id} was modified (ETag mismatch)`),
+    new StrataError('ETAG_MISMATCH', `${what} ${quote(id)} was modified (ETag mismatch)`),
   unavailable: (message: string, cause?: unknown) => new StrataError('UNAVAILABLE', message, { cause }),
   internal: (message: string, cause?: unknown) => new StrataError('INTERNAL', message, { cause }),
 };

@@ -29,11 +29,25 @@ export class Authenticator {
    * unexpired token, so deleting or replacing a credential locks its tokens out as before.
    */
   private readonly verified = new Map<string, VerifiedToken>();
+  /**
+   * The principal of each request already authenticated, by its headers object: the HTTP app
+   * authenticates every request before its route (401 first), and the route's own call then
+   * gets the same principal without a second lookup.
+   */
+  private readonly byRequest = new WeakMap<IncomingHttpHeaders, Principal>();
 
   constructor(private readonly credentials: CredentialLookup) {}
 
   /** Verifies the request's token; throws UNAUTHENTICATED (401) for anything but a valid token. */
   async authenticate(headers: IncomingHttpHeaders): Promise<Principal> {
+    const known = this.byRequest.get(headers);
+    if (known) return known;
+    const principal = await this.verify(headers);
+    this.byRequest.set(headers, principal);
+    return principal;
+  }
+
+  private async verify(headers: IncomingHttpHeaders): Promise<Principal> {
     const token = tokenFromHeaders(headers);
     const remembered = this.verified.get(token);
     if (remembered) {

@@ -211,8 +211,9 @@ describe('events API', () => {
     assert.equal((await api.get('/api/v2/projects/proj-a/events', api.clusterViewerToken)).status, 200);
     // A project token cannot probe which projects exist.
     assert.equal((await api.get('/api/v2/projects/nope/events', projAToken)).status, 403);
-    // Parameters are checked before the token.
-    assert.equal((await api.get('/api/v2/events?limit=x')).status, 400);
+    // The token is checked before parameters (issue 17: authentication, parameters, permission).
+    assert.equal((await api.get('/api/v2/events?limit=x')).status, 401);
+    assert.equal((await api.get('/api/v2/events?limit=x', projAToken)).status, 400);
   });
 
   test('query fuzz: random names and values never give a 5xx', async () => {

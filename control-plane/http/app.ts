@@ -1,7 +1,9 @@
 // The Koa application: request ids and logs, the error mapper (every failure becomes the JSON
-// error body of wire-conventions §3 with the registry's status), routers, and the 404 fallback
-// (an unknown path or method gets the JSON 404 body too, not Koa's plain text).
+// error body of wire-conventions §3 with the registry's status), authentication of every /api
+// request from its headers before any route reads a parameter or the body, routers, and the 404
+// fallback (an unknown path or method gets the JSON 404 body too, not Koa's plain text).
 import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
 import Koa from 'koa';
 import type Router from '@koa/router';
 import { StrataError, toStrataError } from '../../lib/errors.js';
@@ -13,6 +15,12 @@ export interface HttpAppOptions {
    * (WatchCache.sync), so everything a route reads from it is at least as new as the request.
    */
   readonly beforeApiRoutes?: () => Promise<void>;
+  /**
+   * Runs for every /api request after beforeApiRoutes and before its route: a missing or bad
+   * token is 401 before the route checks parameters or reads a byte of the body (issue 17).
+   * Routes authenticate again for their principal; the Authenticator answers that from memory.
+   */
+  readonly authenticate?: (headers: IncomingHttpHeaders) => Promise<unknown>;
 }
 
 export function createHttpApp(logger: Logger, routers: readonly Router[], options: HttpAppOptions = {}): Koa {
@@ -31,6 +39,9 @@ export function createHttpApp(logger: Logger, routers: readonly Router[], option
       ctx.status = error.httpStatus;
       ctx.type = 'application/json';
       ctx.body = error.toWire();
+      // A refused request whose body has not all arrived (a 401 before the body is read, a 415,
+      // a body too large): close the connection instead of waiting for the rest of it.
+      if (!ctx.req.complete) ctx.set('Connection', 'close');
       // Internal errors are ours to fix: log them in full. 503s (transient states, etcd away) and
       // deliberate 500s like the unavailable federation service are part of the API's answers.
       if (error.code === 'INTERNAL') {
@@ -48,6 +59,14 @@ export function createHttpApp(logger: Logger, routers: readonly Router[], option
   if (beforeApiRoutes) {
     app.use(async (ctx, next) => {
       if (ctx.path.startsWith('/api/')) await beforeApiRoutes();
+      await next();
+    });
+  }
+
+  const authenticate = options.authenticate;
+  if (authenticate) {
+    app.use(async (ctx, next) => {
+      if (ctx.path.startsWith('/api/')) await authenticate(ctx.headers);
       await next();
     });
   }

@@ -2,12 +2,29 @@
 // shared by every route (wire-conventions §1: null means "not given", numbers may be strings,
 // unknown keys are ignored).
 import type { Context } from 'koa';
-import { StrataError, errors } from '../../lib/errors.js';
+import { StrataError, errors, quote } from '../../lib/errors.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
+/**
+ * `application/json` and the `+json` types (`application/merge-patch+json`), any parameters.
+ * No Content-Type at all is read as JSON: clients that send a JSON body without one keep working.
+ */
+const JSON_MEDIA_TYPE = /^application\/(?:[a-z0-9.!#$&^_-]+\+)?json\s*(?:;.*)?$/i;
+
+/** Refuses (415) a body declared as anything but JSON, before a byte of it is read. */
+function checkMediaType(ctx: Context): void {
+  const type = ctx.request.headers['content-type'];
+  if (type === undefined || JSON_MEDIA_TYPE.test(type.trim())) return;
+  // A request that declares no body (GET-style POSTs such as enable/disable) may carry any type.
+  const length = ctx.request.headers['content-length'];
+  if (length !== undefined && length.trim() === '0' && ctx.request.headers['transfer-encoding'] === undefined) return;
+  throw new StrataError('UNSUPPORTED_MEDIA_TYPE', `request body must be JSON (Content-Type application/json), not ${quote(type)}`);
+}
+
 /** Reads the body as a JSON object. An empty body is `{}`. */
 export async function readJsonBody(ctx: Context): Promise<Record<string, unknown>> {
+  checkMediaType(ctx);
   const declared = Number(ctx.request.headers['content-length'] ?? 0);
   if (declared > MAX_BODY_BYTES) throw new StrataError('BODY_TOO_LARGE', `request body exceeds ${MAX_BODY_BYTES} bytes`);
   const chunks: Buffer[] = [];

@@ -3,7 +3,7 @@
 // any of the accepted forms, booleans in the spellings clients send. Validation failures become
 // one 400 naming each bad field.
 import { z } from 'zod';
-import { StrataError } from '../../lib/errors.js';
+import { StrataError, errors } from '../../lib/errors.js';
 
 /** `null` (and absence) mean "not given". */
 export function optional<T extends z.ZodType>(schema: T) {
@@ -107,6 +107,29 @@ export const size = z.unknown().transform((v, ctx) => {
 /** Names: 1 to 253 of a-z A-Z 0-9 - _ . (spec §8: volume names, label keys and values). */
 export const NAME_PATTERN = /^[A-Za-z0-9._-]{1,253}$/;
 export const name = z.string({ error: 'must be a string' }).regex(NAME_PATTERN, 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period');
+
+/** A UUID (8-4-4-4-12 hex digits, either case). */
+export const UUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+/** A UUID, lower-cased as every stored UUID is. */
+export const uuid = z.string({ error: 'must be a string' }).regex(UUID_PATTERN, 'must be a UUID').transform((v) => v.toLowerCase());
+
+/**
+ * An identifier field where "" and null count as not given (protobuf clients send "" for unset
+ * strings), otherwise of the given type: every identifier is bounded (issue 17).
+ */
+export function optionalIdentifier<T extends z.ZodType<unknown, string>>(schema: T) {
+  return optional(z.string({ error: 'must be a string' })).transform((v) => (v === '' ? undefined : v)).pipe(schema.optional());
+}
+
+/** A path or query identifier: a UUID (lower-cased) or a name; anything else is a 400 naming the field. */
+export function checkIdentifier(field: string, value: string, kind: 'UUID' | 'name'): string {
+  if (kind === 'UUID') {
+    if (!UUID_PATTERN.test(value)) throw errors.invalid(`invalid request: ${field} must be a UUID`);
+    return value.toLowerCase();
+  }
+  if (!NAME_PATTERN.test(value)) throw errors.invalid(`invalid request: ${field} must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period`);
+  return value;
+}
 
 /** Validates `input` against `schema`; a failure is one 400 listing every bad field. */
 export function parseInput<T extends z.ZodType>(schema: T, input: unknown): z.output<T> {

@@ -123,8 +123,8 @@ describe('POST /api/v2/nvmeDevices', () => {
     await refused({ serialNumber: ['NEW2'], nodeUUID: node(s1).UUID }, 400, 3, /serialNumber/);
     await refused(undefined, 400, 3, /JSON/, { raw: '[1,2]' });
     await refused(undefined, 400, 3, /JSON/, { raw: '{"serialNumber":' });
-    // Input is checked before authentication (docs/api.md: parameters, then 401, then 403).
-    await refused({}, 400, 3, /required/, { token: null });
+    // Authentication comes first (docs/api.md: 401, then parameters, then 403).
+    await refused({}, 401, 16, /authentication required/, { token: null });
   });
 
   test('400: the device belongs to a node already (another node, or this node\'s journal)', async () => {

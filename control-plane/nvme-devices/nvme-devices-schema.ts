@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { errors } from '../../lib/errors.js';
 import { queryList, queryValue } from '../http/body.js';
-import { optional, parseInput } from '../http/lenient.js';
+import { UUID_PATTERN, optional, parseInput } from '../http/lenient.js';
 import { deviceUsages } from '../inventory/inventory-view.js';
 import { parseEnum } from '../inventory/wire.js';
 import { object } from '../projects/projects-schema.js';
@@ -27,7 +27,13 @@ export function parseNvmeDeviceListQuery(query: Query): NvmeDeviceFilters {
 // (wire-conventions §1): null means not given, unknown keys are ignored, a serial may arrive as a
 // JSON number; surrounding spaces are not part of a serial or a UUID.
 const text = z.union([z.string(), z.number().transform(String)], { error: 'must be a string' }).transform((v) => v.trim());
-const attachSchema = object({ serialNumber: optional(text), nodeUUID: optional(text) });
+// Bounded (issue 17): a serial is what NVMe's Identify Controller SN field can hold (20 ASCII
+// characters); a node UUID is a UUID. "" stays "not given" (required below).
+/** NVMe serial numbers: at most 20 printable ASCII characters (the SN field of Identify Controller). */
+export const SERIAL_PATTERN = /^[\x20-\x7e]{1,20}$/;
+const serial = text.refine((v) => v === '' || SERIAL_PATTERN.test(v), 'must be at most 20 printable ASCII characters (an NVMe serial number)');
+const nodeUuid = text.refine((v) => v === '' || UUID_PATTERN.test(v), 'must be a UUID').transform((v) => v.toLowerCase());
+const attachSchema = object({ serialNumber: optional(serial), nodeUUID: optional(nodeUuid) });
 
 export interface AttachNvmeDeviceInput {
   readonly serialNumber: string;

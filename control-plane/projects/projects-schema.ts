@@ -3,10 +3,10 @@
 // number). Every failure is one 400 naming each bad field (lenient.parseInput).
 import { z } from 'zod';
 import { errors } from '../../lib/errors.js';
-import { NAME_PATTERN, optional, parseInput } from '../http/lenient.js';
+import { NAME_PATTERN, UUID_PATTERN, optional, parseInput } from '../http/lenient.js';
 
 export const MAX_DESCRIPTION_BYTES = 256;
-export const UUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+export { UUID_PATTERN };
 
 const NAME_RULE = 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period (not "." or "..")';
 

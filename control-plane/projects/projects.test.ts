@@ -176,7 +176,9 @@ describe('projects API', () => {
 
     expectError(await kit.request('PUT', '/api/v2/projects/Alpha', { token: admin, body: { description: 'x' }, headers: { 'If-Match': before.ETag } }), 412, 9);
     assert.equal((await get('Alpha')).body.description, 'new words', 'a stale If-Match changes nothing');
-    const matched = await kit.request('PUT', '/api/v2/projects/Alpha', { token: admin, body: { description: 'matched' }, headers: { 'If-Match': `W/"${after1.ETag}"` } });
+    // A weak tag never matches (strong comparison, issue 17); the exact one, quoted, does.
+    expectError(await kit.request('PUT', '/api/v2/projects/Alpha', { token: admin, body: { description: 'matched' }, headers: { 'If-Match': `W/"${after1.ETag}"` } }), 412, 9);
+    const matched = await kit.request('PUT', '/api/v2/projects/Alpha', { token: admin, body: { description: 'matched' }, headers: { 'If-Match': `"${after1.ETag}"` } });
     assert.equal(matched.status, 200);
     const current = (await get('Alpha')).body;
     const noop = await kit.request('PUT', '/api/v2/projects/Alpha', { token: admin, body: { description: 'matched', other: 1 } });

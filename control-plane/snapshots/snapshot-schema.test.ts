@@ -65,10 +65,15 @@ describe('retentionTime', () => {
   });
 });
 
+// Identifiers are typed (issue 17): UUIDs in these tests are UUIDs.
+const U = '5d2c7a10-0000-4000-8000-000000000001';
+const V = '5d2c7a10-0000-4000-8000-000000000002';
+const O = '5d2c7a10-0000-4000-8000-000000000003';
+
 describe('create body', () => {
   test('keeps what it needs, defaults the rest, ignores unknown keys and projectName', () => {
-    assert.deepEqual(parseCreateSnapshot({ name: 's1', sourceVolumeUUID: 'u', projectName: 'other', extra: { x: 1 } }), {
-      name: 's1', sourceVolumeUUID: 'u', retentionSeconds: 0, description: '',
+    assert.deepEqual(parseCreateSnapshot({ name: 's1', sourceVolumeUUID: U, projectName: 'other', extra: { x: 1 } }), {
+      name: 's1', sourceVolumeUUID: U, retentionSeconds: 0, description: '',
     });
     assert.deepEqual(parseCreateSnapshot({ name: 's1', sourceVolumeName: 'v', sourceVolumeUUID: '', retentionTime: '1h', description: 'd', labels: null }), {
       name: 's1', sourceVolumeName: 'v', retentionSeconds: 3600, description: 'd',
@@ -82,14 +87,16 @@ describe('create body', () => {
     invalid(() => parseCreateSnapshot({}), /name is required; sourceVolumeUUID or sourceVolumeName is required/);
     invalid(() => parseCreateSnapshot({ name: 's' }), /sourceVolumeUUID or sourceVolumeName/);
     invalid(() => parseCreateSnapshot({ name: 's', sourceVolumeUUID: '', sourceVolumeName: '' }), /sourceVolumeUUID or sourceVolumeName/);
-    invalid(() => parseCreateSnapshot({ sourceVolumeUUID: 'u' }), /name is required/);
-    invalid(() => parseCreateSnapshot({ name: 'bad name', sourceVolumeUUID: 'u' }), /name must be 1 to 253/);
-    invalid(() => parseCreateSnapshot({ name: '', sourceVolumeUUID: 'u' }), /name/);
-    invalid(() => parseCreateSnapshot({ name: 'x'.repeat(254), sourceVolumeUUID: 'u' }), /name/);
-    invalid(() => parseCreateSnapshot({ name: 5, sourceVolumeUUID: 'u' }), /name must be a string/);
+    invalid(() => parseCreateSnapshot({ sourceVolumeUUID: U }), /name is required/);
+    invalid(() => parseCreateSnapshot({ name: 'bad name', sourceVolumeUUID: U }), /name must be 1 to 253/);
+    invalid(() => parseCreateSnapshot({ name: '', sourceVolumeUUID: U }), /name/);
+    invalid(() => parseCreateSnapshot({ name: 'x'.repeat(254), sourceVolumeUUID: U }), /name/);
+    invalid(() => parseCreateSnapshot({ name: 5, sourceVolumeUUID: U }), /name must be a string/);
     invalid(() => parseCreateSnapshot({ name: 's', sourceVolumeUUID: 7 }), /sourceVolumeUUID must be a string/);
-    invalid(() => parseCreateSnapshot({ name: 's', sourceVolumeUUID: 'u', retentionTime: 'forever' }), /retentionTime must be a duration/);
-    invalid(() => parseCreateSnapshot({ name: 's', sourceVolumeUUID: 'u', description: 'é'.repeat(513) }), /description must be at most 1024 bytes/);
+    invalid(() => parseCreateSnapshot({ name: 's', sourceVolumeUUID: 'u' }), /sourceVolumeUUID must be a UUID/);
+    invalid(() => parseCreateSnapshot({ name: 's', sourceVolumeName: 'v'.repeat(1_000_000) }), /sourceVolumeName must be 1 to 253/);
+    invalid(() => parseCreateSnapshot({ name: 's', sourceVolumeUUID: U, retentionTime: 'forever' }), /retentionTime must be a duration/);
+    invalid(() => parseCreateSnapshot({ name: 's', sourceVolumeUUID: U, description: 'é'.repeat(513) }), /description must be at most 1024 bytes/);
     const err = (() => {
       try {
         parseCreateSnapshot({ name: 'a b', sourceVolumeName: [], retentionTime: true });
@@ -114,9 +121,9 @@ describe('create body', () => {
 describe('by-name addressing', () => {
   test('GET reads Name (capital N); a lower-case name gets a hint', () => {
     assert.deepEqual(parseGetAddress(undefined, { Name: 's1' }), { name: 's1' });
-    assert.deepEqual(parseGetAddress('u1', {}), { UUID: 'u1' });
-    assert.deepEqual(parseGetAddress('u1', { Name: 's1' }), { UUID: 'u1', name: 's1' });
-    assert.deepEqual(parseGetAddress('u1', { name: 's1' }), { UUID: 'u1' }, 'unknown query names are ignored');
+    assert.deepEqual(parseGetAddress(U, {}), { UUID: U });
+    assert.deepEqual(parseGetAddress(U, { Name: 's1' }), { UUID: U, name: 's1' });
+    assert.deepEqual(parseGetAddress(U, { name: 's1' }), { UUID: U }, 'unknown query names are ignored');
     invalid(() => parseGetAddress(undefined, { name: 's1' }), /Name=<name> \(capital N\)/);
     invalid(() => parseGetAddress(undefined, {}), /UUID in the path/);
     invalid(() => parseGetAddress(undefined, { Name: '' }), /UUID in the path/);
@@ -125,8 +132,8 @@ describe('by-name addressing', () => {
 
   test('DELETE reads name (lower-case n); a capital Name gets a hint', () => {
     assert.deepEqual(parseDeleteAddress(undefined, { name: 's1' }), { name: 's1' });
-    assert.deepEqual(parseDeleteAddress('u1', {}), { UUID: 'u1' });
-    assert.deepEqual(parseDeleteAddress('u1', { name: 's1' }), { UUID: 'u1', name: 's1' });
+    assert.deepEqual(parseDeleteAddress(U, {}), { UUID: U });
+    assert.deepEqual(parseDeleteAddress(U, { name: 's1' }), { UUID: U, name: 's1' });
     invalid(() => parseDeleteAddress(undefined, { Name: 's1' }), /name=<name> \(lower-case n\)/);
     invalid(() => parseDeleteAddress(undefined, {}), /UUID in the path/);
   });
@@ -135,9 +142,11 @@ describe('by-name addressing', () => {
 describe('list query', () => {
   test('filters, showAll, limit and offsetUUID', () => {
     assert.deepEqual(parseListQuery({}), { showAll: false, limit: MAX_LIST_LIMIT });
-    assert.deepEqual(parseListQuery({ name: 'a', sourceVolumeUUID: 'v', sourceVolumeName: 'vn', UUID: 'u', showAll: 'true', limit: '5', offsetUUID: 'o', other: 'x' }), {
-      showAll: true, limit: 5, UUID: 'u', name: 'a', sourceVolumeUUID: 'v', sourceVolumeName: 'vn', offsetUUID: 'o',
+    assert.deepEqual(parseListQuery({ name: 'a', sourceVolumeUUID: V, sourceVolumeName: 'vn', UUID: U, showAll: 'true', limit: '5', offsetUUID: O, other: 'x' }), {
+      showAll: true, limit: 5, UUID: U, name: 'a', sourceVolumeUUID: V, sourceVolumeName: 'vn', offsetUUID: O,
     });
+    // Identifiers are typed (issue 17): a filter UUID must be a UUID, a name a name.
+    for (const query of [{ UUID: 'u' }, { sourceVolumeUUID: 'v' }, { offsetUUID: 'o' }, { name: 'a b' }, { sourceVolumeName: 'x'.repeat(254) }]) invalid(() => parseListQuery(query));
     assert.equal(parseListQuery({ Name: 'a' }).name, 'a');
     assert.equal(parseListQuery({ Name: 'a', name: 'a' }).name, 'a');
     assert.equal(parseListQuery({ limit: '0' }).limit, MAX_LIST_LIMIT);

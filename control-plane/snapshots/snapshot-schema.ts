@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { errors } from '../../lib/errors.js';
 import { queryValue, parseBoolean } from '../http/body.js';
-import { NAME_PATTERN, integer, name, optional, parseInput } from '../http/lenient.js';
+import { NAME_PATTERN, checkIdentifier, integer, name, optional, optionalIdentifier, parseInput, uuid } from '../http/lenient.js';
 
 export type Query = Record<string, string | string[] | undefined>;
 
@@ -94,13 +94,10 @@ const retention = z.unknown().transform((v, ctx) => {
   }
 });
 
-/** A string field where "" counts as not given (protobuf clients send "" for unset strings). */
-const optionalText = optional(z.string({ error: 'must be a string' })).transform((v) => (v === '' ? undefined : v));
-
 const createSchema = z.object({
   name: optional(name),
-  sourceVolumeUUID: optionalText,
-  sourceVolumeName: optionalText,
+  sourceVolumeUUID: optionalIdentifier(uuid),
+  sourceVolumeName: optionalIdentifier(name),
   retentionTime: retention.optional(),
   description: optional(
     z.string({ error: 'must be a string' }).refine((v) => Buffer.byteLength(v, 'utf8') <= MAX_DESCRIPTION_BYTES, `must be at most ${MAX_DESCRIPTION_BYTES} bytes`),
@@ -147,12 +144,18 @@ export type SnapshotAddress = { readonly UUID: string; readonly name?: string } 
  */
 export function parseGetAddress(uuid: string | undefined, query: Query): SnapshotAddress {
   const byName = queryValue(query, 'Name');
-  if (uuid !== undefined && uuid !== '') return byName === undefined ? { UUID: uuid } : { UUID: uuid, name: byName };
-  if (byName !== undefined) return { name: byName };
+  if (uuid !== undefined && uuid !== '') return addressOf(uuid, byName);
+  if (byName !== undefined) return { name: checkIdentifier('Name', byName, 'name') };
   if (queryValue(query, 'name') !== undefined) {
     throw errors.invalid('query names are case-sensitive: GET a snapshot by name with ?Name=<name> (capital N)');
   }
   throw errors.invalid('give the snapshot UUID in the path, or its name as ?Name=<name>');
+}
+
+/** The path's UUID, and a name given with it, both checked for their type and length. */
+function addressOf(uuid: string, byName: string | undefined): SnapshotAddress {
+  const UUID = checkIdentifier('the snapshot UUID in the path', uuid, 'UUID');
+  return byName === undefined ? { UUID } : { UUID, name: checkIdentifier('name', byName, 'name') };
 }
 
 /**
@@ -161,8 +164,8 @@ export function parseGetAddress(uuid: string | undefined, query: Query): Snapsho
  */
 export function parseDeleteAddress(uuid: string | undefined, query: Query): SnapshotAddress {
   const byName = queryValue(query, 'name');
-  if (uuid !== undefined && uuid !== '') return byName === undefined ? { UUID: uuid } : { UUID: uuid, name: byName };
-  if (byName !== undefined) return { name: byName };
+  if (uuid !== undefined && uuid !== '') return addressOf(uuid, byName);
+  if (byName !== undefined) return { name: checkIdentifier('name', byName, 'name') };
   if (queryValue(query, 'Name') !== undefined) {
     throw errors.invalid('query names are case-sensitive: DELETE a snapshot by name with ?name=<name> (lower-case n)');
   }
@@ -206,13 +209,13 @@ export function parseListQuery(query: Query): SnapshotListFilter {
     limit,
   };
   const UUID = queryValue(query, 'UUID');
-  if (UUID !== undefined) filter.UUID = UUID;
-  if (nameFilter !== undefined) filter.name = nameFilter;
+  if (UUID !== undefined) filter.UUID = checkIdentifier('UUID', UUID, 'UUID');
+  if (nameFilter !== undefined) filter.name = checkIdentifier('name', nameFilter, 'name');
   const sourceVolumeUUID = queryValue(query, 'sourceVolumeUUID');
-  if (sourceVolumeUUID !== undefined) filter.sourceVolumeUUID = sourceVolumeUUID;
+  if (sourceVolumeUUID !== undefined) filter.sourceVolumeUUID = checkIdentifier('sourceVolumeUUID', sourceVolumeUUID, 'UUID');
   const sourceVolumeName = queryValue(query, 'sourceVolumeName');
-  if (sourceVolumeName !== undefined) filter.sourceVolumeName = sourceVolumeName;
+  if (sourceVolumeName !== undefined) filter.sourceVolumeName = checkIdentifier('sourceVolumeName', sourceVolumeName, 'name');
   const offsetUUID = queryValue(query, 'offsetUUID');
-  if (offsetUUID !== undefined) filter.offsetUUID = offsetUUID;
+  if (offsetUUID !== undefined) filter.offsetUUID = checkIdentifier('offsetUUID', offsetUUID, 'UUID');
   return filter;
 }

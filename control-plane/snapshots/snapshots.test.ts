@@ -311,7 +311,7 @@ describe('snapshots API', () => {
       assert.deepEqual(uuidsOf(await list(`?UUID=${made[4].UUID}`)), [made[4].UUID]);
       assert.deepEqual(uuidsOf(await list(`?UUID=${made[4].UUID}&sourceVolumeUUID=${listVolume.UUID}`)), []);
       assert.deepEqual(uuidsOf(await list(`?name=${made[0].name}&sourceVolumeName=${listVolume.name}`)), [made[0].UUID]);
-      assert.deepEqual(await list('?sourceVolumeUUID=none'), []);
+      expectError(await req('GET', `${BASE}?sourceVolumeUUID=none`, { token: tokens.admin }), 400, 3, 'a filter UUID must be a UUID (issue 17)');
       assert.deepEqual(uuidsOf(await list(`?sourceVolumeUUID=${listVolume.UUID}&unknown=1&SOURCEVOLUMEUUID=x`)), uuidsOf(made.slice(0, 3)));
     });
 
@@ -454,9 +454,11 @@ describe('snapshots API', () => {
       assert.equal((await req('DELETE', `${BASE}/${snap.UUID}`, { token: api.adminToken })).status, 200, 'cluster admin may write any project');
     });
 
-    test('bad parameters are 400 before authentication', async () => {
-      expectError(await req('POST', BASE, { body: { name: 'bad name' }, token: null }), 400, 3, 'invalid body, no token');
-      expectError(await req('GET', `${BASE}/?name=x`, { token: null }), 400, 3, 'bad query, no token');
+    test('401 before bad parameters; bad parameters are 400 before permission (issue 17)', async () => {
+      expectError(await req('POST', BASE, { body: { name: 'bad name' }, token: null }), 401, 16, 'invalid body, no token');
+      expectError(await req('GET', `${BASE}/?name=x`, { token: null }), 401, 16, 'bad query, no token');
+      expectError(await req('POST', BASE, { body: { name: 'bad name' }, token: otherTokens.admin }), 400, 3, 'invalid body, token of another project');
+      expectError(await req('GET', `${BASE}/?name=x`, { token: otherTokens.admin }), 400, 3, 'bad query, token of another project');
     });
   });
 

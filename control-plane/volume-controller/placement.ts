@@ -52,6 +52,11 @@ export type PlacementResult =
       readonly awaitingPoolReport: readonly string[];
     };
 
+/** What may be allocated on a node of this capacity at this overcommit ratio. */
+export function allowedAllocation(capacityBytes: bigint, overcommitRatio: number): bigint {
+  return BigInt(Math.floor(Number(capacityBytes) * overcommitRatio));
+}
+
 export function chooseNodes(request: PlacementRequest, candidates: readonly NodeCandidate[]): PlacementResult {
   const restrictions = request.placementRestrictions.filter((r) => r.operator === 'In');
   const required = (key: string) => restrictions.flatMap((r) => r.labelValueKeyPairs.filter((p) => p.key === key).map((p) => p.value));
@@ -73,7 +78,7 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
   if (domains.length > 0) pool = pool.filter((c) => c.failureDomains.some((d) => domains.includes(d)));
   const active = pool.filter((c) => c.active);
   const free = (c: NodeCandidate) => {
-    const unallocated = BigInt(Math.floor(Number(c.capacityBytes) * request.overcommitRatio)) - c.allocatedBytes;
+    const unallocated = allowedAllocation(c.capacityBytes, request.overcommitRatio) - c.allocatedBytes;
     return c.freeBytes !== undefined && c.freeBytes < unallocated ? c.freeBytes : unallocated;
   };
   const roomy = active.filter((c) => free(c) >= request.sizeBytes);

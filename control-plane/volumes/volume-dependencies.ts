@@ -61,6 +61,16 @@ export interface ReplicaLimits {
   currentMaxReplicas(): Promise<number>;
 }
 
+export interface CapacityCeiling {
+  /**
+   * The largest volume with this many replicas the cluster could ever place at its overcommit
+   * ratio, whatever is allocated now: the replicaCount-th largest node capacity (a pool's
+   * measured capacity; until a node's pool reports, its present data devices' raw size, which is
+   * never less) times the ratio. A create above it can never be placed and is refused with 400.
+   */
+  largestVolumeBytes(replicaCount: number): Promise<bigint>;
+}
+
 /**
  * Lets policies/, projects/ and snapshots/ refuse to delete what volumes still use. A volume
  * that is Deleting uses nothing any more (its name is already free, and its data needs neither

@@ -3,7 +3,10 @@
 // (/api/v2/projects/{projectName}/volumes…, the path wins). A trailing slash with an empty id
 // addresses one volume by name (`…/volumes/?name=X`): the router is strict about trailing
 // slashes so that `/volumes` (a list) and `/volumes/` (one volume) stay different routes.
-// Pattern: parameters (400) → authentication (401) → permission on the project (403) → service.
+// Pattern: authentication (401, before any route: http/app.ts) → parameters (400) → permission
+// on the project (403) → service. Where the request names no project (an unscoped UUID), a
+// caller who may not read the volume's project gets the 404 an absent UUID gets: a tenant learns
+// nothing about other projects' volumes (docs/api.md, "Order of checks").
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { errors, toStrataError } from '../../lib/errors.js';
@@ -31,9 +34,15 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2', strict: true });
   const both = (suffix: string) => [UNSCOPED + suffix, SCOPED + suffix];
 
-  const guardOf = async (ctx: Context, access: Access): Promise<ProjectGuard> => {
+  const guardOf = async (ctx: Context, access: Access, target: VolumeTarget): Promise<ProjectGuard> => {
     const principal = await deps.auth.authenticate(ctx.headers);
-    return (project) => authorize(principal, access === 'read' ? permissions.projectRead(project) : permissions.projectWrite(project));
+    return (project) => {
+      // Called with the stored volume's project only when the request named none (resolve()).
+      if (target.projectName === undefined && target.UUID !== undefined && !isAllowed(principal, permissions.projectRead(project))) {
+        throw errors.notFound('volume', target.UUID);
+      }
+      authorize(principal, access === 'read' ? permissions.projectRead(project) : permissions.projectWrite(project));
+    };
   };
 
   // ---- create ----
@@ -67,13 +76,13 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
   for (const path of both('/:uuid')) {
     router.get(path, async (ctx) => {
       const target = byUuid(ctx);
-      ctx.body = await deps.volumes.get(target, await guardOf(ctx, 'read'));
+      ctx.body = await deps.volumes.get(target, await guardOf(ctx, 'read', target));
     });
   }
   for (const path of both('/')) {
     router.get(path, async (ctx) => {
       const target = byQuery(ctx);
-      ctx.body = await deps.volumes.get(target, await guardOf(ctx, 'read'));
+      ctx.body = await deps.volumes.get(target, await guardOf(ctx, 'read', target));
     });
   }
 
@@ -81,7 +90,7 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
   for (const path of both('/:uuid/connection')) {
     router.get(path, async (ctx) => {
       const target = byUuid(ctx);
-      ctx.body = await deps.volumes.connection(target, await guardOf(ctx, 'read'));
+      ctx.body = await deps.volumes.connection(target, await guardOf(ctx, 'read', target));
     });
   }
 
@@ -90,7 +99,7 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
     router.put(path, async (ctx) => {
       const body = parseUpdateVolume(await readJsonBody(ctx));
       const target = byUuid(ctx, body.projectName);
-      await deps.volumes.update(target, body, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      await deps.volumes.update(target, body, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
       ctx.body = {};
     });
   }
@@ -98,7 +107,7 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
     router.put(path, async (ctx) => {
       const body = parseUpdateVolume(await readJsonBody(ctx));
       const target = byQuery(ctx, body);
-      await deps.volumes.update(target, body, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      await deps.volumes.update(target, body, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
       ctx.body = {};
     });
   }
@@ -107,14 +116,14 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
   for (const path of both('/:uuid')) {
     router.delete(path, async (ctx) => {
       const target = byUuid(ctx);
-      await deps.volumes.delete(target, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      await deps.volumes.delete(target, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
       ctx.body = {};
     });
   }
   for (const path of [...both(''), ...both('/')]) {
     router.delete(path, async (ctx) => {
       const target = byQuery(ctx);
-      await deps.volumes.delete(target, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      await deps.volumes.delete(target, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
       ctx.body = {};
     });
   }
@@ -124,7 +133,7 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
     router.put(path, async (ctx) => {
       const body = parseRollback(await readJsonBody(ctx));
       const target = byUuid(ctx, body.projectName);
-      await deps.volumes.rollback(target, { UUID: body.srcSnapshotUUID, name: body.srcSnapshotName }, await guardOf(ctx, 'write'), ifMatch(ctx.headers));
+      await deps.volumes.rollback(target, { UUID: body.srcSnapshotUUID, name: body.srcSnapshotName }, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
       ctx.body = {};
     });
   }

@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import type { PlacementRestriction } from '../../lib/records.js';
 import { queryValue } from '../http/body.js';
-import { NAME_PATTERN, boolean, compression, enumeration, integer, optional, parseInput, size } from '../http/lenient.js';
+import { NAME_PATTERN, UUID_PATTERN, boolean, compression, enumeration, integer, optional, parseInput, size } from '../http/lenient.js';
 
 export const ALLOW_ANY = 'ALLOW_ANY';
 export const ALLOW_NONE = 'ALLOW_NONE';
@@ -22,7 +22,6 @@ export const DEFAULT_ACL: readonly string[] = [ALLOW_NONE];
 export const DEFAULT_IP_ACL: readonly string[] = [ALLOW_ANY];
 
 const NAME_MESSAGE = 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period';
-const UUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const NQN_MAX_BYTES = 223;
 const NQN_UUID_PREFIX = 'nqn.2014-08.org.nvmexpress:uuid:';
 // nqn.<yyyy>-<mm>.<reverse domain>[:<anything printable>] (NVMe base spec, "NVMe Qualified Names").

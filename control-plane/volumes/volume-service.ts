@@ -13,6 +13,7 @@ import type { EventPreparer } from '../events/etcd-event-log.js';
 import type { IOperation } from 'etcd3';
 import { MAX_SIZE_BYTES } from '../http/lenient.js';
 import type {
+  CapacityCeiling,
   FeatureFlagReader,
   PolicyDirectory,
   ProjectDirectory,
@@ -44,6 +45,8 @@ export interface VolumeServiceDeps {
   readonly snapshots: SnapshotDirectory;
   readonly flags: FeatureFlagReader;
   readonly replicaLimits: ReplicaLimits;
+  /** Refuses at create what can never be placed (issue 17); absent in tests without nodes. */
+  readonly capacity?: CapacityCeiling;
   readonly events: EventRecorder & EventPreparer;
   /** The cluster's UUID (responses' clusterId; placement restriction ClusterID). */
   readonly clusterUUID: string;
@@ -114,6 +117,10 @@ export class VolumeService {
     const sizeBytes = alignedSize(requested, sectorSize);
     if (snapshot && sizeBytes < BigInt(snapshot.sizeBytes)) {
       throw errors.invalid(`size ${sizeBytes} is smaller than the snapshot's ${snapshot.sizeBytes} bytes`);
+    }
+    const ceiling = await this.deps.capacity?.largestVolumeBytes(replicaCount);
+    if (ceiling !== undefined && sizeBytes > ceiling) {
+      throw errors.invalid(`size ${sizeBytes} bytes can never be placed: the largest volume with ${replicaCount} replica(s) this cluster's nodes can hold is ${ceiling} bytes (node capacity × overcommit ratio)`);
     }
     const qosPolicyUUID = await this.qosPolicyOf(projectName, body.qosPolicyUUID, body.qosPolicyName);
     if (qosPolicyUUID !== '') references.push(await this.policyGuard(qosPolicyUUID));

@@ -340,7 +340,8 @@ describe('volumes API', () => {
       ok(await h.request('POST', '/api/v2/projects/default/volumes', { body, token: h.tokens.defaultAdmin }));
       ok(await h.request('POST', '/api/v2/volumes', { body: { name: unique(), size: '1GiB', projectName: 'p2' }, token: h.tokens.p2Admin }));
       fails(await h.request('POST', '/api/v2/volumes', { body: { name: unique(), size: '1GiB' }, token: h.tokens.p2Admin }), 403, 7, 'default project implied');
-      fails(await h.request('POST', '/api/v2/projects/default/volumes', { body: { size: '1GiB' } }), 400, 3, 'parameters before authentication');
+      fails(await h.request('POST', '/api/v2/projects/default/volumes', { body: { size: '1GiB' } }), 401, 16, 'authentication before parameters');
+      fails(await h.request('POST', '/api/v2/projects/default/volumes', { body: { size: '1GiB' }, token: h.tokens.p2Admin }), 400, 3, 'parameters before permission');
     });
   });
 
@@ -383,7 +384,13 @@ describe('volumes API', () => {
       ok(await get(v.UUID, h.tokens.defaultViewer));
       ok(await get(v.UUID, h.tokens.defaultAdmin));
       ok(await get(v.UUID, h.tokens.clusterViewer));
-      fails(await get(v.UUID, h.tokens.p2Admin), 403, 7, 'other project by UUID');
+      // Another project's volume by UUID looks absent (issue 17: no existence oracle).
+      const foreign = await get(v.UUID, h.tokens.p2Admin);
+      fails(foreign, 404, 5, 'other project by UUID');
+      const absentUUID = randomUUID();
+      const absent = await get(absentUUID, h.tokens.p2Admin);
+      fails(absent, 404, 5, 'absent UUID');
+      assert.equal(foreign.body.message.replace(v.UUID, 'X'), absent.body.message.replace(absentUUID, 'X'), 'the same answer for both');
       fails(await h.request('GET', `/api/v2/projects/default/volumes/${v.UUID}`, { token: h.tokens.p2Admin }), 403, 7, 'other project scoped');
       fails(await h.request('GET', `/api/v2/projects/default/volumes/${randomUUID()}`, { token: h.tokens.p2Admin }), 403, 7, '403 before 404');
       fails(await h.request('GET', `/api/v2/volumes/?name=${v.name}`, { token: h.tokens.p2Admin }), 403, 7, 'by name');
@@ -615,7 +622,11 @@ describe('volumes API', () => {
       assert.equal(ok(await get(v.UUID)).ETag, next);
       ok(await put(`/api/v2/volumes/${v.UUID}`, { labels: [{ key: 'b', value: '2' }] }, { headers: { 'If-Match': `"${next}"` } }));
       const third = ok(await get(v.UUID)).ETag;
-      ok(await put(`/api/v2/volumes/${v.UUID}`, { labels: [{ key: 'c', value: '3' }] }, { headers: { 'If-Match': `W/"${third}"` } }));
+      // A weak or empty tag never matches (strong comparison, issue 17): 412, nothing written.
+      fails(await put(`/api/v2/volumes/${v.UUID}`, { labels: [{ key: 'c', value: '3' }] }, { headers: { 'If-Match': `W/"${third}"` } }), 412, 9, 'weak');
+      fails(await put(`/api/v2/volumes/${v.UUID}`, { labels: [{ key: 'c', value: '3' }] }, { headers: { 'If-Match': '""' } }), 412, 9, 'empty tag');
+      assert.equal(ok(await get(v.UUID)).ETag, third);
+      ok(await put(`/api/v2/volumes/${v.UUID}`, { labels: [{ key: 'c', value: '3' }] }, { headers: { 'If-Match': third } }));
       ok(await put(`/api/v2/volumes/${v.UUID}`, { labels: [{ key: 'd', value: '4' }] }, { headers: { 'If-Match': '*' } }));
       fails(await h.request('DELETE', `/api/v2/volumes/${v.UUID}`, { token: admin(), headers: { 'If-Match': etag } }), 412, 9, 'stale delete');
       assert.equal(ok(await get(v.UUID)).state, 'Available');
@@ -627,7 +638,7 @@ describe('volumes API', () => {
       const body = { labels: [{ key: 'a', value: '1' }] };
       fails(await put(`/api/v2/volumes/${v.UUID}`, body, { token: h.tokens.defaultViewer }), 403, 7, 'viewer');
       fails(await put(`/api/v2/volumes/${v.UUID}`, body, { token: h.tokens.clusterViewer }), 403, 7, 'cluster viewer');
-      fails(await put(`/api/v2/volumes/${v.UUID}`, body, { token: h.tokens.p2Admin }), 403, 7, 'other project');
+      fails(await put(`/api/v2/volumes/${v.UUID}`, body, { token: h.tokens.p2Admin }), 404, 5, 'other project: looks absent (issue 17)');
       fails(await h.request('PUT', `/api/v2/volumes/${v.UUID}`, { body }), 401, 16, 'no token');
       ok(await put(`/api/v2/volumes/${v.UUID}`, body, { token: h.tokens.defaultAdmin }));
     });

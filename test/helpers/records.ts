@@ -202,7 +202,7 @@ export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator
     await cache.start();
     stopCache = () => cache.stop();
     const auth = new Authenticator(cache);
-    const app = createHttpApp(logger, routers(etcd, auth, cache), { beforeApiRoutes: () => cache.sync() });
+    const app = createHttpApp(logger, routers(etcd, auth, cache), { beforeApiRoutes: () => cache.sync(), authenticate: (headers) => auth.authenticate(headers) });
     const httpServer = createServer(app.callback());
     server = httpServer;
     await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve));
