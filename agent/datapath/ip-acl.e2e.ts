@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
+import { ALLOW_ANY } from '../../lib/contract/acl.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { VolumeAssignment } from '../../lib/records.js';
@@ -56,7 +57,7 @@ describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { time
       nsid: 1,
       port: PORT,
       sizeBytes: String(64 * MiB),
-      acl: ['ALLOW_ANY'],
+      acl: [ALLOW_ANY],
       generation,
       ipAcl,
     });

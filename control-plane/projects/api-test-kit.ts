@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type Router from '@koa/router';
 import type { Etcd3 } from 'etcd3';
 import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
+import { ALLOW_ANY } from '../../lib/contract/acl.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { CredentialRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
 import { startApiHarness, type ApiHarness } from '../../test/helpers/records.js';
@@ -139,7 +140,7 @@ export function projectAndPolicyRoutes(etcd: Etcd3, auth: Authenticator, cache: 
 export async function putVolume(etcd: Etcd3, overrides: Partial<VolumeRecord> & Pick<VolumeRecord, 'projectName'>): Promise<VolumeRecord> {
   const UUID = overrides.UUID ?? randomUUID();
   const volume: VolumeRecord = {
-    UUID, name: `vol-${UUID.slice(0, 8)}`, sizeBytes: '1073741824', acl: ['ALLOW_ANY'], ipAcl: ['ALLOW_ANY'], compression: false,
+    UUID, name: `vol-${UUID.slice(0, 8)}`, sizeBytes: '1073741824', acl: [ALLOW_ANY], ipAcl: [ALLOW_ANY], compression: false,
     replicaCount: 1, sectorSize: 4096, labels: [], qosPolicyUUID: '', placementRestrictions: [], sourceSnapshotUUID: '',
     sourceSnapshotName: '', encrypted: false, state: 'Available', generation: 1, placement: null, failureReason: '',
     rollbackSnapshotUUID: '', creationTime: new Date().toISOString(), ...overrides,
@@ -198,7 +199,7 @@ export function prng(seed: number): () => number {
 }
 
 const WEIRD_STRINGS = [
-  '', ' ', '0', '-1', '1e3', '65536', '99999999999999999999', 'null', 'true', 'ALLOW_ANY', '../..', '.', '..', 'a/b', 'a:b',
+  '', ' ', '0', '-1', '1e3', '65536', '99999999999999999999', 'null', 'true', ALLOW_ANY, '../..', '.', '..', 'a/b', 'a:b',
   '<script>', '\u0000', 'é', '💥', '\n', 'Global', 'Scoped', 'Unavailable', 'qosRateLimit', 'snapshot', '::1', '10.0.0.1',
   '300.1.1.1', '10.0.0.0/8', '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----', 'RS256PubKey', 'x'.repeat(254),
 ];

@@ -4,6 +4,7 @@
 // as their owners would, project tokens, and an HTTP helper. Used only by *.test.ts.
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import type { Etcd3, IOperation } from 'etcd3';
+import { ALLOW_ANY } from '../../lib/contract/acl.js';
 import { errors } from '../../lib/errors.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore } from '../../lib/etcd/record-store.js';
@@ -20,7 +21,7 @@ export function volumeRecord(overrides: Partial<VolumeRecord> = {}): VolumeRecor
     projectName: 'default',
     sizeBytes: '10737418240',
     acl: ['nqn.2014-08.org.nvmexpress:uuid:host-1'],
-    ipAcl: ['ALLOW_ANY'],
+    ipAcl: [ALLOW_ANY],
     compression: true,
     replicaCount: 3,
     sectorSize: 4096,

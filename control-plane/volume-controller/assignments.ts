@@ -1,14 +1,11 @@
 // What each node of a placed volume must serve (VolumeAssignment), derived from the volume and
 // its snapshots. Pure: the controller compares this with what is stored and writes the
 // difference.
+import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import type { SnapshotRecord, VolumeAssignment, VolumeRecord } from '../../lib/records.js';
 
 /** Each node exporting a volume gets its own controller-ID window (multipath needs them disjoint). */
 export const CNTLID_WINDOW = 1000;
-
-export function volumeSubsystemNQN(clusterSubsystemNQN: string, volumeUUID: string): string {
-  return `${clusterSubsystemNQN}:vol:${volumeUUID}`;
-}
 
 export function assignmentFor(
   volume: VolumeRecord,
