@@ -6,7 +6,7 @@ import { describeOp, emptyTree, serialOfVolume, STRATA_MODEL, type DesiredExport
 import { planNvmet, type Ownership, type PlanInput } from './nvmet-plan.js';
 import { simulateOps, type SimulateOptions } from './nvmet-simulator.js';
 import type { VolumeAssignment } from '../../lib/records.js';
-import { testAssignment } from './testing/test-assignment.js';
+import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 
 const CLUSTER_NQN = 'nqn.2024-01.io.strata:cluster-1';
 const PREFIX = volumeNqnPrefix(CLUSTER_NQN);

@@ -9,9 +9,9 @@ import { errors } from '../../lib/errors.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore } from '../../lib/etcd/record-store.js';
 import type { CredentialRecord, ProjectRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
-import { importPrivateKey, signToken } from '../auth/tokens.js';
-import type { EventInput, EventRecorder } from '../events/event-recorder.js';
-import type { ProjectDirectory, VolumeUsage } from '../volumes/volume-dependencies.js';
+import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
+import type { EventInput, EventRecorder } from '../../control-plane/events/event-recorder.js';
+import type { ProjectDirectory, VolumeUsage } from '../../control-plane/volumes/volume-dependencies.js';
 
 export function volumeRecord(overrides: Partial<VolumeRecord> = {}): VolumeRecord {
   const UUID = overrides.UUID ?? randomUUID();

@@ -7,22 +7,22 @@
 // restart after kill -9 with zero operations, and teardown.
 //
 // Not a *.test.ts (host runs must not boot QEMU): run it with
-//   node --test --test-reporter=spec dist/agent/datapath/kernel.e2e.js
-// or from test/e2e with `import '../../agent/datapath/kernel.e2e.js'`. STRATA_E2E=0 skips it.
+//   node --test --test-reporter=spec dist/test/e2e/datapath.e2e.test.js
+// (test/e2e/datapath.e2e.test.ts imports it). STRATA_E2E=0 skips it.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { ALLOW_ANY } from '../../lib/contract/acl.js';
-import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
-import { createEtcdClient } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
-import { testAssignment } from './testing/test-assignment.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { waitUntil } from '../../test/helpers/wait.js';
-import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
-import { startFakeControlPlane, type FakeControlPlane } from './testing/fake-control-plane.js';
+import { ALLOW_ANY } from '../../../lib/contract/acl.js';
+import { volumeSubsystemNQN } from '../../../lib/contract/nqn.js';
+import { createEtcdClient } from '../../../lib/etcd/client.js';
+import { keys } from '../../../lib/etcd/keys.js';
+import type { ClusterRecord, VolumeAssignment } from '../../../lib/records.js';
+import { testAssignment } from '../../kits/datapath/test-assignment.js';
+import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
+import { waitUntil } from '../../helpers/wait.js';
+import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const CLUSTER: ClusterRecord = {

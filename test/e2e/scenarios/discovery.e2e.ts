@@ -10,21 +10,21 @@
 //     and the host ends up connected to it without a manual step.
 //
 // Not a *.test.ts (host runs must not boot QEMU): run it with
-//   node --test --test-reporter=spec dist/agent/discovery/discovery.e2e.js
+//   node --test --test-reporter=spec dist/test/e2e/discovery.e2e.test.js
 // or through test/e2e/discovery.e2e.test.ts. STRATA_E2E=0 skips it.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { volumeNqnPrefix, volumeSubsystemNQN } from '../../lib/contract/nqn.js';
-import { createEtcdClient } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../lib/records.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { waitUntil } from '../../test/helpers/wait.js';
-import { startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
-import { startFakeControlPlane, type FakeControlPlane } from '../datapath/testing/fake-control-plane.js';
-import { guestAgent, type GuestAgent } from '../datapath/testing/guest-agent.js';
-import { testAssignment } from '../datapath/testing/test-assignment.js';
+import { volumeNqnPrefix, volumeSubsystemNQN } from '../../../lib/contract/nqn.js';
+import { createEtcdClient } from '../../../lib/etcd/client.js';
+import { keys } from '../../../lib/etcd/keys.js';
+import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../../lib/records.js';
+import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
+import { waitUntil } from '../../helpers/wait.js';
+import { startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
+import { guestAgent, type GuestAgent } from '../../kits/datapath/guest-agent.js';
+import { testAssignment } from '../../kits/datapath/test-assignment.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const CLUSTER: ClusterRecord = {
