@@ -13,7 +13,7 @@ import type { ClusterRecord } from '../lib/records.js';
 import type { AgentConfig } from './config.js';
 import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
-import { createDataPathAndPools, type DataPathTestOptions } from './datapath/datapath.js';
+import { createDataPathAndPools, type DataPathParts } from './datapath/datapath.js';
 import type { NodePools } from './datapath/node-pools.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery/discovery-service.js';
 import type { DataPathReconciler } from './datapath/reconciler.js';
@@ -47,8 +47,8 @@ export interface RunningAgent {
 export interface StartAgentOptions {
   /** Called once registered in etcd and the first inventory is taken (systemd READY=1). */
   readonly onReady?: () => void;
-  /** Tests only: run the data path on a plain directory / an injected pool (never a setting). */
-  readonly dataPath?: DataPathTestOptions;
+  /** Parts of the data path the caller brings (tests: test/kits/datapath/emulated-datapath.ts); never a setting. */
+  readonly dataPath?: DataPathParts;
 }
 
 /**

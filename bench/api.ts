@@ -17,6 +17,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { ALLOW_ANY } from '../lib/contract/acl.js';
 import { createEtcdClient, unconditionalTxn } from '../lib/etcd/client.js';
 import { startLocalEtcd } from '../lib/etcd/local-etcd.js';
 import { freePort } from '../lib/ports.js';
@@ -96,7 +97,7 @@ async function call(method: string, path: string, body?: unknown): Promise<unkno
 const raw = createEtcdClient([etcd.endpoint]);
 const { server } = await joinServer(raw, { nodes: [{ managedDeviceSerials: ['BENCH-0'] }] });
 await reportInventory(raw, server.UUID, { devices: [{ serial: 'BENCH-0', sizeBytes: String(2n ** 60n), present: true }] });
-const sampleValue = JSON.stringify({ UUID: '00000000-0000-0000-0000-000000000000', name: 'x'.repeat(16), sizeBytes: '1073741824', acl: ['ALLOW_ANY'], labels: [], state: 'Creating' });
+const sampleValue = JSON.stringify({ UUID: '00000000-0000-0000-0000-000000000000', name: 'x'.repeat(16), sizeBytes: '1073741824', acl: [ALLOW_ANY], labels: [], state: 'Creating' });
 try {
   console.log(`bench/api: ${VOLUMES} volumes; latencies from one sequential client (${SAMPLES} samples); throughput at concurrency ${CONCURRENCY}`);
 

@@ -37,6 +37,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
+import { ALLOW_ANY, ALLOW_NONE } from '../lib/contract/acl.js';
 import { startStorageGuest, type StorageGuest } from '../test/e2e/cluster-lab.js';
 import { prepareLab, repoRoot, script } from '../test/e2e/lab/index.js';
 import { withTimeout } from '../test/e2e/lab/util.js';
@@ -132,7 +133,7 @@ async function api<T>(method: string, path: string, body?: unknown): Promise<T> 
  * guest) or answers 503, for up to 5 minutes; a create that went through is not sent twice
  * (a 409 on the retry means it did).
  */
-async function createVolume(name: string, size: string, acl: string[] = ['ALLOW_NONE']): Promise<VolumeWire> {
+async function createVolume(name: string, size: string, acl: string[] = [ALLOW_NONE]): Promise<VolumeWire> {
   const deadline = Date.now() + 300_000;
   for (let retried = false; ; retried = true) {
     try {
@@ -366,7 +367,7 @@ try {
   // 1. The first volume: POST → Available → block device; the same by hand.
   const firstOffset = logSize();
   const [toAvailable, fioVolume] = await timed(async () => {
-    const v = await createVolume('bench-fio', `${FIO_MIB}MiB`, ['ALLOW_ANY']);
+    const v = await createVolume('bench-fio', `${FIO_MIB}MiB`, [ALLOW_ANY]);
     await withTimeout(available(v.UUID), 600_000, 'first volume Available');
     return v;
   });

@@ -7,7 +7,7 @@
 //   - POST is never retried: a create whose answer was lost may have happened, and the caller is
 //     the one who can tell (docs/cli.md, "Retries").
 //   - transport failures are never retried: "cannot connect" should come back at once (exit 3).
-import { setTimeout as sleep } from 'node:timers/promises';
+import { retry } from '../lib/retry.js';
 import { ApiError, ConnectionError } from './errors.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -40,6 +40,11 @@ export interface RequestOptions {
 const DEFAULT_MAX_RETRIES = 3;
 const DEFAULT_MAX_RETRY_AFTER_SECONDS = 60;
 const IDEMPOTENT: ReadonlySet<HttpMethod> = new Set(['GET', 'PUT', 'DELETE']);
+
+/** The Retry-After of a 503 (the only answer worth retrying), else undefined. */
+function retryAfterOf(err: unknown): number | undefined {
+  return err instanceof ApiError && err.status === 503 ? err.retryAfterSeconds : undefined;
+}
 
 /** gRPC status names (wire-conventions §3), for error lines. */
 const GRPC_NAMES: Readonly<Record<number, string>> = {
@@ -84,19 +89,19 @@ export class ApiClient {
   async request<T>(method: HttpMethod, path: string, options: RequestOptions = {}): Promise<T> {
     const url = this.urlOf(path, options.query);
     const maxRetries = IDEMPOTENT.has(method) ? (this.options.maxRetries ?? DEFAULT_MAX_RETRIES) : 0;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return (await this.attempt(method, url, options)) as T;
-      } catch (err) {
-        const retryAfter = err instanceof ApiError && err.status === 503 ? err.retryAfterSeconds : undefined;
-        if (retryAfter === undefined) throw err;
-        if (attempt >= maxRetries || retryAfter > (this.options.maxRetryAfterSeconds ?? DEFAULT_MAX_RETRY_AFTER_SECONDS)) {
-          const apiError = err as ApiError;
-          throw new ApiError(`${apiError.message}; the server asks to retry after ${retryAfter} s`, apiError.status, apiError.grpcCode, retryAfter);
-        }
-        this.options.onRetry?.(`${(err as ApiError).message}; retrying in ${retryAfter} s (${attempt + 1}/${maxRetries})`);
-        await sleep(retryAfter * 1000);
-      }
+    const maxRetryAfter = this.options.maxRetryAfterSeconds ?? DEFAULT_MAX_RETRY_AFTER_SECONDS;
+    try {
+      return (await retry(() => this.attempt(method, url, options), {
+        maxRetries,
+        retryIf: (err) => (retryAfterOf(err) ?? Number.POSITIVE_INFINITY) <= maxRetryAfter,
+        delayMs: (err) => (retryAfterOf(err) ?? 0) * 1000,
+        onRetry: (err, _delay, retryNumber) => this.options.onRetry?.(`${err.message}; retrying in ${retryAfterOf(err)} s (${retryNumber}/${maxRetries})`),
+      })) as T;
+    } catch (err) {
+      const retryAfter = retryAfterOf(err);
+      if (retryAfter === undefined) throw err;
+      const apiError = err as ApiError;
+      throw new ApiError(`${apiError.message}; the server asks to retry after ${retryAfter} s`, apiError.status, apiError.grpcCode, retryAfter);
     }
   }
 

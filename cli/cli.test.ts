@@ -261,9 +261,9 @@ describe('strata CLI against a real control plane', () => {
     const badSize = await strata(['volumes', 'create', '--project', 'default', '--name', 'x', '--size', '10XB']);
     assert.equal(badSize.code, 2);
     assert.match(badSize.stderr, /^strata: invalid size "10XB"/m);
-    const decimal = await strata(['volumes', 'resize', vol1, '10GB']);
-    assert.equal(decimal.code, 2);
-    assert.match(decimal.stderr, /decimal units are ambiguous; use GiB/);
+    const partByte = await strata(['volumes', 'resize', vol1, '10.5B']);
+    assert.equal(partByte.code, 2);
+    assert.match(partByte.stderr, /^strata: invalid size "10.5B": is not a whole number of bytes/m);
     const missing = await strata(['volumes', 'create', '--name', 'x', '--size', '1GiB']);
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /required option '--project <name>' not specified/);

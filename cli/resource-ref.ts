@@ -1,6 +1,7 @@
 // How a user names a volume or a snapshot on the command line: its UUID, or project/name (names
 // are unique per project; neither names nor project names may contain "/"). A bare name means
 // the `default` project, as the API's own by-name lookups do (docs/volumes.md).
+import { isUuid } from '../lib/contract/uuid.js';
 import { UsageError } from './errors.js';
 
 export const DEFAULT_PROJECT = 'default';
@@ -8,12 +9,6 @@ export const DEFAULT_PROJECT = 'default';
 export type ResourceRef =
   | { readonly kind: 'uuid'; readonly UUID: string }
   | { readonly kind: 'name'; readonly projectName: string; readonly name: string };
-
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function isUuid(text: string): boolean {
-  return UUID_PATTERN.test(text);
-}
 
 /** `what` names the resource in messages ("volume", "snapshot"). */
 export function parseResourceRef(text: string, what: string): ResourceRef {

@@ -18,8 +18,14 @@ describe('cli units', () => {
     assert.equal(parseSize('2TiB'), 2n * 1024n * GiB);
   });
 
-  it('refuses decimal units, unknown units, zero, fractions of a byte and garbage with a usage error', () => {
-    for (const text of ['10GB', '1gb', '10XB', '0', '0GiB', '1.5', '1.3B', '-1GiB', 'GiB', '', 'ten', '99999999PiB']) {
+  it('reads decimal units as powers of 1000, as the API does (one parser: lib/contract/size.ts)', () => {
+    assert.equal(parseSize('10GB'), 10_000_000_000n);
+    assert.equal(parseSize('1gb'), 1_000_000_000n);
+    assert.equal(parseSize('1.5 KB'), 1500n);
+  });
+
+  it('refuses unknown units, zero, fractions of a byte and garbage with a usage error', () => {
+    for (const text of ['10XB', '0', '0GiB', '1.5', '1.3B', '-1GiB', 'GiB', '', 'ten', '99999999PiB']) {
       assert.throws(() => parseSize(text), UsageError, text);
     }
   });

@@ -5,12 +5,12 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { StrataError, toStrataError } from '../lib/errors.js';
 import { createEtcdClient } from '../lib/etcd/client.js';
 import { KeptLease } from '../lib/etcd/lease.js';
 import type { Logger } from '../lib/logger.js';
 import { productVersion } from '../lib/paths.js';
+import { retry } from '../lib/retry.js';
 import { AgentAuthenticator } from './agents/agent-authenticator.js';
 import { AgentSessions } from './agents/agent-sessions.js';
 import { bindGrpcServer, createAgentGrpcServer } from './agents/agent-grpc-server.js';
@@ -164,17 +164,11 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
 }
 
 /** Retries `work` while etcd cannot be reached, so a control plane may start before etcd. */
-async function untilEtcdAnswers<T>(logger: Logger, work: () => Promise<T>): Promise<T> {
-  let delay = 250;
-  for (;;) {
-    try {
-      return await work();
-    } catch (err) {
-      // The error registry knows which etcd3 errors mean "etcd cannot be reached".
-      if (toStrataError(err).code !== 'UNAVAILABLE') throw err;
-      logger.warn({ err: (err as Error).message }, 'etcd not reachable yet; retrying');
-      await sleep(delay);
-      delay = Math.min(delay * 2, 5000);
-    }
-  }
+function untilEtcdAnswers<T>(logger: Logger, work: () => Promise<T>): Promise<T> {
+  return retry(work, {
+    backoff: { initialMs: 250, maxMs: 5000, jitter: 0 },
+    // The error registry knows which etcd3 errors mean "etcd cannot be reached".
+    retryIf: (err) => toStrataError(err).code === 'UNAVAILABLE',
+    onRetry: (err) => logger.warn({ err: err.message }, 'etcd not reachable yet; retrying'),
+  });
 }

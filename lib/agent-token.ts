@@ -11,6 +11,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import { SignJWT, decodeProtectedHeader, errors as joseErrors, jwtVerify } from 'jose';
+import { UUID_PATTERN } from './contract/uuid.js';
 import { errors, StrataError } from './errors.js';
 import { parseRecord } from './etcd/client.js';
 import { keys } from './etcd/keys.js';
@@ -27,7 +28,6 @@ export const AGENT_TOKEN_LIFETIME_SECONDS = 300;
 export const AGENT_TOKEN_MAX_AGE_SECONDS = 900;
 
 const ALGORITHM = 'HS256';
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** What a verified agent token says. */
 export interface AgentTokenClaims {

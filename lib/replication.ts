@@ -9,6 +9,8 @@
 // volume by REPLICA_DATA_OFFSET_BYTES, and a device-mapper linear device shows the host exactly
 // the volume's size.
 
+import { volumeSubsystemNQN } from './contract/nqn.js';
+
 /** md's data offset on every leg (superblock + internal bitmap live in front of it). */
 export const REPLICA_DATA_OFFSET_BYTES = 4n * 1024n * 1024n;
 
@@ -28,7 +30,7 @@ export function nodeHostNQN(clusterSubsystemNQN: string, nodeUUID: string): stri
  * sharing an NQN would be merged by the initiator's native multipath into one device.
  */
 export function replicationSubsystemNQN(clusterSubsystemNQN: string, volumeUUID: string, replicaNodeUUID: string): string {
-  return `${clusterSubsystemNQN}:vol:${volumeUUID}:rep:${replicaNodeUUID}`;
+  return `${volumeSubsystemNQN(clusterSubsystemNQN, volumeUUID)}:rep:${replicaNodeUUID}`;
 }
 
 /** Default TCP port of a node's replication listener (one per node, shared by all volumes). */

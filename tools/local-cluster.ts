@@ -15,6 +15,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, Option } from 'commander';
 import type { Etcd3 } from 'etcd3';
+import { volumeSubsystemNQN } from '../lib/contract/nqn.js';
 import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
 import { startLocalEtcd, type LocalEtcd } from '../lib/etcd/local-etcd.js';
@@ -191,7 +192,7 @@ function watchVolumes(client: Etcd3, inGuest: boolean): NodeJS.Timeout {
         if (announced.has(volume.UUID)) continue;
         announced.add(volume.UUID);
         say(`volume         ${volume.name} (${volume.UUID}) on port ${volume.port}${forwards ? ' (forwarded 127.0.0.1 -> guest)' : ''}; once Available a host with nvme-tcp connects with:`);
-        say(`               nvme connect -t tcp -a 127.0.0.1 -s ${volume.port} -n ${subsystemNQN}:vol:${volume.UUID} -q <host NQN in the volume's ACL>`);
+        say(`               nvme connect -t tcp -a 127.0.0.1 -s ${volume.port} -n ${volumeSubsystemNQN(subsystemNQN, volume.UUID)} -q <host NQN in the volume's ACL>`);
       }
       for (const uuid of [...announced]) if (!volumes.has(uuid)) announced.delete(uuid);
       lastError = '';

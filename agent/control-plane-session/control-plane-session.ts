@@ -21,7 +21,7 @@ import type { Command__Output } from '../../proto/gen/strata/v1/Command.js';
 import type { ControlMessage__Output } from '../../proto/gen/strata/v1/ControlMessage.js';
 import type { LedPattern, LedPattern__Output } from '../../proto/gen/strata/v1/LedPattern.js';
 import type { Inventory } from '../../proto/gen/strata/v1/Inventory.js';
-import { Backoff, sleep, type BackoffOptions } from '../backoff.js';
+import { Backoff, sleep, type BackoffOptions } from '../../lib/retry.js';
 import { toPoolReportMessage, type PoolReportSource } from '../datapath/pool-report.js';
 import { toVolumeReportMessage, type VolumeReportSource } from '../datapath/volume-report.js';
 import type { AgentIdentity } from '../identity/identity-store.js';

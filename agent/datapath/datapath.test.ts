@@ -9,15 +9,16 @@ import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
-import { testAssignment } from './testing/test-assignment.js';
+import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { startAgent, type RunningAgent } from '../agent.js';
 import type { ConnectedHostsProbe } from './connected-hosts.js';
 import { NO_NVMET } from './datapath.js';
 import { NvmetConfigfs } from './nvmet-configfs.js';
-import type { FakeControlPlane } from './testing/fake-control-plane.js';
-import { startHostAgentHarness, type HostAgentHarness } from './testing/host-agent.js';
+import { emulatedDataPath } from '../../test/kits/datapath/emulated-datapath.js';
+import type { FakeControlPlane } from '../../test/kits/datapath/fake-control-plane.js';
+import { startHostAgentHarness, type HostAgentHarness } from '../../test/kits/datapath/host-agent.js';
 
 const CLUSTER: ClusterRecord = {
   UUID: 'c0ffee00-0000-4000-8000-000000000001',
@@ -60,7 +61,7 @@ describe('data path end to end (etcd → agent → plain-directory configfs + Fi
   });
 
   const start = async () => {
-    agent = await startAgent(h.config(['--heartbeat-seconds', '1']), silentLogger(), { dataPath: { nvmetRoot: h.nvmetRoot, connectedHosts: probe } });
+    agent = await startAgent(h.config(['--heartbeat-seconds', '1']), silentLogger(), { dataPath: emulatedDataPath({ nvmetRoot: h.nvmetRoot, connectedHosts: probe }) });
     await agent.ready;
     return agent;
   };

@@ -1,7 +1,7 @@
 // Builds the data path of an agent: finds the kernel NVMe target (or decides there is none),
 // the node pools (node-pools.ts: one storage pool per node, grown and measured), and wires the
-// reconciler. agent/agent.ts calls createDataPathAndPools; tests pass DataPathTestOptions
-// through startAgent to run it on a plain directory instead of configfs.
+// reconciler. agent/agent.ts calls createDataPathAndPools; a caller may bring some parts itself
+// (DataPathParts, through startAgent): tests bring test/kits/datapath/emulated-datapath.ts's.
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
@@ -20,7 +20,6 @@ import { BlockStack } from './replication/block-stack.js';
 import { ReplicaManager } from './replication/replica-manager.js';
 
 export const NO_NVMET = 'this server has no NVMe target (nvmet) in its kernel';
-export const NFT_NOT_IN_TESTS = 'this test runs without nftables (no nft command given)';
 
 /** The settings of agent/config.ts the data path uses. */
 export interface DataPathConfig {
@@ -37,21 +36,20 @@ export interface DataPathConfig {
 }
 
 /**
- * Programmatic only (startAgent options), never settings: a configfs stand-in must not be
- * something an operator can configure by accident.
+ * Parts a caller brings instead of the ones built here. Programmatic only (startAgent options),
+ * never settings: a configfs stand-in must not be something an operator can configure by accident.
  */
-export interface DataPathTestOptions {
-  /** Root of the nvmet tree; a plain directory is used in emulated mode. */
-  readonly nvmetRoot?: string;
+export interface DataPathParts {
+  /**
+   * Finds the kernel target; default: findBackend on the real nvmet root. A caller that brings
+   * its own target or its own pools (openPool) gets no node pool brought up, grown or reported.
+   */
+  readonly backend?: (config: DataPathConfig, run: CommandRunner, logger: Logger) => Promise<DataPathBackend>;
   readonly openPool?: (nodeUUID: string, cluster: ClusterFacts) => Promise<StoragePool>;
   readonly connectedHosts?: ConnectedHostsProbe;
   readonly run?: CommandRunner;
-  /**
-   * The nft command (and leading arguments, e.g. nsenter into a test's network namespace). With
-   * an emulated nvmet root and no command, IP ACLs are not enforced and volumes that have one
-   * are reported Failed: a test must never change the host's own firewall by accident.
-   */
-  readonly nft?: readonly string[];
+  /** What applies IP ACLs, or why they cannot be (volumes with one are then Failed); default: nft. */
+  readonly ipAcls?: NftablesDriver | string;
 }
 
 export interface DataPathDeps {
@@ -60,21 +58,21 @@ export interface DataPathDeps {
   readonly logger: Logger;
 }
 
-export async function createDataPath(config: DataPathConfig, deps: DataPathDeps, test: DataPathTestOptions = {}): Promise<DataPathReconciler> {
-  return (await createDataPathAndPools(config, deps, test)).dataPath;
+export async function createDataPath(config: DataPathConfig, deps: DataPathDeps, parts: DataPathParts = {}): Promise<DataPathReconciler> {
+  return (await createDataPathAndPools(config, deps, parts)).dataPath;
 }
 
 /** The data path and the node pools it keeps volumes in, with one kernel-target decision for both. */
 export async function createDataPathAndPools(
   config: DataPathConfig,
   deps: DataPathDeps,
-  test: DataPathTestOptions = {},
+  parts: DataPathParts = {},
 ): Promise<{ dataPath: DataPathReconciler; pools: NodePools }> {
-  const run = test.run ?? runCommand;
+  const run = parts.run ?? runCommand;
   const state = await DataPathState.load(config.stateDir);
   const logger = deps.logger;
   let decided: Promise<DataPathBackend> | undefined;
-  const backend = () => (decided ??= findBackend(config, test, run, logger));
+  const backend = () => (decided ??= (parts.backend ?? findBackend)(config, run, logger));
   const pools = new NodePools({
     etcd: deps.etcd,
     nodeUUIDs: deps.nodeUUIDs,
@@ -83,16 +81,16 @@ export async function createDataPathAndPools(
     mountsPath: config.mountsPath,
     stateDir: config.stateDir,
     run,
-    // No pool is brought up, grown or reported on a server that cannot serve volumes, nor in a
-    // test that runs the data path on a plain directory or injects its pools.
-    enabled: async () => test.nvmetRoot === undefined && test.openPool === undefined && (await backend()).kind === 'nvmet',
+    // No pool is brought up, grown or reported on a server that cannot serve volumes, nor when
+    // the caller brings its own target or pools.
+    enabled: async () => parts.backend === undefined && parts.openPool === undefined && (await backend()).kind === 'nvmet',
     intervalMs: config.reconcileIntervalSeconds * 1000,
     logger: logger.child({ component: 'node-pools' }),
   });
-  // Replicated volumes need the real kernel (device-mapper, md, the NVMe/TCP initiator): not on
-  // a plain directory standing in for configfs.
+  // Replicated volumes need the real kernel (device-mapper, md, the NVMe/TCP initiator): not with
+  // a target the caller brings (a plain directory standing in for configfs).
   const replicas =
-    test.nvmetRoot === undefined
+    parts.backend === undefined
       ? new ReplicaManager({
           stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', reconnectDelaySeconds: 1, keepAliveSeconds: 5 }),
           writer: new ReplicaSetStore(deps.etcd),
@@ -107,15 +105,12 @@ export async function createDataPathAndPools(
     etcd: deps.etcd,
     nodeUUIDs: deps.nodeUUIDs,
     backend,
-    openPool: test.openPool ?? ((nodeUUID, cluster) => pools.open(nodeUUID, cluster)),
+    openPool: parts.openPool ?? ((nodeUUID, cluster) => pools.open(nodeUUID, cluster)),
     state,
     settings: { listenAddress: config.volumeListenAddress, portIdMin: config.volumePortMin, portIdMax: config.volumePortMax, replicationPort: config.replicationPort },
     ...(replicas ? { replicas } : {}),
-    connectedHosts: test.connectedHosts ?? new SsConnectedHostsProbe(run),
-    ipAcls: new IpAclEnforcer(
-      test.nft ? new NftablesDriver({ command: test.nft }) : test.nvmetRoot !== undefined ? NFT_NOT_IN_TESTS : new NftablesDriver(),
-      logger,
-    ),
+    connectedHosts: parts.connectedHosts ?? new SsConnectedHostsProbe(run),
+    ipAcls: new IpAclEnforcer(parts.ipAcls ?? new NftablesDriver(), logger),
     resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
     logger,
   });
@@ -127,15 +122,8 @@ export async function createDataPathAndPools(
  * Anything else means running without a data path (volumes reported Failed), never serving
  * from a directory that merely looks like configfs.
  */
-export async function findBackend(config: DataPathConfig, test: DataPathTestOptions, run: CommandRunner, logger: Logger): Promise<DataPathBackend> {
-  const root = test.nvmetRoot ?? DEFAULT_NVMET_ROOT;
+export async function findBackend(config: DataPathConfig, run: CommandRunner, logger: Logger, root = DEFAULT_NVMET_ROOT): Promise<DataPathBackend> {
   const mounts = await fs.readFile(config.mountsPath, 'utf8').catch(() => '');
-  if (test.nvmetRoot !== undefined && !isOnConfigfs(root, mounts)) {
-    const configfs = new NvmetConfigfs(root, { emulated: true });
-    await configfs.prepareEmulatedRoot();
-    logger.warn({ root }, 'the data path drives a plain directory instead of configfs (tests only)');
-    return { kind: 'nvmet', configfs };
-  }
   const moduleErrors: string[] = [];
   for (const module of ['nvmet', 'nvmet-tcp']) {
     try {

@@ -2,13 +2,15 @@
 // target must show on this node. Checks every field the kernel or a path depends on: an
 // assignment that fails here is reported Failed with the reason, and nothing is touched for it.
 import { createHash } from 'node:crypto';
+import { accessOf, ALLOW_NONE } from '../../lib/contract/acl.js';
+import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
+import { isCanonicalUuid } from '../../lib/contract/uuid.js';
 import type { AclEntry, AssignmentReplication, VolumeAssignment } from '../../lib/records.js';
 import { DEFAULT_REPLICATION_PORT, nodeHostNQN } from '../../lib/replication.js';
 import {
   isSafeObjectName,
   serialOfVolume,
   STRATA_MODEL,
-  volumeNqnPrefix,
   type DesiredExport,
 } from './nvmet-model.js';
 import { ipAclOf } from './ip-acl.js';
@@ -29,7 +31,6 @@ export interface ExportSettings {
 
 /** NVME_CNTLID_MAX in the kernel. */
 const CNTLID_MAX = 0xffef;
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export interface Acl {
   readonly allowAnyHost: boolean;
@@ -37,10 +38,11 @@ export interface Acl {
 }
 
 export function aclOf(entries: readonly AclEntry[]): Acl | string {
-  if (entries.length === 0 || (entries.length === 1 && entries[0] === 'ALLOW_NONE')) return { allowAnyHost: false, hosts: [] };
-  if (entries.length === 1 && entries[0] === 'ALLOW_ANY') return { allowAnyHost: true, hosts: [] };
-  if (entries.includes('ALLOW_ANY') || entries.includes('ALLOW_NONE')) return 'ALLOW_ANY and ALLOW_NONE must stand alone in an ACL';
-  for (const host of entries) {
+  const access = accessOf(entries, ALLOW_NONE);
+  if (access === undefined) return 'ALLOW_ANY and ALLOW_NONE must stand alone in an ACL';
+  if (access === 'none') return { allowAnyHost: false, hosts: [] };
+  if (access === 'any') return { allowAnyHost: true, hosts: [] };
+  for (const host of access) {
     if (!host.startsWith('nqn.') || !isSafeObjectName(host)) return `invalid host NQN in the ACL: ${JSON.stringify(host)}`;
   }
   return { allowAnyHost: false, hosts: [...new Set(entries)].sort() };
@@ -48,7 +50,7 @@ export function aclOf(entries: readonly AclEntry[]): Acl | string {
 
 /** The reason an assignment cannot be served, or undefined when it is sound. */
 export function assignmentProblem(a: VolumeAssignment, facts: ClusterFacts, settings: ExportSettings): string | undefined {
-  if (typeof a.volumeUUID !== 'string' || !UUID_PATTERN.test(a.volumeUUID)) return `invalid volume UUID ${JSON.stringify(a.volumeUUID)}`;
+  if (!isCanonicalUuid(a.volumeUUID)) return `invalid volume UUID ${JSON.stringify(a.volumeUUID)}`;
   const nqn = `${volumeNqnPrefix(facts.subsystemNQN)}${a.volumeUUID}`;
   if (a.subsystemNQN !== nqn) return `the assignment's subsystem NQN ${JSON.stringify(a.subsystemNQN)} is not ${nqn}`;
   if (!isSafeObjectName(nqn)) return `the subsystem NQN ${nqn} is not usable in configfs`;
@@ -68,7 +70,7 @@ export function assignmentProblem(a: VolumeAssignment, facts: ClusterFacts, sett
   const ipAcl = ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []);
   if (typeof ipAcl === 'string') return ipAcl;
   for (const s of [...(a.snapshotUUIDs ?? []), a.cloneFromSnapshotUUID, a.rollbackSnapshotUUID]) {
-    if (s && !UUID_PATTERN.test(s)) return `invalid snapshot UUID ${JSON.stringify(s)}`;
+    if (s && !isCanonicalUuid(s)) return `invalid snapshot UUID ${JSON.stringify(s)}`;
   }
   return a.replication ? replicationProblem(a, a.replication, facts) : undefined;
 }
@@ -78,7 +80,7 @@ function replicationProblem(a: VolumeAssignment, r: AssignmentReplication, facts
   if (!Array.isArray(r.legs) || r.legs.length < 2 || r.legs.length > 3) return 'a replicated volume has 2 or 3 copies';
   const nodes = new Set<string>();
   for (const leg of r.legs) {
-    if (typeof leg.nodeUUID !== 'string' || !UUID_PATTERN.test(leg.nodeUUID) || nodes.has(leg.nodeUUID)) return `invalid replica node ${JSON.stringify(leg.nodeUUID)}`;
+    if (typeof leg.nodeUUID !== 'string' || !isCanonicalUuid(leg.nodeUUID) || nodes.has(leg.nodeUUID)) return `invalid replica node ${JSON.stringify(leg.nodeUUID)}`;
     if (typeof leg.endpoint !== 'string' || /\s/.test(leg.endpoint)) return `invalid replication endpoint ${JSON.stringify(leg.endpoint)}`;
     nodes.add(leg.nodeUUID);
   }

@@ -11,13 +11,13 @@ import { createNetns, type TestNetns } from '../../test/helpers/netns.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { startAgent, type RunningAgent } from '../agent.js';
-import { NFT_NOT_IN_TESTS } from './datapath.js';
 import { NftablesDriver } from './nftables.js';
 import { NvmetConfigfs } from './nvmet-configfs.js';
-import type { FakeControlPlane } from './testing/fake-control-plane.js';
-import { startHostAgentHarness, type HostAgentHarness } from './testing/host-agent.js';
-import { testAssignment } from './testing/test-assignment.js';
-import { testCluster } from './testing/test-cluster.js';
+import { emulatedDataPath, NFT_NOT_IN_TESTS } from '../../test/kits/datapath/emulated-datapath.js';
+import type { FakeControlPlane } from '../../test/kits/datapath/fake-control-plane.js';
+import { startHostAgentHarness, type HostAgentHarness } from '../../test/kits/datapath/host-agent.js';
+import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
+import { testCluster } from '../../test/kits/datapath/test-cluster.js';
 
 const CLUSTER = testCluster('a1');
 const PREFIX = `${CLUSTER.subsystemNQN}:vol:`;
@@ -48,7 +48,7 @@ describe('IP ACLs through the agent (etcd → agent → nftables in a network na
   const start = async (withNft = true) => {
     const config = h.config(['--heartbeat-seconds', '1', '--reconcile-interval-seconds', '3600']);
     const connectedHosts = { connectionsByPort: async () => new Map() };
-    agent = await startAgent(config, silentLogger(), { dataPath: { nvmetRoot: h.nvmetRoot, connectedHosts, ...(withNft ? { nft: ns.nft } : {}) } });
+    agent = await startAgent(config, silentLogger(), { dataPath: emulatedDataPath({ nvmetRoot: h.nvmetRoot, connectedHosts, ...(withNft ? { nft: ns.nft } : {}) }) });
     await agent.ready;
     return agent;
   };

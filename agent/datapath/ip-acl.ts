@@ -9,6 +9,7 @@
 // with two constant rules (one per family) that reset every TCP packet to a restricted port
 // whose (source, port) pair is not allowed. Changing an ACL only adds and removes elements.
 import { isIP } from 'node:net';
+import { accessOf, ALLOW_ANY } from '../../lib/contract/acl.js';
 
 /** What one volume's IP ACL asks for. */
 export interface IpAcl {
@@ -53,7 +54,6 @@ export interface PortDelta {
 }
 
 const UNRESTRICTED: IpAcl = { restricted: false, v4: [], v6: [] };
-const PSEUDO = ['ALLOW_ANY', 'ALLOW_NONE'];
 
 /**
  * An assignment's `ipAcl` → what to enforce, or the reason it cannot be. Like the API: IPv4/IPv6
@@ -62,12 +62,13 @@ const PSEUDO = ['ALLOW_ANY', 'ALLOW_NONE'];
  * what such a peer's packets carry.
  */
 export function ipAclOf(entries: readonly string[]): IpAcl | string {
-  if (entries.length === 0 || (entries.length === 1 && entries[0] === 'ALLOW_ANY')) return UNRESTRICTED;
-  if (entries.length === 1 && entries[0] === 'ALLOW_NONE') return { restricted: true, v4: [], v6: [] };
-  if (entries.some((e) => PSEUDO.includes(e))) return 'ALLOW_ANY and ALLOW_NONE must stand alone in an IP ACL';
+  const access = accessOf(entries, ALLOW_ANY);
+  if (access === undefined) return 'ALLOW_ANY and ALLOW_NONE must stand alone in an IP ACL';
+  if (access === 'any') return UNRESTRICTED;
+  if (access === 'none') return { restricted: true, v4: [], v6: [] };
   const v4 = new Set<string>();
   const v6 = new Set<string>();
-  for (const entry of entries) {
+  for (const entry of access) {
     const address = typeof entry === 'string' ? canonicalAddress(entry) : undefined;
     if (!address) return `invalid address in the IP ACL: ${JSON.stringify(entry)} (IPv4 or IPv6 addresses, no prefixes or zones)`;
     (address.family === 4 ? v4 : v6).add(address.text);

@@ -3,8 +3,9 @@ import { mkdtempSync, promises as fs, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
 import { isOnConfigfs, NvmetConfigfs, NvmetOperationError } from './nvmet-configfs.js';
-import { describeOp, emptyTree, serialOfVolume, STRATA_MODEL, volumeNqnPrefix, type DesiredExport, type NvmetOp } from './nvmet-model.js';
+import { describeOp, emptyTree, serialOfVolume, STRATA_MODEL, type DesiredExport, type NvmetOp } from './nvmet-model.js';
 import { planNvmet, type Ownership } from './nvmet-plan.js';
 import { simulateOps } from './nvmet-simulator.js';
 

@@ -2,6 +2,7 @@
 // typed model, the operations that change it, and the desired state of one exported volume.
 // Pure types and helpers: no I/O here. Paths are relative to the nvmet root
 // (/sys/kernel/config/nvmet on a real server) and always use '/'.
+import { NQN_MAX_BYTES } from '../../lib/contract/nqn.js';
 
 /** Attribute files the data path reads, per object kind (all others are left unread). */
 export const subsystemAttributes = ['attr_allow_any_host', 'attr_serial', 'attr_model', 'attr_cntlid_min', 'attr_cntlid_max'] as const;
@@ -136,11 +137,6 @@ export function serialOfVolume(volumeUUID: string): string {
   return volumeUUID.replace(/-/g, '').toLowerCase().slice(0, SERIAL_LENGTH);
 }
 
-/** The prefix of every subsystem NQN Strata owns in this cluster. */
-export function volumeNqnPrefix(clusterSubsystemNQN: string): string {
-  return `${clusterSubsystemNQN}:vol:`;
-}
-
 /**
  * A name safe to use as one configfs directory entry: NQNs come from users (ACLs), and a '/'
  * or '..' would leave the directory it is meant for. NVMe caps NQNs at 223 bytes.
@@ -148,7 +144,7 @@ export function volumeNqnPrefix(clusterSubsystemNQN: string): string {
 export function isSafeObjectName(name: string): boolean {
   return (
     name.length > 0 &&
-    Buffer.byteLength(name) <= 223 &&
+    Buffer.byteLength(name) <= NQN_MAX_BYTES &&
     name !== '.' &&
     name !== '..' &&
     /^[\x21-\x7e]+$/.test(name) &&

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
 import { aclOf, assignmentProblem, desiredExportOf } from './desired-state.js';
-import { describeOp, emptyTree, serialOfVolume, STRATA_MODEL, volumeNqnPrefix, type DesiredExport, type NvmetOp, type NvmetTree } from './nvmet-model.js';
+import { describeOp, emptyTree, serialOfVolume, STRATA_MODEL, type DesiredExport, type NvmetOp, type NvmetTree } from './nvmet-model.js';
 import { planNvmet, type Ownership, type PlanInput } from './nvmet-plan.js';
 import { simulateOps, type SimulateOptions } from './nvmet-simulator.js';
 import type { VolumeAssignment } from '../../lib/records.js';
-import { testAssignment } from './testing/test-assignment.js';
+import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 
 const CLUSTER_NQN = 'nqn.2024-01.io.strata:cluster-1';
 const PREFIX = volumeNqnPrefix(CLUSTER_NQN);

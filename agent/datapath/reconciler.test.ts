@@ -11,7 +11,7 @@ import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
-import { testAssignment } from './testing/test-assignment.js';
+import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';

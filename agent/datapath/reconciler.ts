@@ -18,7 +18,7 @@ import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
 import { mapLimit } from '../../lib/concurrency.js';
-import { sleep } from '../backoff.js';
+import { sleep } from '../../lib/retry.js';
 import type { ConnectedHostsProbe, ConnectionsByPort } from './connected-hosts.js';
 import type { DataPathState } from './datapath-state.js';
 import { assignmentProblem, desiredExportOf, replicationExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
@@ -27,7 +27,8 @@ import type { ReplicaLegStatus, ReplicaManager } from './replication/replica-man
 import { ipAclOf, type IpAcl } from './ip-acl.js';
 import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
 import type { NvmetConfigfs } from './nvmet-configfs.js';
-import { describeOp, objectOfOp, volumeNqnPrefix, type DesiredExport, type NvmetTree } from './nvmet-model.js';
+import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
+import { describeOp, objectOfOp, type DesiredExport, type NvmetTree } from './nvmet-model.js';
 import { planNvmet, volumeOfNqn } from './nvmet-plan.js';
 import { replaceObjects, treeOf, workCopy, type WorkTree } from './nvmet-simulator.js';
 import type { StoragePool, VolumeUsage } from './storage-pool.js';

@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { UUID_PATTERN } from '../../lib/contract/uuid.js';
 import { writeFileAtomic } from '../../lib/files.js';
 import type { Logger } from '../../lib/logger.js';
 
@@ -80,7 +81,6 @@ export const runCommand: CommandRunner = async (command, args) => {
 };
 
 const BTRFS_SUPER_MAGIC = 0x9123683e;
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const POOL_MARKER = 'strata-pool.json';
 
 /** raw: NOCOW, O_DIRECT; zst: compressed, buffered. Fixed when the backing is created. */

@@ -13,7 +13,7 @@ import { keys } from '../../lib/etcd/keys.js';
 import { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../lib/records.js';
-import { Backoff, sleep } from '../backoff.js';
+import { retry, RetryAborted, sleep } from '../../lib/retry.js';
 import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/volume-report.js';
 import { addressFamily, makeDiscoveryView, type DiscoveryView, type Referral, type VolumePath } from './log-page.js';
 
@@ -179,26 +179,26 @@ export class ClusterPaths {
   }
 
   private async loadUntilDone(): Promise<void> {
-    const backoff = new Backoff({ initialMs: 200, maxMs: 5000 });
-    while (!this.stopped) {
-      try {
-        await this.mirror.start();
-        // Stopped while loading: the watch just created must go too.
-        if (this.stopped) return await this.mirror.stop();
-        this.loaded = true;
-        this.graceTimer = setTimeout(() => {
-          this.graceOver = true;
-          if (!this.current) this.options.logger.warn('the data path has not reported yet; discovery goes on without this node’s paths');
-          this.refresh();
-        }, this.options.localReportGraceMs ?? 30_000);
-        this.refresh();
-        return;
-      } catch (err) {
-        const delay = backoff.next();
-        this.options.logger.warn({ err: (err as Error).message, retryInMs: delay }, 'reading the cluster’s paths from etcd failed; retrying');
-        await sleep(delay, this.abort.signal).catch(() => undefined);
-      }
+    if (this.stopped) return;
+    try {
+      await retry(() => this.mirror.start(), {
+        backoff: { initialMs: 200, maxMs: 5000, jitter: 0.5 },
+        signal: this.abort.signal,
+        onRetry: (err, delay) => this.options.logger.warn({ err: err.message, retryInMs: delay }, 'reading the cluster’s paths from etcd failed; retrying'),
+      });
+    } catch (err) {
+      if (this.stopped || err instanceof RetryAborted) return;
+      throw err;
     }
+    // Stopped while loading: the watch just created must go too.
+    if (this.stopped) return await this.mirror.stop();
+    this.loaded = true;
+    this.graceTimer = setTimeout(() => {
+      this.graceOver = true;
+      if (!this.current) this.options.logger.warn('the data path has not reported yet; discovery goes on without this node’s paths');
+      this.refresh();
+    }, this.options.localReportGraceMs ?? 30_000);
+    this.refresh();
   }
 
   private schedule(): void {

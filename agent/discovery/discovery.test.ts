@@ -12,12 +12,12 @@ import { freePort } from '../../lib/ports.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import { testAssignment } from '../datapath/testing/test-assignment.js';
+import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from '../datapath/volume-report.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery-service.js';
 import { decodeDiscoveryLog } from './log-page.js';
 import { AdminOpcode, AEC_DISCOVERY_LOG_CHANGE, encodeSqe, AEN_DISCOVERY_LOG_CHANGE, FeatureId, NVME_VERSION, Property, readCString, Status, type Completion, type NvmeStatus } from './nvme.js';
-import { assertOk, NvmeTcpTestClient } from './testing/nvme-tcp-client.js';
+import { assertOk, NvmeTcpTestClient } from '../../test/kits/discovery/nvme-tcp-client.js';
 
 const DISCOVERY_NQN = 'nqn.2014-08.org.nvmexpress.discovery';
 const CLUSTER: ClusterRecord = { UUID: 'c0ffee00-0000-4000-8000-0000000000d1', clusterName: 'disc', subsystemNQN: 'nqn.2016-01.io.strata:cluster:d1', supportedMaxReplicas: 3, createdAt: '', bootstrappedBy: 'test' };

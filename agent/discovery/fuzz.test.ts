@@ -14,12 +14,12 @@ import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, NodeRecord, ServerRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import { testAssignment } from '../datapath/testing/test-assignment.js';
+import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/volume-report.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery-service.js';
 import { AdminOpcode, encodeConnect, encodeConnectData, encodeSqe, FabricsType, Property } from './nvme.js';
 import { encodeCapsuleCmd, encodeICReq, encodeTermReq, PduType } from './pdu.js';
-import { assertOk, NvmeTcpTestClient } from './testing/nvme-tcp-client.js';
+import { assertOk, NvmeTcpTestClient } from '../../test/kits/discovery/nvme-tcp-client.js';
 
 const SEED = Number(process.env['STRATA_FUZZ_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
 const CONNECTIONS = 240;

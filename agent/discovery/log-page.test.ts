@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { NodeRecord, ServerRecord, VolumeAssignment } from '../../lib/records.js';
-import { testAssignment } from '../datapath/testing/test-assignment.js';
+import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import { buildDiscoveryView, parseEndpoint, type ClusterPathState } from './cluster-paths.js';
 import { HostLogs } from './host-logs.js';
 import { decodeDiscoveryLog, encodeDiscoveryLog, entriesForHost, makeDiscoveryView, type VolumePath } from './log-page.js';

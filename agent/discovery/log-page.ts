@@ -2,6 +2,7 @@
 // volume whose ACL admits the host, then a referral per other discovery endpoint. Pure code: the
 // cluster's paths come in as a DiscoveryView (cluster-paths.ts builds it from etcd).
 import { isIP } from 'node:net';
+import { ALLOW_ANY, ALLOW_NONE } from '../../lib/contract/acl.js';
 import { CNTLID_DYNAMIC, DISCOVERY_NQN, NQN_FIELD_BYTES } from './nvme.js';
 
 export const DISCOVERY_LOG_HEADER_BYTES = 1024;
@@ -19,9 +20,6 @@ export const TREQ_NOT_SPECIFIED = 0x00;
 export const ADMIN_QUEUE_ENTRIES = 32;
 const TRSVCID_BYTES = 32;
 const TRADDR_BYTES = 256;
-
-export const ALLOW_ANY = 'ALLOW_ANY';
-export const ALLOW_NONE = 'ALLOW_NONE';
 
 /** One reachable path of one volume: a node's address and the volume's own port. */
 export interface VolumePath {
@@ -59,11 +57,6 @@ export interface DiscoveryLogEntry {
   readonly trsvcid: string;
   readonly subnqn: string;
   readonly traddr: string;
-}
-
-export function aclAdmits(acl: readonly string[], hostNQN: string): boolean {
-  if (acl.includes(ALLOW_NONE)) return false;
-  return acl.includes(ALLOW_ANY) || acl.includes(hostNQN);
 }
 
 /** Indexes paths by the hosts their ACLs name, so a host's page costs only its own paths. */

@@ -1,6 +1,7 @@
 // The NVMe command layer a discovery controller needs (NVMe base 2.0 and NVMe over Fabrics 1.1):
 // opcodes, status codes, submission-entry fields, completion entries, controller properties and
 // the Identify Controller data. Pure code.
+import { NQN_MAX_BYTES } from '../../lib/contract/nqn.js';
 
 export const AdminOpcode = {
   GetLogPage: 0x02,
@@ -171,8 +172,6 @@ export const CONNECT_DATA_BYTES = 1024;
 /** Offsets in the Connect command and its data, for the IPO of Connect Invalid Parameters. */
 export const ConnectOffset = { recfmt: 40, qid: 42, sqsize: 44, cattr: 46, kato: 48, hostid: 0, cntlid: 16, subnqn: 256, hostnqn: 512 } as const;
 export const NQN_FIELD_BYTES = 256;
-/** NQNs are at most 223 bytes (NVMe base 2.0, 4.5). */
-export const NQN_MAX_BYTES = 223;
 export const DISCOVERY_NQN = 'nqn.2014-08.org.nvmexpress.discovery';
 export const CNTLID_DYNAMIC = 0xffff;
 

@@ -8,7 +8,7 @@ import type { Etcd3, Lease } from 'etcd3';
 import type { Logger } from '../../lib/logger.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { PresenceRecord } from '../../lib/records.js';
-import { Backoff, sleep, type BackoffOptions } from '../backoff.js';
+import { retry, RetryAborted, sleep, type BackoffOptions } from '../../lib/retry.js';
 import { registerNodeRecords, registerServerRecord, type RegistrationFacts } from './registration-store.js';
 
 export interface MembershipOptions {
@@ -94,47 +94,53 @@ export class Membership extends EventEmitter<MembershipEvents> {
   }
 
   private async registerUntilDone(): Promise<void> {
+    if (this.stopped) return;
+    await retry(() => this.register(), {
+      backoff: this.options.retryBackoff ?? { initialMs: 200, maxMs: 5000, jitter: 0.5 },
+      signal: this.abort.signal,
+      onRetry: (err, delay) => this.options.logger.warn({ err, retryInMs: delay }, 'registering in etcd failed; retrying'),
+    }).catch((err: unknown) => {
+      if (!this.stopped && !(err instanceof RetryAborted)) throw err;
+    });
+  }
+
+  /** One attempt: a new lease, the server and node records, the presence key. */
+  private async register(): Promise<void> {
     const { etcd, facts, logger } = this.options;
-    const backoff = new Backoff(this.options.retryBackoff ?? { initialMs: 200, maxMs: 5000 });
-    while (!this.stopped) {
-      const lease = etcd.lease(this.options.leaseTtlSeconds);
-      lease.on('lost', (err) => this.onLeaseLost(lease, err));
-      try {
-        const leaseId = await lease.grant();
-        const server = await registerServerRecord(etcd, facts);
-        const nodes = await registerNodeRecords(etcd, facts);
-        const presence: PresenceRecord = {
-          serverUUID: facts.serverUUID,
-          nodeUUIDs: [...facts.nodeUUIDs],
-          hostname: facts.hostname,
-          agentVersion: this.options.agentVersion,
-          agentInstance: this.options.agentInstance,
-          since: new Date().toISOString(),
-        };
-        await lease.put(keys.presence(facts.serverUUID)).value(JSON.stringify(presence));
-        if (lease.revoked()) throw new Error('the lease was lost while registering');
-        if (this.stopped) {
-          await lease.revoke({ deadline: Date.now() + 1000 }).catch(() => undefined);
-          return;
-        }
-        this.lease = lease;
-        this.leaseId = leaseId;
-        this.registrations += 1;
-        this.lastError = undefined;
-        logger.info(
-          { leaseId, ttlSeconds: this.options.leaseTtlSeconds, serverRecord: server, nodeRecords: nodes, registrations: this.registrations },
-          'registered in etcd: presence key written',
-        );
-        this.emit('registered', this.state());
+    const lease = etcd.lease(this.options.leaseTtlSeconds);
+    lease.on('lost', (err) => this.onLeaseLost(lease, err));
+    try {
+      const leaseId = await lease.grant();
+      const server = await registerServerRecord(etcd, facts);
+      const nodes = await registerNodeRecords(etcd, facts);
+      const presence: PresenceRecord = {
+        serverUUID: facts.serverUUID,
+        nodeUUIDs: [...facts.nodeUUIDs],
+        hostname: facts.hostname,
+        agentVersion: this.options.agentVersion,
+        agentInstance: this.options.agentInstance,
+        since: new Date().toISOString(),
+      };
+      await lease.put(keys.presence(facts.serverUUID)).value(JSON.stringify(presence));
+      if (lease.revoked()) throw new Error('the lease was lost while registering');
+      if (this.stopped) {
+        await lease.revoke({ deadline: Date.now() + 1000 }).catch(() => undefined);
         return;
-      } catch (err) {
-        this.lastError = (err as Error).message;
-        // Let a half-granted lease expire on its own; revoking needs the etcd we cannot reach.
-        lease.release();
-        const delay = backoff.next();
-        logger.warn({ err, retryInMs: delay }, 'registering in etcd failed; retrying');
-        await sleep(delay, this.abort.signal);
       }
+      this.lease = lease;
+      this.leaseId = leaseId;
+      this.registrations += 1;
+      this.lastError = undefined;
+      logger.info(
+        { leaseId, ttlSeconds: this.options.leaseTtlSeconds, serverRecord: server, nodeRecords: nodes, registrations: this.registrations },
+        'registered in etcd: presence key written',
+      );
+      this.emit('registered', this.state());
+    } catch (err) {
+      this.lastError = (err as Error).message;
+      // Let a half-granted lease expire on its own; revoking needs the etcd we cannot reach.
+      lease.release();
+      throw err;
     }
   }
 

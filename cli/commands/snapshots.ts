@@ -7,7 +7,8 @@ import { contextOf } from '../context.js';
 import { UsageError } from '../errors.js';
 import { formatTime } from '../output.js';
 import { listPages, parsePageLimit } from '../paging.js';
-import { DEFAULT_PROJECT, isUuid, parseResourceRef } from '../resource-ref.js';
+import { isUuid } from '../../lib/contract/uuid.js';
+import { DEFAULT_PROJECT, parseResourceRef } from '../resource-ref.js';
 
 interface Snapshot {
   UUID: string;

@@ -8,7 +8,9 @@ import { contextOf, type CommandContext } from '../context.js';
 import { ApiError, OperationError, UsageError } from '../errors.js';
 import { formatTime, list, type Printer } from '../output.js';
 import { listPages, parsePageLimit } from '../paging.js';
-import { isUuid, parseResourceRef, type ResourceRef } from '../resource-ref.js';
+import { aclAdmits, ALLOW_ANY, ALLOW_NONE, isAclPseudoValue } from '../../lib/contract/acl.js';
+import { isUuid } from '../../lib/contract/uuid.js';
+import { parseResourceRef, type ResourceRef } from '../resource-ref.js';
 import { parseDurationMs, parseSize } from '../units.js';
 import { waitFor } from '../wait.js';
 
@@ -50,8 +52,6 @@ interface VolumeConnection {
   clusterSubsystem: { subsystemNQN: string; directConnect: string; reason: string; instead: string[] };
 }
 
-const ALLOW_ANY = 'ALLOW_ANY';
-const ALLOW_NONE = 'ALLOW_NONE';
 /** Longer than the control plane's creating timeout (120 s), so its verdict normally comes first. */
 const DEFAULT_WAIT_TIMEOUT = '5m';
 /** What the connection answer puts where the host's NQN goes. */
@@ -107,7 +107,7 @@ export function registerVolumeCommands(program: Command): void {
     .description('create a volume (answers at once with state Creating; --wait polls until Available)')
     .requiredOption('--project <name>', 'project of the volume')
     .requiredOption('--name <name>', 'name, unique in the project (a-z A-Z 0-9 - _ .)')
-    .requiredOption('--size <size>', 'size: bytes or binary units, e.g. 10GiB, 512MiB')
+    .requiredOption('--size <size>', 'size: bytes or a unit, e.g. 10GiB, 512MiB (KB … PB are powers of 1000)')
     .option('--replicas <n>', 'replica count, 1-3 (API default 1)')
     .option('--compression', 'compress the volume (fixed at create: the API refuses to change it later)')
     .option('--acl <hostNQN...>', 'host NQNs that may connect (API default ALLOW_NONE: no host)')
@@ -139,7 +139,7 @@ export function registerVolumeCommands(program: Command): void {
     .command('resize')
     .description('grow a volume (shrinking is not supported: the API refuses a smaller size with 400, with or without --force)')
     .argument('<volume>', 'UUID or project/name')
-    .argument('<size>', 'new size: bytes or binary units, e.g. 20GiB')
+    .argument('<size>', 'new size: bytes or a unit, e.g. 20GiB (KB … PB are powers of 1000)')
     .option('--force', 'send Force: true (kept for scripts; a shrink is refused all the same)')
     .option('--wait', 'wait until the volume is Available again')
     .addOption(waitTimeoutOption())
@@ -194,7 +194,7 @@ export function registerVolumeCommands(program: Command): void {
       for (const line of connection.commands.connectAll) print.line(`# or every volume this host may reach, through discovery: ${withHost(line)}`);
       print.line(`# connecting to the cluster subsystem ${connection.clusterSubsystem.subsystemNQN} for I/O is ${connection.clusterSubsystem.directConnect}: ${connection.clusterSubsystem.reason}`);
       if (connection.commands.connect.length === 0) print.note(`strata: volume ${label(volume)} is not placed on any node yet (state ${connection.state}): no paths to connect`);
-      if (options.hostNqn !== undefined && !connection.acl.includes(ALLOW_ANY) && !connection.acl.includes(options.hostNqn)) {
+      if (options.hostNqn !== undefined && !aclAdmits(connection.acl, options.hostNqn)) {
         print.note(`strata: warning: ${options.hostNqn} is not in the volume's ACL, so the connect will be refused; add it with \`strata volumes acl add ${volumeArg} ${options.hostNqn}\``);
       }
     });
@@ -208,7 +208,7 @@ export function registerVolumeCommands(program: Command): void {
       .argument('<hostNQN>', 'the host\'s NQN (its /etc/nvme/hostnqn)')
       .action(async (volumeArg: string, hostNqn: string, _options: object, command: Command) => {
         const ref = parseResourceRef(volumeArg, 'volume');
-        if (hostNqn === ALLOW_ANY || hostNqn === ALLOW_NONE) throw new UsageError(`give a host NQN, not ${hostNqn}`);
+        if (isAclPseudoValue(hostNqn)) throw new UsageError(`give a host NQN, not ${hostNqn}`);
         const context = contextOf(command);
         const after = await changeAcl(context, ref, action, hostNqn.trim());
         if (context.print.format === 'json') context.print.json(after);
@@ -266,7 +266,7 @@ function label(volume: Pick<Volume, 'projectName' | 'name' | 'UUID'>): string {
 }
 
 function aclSummary(values: readonly string[]): string {
-  if (values.length === 1 && (values[0] === ALLOW_ANY || values[0] === ALLOW_NONE)) return values[0];
+  if (values.length === 1 && isAclPseudoValue(values[0])) return values[0];
   return values.length === 1 ? '1 host' : `${values.length} hosts`;
 }
 

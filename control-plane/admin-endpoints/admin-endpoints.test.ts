@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
-import { expectError, fieldsOf, fuzzRoute, malformedBodies, startApiKit, type ApiKit } from '../projects/api-test-kit.js';
+import { expectError, fieldsOf, fuzzRoute, malformedBodies, startApiKit, type ApiKit } from '../../test/kits/api-test-kit.js';
 import { createAdminEndpointsRoutes } from './admin-endpoints-routes.js';
 import { AdminEndpointsService } from './admin-endpoints-service.js';
 import { AdminEndpointsStore } from './admin-endpoints-store.js';

@@ -4,6 +4,7 @@
 // must be renewed on the stream (TokenRenewal) before it expires, or the session ends.
 import * as grpc from '@grpc/grpc-js';
 import type { AgentTokenClaims } from '../../lib/agent-token.js';
+import { UUID_PATTERN } from '../../lib/contract/uuid.js';
 import { errors, StrataError } from '../../lib/errors.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
 import type { Logger } from '../../lib/logger.js';
@@ -28,8 +29,6 @@ export interface AgentGrpcServerDeps {
   readonly instanceId: string;
   readonly clusterUUID: string;
 }
-
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
   const proto = loadStrataProto();

@@ -20,7 +20,7 @@ import { createClusterRoutes } from './cluster-routes.js';
 import { ClusterService } from './cluster-service.js';
 import { compareVersions, minVersion } from './semver.js';
 import { WatchedVolumeHealth, clusterHealthState, countVolumeHealth, healthOfVolume } from './volume-health.js';
-import { putVolume, statusRecord, volumeRecord } from '../snapshots/snapshot-test-fixtures.js';
+import { putVolume, statusRecord, volumeRecord } from '../../test/kits/snapshot-test-fixtures.js';
 import type { ReplicaSetRecord, VolumeRecord } from '../../lib/records.js';
 
 const CLUSTER_FIELDS = [

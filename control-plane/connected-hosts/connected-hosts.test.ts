@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { fieldsOf, joinServer, markAbsent, putRecord, startApiHarness, type ApiHarness, type JoinedServer } from '../../test/helpers/records.js';
-import { projectToken } from '../events/test-tokens.js';
+import { projectToken } from '../../test/kits/test-tokens.js';
 import { createConnectedHostsRoutes } from './connected-hosts-routes.js';
 import { ConnectedHostsService, ipOf } from './connected-hosts-service.js';
 import { ConnectedHostsStore } from './connected-hosts-store.js';

@@ -16,7 +16,7 @@ import {
   startApiKit,
   type ApiKit,
   volumeUsage,
-} from '../projects/api-test-kit.js';
+} from '../../test/kits/api-test-kit.js';
 import { createProjectsRoutes } from '../projects/projects-routes.js';
 import { ProjectsService } from '../projects/projects-service.js';
 import { ProjectsStore } from '../projects/projects-store.js';

@@ -11,7 +11,7 @@ import { EVENT_FIELDS } from './event-wire.js';
 import { createEventsRoutes } from './events-routes.js';
 import { EventStore, EventsService } from './events-service.js';
 import { WatchedProjectDirectory } from '../projects/project-directory.js';
-import { projectToken } from './test-tokens.js';
+import { projectToken } from '../../test/kits/test-tokens.js';
 
 const BASE_NS = 1_700_000_000_000_000_000n; // 2023-11-14T22:13:20Z
 const SECOND = 1_000_000_000n;

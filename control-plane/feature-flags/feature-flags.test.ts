@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
-import { CollectingEventRecorder, expectError, fuzzRoute, malformedBodies, startApiKit, type ApiKit } from '../projects/api-test-kit.js';
+import { CollectingEventRecorder, expectError, fuzzRoute, malformedBodies, startApiKit, type ApiKit } from '../../test/kits/api-test-kit.js';
 import { FEATURE_FLAG_NAMES } from '../volumes/volume-dependencies.js';
 import { createFeatureFlagsRoutes } from './feature-flags-routes.js';
 import { FEATURE_FLAG_DEFAULTS, FeatureFlagsService } from './feature-flags-service.js';

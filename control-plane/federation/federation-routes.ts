@@ -17,7 +17,7 @@ import { StrataError, errors } from '../../lib/errors.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions, type Permission } from '../auth/permissions.js';
 import { queryValue, readJsonBody } from '../http/body.js';
-import { UUID_PATTERN } from '../projects/projects-schema.js';
+import { UUID_PATTERN } from '../../lib/contract/uuid.js';
 
 export const FEDERATION_UNAVAILABLE = 'the cluster federation service is unavailable: cluster federation is reserved for future use and not offered by this release';
 

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { expectError, malformedBodies, startApiKit, type ApiKit } from '../projects/api-test-kit.js';
+import { expectError, malformedBodies, startApiKit, type ApiKit } from '../../test/kits/api-test-kit.js';
 import { createFederationRoutes, isHostPort } from './federation-routes.js';
 
 const ROUTES: [string, string][] = [

@@ -14,7 +14,7 @@ import { createEtcdClient } from '../../lib/etcd/client.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
 import { importPrivateKey, signToken } from '../auth/tokens.js';
-import { prng, putSnapshot, putVolume, randomJsonValue } from '../projects/api-test-kit.js';
+import { prng, putSnapshot, putVolume, randomJsonValue } from '../../test/kits/api-test-kit.js';
 
 const REQUESTS = 2500;
 const SEED = Number(process.env['STRATA_FUZZ_SEED'] ?? Date.now() % 2 ** 31);

@@ -16,7 +16,7 @@ import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
 import { joinServer, nodePoolRecord, putRecord, reportInventory } from '../../test/helpers/records.js';
 import { importPrivateKey, signToken } from '../auth/tokens.js';
-import { putVolume } from '../projects/api-test-kit.js';
+import { putVolume } from '../../test/kits/api-test-kit.js';
 
 const HEADERS_TIMEOUT_S = 2;
 const REQUEST_TIMEOUT_S = 3;

@@ -2,7 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { z } from 'zod';
 import { StrataError } from '../../lib/errors.js';
-import { boolean, compression, enumeration, integer, optional, parseInput, parseSize, size } from './lenient.js';
+import { parseSize } from '../../lib/contract/size.js';
+import { boolean, compression, enumeration, integer, optional, parseInput, size } from './lenient.js';
 
 const GiB = 1073741824n;
 

@@ -1,8 +1,10 @@
 // Lenient wire input (wire-conventions §1, §2, §8), as zod schemas every resource reuses:
 // `null` means "not given", numbers may arrive as strings, enums as names or numbers, sizes in
-// any of the accepted forms, booleans in the spellings clients send. Validation failures become
-// one 400 naming each bad field.
+// any of the accepted forms (lib/contract/size.ts), booleans in the spellings clients send.
+// Validation failures become one 400 naming each bad field.
 import { z } from 'zod';
+import { parseSize } from '../../lib/contract/size.js';
+import { UUID_PATTERN } from '../../lib/contract/uuid.js';
 import { StrataError, errors } from '../../lib/errors.js';
 
 /** `null` (and absence) mean "not given". */
@@ -57,44 +59,6 @@ export const compression = z.preprocess((v) => {
   return v;
 }, z.boolean({ error: 'must be one of true, enable, enabled, false, disable, disabled' }));
 
-const BINARY_UNITS: Record<string, bigint> = {
-  '': 1n, b: 1n,
-  k: 1024n, kb: 1000n, kib: 1024n,
-  m: 1024n ** 2n, mb: 1000n ** 2n, mib: 1024n ** 2n,
-  g: 1024n ** 3n, gb: 1000n ** 3n, gib: 1024n ** 3n,
-  t: 1024n ** 4n, tb: 1000n ** 4n, tib: 1024n ** 4n,
-  p: 1024n ** 5n, pb: 1000n ** 5n, pib: 1024n ** 5n,
-};
-
-/** The largest size we accept: 2^63-1 bytes (an int64 on the wire). */
-export const MAX_SIZE_BYTES = 2n ** 63n - 1n;
-
-/**
- * Parses a size (wire-conventions §2) to bytes. Binary units `kib mib gib tib pib` (and the
- * bare letters `k m g t p`) are powers of 1024; decimal units `kb mb gb tb pb` are powers of
- * 1000, as their SI names say; case-insensitive; optional space; `b` or no unit means bytes.
- * A JSON number is bytes. Zero, negatives, fractions of a byte and non-integers are rejected.
- */
-export function parseSize(input: unknown): bigint {
-  let text: string;
-  if (typeof input === 'number') {
-    if (!Number.isSafeInteger(input)) throw new Error('must be a whole number of bytes');
-    text = String(input);
-  } else if (typeof input === 'string') {
-    text = input.trim().toLowerCase();
-  } else {
-    throw new Error('must be a size such as "10GiB" or a number of bytes');
-  }
-  const match = /^(\d+)\s*([a-z]*)$/.exec(text);
-  if (!match) throw new Error('must be a positive whole number with an optional unit (b, kib, mib, gib, tib, pib, kb, mb, gb, tb, pb)');
-  const unit = BINARY_UNITS[match[2]!];
-  if (unit === undefined) throw new Error(`unknown size unit "${match[2]}"`);
-  const bytes = BigInt(match[1]!) * unit;
-  if (bytes <= 0n) throw new Error('must be positive');
-  if (bytes > MAX_SIZE_BYTES) throw new Error('is too large');
-  return bytes;
-}
-
 export const size = z.unknown().transform((v, ctx) => {
   try {
     return parseSize(v);
@@ -108,8 +72,6 @@ export const size = z.unknown().transform((v, ctx) => {
 export const NAME_PATTERN = /^[A-Za-z0-9._-]{1,253}$/;
 export const name = z.string({ error: 'must be a string' }).regex(NAME_PATTERN, 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period');
 
-/** A UUID (8-4-4-4-12 hex digits, either case). */
-export const UUID_PATTERN = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 /** A UUID, lower-cased as every stored UUID is. */
 export const uuid = z.string({ error: 'must be a string' }).regex(UUID_PATTERN, 'must be a UUID').transform((v) => v.toLowerCase());
 

@@ -11,6 +11,7 @@ import { StrataError } from '../../lib/errors.js';
 import { ROOT, keys } from '../../lib/etcd/keys.js';
 import { parseRecord } from '../../lib/etcd/client.js';
 import type { Logger } from '../../lib/logger.js';
+import { retry, sleep } from '../../lib/retry.js';
 import type { DeviceRecord, NodeRecord, ServerRecord } from '../../lib/records.js';
 import { catalogued } from '../events/event-catalogue.js';
 import { commitOps, type EventPreparer } from '../events/etcd-event-log.js';
@@ -94,6 +95,7 @@ class MembershipEventsController {
   private dirty = false;
   private loop: Promise<void> | undefined;
   private backoffMs = 0;
+  private readonly abort = new AbortController();
   private restarting = false;
 
   constructor(private readonly deps: MembershipEventsDeps) {
@@ -102,17 +104,26 @@ class MembershipEventsController {
 
   /** Reads what was reported, then the records at one revision, watches from the next, evaluates. */
   async start(): Promise<void> {
-    for (let delay = 250; !this.stopped; delay = Math.min(delay * 2, MAX_BACKOFF_MS)) {
-      try {
-        await this.loadReported();
-        const snapshot = await this.reader.read();
-        await this.watchFrom(snapshot.revision);
-        break;
-      } catch (err) {
-        this.deps.logger.warn({ err: (err as Error).message }, 'membership events: start failed; retrying');
-        await this.cancelWatchers();
-        await sleep(delay);
-      }
+    if (!this.stopped) {
+      await retry(
+        async () => {
+          try {
+            await this.loadReported();
+            const snapshot = await this.reader.read();
+            await this.watchFrom(snapshot.revision);
+          } catch (err) {
+            await this.cancelWatchers();
+            throw err;
+          }
+        },
+        {
+          backoff: { initialMs: 250, maxMs: MAX_BACKOFF_MS, jitter: 0 },
+          signal: this.abort.signal,
+          onRetry: (err) => this.deps.logger.warn({ err: err.message }, 'membership events: start failed; retrying'),
+        },
+      ).catch((err: unknown) => {
+        if (!this.stopped) throw err;
+      });
     }
     // Evaluations run one at a time in the drain loop, the first one included.
     this.poke();
@@ -121,6 +132,7 @@ class MembershipEventsController {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.abort.abort();
     await this.cancelWatchers();
     await this.loop;
   }
@@ -202,6 +214,7 @@ class MembershipEventsController {
     if (!(err instanceof StrataError && err.code === 'NOT_LEADER')) return false;
     this.deps.logger.info('membership events: no longer the active cluster manager; stopping');
     this.stopped = true;
+    this.abort.abort();
     void this.cancelWatchers();
     return true;
   }
@@ -328,8 +341,4 @@ function deviceEvent(view: InventoryView, device: DeviceRecord, present: boolean
 
 function serverLabel(server: ServerRecord | undefined, serverUUID: string): string {
   return server ? `server ${server.name} (${server.hostname})` : `server ${serverUUID}`;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -4,7 +4,8 @@
 import { z } from 'zod';
 import { errors } from '../../lib/errors.js';
 import { queryList, queryValue } from '../http/body.js';
-import { UUID_PATTERN, optional, parseInput } from '../http/lenient.js';
+import { optional, parseInput } from '../http/lenient.js';
+import { UUID_PATTERN } from '../../lib/contract/uuid.js';
 import { deviceUsages } from '../inventory/inventory-view.js';
 import { parseEnum } from '../inventory/wire.js';
 import { object } from '../projects/projects-schema.js';

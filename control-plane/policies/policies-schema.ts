@@ -5,7 +5,8 @@ import { z } from 'zod';
 import { StrataError, errors } from '../../lib/errors.js';
 import { NAME_PATTERN, enumeration, integer, optional, parseInput } from '../http/lenient.js';
 import { queryValue } from '../http/body.js';
-import { description, object, objectName, requiredString, uniqueList, UUID_PATTERN } from '../projects/projects-schema.js';
+import { UUID_PATTERN } from '../../lib/contract/uuid.js';
+import { description, object, objectName, requiredString, uniqueList } from '../projects/projects-schema.js';
 import {
   LIMIT_FIELDS,
   LIMIT_KINDS,

@@ -14,7 +14,7 @@ import {
   projectAndPolicyRoutes,
   startApiKit,
   type ApiKit,
-} from '../projects/api-test-kit.js';
+} from '../../test/kits/api-test-kit.js';
 import { PoliciesStore } from './policies-store.js';
 import { WatchedPolicyDirectory } from './policy-directory.js';
 

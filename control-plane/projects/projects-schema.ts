@@ -2,11 +2,11 @@
 // policies share (wire-conventions §1: null = not given, unknown keys ignored, enums by name or
 // number). Every failure is one 400 naming each bad field (lenient.parseInput).
 import { z } from 'zod';
+import { UUID_PATTERN } from '../../lib/contract/uuid.js';
 import { errors } from '../../lib/errors.js';
-import { NAME_PATTERN, UUID_PATTERN, optional, parseInput } from '../http/lenient.js';
+import { NAME_PATTERN, optional, parseInput } from '../http/lenient.js';
 
 export const MAX_DESCRIPTION_BYTES = 256;
-export { UUID_PATTERN };
 
 const NAME_RULE = 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period (not "." or "..")';
 

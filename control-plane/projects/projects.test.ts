@@ -21,7 +21,7 @@ import {
   projectAndPolicyRoutes,
   startApiKit,
   type ApiKit,
-} from './api-test-kit.js';
+} from '../../test/kits/api-test-kit.js';
 import { WatchedProjectDirectory } from './project-directory.js';
 import { ProjectsStore } from './projects-store.js';
 

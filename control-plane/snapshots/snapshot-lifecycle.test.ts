@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from './snapshot-lifecycle.js';
-import { statusRecord, volumeRecord } from './snapshot-test-fixtures.js';
+import { statusRecord, volumeRecord } from '../../test/kits/snapshot-test-fixtures.js';
 
 const volume: VolumeRecord = volumeRecord({ placement: { nodeList: ['n1', 'n2', 'n3'], primaryNodeUUID: 'n1', nsid: 1, port: 20001 } });
 const snapshot: Pick<SnapshotRecord, 'UUID' | 'sourceVolumeUUID' | 'state'> = { UUID: 's1', sourceVolumeUUID: volume.UUID, state: 'Creating' };

@@ -11,7 +11,7 @@ import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { expiryOf, startSnapshotRetention, type SnapshotRetention } from './snapshot-retention.js';
-import { CollectingEvents, TestClones, changeVolume, putVolume, setSnapshotState, volumeRecord } from './snapshot-test-fixtures.js';
+import { CollectingEvents, TestClones, changeVolume, putVolume, setSnapshotState, volumeRecord } from '../../test/kits/snapshot-test-fixtures.js';
 
 describe('snapshot retention', () => {
   let testEtcd: TestEtcd;

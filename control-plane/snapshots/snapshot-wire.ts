@@ -2,6 +2,7 @@
 // from its source volume at read time (where the snapshot lives: nodeList, primaryNodeUUID,
 // replicaCount; the volume's current name) and the cluster id. docs/snapshots.md says which
 // field comes from where and why.
+import { ALLOW_NONE } from '../../lib/contract/acl.js';
 import type { Versioned } from '../../lib/etcd/record-store.js';
 import type { SnapshotRecord, VolumeRecord } from '../../lib/records.js';
 import { formatRetention } from './snapshot-schema.js';
@@ -51,7 +52,7 @@ export interface SnapshotWire {
  * A snapshot is never exported to hosts (it is not a namespace of any subsystem): its ACLs
  * admit nobody and it has no nsid. Clones get their own ACL when they are created.
  */
-const NOBODY = 'ALLOW_NONE';
+const NOBODY = ALLOW_NONE;
 
 export function snapshotToWire(stored: Versioned<SnapshotRecord>, volume: VolumeRecord | null | undefined, clusterId: string): SnapshotWire {
   const snapshot = stored.record;

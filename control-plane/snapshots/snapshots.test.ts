@@ -22,7 +22,7 @@ import {
   setSnapshotState,
   volumeRecord,
   type HttpResult,
-} from './snapshot-test-fixtures.js';
+} from '../../test/kits/snapshot-test-fixtures.js';
 
 const SNAPSHOT_FIELDS = [
   'state', 'UUID', 'name', 'description', 'creationTime', 'retentionTime', 'sourceVolumeUUID', 'sourceVolumeName', 'replicaCount',

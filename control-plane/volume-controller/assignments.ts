@@ -1,15 +1,12 @@
 // What each node of a placed volume must serve (VolumeAssignment), derived from the volume and
 // its snapshots. Pure: the controller compares this with what is stored and writes the
 // difference.
+import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import type { AssignmentReplication, NodeRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord } from '../../lib/records.js';
 import { nodeHostNQN } from '../../lib/replication.js';
 
 /** Each node exporting a volume gets its own controller-ID window (multipath needs them disjoint). */
 export const CNTLID_WINDOW = 1000;
-
-export function volumeSubsystemNQN(clusterSubsystemNQN: string, volumeUUID: string): string {
-  return `${clusterSubsystemNQN}:vol:${volumeUUID}`;
-}
 
 export function assignmentFor(
   volume: VolumeRecord,

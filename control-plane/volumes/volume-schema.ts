@@ -6,10 +6,11 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import type { PlacementRestriction } from '../../lib/records.js';
 import { queryValue } from '../http/body.js';
-import { NAME_PATTERN, UUID_PATTERN, boolean, compression, enumeration, integer, optional, parseInput, size } from '../http/lenient.js';
+import { NAME_PATTERN, boolean, compression, enumeration, integer, optional, parseInput, size } from '../http/lenient.js';
+import { ALLOW_ANY, ALLOW_NONE, isAclPseudoValue, mixesPseudoValues } from '../../lib/contract/acl.js';
+import { hostNqnProblem } from '../../lib/contract/nqn.js';
+import { UUID_PATTERN } from '../../lib/contract/uuid.js';
 
-export const ALLOW_ANY = 'ALLOW_ANY';
-export const ALLOW_NONE = 'ALLOW_NONE';
 /** Entries per access list: far more hosts than a volume is shared with, small enough for a record. */
 export const MAX_ACCESS_LIST_ENTRIES = 1024;
 export const MAX_LABELS = 16;
@@ -17,24 +18,7 @@ export const MAX_PLACEMENT_RESTRICTIONS = 16;
 /** Page size of GET volumes: default and maximum (spec §8). */
 export const MAX_PAGE = 1000;
 
-/** Defaults of an absent or empty list: nobody may connect by NQN; any address may. */
-export const DEFAULT_ACL: readonly string[] = [ALLOW_NONE];
-export const DEFAULT_IP_ACL: readonly string[] = [ALLOW_ANY];
-
 const NAME_MESSAGE = 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period';
-const NQN_MAX_BYTES = 223;
-const NQN_UUID_PREFIX = 'nqn.2014-08.org.nvmexpress:uuid:';
-// nqn.<yyyy>-<mm>.<reverse domain>[:<anything printable>] (NVMe base spec, "NVMe Qualified Names").
-const NQN_PATTERN = /^nqn\.\d{4}-(0[1-9]|1[0-2])\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(:[^\s\x00-\x1f\x7f]+)?$/;
-
-/** Why `value` is not a host NQN, or null when it is one. */
-export function nqnProblem(value: string): string | null {
-  if (Buffer.byteLength(value, 'utf8') > NQN_MAX_BYTES) return `must be at most ${NQN_MAX_BYTES} bytes`;
-  if (value.startsWith(NQN_UUID_PREFIX)) {
-    return UUID_PATTERN.test(value.slice(NQN_UUID_PREFIX.length)) ? null : `must be ${NQN_UUID_PREFIX}<UUID>`;
-  }
-  return NQN_PATTERN.test(value) ? null : 'must be a host NQN (nqn.yyyy-mm.<reverse domain>[:<name>]), ALLOW_ANY or ALLOW_NONE';
-}
 
 function ipProblem(value: string): string | null {
   return isIP(value) === 0 ? 'must be an IPv4 or IPv6 address, ALLOW_ANY or ALLOW_NONE' : null;
@@ -68,13 +52,12 @@ function accessList(problem: (value: string) => string | null) {
   ).transform((list, ctx) => {
     const values = list?.values ?? [];
     if (values.length === 0) return undefined;
-    const special = values.filter((v) => v === ALLOW_ANY || v === ALLOW_NONE);
-    if (special.length > 0 && values.length > 1) {
+    if (mixesPseudoValues(values)) {
       ctx.addIssue({ code: 'custom', message: `${ALLOW_ANY} and ${ALLOW_NONE} must be the only entry (never mixed with others)`, path: ['values'] });
       return z.NEVER;
     }
     values.forEach((value, i) => {
-      if (value === ALLOW_ANY || value === ALLOW_NONE) return;
+      if (isAclPseudoValue(value)) return;
       const why = problem(value);
       if (why) ctx.addIssue({ code: 'custom', message: why, path: ['values', i] });
     });
@@ -138,7 +121,7 @@ const createVolumeSchema = z
     {
       name: requiredName,
       size: optional(size),
-      acl: accessList(nqnProblem),
+      acl: accessList(hostNqnProblem),
       IPAcl: accessList(ipProblem),
       compression: optional(compression),
       replicaCount: optional(integer({ min: 1, max: 3 })),
@@ -174,7 +157,7 @@ export function parseCreateVolume(body: unknown, pathProject?: string): CreateVo
 
 const updateVolumeSchema = z.object(
   {
-    acl: accessList(nqnProblem),
+    acl: accessList(hostNqnProblem),
     IPAcl: accessList(ipProblem),
     size: optional(size),
     compression: optional(compression),

@@ -11,7 +11,9 @@ import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import type { EventPreparer } from '../events/etcd-event-log.js';
 import type { IOperation } from 'etcd3';
-import { MAX_SIZE_BYTES } from '../http/lenient.js';
+import { DEFAULT_ACL, DEFAULT_IP_ACL } from '../../lib/contract/acl.js';
+import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
+import { MAX_SIZE_BYTES } from '../../lib/contract/size.js';
 import type {
   CapacityCeiling,
   FeatureFlagReader,
@@ -22,9 +24,8 @@ import type {
   SnapshotRef,
   VolumeUsage,
 } from './volume-dependencies.js';
-import { DEFAULT_ACL, DEFAULT_IP_ACL, type CreateVolumeBody, type ListVolumesQuery, type UpdateVolumeBody } from './volume-schema.js';
+import { type CreateVolumeBody, type ListVolumesQuery, type UpdateVolumeBody } from './volume-schema.js';
 import type { StoredVolume, VolumeChange, VolumeStore } from './volume-store.js';
-import { volumeSubsystemNQN } from '../volume-controller/assignments.js';
 import { volumeConnectionToWire, volumeToWire, type EffectiveQos, type VolumeConnectionWire, type VolumeWire } from './volume-wire.js';
 
 /** Throws PERMISSION_DENIED (403) when the caller may not act on the project. */

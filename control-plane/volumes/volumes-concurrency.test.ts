@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ReplicaSetRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { joinServer } from '../../test/helpers/records.js';
-import { startVolumesHarness, type VolumesHarness } from './volume-test-support.js';
+import { startVolumesHarness, type VolumesHarness } from '../../test/kits/volume-test-support.js';
 
 const GIB = 1024 ** 3;
 

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
-import { startVolumesHarness, type HttpResult, type VolumesHarness } from './volume-test-support.js';
+import { startVolumesHarness, type HttpResult, type VolumesHarness } from '../../test/kits/volume-test-support.js';
 
 /** Deterministic PRNG (mulberry32): a failure names its seed and replays. */
 function prng(seed: number): () => number {

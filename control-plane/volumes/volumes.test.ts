@@ -19,7 +19,7 @@ import {
   startVolumesHarness,
   type HttpResult,
   type VolumesHarness,
-} from './volume-test-support.js';
+} from '../../test/kits/volume-test-support.js';
 
 const VOLUME_FIELDS = [
   'name', 'size', 'acl', 'IPAcl', 'compression', 'replicaCount', 'minReplicas', 'sectorSize', 'projectName', 'sourceSnapshotUUID',

@@ -6,6 +6,7 @@
 // committed before some moment (WatchCache.sync builds linearizable reads on that).
 import type { Etcd3, Watcher } from 'etcd3';
 import type { Logger } from '../logger.js';
+import { retry } from '../retry.js';
 import { parseRecord, unconditionalTxn } from './client.js';
 
 export interface MirroredRecord<T> {
@@ -24,6 +25,7 @@ export class PrefixMirror {
   private readonly maps = new Map<string, Map<string, MirroredRecord<unknown>>>();
   private watchers: Watcher[] = [];
   private stopped = false;
+  private readonly abort = new AbortController();
   private listener: (changes: MirrorChange[], reloaded: boolean) => void = () => {};
   /** Secondary indexes: name → (prefix, function, value → keys). */
   private readonly indexes = new Map<string, { prefix: string; fn: IndexFunction; entries: Map<string, Set<string>> }>();
@@ -128,6 +130,7 @@ export class PrefixMirror {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.abort.abort();
     const watchers = this.watchers;
     this.watchers = [];
     await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
@@ -256,15 +259,14 @@ export class PrefixMirror {
       const old = this.watchers;
       this.watchers = [];
       await Promise.all(old.map((w) => w.cancel().catch(() => undefined)));
-      for (let delay = 200; !this.stopped; delay = Math.min(delay * 2, 5000)) {
-        try {
-          await this.load();
-          return;
-        } catch (err) {
-          this.logger.warn({ err: (err as Error).message }, 'mirror reload failed; retrying');
-          await new Promise((r) => setTimeout(r, delay));
-        }
-      }
+      if (this.stopped) return;
+      await retry(() => this.load(), {
+        backoff: { initialMs: 200, maxMs: 5000, jitter: 0 },
+        signal: this.abort.signal,
+        onRetry: (err) => this.logger.warn({ err: err.message }, 'mirror reload failed; retrying'),
+      }).catch((err: unknown) => {
+        if (!this.stopped) throw err;
+      });
     })().finally(() => {
       this.reloading = undefined;
       this.wakeWaiters();

@@ -1,2 +1,2 @@
-// The data path on the real kernel (QEMU guest): the scenarios live beside the agent's data path.
-import '../../agent/datapath/kernel.e2e.js';
+// The data path on the real kernel (QEMU guest): the scenarios are in test/e2e/scenarios/.
+import './scenarios/kernel.e2e.js';

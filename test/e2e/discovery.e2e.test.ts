@@ -1,3 +1,3 @@
-// The NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli): the scenarios live
-// beside the agent's discovery controller.
-import '../../agent/discovery/discovery.e2e.js';
+// The NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli): the scenarios are
+// in test/e2e/scenarios/.
+import './scenarios/discovery.e2e.js';

@@ -1,2 +1,2 @@
-// IP ACLs with nftables on the real kernel (QEMU guest): the scenarios live beside the agent's data path.
-import '../../agent/datapath/ip-acl.e2e.js';
+// IP ACLs with nftables on the real kernel (QEMU guest): the scenarios are in test/e2e/scenarios/.
+import './scenarios/ip-acl.e2e.js';

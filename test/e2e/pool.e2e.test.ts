@@ -1,3 +1,3 @@
 // The node storage pool on the real kernel (QEMU guest + the real control plane): created,
 // measured, grown by POST /api/v2/nvmeDevices, resumed after a crash mid-grow.
-import '../../agent/datapath/pool.e2e.js';
+import './scenarios/pool.e2e.js';

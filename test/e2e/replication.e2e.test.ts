@@ -22,6 +22,7 @@ import type { Etcd3 } from 'etcd3';
 import type { NodeWire } from '../../control-plane/nodes/nodes-service.js';
 import type { VolumeWire as Volume } from '../../control-plane/volumes/volume-wire.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
+import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ReplicaSetRecord } from '../../lib/records.js';
 import { REPLICA_DATA_OFFSET_BYTES } from '../../lib/replication.js';
@@ -100,7 +101,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
   const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
   /** This host's port that reaches `port` on node i's guest. */
   const pathPort = (i: number, port: number) => portMin + i * VOLUME_PORTS + (port - portMin);
-  const nqnOf = (uuid: string) => `${subsystemNQN}:vol:${uuid}`;
+  const nqnOf = (uuid: string) => volumeSubsystemNQN(subsystemNQN, uuid);
 
   /** Forwards the volume's port of every node and connects the host to each path. */
   async function connectAllPaths(volume: Volume): Promise<string> {

@@ -17,6 +17,7 @@ import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '.
 import { silentLogger } from '../helpers/silent-logger.js';
 import { createFakeSysfs, type FakeSysfs } from '../helpers/sysfs-fixture.js';
 import { waitUntil } from '../helpers/wait.js';
+import { emulatedDataPath } from '../kits/datapath/emulated-datapath.js';
 
 const GiB = 1024n ** 3n;
 const HOST_NQN = 'nqn.2014-08.org.nvmexpress:uuid:2b2b7a7e-8d31-4f4e-9f64-1c2a3b4c5d6e';
@@ -79,10 +80,10 @@ describe('volume lifecycle with agents (nvmet tree in a temp directory)', () => 
       server.realDataPath
         ? {}
         : {
-            dataPath: {
+            dataPath: emulatedDataPath({
               nvmetRoot: server.nvmetRoot,
               openPool: (nodeUUID, cluster) => FilePool.open({ dir: join(server.poolDir, nodeUUID), clusterUUID: cluster.clusterUUID, logger }),
-            },
+            }),
           },
     );
     await server.agent.ready;

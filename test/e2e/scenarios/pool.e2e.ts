@@ -19,11 +19,11 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient } from '../../lib/etcd/client.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
-import { waitUntil } from '../../test/helpers/wait.js';
-import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
+import { createEtcdClient } from '../../../lib/etcd/client.js';
+import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
+import { startControlPlaneProcess, type ControlPlaneProcess } from '../../helpers/processes.js';
+import { waitUntil } from '../../helpers/wait.js';
+import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const MiB = 1024 * 1024;

@@ -8,9 +8,9 @@ import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '../../../lib/etcd/client.js';
 import { keys } from '../../../lib/etcd/keys.js';
 import type { ClusterRecord } from '../../../lib/records.js';
-import { startEtcd, type TestEtcd } from '../../../test/helpers/etcd.js';
-import { createFakeSysfs, type FakeSysfs } from '../../../test/helpers/sysfs-fixture.js';
-import { loadAgentConfig, type AgentConfig } from '../../config.js';
+import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
+import { createFakeSysfs, type FakeSysfs } from '../../helpers/sysfs-fixture.js';
+import { loadAgentConfig, type AgentConfig } from '../../../agent/config.js';
 import { startFakeControlPlane, type FakeControlPlane } from './fake-control-plane.js';
 
 export interface HostAgentHarness {
@@ -19,7 +19,7 @@ export interface HostAgentHarness {
   readonly plane: FakeControlPlane;
   readonly sysfs: FakeSysfs;
   readonly work: string;
-  /** The nvmet root tests pass as `dataPath.nvmetRoot` (a plain directory). */
+  /** The nvmet root tests pass to emulatedDataPath (a plain directory). */
   readonly nvmetRoot: string;
   /** The agent's config for this harness, plus `extraArgs`. */
   config(extraArgs?: readonly string[]): AgentConfig;

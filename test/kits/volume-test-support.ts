@@ -7,22 +7,22 @@ import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore } from '../../lib/etcd/record-store.js';
 import { StrataError, errors } from '../../lib/errors.js';
 import type { CredentialRecord, ProjectRecord, ReplicaSetRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
-import { putRecord, startApiHarness, type ApiHarness } from '../../test/helpers/records.js';
-import { importPrivateKey, signToken } from '../auth/tokens.js';
-import type { EventInput, EventRecorder } from '../events/event-recorder.js';
-import type { PreparedEvent } from '../events/etcd-event-log.js';
-import { FeatureFlagsService } from '../feature-flags/feature-flags-service.js';
-import { FeatureFlagsStore } from '../feature-flags/feature-flags-store.js';
-import { WatchedPolicyDirectory } from '../policies/policy-directory.js';
-import { WatchedProjectDirectory } from '../projects/project-directory.js';
-import { POLICY_TYPE_QOS } from '../projects/projects-schema.js';
-import { EtcdSnapshotDirectory } from '../snapshots/snapshot-service.js';
-import { SnapshotStore } from '../snapshots/snapshot-store.js';
-import type { WatchCache } from '../watch-cache/watch-cache.js';
-import type { FeatureFlagName, ReplicaLimits } from './volume-dependencies.js';
-import { createVolumeRoutes, type VolumeRoutesDeps } from './volume-routes.js';
-import { VolumeService } from './volume-service.js';
-import { VolumeStore } from './volume-store.js';
+import { putRecord, startApiHarness, type ApiHarness } from '../helpers/records.js';
+import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
+import type { EventInput, EventRecorder } from '../../control-plane/events/event-recorder.js';
+import type { PreparedEvent } from '../../control-plane/events/etcd-event-log.js';
+import { FeatureFlagsService } from '../../control-plane/feature-flags/feature-flags-service.js';
+import { FeatureFlagsStore } from '../../control-plane/feature-flags/feature-flags-store.js';
+import { WatchedPolicyDirectory } from '../../control-plane/policies/policy-directory.js';
+import { WatchedProjectDirectory } from '../../control-plane/projects/project-directory.js';
+import { POLICY_TYPE_QOS } from '../../control-plane/projects/projects-schema.js';
+import { EtcdSnapshotDirectory } from '../../control-plane/snapshots/snapshot-service.js';
+import { SnapshotStore } from '../../control-plane/snapshots/snapshot-store.js';
+import type { WatchCache } from '../../control-plane/watch-cache/watch-cache.js';
+import type { FeatureFlagName, ReplicaLimits } from '../../control-plane/volumes/volume-dependencies.js';
+import { createVolumeRoutes, type VolumeRoutesDeps } from '../../control-plane/volumes/volume-routes.js';
+import { VolumeService } from '../../control-plane/volumes/volume-service.js';
+import { VolumeStore } from '../../control-plane/volumes/volume-store.js';
 
 /** The policy record as these tests store it (the policies folder owns the real one). */
 export interface TestPolicyRecord {

@@ -7,20 +7,22 @@
 // restart after kill -9 with zero operations, and teardown.
 //
 // Not a *.test.ts (host runs must not boot QEMU): run it with
-//   node --test --test-reporter=spec dist/agent/datapath/kernel.e2e.js
-// or from test/e2e with `import '../../agent/datapath/kernel.e2e.js'`. STRATA_E2E=0 skips it.
+//   node --test --test-reporter=spec dist/test/e2e/datapath.e2e.test.js
+// (test/e2e/datapath.e2e.test.ts imports it). STRATA_E2E=0 skips it.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
-import { testAssignment } from './testing/test-assignment.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { waitUntil } from '../../test/helpers/wait.js';
-import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
-import { startFakeControlPlane, type FakeControlPlane } from './testing/fake-control-plane.js';
+import { ALLOW_ANY } from '../../../lib/contract/acl.js';
+import { volumeSubsystemNQN } from '../../../lib/contract/nqn.js';
+import { createEtcdClient } from '../../../lib/etcd/client.js';
+import { keys } from '../../../lib/etcd/keys.js';
+import type { ClusterRecord, VolumeAssignment } from '../../../lib/records.js';
+import { testAssignment } from '../../kits/datapath/test-assignment.js';
+import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
+import { waitUntil } from '../../helpers/wait.js';
+import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const CLUSTER: ClusterRecord = {
@@ -33,8 +35,8 @@ const CLUSTER: ClusterRecord = {
 };
 const V1 = '11111111-1111-4111-8111-111111111111';
 const V2 = '22222222-2222-4222-8222-222222222222';
-const NQN1 = `${CLUSTER.subsystemNQN}:vol:${V1}`;
-const NQN2 = `${CLUSTER.subsystemNQN}:vol:${V2}`;
+const NQN1 = volumeSubsystemNQN(CLUSTER.subsystemNQN, V1);
+const NQN2 = volumeSubsystemNQN(CLUSTER.subsystemNQN, V2);
 const H1 = 'nqn.2014-08.org.nvmexpress:uuid:e2e00000-0000-4000-8000-000000000001';
 const H2 = 'nqn.2014-08.org.nvmexpress:uuid:e2e00000-0000-4000-8000-000000000002';
 const MiB = 1024 * 1024;
@@ -67,7 +69,7 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
   const sh = async (command: string, timeoutMs = 30_000) => (await g().runOk(['sh', '-c', command], { timeoutMs })).stdout;
   const put = (a: VolumeAssignment) => client.put(keys.assignment(a.nodeUUID, a.volumeUUID)).value(JSON.stringify(a));
   const assignment = (volumeUUID: string, index: number, overrides: Partial<VolumeAssignment> = {}): VolumeAssignment =>
-    testAssignment({ volumeUUID, nodeUUID: node, subsystemNQN: `${CLUSTER.subsystemNQN}:vol:${volumeUUID}`, nsid: index, port: 20000 + index, sizeBytes: String(64 * MiB), acl: [H1], ...overrides });
+    testAssignment({ volumeUUID, nodeUUID: node, subsystemNQN: volumeSubsystemNQN(CLUSTER.subsystemNQN, volumeUUID), nsid: index, port: 20000 + index, sizeBytes: String(64 * MiB), acl: [H1], ...overrides });
   const served = (volumeUUID: string, generation: number) => plane.waitServed(volumeUUID, generation);
 
   /** Starts the agent in the guest as a background job; its PID goes to /tmp/agent.pid. */
@@ -152,7 +154,7 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
     // The node's pool: md over its data device, btrfs, mounted at <poolDir>/<node>.
     assert.match(await sh('cat /proc/mdstat'), /raid1/);
     await put(assignment(V1, 1));
-    await put(assignment(V2, 2, { acl: ['ALLOW_ANY'], compression: true, sizeBytes: String(32 * MiB), cntlidMin: 1001, cntlidMax: 2000 }));
+    await put(assignment(V2, 2, { acl: [ALLOW_ANY], compression: true, sizeBytes: String(32 * MiB), cntlidMin: 1001, cntlidMax: 2000 }));
     await step('export two volumes', async () => {
       await served(V1, 1);
       await served(V2, 1);
@@ -210,7 +212,7 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
     assert.equal(sha256(again.stdoutBytes), sha256(pattern), 'data intact after the resize');
 
     // ANA: V2's path turns inaccessible on this node.
-    await put(assignment(V2, 2, { generation: 2, acl: ['ALLOW_ANY'], compression: true, sizeBytes: String(32 * MiB), cntlidMin: 1001, cntlidMax: 2000, anaState: 'inaccessible' }));
+    await put(assignment(V2, 2, { generation: 2, acl: [ALLOW_ANY], compression: true, sizeBytes: String(32 * MiB), cntlidMin: 1001, cntlidMax: 2000, anaState: 'inaccessible' }));
     await served(V2, 2);
     await waitUntil(
       async () => (await sh(`cat /sys/class/nvme/${c2.name}/nvme*c*n*/ana_state 2>/dev/null || true`)).trim() === 'inaccessible',

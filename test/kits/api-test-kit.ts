@@ -8,23 +8,24 @@ import { randomUUID } from 'node:crypto';
 import type Router from '@koa/router';
 import type { Etcd3 } from 'etcd3';
 import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
+import { ALLOW_ANY } from '../../lib/contract/acl.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { CredentialRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
-import { startApiHarness, type ApiHarness } from '../../test/helpers/records.js';
-import type { Authenticator } from '../auth/authenticator.js';
-import { importPrivateKey, signToken } from '../auth/tokens.js';
-import type { EventInput, EventRecorder } from '../events/event-recorder.js';
-import type { VolumeUsage } from '../volumes/volume-dependencies.js';
-import { VolumeUsageCounter } from '../volumes/volume-service.js';
-import { VolumeStore } from '../volumes/volume-store.js';
-import type { WatchCache } from '../watch-cache/watch-cache.js';
+import { startApiHarness, type ApiHarness } from '../helpers/records.js';
+import type { Authenticator } from '../../control-plane/auth/authenticator.js';
+import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
+import type { EventInput, EventRecorder } from '../../control-plane/events/event-recorder.js';
+import type { VolumeUsage } from '../../control-plane/volumes/volume-dependencies.js';
+import { VolumeUsageCounter } from '../../control-plane/volumes/volume-service.js';
+import { VolumeStore } from '../../control-plane/volumes/volume-store.js';
+import type { WatchCache } from '../../control-plane/watch-cache/watch-cache.js';
 import { RecordStore } from '../../lib/etcd/record-store.js';
-import { createPoliciesRoutes } from '../policies/policies-routes.js';
-import { PoliciesService } from '../policies/policies-service.js';
-import { PoliciesStore } from '../policies/policies-store.js';
-import { createProjectsRoutes } from './projects-routes.js';
-import { ProjectsService } from './projects-service.js';
-import { ProjectsStore } from './projects-store.js';
+import { createPoliciesRoutes } from '../../control-plane/policies/policies-routes.js';
+import { PoliciesService } from '../../control-plane/policies/policies-service.js';
+import { PoliciesStore } from '../../control-plane/policies/policies-store.js';
+import { createProjectsRoutes } from '../../control-plane/projects/projects-routes.js';
+import { ProjectsService } from '../../control-plane/projects/projects-service.js';
+import { ProjectsStore } from '../../control-plane/projects/projects-store.js';
 
 export interface Reply {
   readonly status: number;
@@ -139,7 +140,7 @@ export function projectAndPolicyRoutes(etcd: Etcd3, auth: Authenticator, cache: 
 export async function putVolume(etcd: Etcd3, overrides: Partial<VolumeRecord> & Pick<VolumeRecord, 'projectName'>): Promise<VolumeRecord> {
   const UUID = overrides.UUID ?? randomUUID();
   const volume: VolumeRecord = {
-    UUID, name: `vol-${UUID.slice(0, 8)}`, sizeBytes: '1073741824', acl: ['ALLOW_ANY'], ipAcl: ['ALLOW_ANY'], compression: false,
+    UUID, name: `vol-${UUID.slice(0, 8)}`, sizeBytes: '1073741824', acl: [ALLOW_ANY], ipAcl: [ALLOW_ANY], compression: false,
     replicaCount: 1, sectorSize: 4096, labels: [], qosPolicyUUID: '', placementRestrictions: [], sourceSnapshotUUID: '',
     sourceSnapshotName: '', encrypted: false, state: 'Available', generation: 1, placement: null, failureReason: '',
     rollbackSnapshotUUID: '', creationTime: new Date().toISOString(), ...overrides,
@@ -198,7 +199,7 @@ export function prng(seed: number): () => number {
 }
 
 const WEIRD_STRINGS = [
-  '', ' ', '0', '-1', '1e3', '65536', '99999999999999999999', 'null', 'true', 'ALLOW_ANY', '../..', '.', '..', 'a/b', 'a:b',
+  '', ' ', '0', '-1', '1e3', '65536', '99999999999999999999', 'null', 'true', ALLOW_ANY, '../..', '.', '..', 'a/b', 'a:b',
   '<script>', '\u0000', 'é', '💥', '\n', 'Global', 'Scoped', 'Unavailable', 'qosRateLimit', 'snapshot', '::1', '10.0.0.1',
   '300.1.1.1', '10.0.0.0/8', '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----', 'RS256PubKey', 'x'.repeat(254),
 ];

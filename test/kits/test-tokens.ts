@@ -4,7 +4,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import type { CredentialRecord } from '../../lib/records.js';
-import { importPrivateKey, signToken } from '../auth/tokens.js';
+import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
 
 export async function projectToken(etcd: Etcd3, project: string, roles: string[]): Promise<string> {
   const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });

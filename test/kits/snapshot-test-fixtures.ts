@@ -4,13 +4,14 @@
 // as their owners would, project tokens, and an HTTP helper. Used only by *.test.ts.
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import type { Etcd3, IOperation } from 'etcd3';
+import { ALLOW_ANY } from '../../lib/contract/acl.js';
 import { errors } from '../../lib/errors.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore } from '../../lib/etcd/record-store.js';
 import type { CredentialRecord, ProjectRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
-import { importPrivateKey, signToken } from '../auth/tokens.js';
-import type { EventInput, EventRecorder } from '../events/event-recorder.js';
-import type { ProjectDirectory, VolumeUsage } from '../volumes/volume-dependencies.js';
+import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
+import type { EventInput, EventRecorder } from '../../control-plane/events/event-recorder.js';
+import type { ProjectDirectory, VolumeUsage } from '../../control-plane/volumes/volume-dependencies.js';
 
 export function volumeRecord(overrides: Partial<VolumeRecord> = {}): VolumeRecord {
   const UUID = overrides.UUID ?? randomUUID();
@@ -20,7 +21,7 @@ export function volumeRecord(overrides: Partial<VolumeRecord> = {}): VolumeRecor
     projectName: 'default',
     sizeBytes: '10737418240',
     acl: ['nqn.2014-08.org.nvmexpress:uuid:host-1'],
-    ipAcl: ['ALLOW_ANY'],
+    ipAcl: [ALLOW_ANY],
     compression: true,
     // Snapshots of replicated volumes are refused (docs/replication.md).
     replicaCount: 1,

@@ -6,7 +6,7 @@ import type { AgentMessage__Output } from '../../../proto/gen/strata/v1/AgentMes
 import type { AgentReportingHandlers } from '../../../proto/gen/strata/v1/AgentReporting.js';
 import type { VolumeReport__Output } from '../../../proto/gen/strata/v1/VolumeReport.js';
 import type { VolumeStatus__Output } from '../../../proto/gen/strata/v1/VolumeStatus.js';
-import { waitUntil } from '../../../test/helpers/wait.js';
+import { waitUntil } from '../../helpers/wait.js';
 
 export interface FakeControlPlane {
   readonly endpoint: string;

@@ -2,7 +2,7 @@
 // nvme-tcp and nvme-cli do (ICReq, Fabrics Connect, Property Get/Set, Identify, Get Log Page,
 // Set/Get Features, Asynchronous Event Requests, Keep Alive), plus raw bytes for the fuzz tests.
 import { connect as tcpConnect, type Socket } from 'node:net';
-import { decodeDiscoveryLog, DISCOVERY_LOG_ENTRY_BYTES, DISCOVERY_LOG_HEADER_BYTES, type DecodedDiscoveryLog } from '../log-page.js';
+import { decodeDiscoveryLog, DISCOVERY_LOG_ENTRY_BYTES, DISCOVERY_LOG_HEADER_BYTES, type DecodedDiscoveryLog } from '../../../agent/discovery/log-page.js';
 import {
   AdminOpcode,
   CC_ENABLE,
@@ -16,7 +16,7 @@ import {
   Property,
   SGL_TRANSPORT_DATA_BLOCK,
   type Completion,
-} from '../nvme.js';
+} from '../../../agent/discovery/nvme.js';
 import {
   CONTROLLER_PDU_TYPES,
   decodeC2HData,
@@ -30,7 +30,7 @@ import {
   type ICResp,
   type Pdu,
   type TermReq,
-} from '../pdu.js';
+} from '../../../agent/discovery/pdu.js';
 
 export interface CommandResult {
   readonly completion: Completion;

@@ -1,5 +1,6 @@
 // Tests only: a cluster record and its volumes' subsystem NQNs, distinct per test file by `tag`
 // (two hex digits), so that files running side by side never share names.
+import { volumeSubsystemNQN } from '../../../lib/contract/nqn.js';
 import type { ClusterRecord } from '../../../lib/records.js';
 
 export function testCluster(tag: string, clusterName = 'test'): ClusterRecord {
@@ -15,4 +16,4 @@ export function testCluster(tag: string, clusterName = 'test'): ClusterRecord {
 }
 
 /** The subsystem NQN of a volume of `cluster`. */
-export const volumeNqn = (cluster: ClusterRecord, volumeUUID: string) => `${cluster.subsystemNQN}:vol:${volumeUUID}`;
+export const volumeNqn = (cluster: ClusterRecord, volumeUUID: string) => volumeSubsystemNQN(cluster.subsystemNQN, volumeUUID);

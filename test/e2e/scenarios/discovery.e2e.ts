@@ -10,20 +10,21 @@
 //     and the host ends up connected to it without a manual step.
 //
 // Not a *.test.ts (host runs must not boot QEMU): run it with
-//   node --test --test-reporter=spec dist/agent/discovery/discovery.e2e.js
+//   node --test --test-reporter=spec dist/test/e2e/discovery.e2e.test.js
 // or through test/e2e/discovery.e2e.test.ts. STRATA_E2E=0 skips it.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../lib/records.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { waitUntil } from '../../test/helpers/wait.js';
-import { startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
-import { startFakeControlPlane, type FakeControlPlane } from '../datapath/testing/fake-control-plane.js';
-import { guestAgent, type GuestAgent } from '../datapath/testing/guest-agent.js';
-import { testAssignment } from '../datapath/testing/test-assignment.js';
+import { volumeNqnPrefix, volumeSubsystemNQN } from '../../../lib/contract/nqn.js';
+import { createEtcdClient } from '../../../lib/etcd/client.js';
+import { keys } from '../../../lib/etcd/keys.js';
+import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../../lib/records.js';
+import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
+import { waitUntil } from '../../helpers/wait.js';
+import { startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
+import { guestAgent, type GuestAgent } from '../../kits/datapath/guest-agent.js';
+import { testAssignment } from '../../kits/datapath/test-assignment.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const CLUSTER: ClusterRecord = {
@@ -39,7 +40,7 @@ const V1 = 'd5000001-0000-4000-8000-000000000001';
 const V2 = 'd5000002-0000-4000-8000-000000000002';
 const V3 = 'd5000003-0000-4000-8000-000000000003';
 const V4 = 'd5000004-0000-4000-8000-000000000004';
-const nqn = (volumeUUID: string) => `${CLUSTER.subsystemNQN}:vol:${volumeUUID}`;
+const nqn = (volumeUUID: string) => volumeSubsystemNQN(CLUSTER.subsystemNQN, volumeUUID);
 const H1 = 'nqn.2014-08.org.nvmexpress:uuid:d5e2e000-0000-4000-8000-000000000001';
 const H2 = 'nqn.2014-08.org.nvmexpress:uuid:d5e2e000-0000-4000-8000-000000000002';
 /** In no ACL at all. */
@@ -111,7 +112,7 @@ describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli
     return { genctr: parsed.genctr, records: parsed.records ?? [] };
   }
   const summary = (records: DiscoveryRecord[]) =>
-    records.map((r) => `${r.subtype}|${r.subnqn.replace(`${CLUSTER.subsystemNQN}:vol:`, '')}|${r.traddr}:${r.trsvcid}`).sort();
+    records.map((r) => `${r.subtype}|${r.subnqn.replace(volumeNqnPrefix(CLUSTER.subsystemNQN), '')}|${r.traddr}:${r.trsvcid}`).sort();
 
   /** The initiator's live controllers: subsystem NQN, host NQN, state, type. */
   async function controllers(): Promise<{ name: string; subsysnqn: string; hostnqn: string; state: string; cntrltype: string }[]> {

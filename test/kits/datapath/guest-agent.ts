@@ -1,8 +1,8 @@
 // Tests only: the agent (dist/agent/main.js, the production path) as a background job in a QEMU
 // guest of the e2e lab, against an etcd and a control plane on the host (10.0.2.2 from the
 // guest), and the NVMe/TCP initiator of the same guest (nvme-cli, sysfs).
-import type { Guest, RunResult } from '../../../test/e2e/lab/index.js';
-import { repoRoot } from '../../../test/e2e/lab/index.js';
+import type { Guest, RunResult } from '../../e2e/lab/index.js';
+import { repoRoot } from '../../e2e/lab/index.js';
 
 export interface GuestAgentOptions {
   readonly etcdPort: number;

@@ -11,16 +11,17 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { VolumeAssignment } from '../../lib/records.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { waitUntil } from '../../test/helpers/wait.js';
-import { script, sha256, startGuest, StepTimer, type Guest } from '../../test/e2e/lab/index.js';
-import { startFakeControlPlane, type FakeControlPlane } from './testing/fake-control-plane.js';
-import { controllersOf, guestAgent, nvmeConnect, type GuestAgent } from './testing/guest-agent.js';
-import { testAssignment } from './testing/test-assignment.js';
-import { testCluster, volumeNqn } from './testing/test-cluster.js';
+import { ALLOW_ANY } from '../../../lib/contract/acl.js';
+import { createEtcdClient } from '../../../lib/etcd/client.js';
+import { keys } from '../../../lib/etcd/keys.js';
+import type { VolumeAssignment } from '../../../lib/records.js';
+import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
+import { waitUntil } from '../../helpers/wait.js';
+import { script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
+import { controllersOf, guestAgent, nvmeConnect, type GuestAgent } from '../../kits/datapath/guest-agent.js';
+import { testAssignment } from '../../kits/datapath/test-assignment.js';
+import { testCluster, volumeNqn } from '../../kits/datapath/test-cluster.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const CLUSTER = testCluster('ac', 'e2e-ipacl');
@@ -56,7 +57,7 @@ describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { time
       nsid: 1,
       port: PORT,
       sizeBytes: String(64 * MiB),
-      acl: ['ALLOW_ANY'],
+      acl: [ALLOW_ANY],
       generation,
       ipAcl,
     });
