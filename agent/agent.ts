@@ -10,6 +10,8 @@ import type { Logger } from '../lib/logger.js';
 import { hostPort } from '../lib/endpoints.js';
 import { productVersion } from '../lib/paths.js';
 import type { ClusterRecord } from '../lib/records.js';
+import { ReplicaSetStore } from '../lib/etcd/replica-set-store.js';
+import { retry } from '../lib/retry.js';
 import type { AgentConfig } from './config.js';
 import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
@@ -138,6 +140,23 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }) },
     options.dataPath,
   );
+  // Fencing (docs/replication.md): a primary whose lease may expire stops serving before it can,
+  // and serves again only when the lease was renewed in time, or when etcd, read after the new
+  // registration, still names it the primary.
+  const replicaSets = new ReplicaSetStore(etcd);
+  const fencing = new AbortController();
+  membership.on('renewalOverdue', () => dataPath.fence());
+  membership.on('renewed', () => dataPath.unfenceRenewed());
+  membership.on('registered', () => {
+    void retry(
+      () =>
+        dataPath.unfenceRegistered(async (volumeUUID) => {
+          const stored = await replicaSets.get(volumeUUID);
+          return stored ? { epoch: stored.record.epoch, primaryNodeUUID: stored.record.primaryNodeUUID } : undefined;
+        }),
+      { signal: fencing.signal, onRetry: (err) => logger.warn({ err }, 'checking the replica sets after registering failed; retrying') },
+    ).catch(() => undefined);
+  });
   // Paths are read from etcd at once (retrying while it is unreachable); this node's own come
   // from its data path.
   discovery.start(dataPath);
@@ -163,9 +182,13 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   const stop = async () => {
     if (stopped) return;
     stopped = true;
+    fencing.abort();
     await session.stop();
     await discovery.stop();
     await dataPath.stop();
+    // Planned failover: replicated volumes this node is the primary of go to another copy, which
+    // the leader promotes once the lease below is revoked.
+    await dataPath.handOver();
     await pools.stop();
     inventory.stop();
     await membership.stop();

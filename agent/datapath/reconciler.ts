@@ -28,7 +28,7 @@ import { ipAclOf, type IpAcl } from './ip-acl.js';
 import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
 import type { NvmetConfigfs } from './nvmet-configfs.js';
 import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
-import { describeOp, objectOfOp, type DesiredExport, type NvmetTree } from './nvmet-model.js';
+import { describeOp, objectOfOp, paths, type DesiredExport, type NvmetTree } from './nvmet-model.js';
 import { planNvmet, volumeOfNqn } from './nvmet-plan.js';
 import { replaceObjects, treeOf, workCopy, type WorkTree } from './nvmet-simulator.js';
 import type { StoragePool, VolumeUsage } from './storage-pool.js';
@@ -207,6 +207,68 @@ export class DataPathReconciler implements VolumeReportSource {
     this.resyncDue = true;
     await this.runPasses();
     return this.lastSummary;
+  }
+
+  /**
+   * The membership lease is overdue (or lost): every volume this node serves as a replicated
+   * volume's primary turns ANA-inaccessible now, written straight to the kernel (a pass may be
+   * waiting on the unreachable etcd), and stays so in every pass until unfenced.
+   */
+  fence(): void {
+    const replicas = this.options.replicas;
+    if (!replicas) return;
+    replicas.fenceAll();
+    void this.writeFencedAnaStates();
+    this.schedule(false, 0);
+  }
+
+  /** The lease was renewed before it expired: serve again. */
+  unfenceRenewed(): void {
+    this.options.replicas?.unfenceRenewed();
+    this.schedule(false, 0);
+  }
+
+  /** Registered with a new lease: serve again what etcd still says this node is the primary of. */
+  async unfenceRegistered(read: (volumeUUID: string) => Promise<{ epoch: number; primaryNodeUUID: string } | undefined>): Promise<void> {
+    await this.options.replicas?.unfenceRegistered(read);
+    this.schedule(false, 0);
+  }
+
+  /**
+   * Planned stop (after stop()): hands every replicated volume this node is the primary of to
+   * another copy. The host paths turn inaccessible (hosts queue their I/O), the mirrors drain and
+   * stop cleanly; the caller then revokes the lease, and the leader promotes an in-sync copy.
+   */
+  async handOver(): Promise<void> {
+    const replicas = this.options.replicas;
+    if (!replicas || replicas.primaryVolumes().length === 0) return;
+    replicas.fenceAll();
+    await this.writeFencedAnaStates();
+    for (const volumeUUID of replicas.primaryVolumes()) {
+      try {
+        await replicas.handOver(volumeUUID);
+      } catch (err) {
+        this.options.logger.error({ err, volumeUUID }, 'handing the volume over failed; its lease expiry fences it');
+      }
+    }
+  }
+
+  private fenced(d: DesiredExport): DesiredExport {
+    return this.options.replicas?.isFenced(d.volumeUUID) ? { ...d, port: { ...d.port, anaState: 'inaccessible' } } : d;
+  }
+
+  private async writeFencedAnaStates(): Promise<void> {
+    if (this.backend?.kind !== 'nvmet') return;
+    const configfs = this.backend.configfs;
+    for (const p of this.prepared.values()) {
+      if (!this.options.replicas?.isFenced(p.desired.volumeUUID)) continue;
+      try {
+        await configfs.apply({ op: 'write', path: paths.anaState(p.desired.port.id, p.desired.namespace.anaGroupId), value: 'inaccessible', volume: p.desired.volumeUUID });
+        this.options.logger.warn({ volumeUUID: p.desired.volumeUUID, port: p.desired.port.id }, 'fenced: host path ANA-inaccessible');
+      } catch (err) {
+        this.options.logger.error({ err, volumeUUID: p.desired.volumeUUID }, 'fencing the host path failed');
+      }
+    }
   }
 
   /** The cluster's subsystem NQN once read (replication names its objects after it). */
@@ -513,7 +575,7 @@ export class DataPathReconciler implements VolumeReportSource {
     const desired: DesiredExport[] = [];
     for (const p of preparedNow) {
       if (ipAclPass.failed.has(p.desired.volumeUUID)) keptVolumes.add(p.desired.volumeUUID);
-      else desired.push(p.desired, ...p.extra);
+      else desired.push(this.fenced(p.desired), ...p.extra);
     }
 
     lap('ipAcl');

@@ -191,6 +191,44 @@ describe('Membership (real etcd)', () => {
     });
   });
 
+  describe('fencing: a lease not renewed in time', () => {
+    let proxy: TcpProxy;
+    before(async () => {
+      proxy = await startTcpProxy('127.0.0.1', etcd.clientPort);
+    });
+    after(async () => {
+      await proxy.close();
+    });
+
+    it('says renewalOverdue while the presence key still exists (before etcd can expire it), then renewed after a short cut', async () => {
+      const facts = factsFor();
+      const m = membership(client(proxy.endpoint), facts);
+      const seen: string[] = [];
+      let presentWhenOverdue: boolean | undefined;
+      m.on('renewalOverdue', () => {
+        seen.push('overdue');
+        // Read at once: the key must still be there, or another copy could already be promoted.
+        void presenceOf(facts.serverUUID).then((p) => (presentWhenOverdue = p !== null));
+      });
+      m.on('renewed', () => seen.push('renewed'));
+      await m.start();
+      assert.ok(m.renewalOverdueMs < TTL * 1000, `overdue after ${m.renewalOverdueMs} ms, before the ${TTL} s TTL`);
+      proxy.cut();
+      const cutAt = Date.now();
+      await waitUntil(async () => seen.includes('overdue'), 'renewalOverdue', TTL * 1000, 20);
+      const overdueAfter = Date.now() - cutAt;
+      assert.ok(overdueAfter < TTL * 1000, `overdue ${overdueAfter} ms after the cut`);
+      assert.equal(m.isRenewalOverdue(), true);
+      await waitUntil(async () => presentWhenOverdue !== undefined, 'presence read', 5000, 20);
+      assert.equal(presentWhenOverdue, true, 'the lease had not expired yet when the agent fenced');
+      // Back before the TTL runs out: the same lease is renewed, nothing was lost.
+      proxy.restore();
+      await waitUntil(async () => seen.includes('renewed'), 'renewed', TTL * 1000, 20);
+      assert.equal(m.isRenewalOverdue(), false);
+      assert.equal(m.state().registrations, 1, 'the same registration');
+    });
+  });
+
   it('keeps retrying while etcd is unreachable at start', async () => {
     const proxy = await startTcpProxy('127.0.0.1', etcd.clientPort);
     cleanups.push(() => proxy.close());

@@ -22,6 +22,12 @@ export interface MembershipOptions {
   readonly retryBackoff?: BackoffOptions;
   /** Deadline of the lease revoke on stop; shutdown must not hang on an unreachable etcd. */
   readonly revokeTimeoutMs?: number;
+  /**
+   * After this long without a renewal, `renewalOverdue` fires. Default: 65% of the TTL, or one
+   * keep-alive interval (a third of the TTL) plus 1.5 s when that is longer, but never past 80% of
+   * the TTL: well before etcd expires the lease.
+   */
+  readonly renewalOverdueMs?: number;
 }
 
 export interface MembershipState {
@@ -36,6 +42,14 @@ export interface MembershipState {
 export interface MembershipEvents {
   registered: [MembershipState];
   lost: [Error];
+  /**
+   * The lease was not renewed for `renewalOverdueMs`: it may expire soon, and the cluster then
+   * promotes other copies of this server's volumes. Whoever serves as a primary stops now
+   * (docs/replication.md, "Fencing").
+   */
+  renewalOverdue: [];
+  /** The same lease was renewed again after renewalOverdue: it never expired. */
+  renewed: [];
 }
 
 export class Membership extends EventEmitter<MembershipEvents> {
@@ -46,9 +60,24 @@ export class Membership extends EventEmitter<MembershipEvents> {
   private registering: Promise<void> | undefined;
   private stopped = false;
   private readonly abort = new AbortController();
+  /** When the current lease was last granted or renewed (this process's clock). */
+  private renewedAt = 0;
+  private overdue = false;
+  private watchdog: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: MembershipOptions) {
     super();
+  }
+
+  /** Milliseconds without a renewal after which the lease counts as overdue. */
+  get renewalOverdueMs(): number {
+    const ttlMs = this.options.leaseTtlSeconds * 1000;
+    return this.options.renewalOverdueMs ?? Math.max(ttlMs * 0.65, Math.min(ttlMs / 3 + 1500, ttlMs * 0.8));
+  }
+
+  /** True from renewalOverdue (or a lost lease) until renewed or registered again. */
+  isRenewalOverdue(): boolean {
+    return this.overdue;
   }
 
   state(): MembershipState {
@@ -71,6 +100,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
     if (this.stopped) return;
     this.stopped = true;
     this.abort.abort();
+    clearInterval(this.watchdog);
     // An attempt blocked on an unreachable etcd must not hold up shutdown; if it completes
     // later it sees `stopped` and revokes its own lease.
     if (this.registering) await Promise.race([this.registering, sleep(1500)]);
@@ -131,6 +161,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
       this.leaseId = leaseId;
       this.registrations += 1;
       this.lastError = undefined;
+      this.watchRenewals(lease);
       logger.info(
         { leaseId, ttlSeconds: this.options.leaseTtlSeconds, serverRecord: server, nodeRecords: nodes, registrations: this.registrations },
         'registered in etcd: presence key written',
@@ -144,10 +175,41 @@ export class Membership extends EventEmitter<MembershipEvents> {
     }
   }
 
+  /**
+   * Counts the lease's renewals; a timer says when one is overdue. The clock starts at the grant
+   * (etcd started the TTL no later than that) and restarts at every acknowledged keep-alive.
+   */
+  private watchRenewals(lease: Lease): void {
+    this.renewedAt = Date.now();
+    this.overdue = false;
+    lease.on('keepaliveSucceeded', () => {
+      if (lease !== this.lease) return;
+      this.renewedAt = Date.now();
+      if (this.overdue) {
+        this.overdue = false;
+        this.options.logger.info({ leaseId: this.leaseId }, 'membership lease renewed again');
+        this.emit('renewed');
+      }
+    });
+    this.watchdog ??= setInterval(() => {
+      if (!this.lease || this.overdue || this.stopped) return;
+      const silentMs = Date.now() - this.renewedAt;
+      if (silentMs < this.renewalOverdueMs) return;
+      this.overdue = true;
+      this.options.logger.warn({ leaseId: this.leaseId, silentMs, ttlSeconds: this.options.leaseTtlSeconds }, 'membership lease not renewed in time: fencing');
+      this.emit('renewalOverdue');
+    }, 200);
+    this.watchdog.unref();
+  }
+
   private onLeaseLost(lease: Lease, err: Error): void {
     if (lease !== this.lease || this.stopped) return;
     this.lease = undefined;
     this.lastError = err.message;
+    if (!this.overdue) {
+      this.overdue = true;
+      this.emit('renewalOverdue');
+    }
     this.options.logger.warn(
       { err, leaseId: this.leaseId },
       'membership lease lost (etcd unreachable longer than the TTL, or the lease was revoked): re-registering',

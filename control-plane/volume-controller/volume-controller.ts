@@ -376,8 +376,14 @@ export class VolumeController {
       reason: `primary ${set.primaryNodeUUID} lost: promoted in-sync copy on ${candidate}`,
       updatedAt: new Date(this.now()).toISOString(),
     };
+    // Committed only while the old primary's server has no presence key: an agent that registered
+    // again meanwhile (its lease had expired) reads the replica set after that, so it either sees
+    // this promotion or makes it fail here (docs/replication.md, "Fencing").
+    const oldServer = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(set.primaryNodeUUID))?.record.serverUUID;
+    const compares: FenceCompare[] = [[keys.replicaSet(volume.UUID), 'Mod', revision]];
+    if (oldServer) compares.push([keys.presence(oldServer), 'Create', '0']);
     const event = this.event(volume, 'VolumePrimaryChanged', `volume ${volume.name}: primary moved from node ${set.primaryNodeUUID} to ${candidate} (epoch ${next.epoch})`);
-    const ok = await this.commit([[keys.replicaSet(volume.UUID), 'Mod', revision]], [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event);
+    const ok = await this.commit(compares, [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event);
     if (ok) this.options.logger.warn({ volumeUUID: volume.UUID, from: set.primaryNodeUUID, to: candidate, epoch: next.epoch }, 'volume failed over');
     return ok ? 'done' : 'retry';
   }

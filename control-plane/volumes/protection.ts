@@ -42,13 +42,24 @@ export function primaryOf(volume: VolumeRecord, replicaSet: ReplicaSetRecord | u
 }
 
 /**
- * rebuildProgress (spec: percent as a string): the slowest running resync the primary reports;
- * 100 when every copy is in sync; 0 while a copy waits to be resynchronized. One copy: 100 when
+ * rebuildProgress (spec: percent as a string). A replicated volume: 100 when the replica set holds
+ * every copy of its nodeList; otherwise the slowest resync the primary reports for a copy out of
+ * sync, 0 while one waits to start (the set decides what is out of sync, the report only how far
+ * a resync got: a report older than the set never shows 100 for a lost copy). One copy: 100 when
  * served.
  */
-export function rebuildProgressOf(protection: ProtectionState, primaryLegs: readonly ReplicaLegState[] | undefined): string {
-  if (!primaryLegs || primaryLegs.length === 0) return protection === 'FullyProtected' ? '100' : '0';
-  if (primaryLegs.every((l) => l.state === 'InSync')) return '100';
-  const resyncing = primaryLegs.filter((l) => l.state === 'Resyncing');
-  return resyncing.length > 0 ? String(Math.min(...resyncing.map((l) => l.syncPercent))) : '0';
+export function rebuildProgressOf(
+  protection: ProtectionState,
+  volume: VolumeRecord,
+  replicaSet: ReplicaSetRecord | undefined,
+  primaryLegs: readonly ReplicaLegState[] | undefined,
+): string {
+  if (!replicaSet) return protection === 'FullyProtected' ? '100' : '0';
+  const outOfSync = (volume.placement?.nodeList ?? []).filter((n) => !replicaSet.inSync.includes(n));
+  if (outOfSync.length === 0) return '100';
+  const percents = outOfSync.map((n) => {
+    const leg = primaryLegs?.find((l) => l.nodeUUID === n);
+    return leg?.state === 'Resyncing' ? leg.syncPercent : 0;
+  });
+  return String(Math.min(...percents));
 }

@@ -120,7 +120,7 @@ export function volumeToWire(stored: StoredVolume, observed: VolumeObservation, 
     UUID: v.UUID,
     nsid: v.placement?.nsid ?? 0,
     // The primary's md resync progress (docs/replication.md).
-    rebuildProgress: rebuildProgressOf(protection, primary?.replicaLegs),
+    rebuildProgress: rebuildProgressOf(protection, v, observed.replicaSet, primary?.replicaLegs),
     statistics: statisticsOf(primary, nodeList, statusOf),
     ETag: stored.revision,
     connectedHosts: [...hosts.keys()].sort(),

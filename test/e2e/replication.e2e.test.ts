@@ -28,6 +28,7 @@ import type { ReplicaSetRecord } from '../../lib/records.js';
 import { REPLICA_DATA_OFFSET_BYTES } from '../../lib/replication.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitUntil } from '../helpers/wait.js';
 import { startStorageGuest, type StorageGuest, type StorageGuestOptions } from './cluster-lab.js';
 import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
@@ -55,6 +56,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
   /** Drive images and agent state that outlive a guest: a killed server boots again with its data. */
   const persistDir = mkdtempSync(join(tmpdir(), 'strata-rep-e2e-'));
   const guestOptions: StorageGuestOptions[] = [];
+  const proxies: { etcd: TcpProxy; controlPlane: TcpProxy }[] = [];
 
   // ---- the API -------------------------------------------------------------------------------
   async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -190,6 +192,9 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     });
     subsystemNQN = (await api<{ subsystemNQN: string }>('GET', '/cluster')).subsystemNQN;
     const grpcPort = Number(plane.grpcEndpoint.split(':')[1]);
+    // Each server reaches etcd and the control plane through its own proxy: cutting both
+    // partitions it from the cluster while its data path (volume and replication ports) stays up.
+    for (const _ of NAMES) proxies.push({ etcd: await startTcpProxy('127.0.0.1', etcd.clientPort), controlPlane: await startTcpProxy('127.0.0.1', grpcPort) });
     const started = await step('boot four guests', () =>
       Promise.allSettled([
         ...NAMES.map(async (name, i) => {
@@ -199,8 +204,8 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
             name,
             drives: [{ serial: `STRATA-R${i}-DATA0`, sizeMiB: DRIVE_MIB, image: join(persistDir, `${name}-data0.img`) }],
             dataSerials: [`STRATA-R${i}-DATA0`],
-            etcdPort: etcd.clientPort,
-            controlPlaneGrpcPort: grpcPort,
+            etcdPort: proxies[i]!.etcd.port,
+            controlPlaneGrpcPort: proxies[i]!.controlPlane.port,
             advertiseAddress: FROM_GUESTS,
             replicationHostPort: await freeLoopbackPort(),
             volumePortMin: portMin,
@@ -242,6 +247,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
       await plane.stop();
       removeDir(plane.stateDir);
     }
+    for (const p of proxies) await Promise.all([p.etcd.close(), p.controlPlane.close()]);
     client?.close();
     await etcd?.stop();
     removeDir(persistDir);
@@ -393,5 +399,72 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     const mib = Math.ceil((Number(result[1]) * 4096) / MiB) + 1;
     const digests = await step('read each backing', () => Promise.all(volume.nodeList.map((n) => backingDigest(n, volume.UUID, Math.min(mib, VOLUME_MIB)))));
     assert.equal(new Set(digests).size, 1, 'the three copies are equal again');
+  });
+
+  it('planned stop of the primary under load: another copy takes over with no I/O error on the host; the stopped copy rejoins', async () => {
+    const set = await replicaSet(volume.UUID);
+    assert.equal(set.inSync.length, 3, 'starts FullyProtected');
+    const primary = set.primaryNodeUUID;
+    const writes = startAckedWrites(device, 'planned');
+    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    const stoppedAt = Date.now() / 1000;
+    await step('SIGTERM the primary\'s agent', () => storageOf(primary).stopAgent('TERM', 120_000));
+    const next = await step('another copy is promoted', () =>
+      until('new primary', async () => {
+        const s = await replicaSet(volume.UUID);
+        return s.epoch > set.epoch && s;
+      }, 120_000),
+    );
+    assert.notEqual(next.primaryNodeUUID, primary);
+    const ackedAtStop = await writes.acked();
+    await step('host I/O resumes', () => until('writes after the stop', async () => (await writes.acked()) > ackedAtStop + 50 && (await writes.lastAckAt()) > stoppedAt, 240_000));
+    const pause = await sh(host(), `awk 'NR>1 && $1 != "error" { d = $2 - prev; if (d > max) max = d } { prev = $2 } END { printf "%.3f", max }' /tmp/acked-planned.log`);
+    console.log(`# planned failover: longest gap between acknowledged writes ${pause} s`);
+    const result = await step('verify every acknowledged write', () => writes.stopAndVerify());
+    assert.equal(result.errors, '', 'no write failed on the host');
+    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+    await step('the stopped agent starts again', () => storageOf(primary).startAgent({ timeoutMs: 240_000 }));
+    await step('its copy resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
+    await until('FullyProtected', async () => (await getVolume(volume.UUID)).protectionState === 'FullyProtected', 120_000);
+  });
+
+  it('a partitioned primary fences itself before its lease expires; another copy takes over; never two primaries', async () => {
+    const set = await replicaSet(volume.UUID);
+    const primary = set.primaryNodeUUID;
+    const i = indexOf(primary);
+    const writes = startAckedWrites(device, 'partition');
+    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    // Cut etcd and the control plane from the primary; its volume and replication ports stay up.
+    proxies[i]!.etcd.cut();
+    proxies[i]!.controlPlane.cut();
+    const cutAt = Date.now();
+    let fencedAt = 0;
+    let promotedAt = 0;
+    let twoOptimized = 0;
+    const samples: string[] = [];
+    while (Date.now() - cutAt < 90_000 && !(fencedAt && promotedAt)) {
+      const states = await pathStates(volume.UUID);
+      const optimized = [...states].filter(([, s]) => s.endsWith('/optimized')).map(([n]) => n);
+      samples.push(`${Date.now() - cutAt}ms:${[...states].map(([n, s]) => `${n}=${s}`).join(',')}`);
+      if (optimized.length > 1) twoOptimized += 1;
+      if (!fencedAt && !optimized.includes(i)) fencedAt = Date.now();
+      if (!promotedAt && (await replicaSet(volume.UUID)).epoch > set.epoch) promotedAt = Date.now();
+      await sleep(200);
+    }
+    assert.ok(fencedAt > 0, `the partitioned primary left the optimized state: ${samples.join(' ')}`);
+    assert.ok(promotedAt > 0, 'another copy was promoted');
+    assert.ok(fencedAt <= promotedAt, `fenced ${fencedAt - cutAt} ms after the cut, promotion at ${promotedAt - cutAt} ms`);
+    assert.equal(twoOptimized, 0, `never two optimized paths: ${samples.join(' ')}`);
+    const next = await replicaSet(volume.UUID);
+    assert.notEqual(next.primaryNodeUUID, primary);
+    const ackedAtPromotion = await writes.acked();
+    await step('host I/O resumes on the new primary', () => until('writes after the promotion', async () => (await writes.acked()) > ackedAtPromotion + 50, 240_000));
+    // The partition heals: the old primary learns the new epoch and becomes a replica again.
+    proxies[i]!.etcd.restore();
+    proxies[i]!.controlPlane.restore();
+    const result = await step('verify every acknowledged write', () => writes.stopAndVerify());
+    assert.equal(result.errors, '', 'no write failed on the host');
+    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+    await step('the old primary resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
   });
 });

@@ -257,7 +257,7 @@ describe('an agent on a host without the kernel NVMe target', () => {
         loadConfig(agentSettings, {
           program: 'strata-agent', summary: 'test', env: {},
           argv: ['--etcd-endpoints', etcd.endpoint, '--control-plane-endpoints', plane.grpcEndpoint, '--state-dir', dirs[0]!, '--pool-dir', dirs[1]!,
-            '--sysfs-root', sysfs.root, '--mounts-path', sysfs.mountsPath, '--swaps-path', sysfs.swapsPath, '--hostname', 'plain', '--lease-ttl-seconds', '2',
+            '--sysfs-root', sysfs.root, '--mounts-path', sysfs.mountsPath, '--swaps-path', sysfs.swapsPath, '--hostname', 'plain', '--lease-ttl-seconds', '5',
             '--data-devices', 'PLAIN-SN0', '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1'],
         }),
       );
@@ -274,7 +274,7 @@ describe('an agent on a host without the kernel NVMe target', () => {
       const failed = await waitUntil(async () => {
         const v = (await (await fetch(`${plane.apiUrl}/api/v2/volumes/${created.UUID}`, { headers })).json()) as { state: string };
         return v.state === 'Failed' ? v : v.state === 'Available' ? assert.fail('a volume was reported Available on a host without nvmet') : undefined;
-      }, 'volume Failed', 15_000);
+      }, 'volume Failed', 30_000);
       assert.equal(failed.state, 'Failed');
       const { events } = (await (await fetch(`${plane.apiUrl}/api/v2/events?componentType=Volume`, { headers })).json()) as { events: { EventName: string; Description: string }[] };
       assert.match(events.find((e) => e.EventName === 'VolumeFailed')?.Description ?? '', /no NVMe target \(nvmet\) in its kernel/);

@@ -65,7 +65,8 @@ interface PrimaryVolume {
   downSince: Map<string, number>;
   lastRejoinAttempt: Map<string, number>;
   legs: ReplicaLegStatus[];
-  fenced: boolean;
+  /** etcd said another node is the primary at this epoch (or later): never serve it again. */
+  fencedAtEpoch: number | undefined;
 }
 
 export class ReplicaManager {
@@ -74,6 +75,8 @@ export class ReplicaManager {
   private readonly listeners = new Set<() => void>();
   private timer: NodeJS.Timeout | undefined;
   private monitoring: Promise<void> | undefined;
+  /** The membership lease may expire (or did): no volume is served as a primary meanwhile. */
+  private leaseFenced = false;
 
   constructor(private readonly options: ReplicaManagerOptions) {}
 
@@ -94,6 +97,63 @@ export class ReplicaManager {
   onChange(listener: () => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Whether the host path of this volume must not be served here now: the lease is overdue or
+   * lost, or etcd answered that another node is the epoch's primary. The reconciler keeps such a
+   * volume's port ANA-inaccessible, so hosts queue and retry on another path.
+   */
+  isFenced(volumeUUID: string): boolean {
+    const state = this.primaries.get(volumeUUID);
+    return state !== undefined && (this.leaseFenced || isFencedAt(state));
+  }
+
+  /** Volumes this node serves as their primary. */
+  primaryVolumes(): string[] {
+    return [...this.primaries.keys()];
+  }
+
+  /** The lease is overdue: stop serving every primary until it is renewed or proven safe again. */
+  fenceAll(): void {
+    this.leaseFenced = true;
+  }
+
+  /** The same lease was renewed: it never expired, so no other copy can have been promoted. */
+  unfenceRenewed(): void {
+    this.leaseFenced = false;
+  }
+
+  /**
+   * Registered again with a new lease (the old one expired): a primary serves again only if etcd
+   * still names this node the primary of the epoch it served (read after the new presence key
+   * exists, so no promotion can commit from now on: the leader's promotion requires the old
+   * primary's presence to be absent).
+   */
+  async unfenceRegistered(read: (volumeUUID: string) => Promise<{ epoch: number; primaryNodeUUID: string } | undefined>): Promise<void> {
+    for (const [volumeUUID, state] of this.primaries) {
+      const set = await read(volumeUUID);
+      if (!set || set.epoch !== state.input.replication.epoch || set.primaryNodeUUID !== state.input.nodeUUID) {
+        await this.locked(volumeUUID, () => this.fence(state));
+      }
+    }
+    this.leaseFenced = false;
+  }
+
+  /**
+   * Planned stop: after the host path is inaccessible, drain and stop the mirror cleanly (every leg
+   * still connected gets the final superblock and bitmap), so another copy can take over.
+   */
+  async handOver(volumeUUID: string): Promise<void> {
+    await this.locked(volumeUUID, async () => {
+      const state = this.primaries.get(volumeUUID);
+      if (!state) return;
+      // suspend waits for the I/O in flight; the error table then takes whatever comes later.
+      await this.options.stack.ensureDm(volumeUUID, this.options.stack.errorTable(state.input.sizeBytes));
+      this.primaries.delete(volumeUUID);
+      await this.dismantlePrimary(volumeUUID, true);
+      this.options.logger.info({ volumeUUID }, 'handed over: the mirror is stopped on this node');
+    });
   }
 
   /** The primary's view of every copy, undefined when this node is not the volume's primary. */
@@ -148,11 +208,15 @@ export class ReplicaManager {
         : await stack.assembleArray(volumeUUID, loop, reached.map((r) => r.block));
       logger.info({ volumeUUID, array, legs: reached.map((r) => r.target.nodeUUID), created: fresh }, fresh ? 'replicated volume created' : 'replicated volume assembled');
     }
-    const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fenced: false };
+    const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fencedAtEpoch: undefined };
     state.input = input;
     state.inSync = inSync;
-    state.fenced = false;
     this.primaries.set(volumeUUID, state);
+    if (isFencedAt(state)) {
+      // An assignment older than what etcd told us: wait for the one naming the new primary.
+      await stack.ensureDm(volumeUUID, stack.errorTable(input.sizeBytes));
+      throw new Error(`another node is the primary of volume ${volumeUUID} since epoch ${state.fencedAtEpoch}; waiting for the new assignment`);
+    }
     // Copies etcd calls in sync that the array does not hold in sync: out of the set first, then
     // (and only then) does the host path reach the array.
     const arrayState = await stack.readArray(array);
@@ -196,20 +260,28 @@ export class ReplicaManager {
 
   /** This node is not the primary of the epoch any more: stop serving the host at once. */
   private async fence(state: PrimaryVolume): Promise<void> {
-    state.fenced = true;
+    state.fencedAtEpoch = state.input.replication.epoch;
     await this.options.stack.ensureDm(state.input.volumeUUID, this.options.stack.errorTable(state.input.sizeBytes));
     this.options.logger.error({ volumeUUID: state.input.volumeUUID, epoch: state.input.replication.epoch }, 'fenced: another node is the primary of this volume now; the host path serves errors');
   }
 
-  /** Stops the volume's mirror on this node, if it runs here: array, replica connections, loop. */
-  private async dismantlePrimary(volumeUUID: string): Promise<void> {
+  /**
+   * Stops the volume's mirror on this node, if it runs here: array, replica connections, loop.
+   * `clean` (a planned hand-over): the array stops first, so every connected copy gets its final
+   * superblock and bitmap. Otherwise (this node is no longer the primary, or the volume goes) the
+   * connections go first: a copy that refuses this node now would hold md's last writes, and with
+   * them the stop, for ever.
+   */
+  private async dismantlePrimary(volumeUUID: string, clean = false): Promise<void> {
     const stack = this.options.stack;
     const loops = await stack.loopsOfVolume(volumeUUID);
+    const legs = replicationSubsystemNQN(this.requireCluster(), volumeUUID, '');
+    if (!clean) await stack.disconnectAll(legs);
     for (const loop of loops) {
       const array = await stack.arrayOf(loop);
       if (array) await stack.stopArray(array);
     }
-    await stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
+    if (clean) await stack.disconnectAll(legs);
     for (const loop of loops) await stack.detachLoop(loop);
     if (loops.length > 0) this.options.logger.info({ volumeUUID }, 'replicated volume stopped on this node');
   }
@@ -247,7 +319,7 @@ export class ReplicaManager {
   /** One look at a primary's legs; true when what it reports changed. */
   private async watchLegs(volumeUUID: string): Promise<boolean> {
     const state = this.primaries.get(volumeUUID);
-    if (!state || state.fenced) return false;
+    if (!state || isFencedAt(state) || this.leaseFenced) return false;
     const { stack } = this.options;
     const loop = await stack.loopOf(state.input.backing.devicePath);
     const array = loop ? await stack.arrayOf(loop) : undefined;
@@ -363,3 +435,7 @@ export class ReplicaManager {
   }
 }
 
+/** Fenced by etcd at the epoch this node still serves (a newer assignment lifts it). */
+function isFencedAt(state: PrimaryVolume): boolean {
+  return state.fencedAtEpoch !== undefined && state.fencedAtEpoch >= state.input.replication.epoch;
+}
