@@ -45,8 +45,8 @@ export function primaryOf(volume: VolumeRecord, replicaSet: ReplicaSetRecord | u
  * rebuildProgress (spec: percent as a string). A replicated volume: 100 when the replica set holds
  * every copy of its nodeList; otherwise the slowest resync the primary reports for a copy out of
  * sync, 0 while one waits to start (the set decides what is out of sync, the report only how far
- * a resync got: a report older than the set never shows 100 for a lost copy). One copy: 100 when
- * served.
+ * a resync got: a report older than the set never shows 100 for a lost copy); 0 while the volume
+ * is not available. One copy: 100 when served.
  */
 export function rebuildProgressOf(
   protection: ProtectionState,
@@ -55,6 +55,8 @@ export function rebuildProgressOf(
   primaryLegs: readonly ReplicaLegState[] | undefined,
 ): string {
   if (!replicaSet) return protection === 'FullyProtected' ? '100' : '0';
+  // Nothing is being rebuilt while nothing is served (no primary copies to the others).
+  if (protection === 'NotAvailable' || protection === 'Unknown') return '0';
   const outOfSync = (volume.placement?.nodeList ?? []).filter((n) => !replicaSet.inSync.includes(n));
   if (outOfSync.length === 0) return '100';
   const percents = outOfSync.map((n) => {
