@@ -183,15 +183,16 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     if (stopped) return;
     stopped = true;
     fencing.abort();
-    await session.stop();
-    await discovery.stop();
     await dataPath.stop();
     // Planned failover: replicated volumes this node is the primary of go to another copy, which
-    // the leader promotes once the lease below is revoked.
+    // the leader promotes as soon as the lease is revoked, so that comes right after: hosts wait
+    // from the hand-over to the promotion.
     await dataPath.handOver();
+    await membership.stop();
+    await session.stop();
+    await discovery.stop();
     await pools.stop();
     inventory.stop();
-    await membership.stop();
     etcd.close();
     logger.info({ serverUUID: identity.serverUUID }, 'strata-agent stopped');
   };
