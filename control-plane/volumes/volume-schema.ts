@@ -169,6 +169,8 @@ const updateVolumeSchema = z.object(
     UUID: optionalUuid,
     labels,
     newName: optionalName,
+    // Read so that a change is refused rather than ignored (it cannot be applied yet).
+    replicaCount: optional(integer({ min: 1, max: 3 })),
   },
   { error: 'must be a JSON object' },
 );

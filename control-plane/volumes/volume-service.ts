@@ -218,6 +218,9 @@ export class VolumeService {
         const next: VolumeRecord = { ...v };
         let dataPath = false;
         let changed = false;
+        if (body.replicaCount !== undefined && body.replicaCount !== v.replicaCount) {
+          throw errors.invalid(`volume ${v.name} has replicaCount ${v.replicaCount}: changing the replica count of an existing volume is not supported (docs/replication.md)`);
+        }
         if (body.size !== undefined) {
           const requested = alignedSize(body.size, v.sectorSize);
           const size = BigInt(v.sizeBytes);

@@ -511,6 +511,24 @@ describe('volumes API', () => {
       assert.equal((await h.record(v.UUID))!.generation, 1);
     });
 
+    test('replicated volumes: changing replicaCount, resizing are refused (400, says why), writing nothing; the same replicaCount is a no-op', async () => {
+      const server = await joinServer(h.etcd, { nodes: [{}, {}] });
+      const v = await createOk({ replicaCount: 2, size: '4GiB' });
+      await h.place(v.UUID, { nodeList: server.nodes.map((n) => n.UUID) });
+      const etag = ok(await get(v.UUID)).ETag;
+      ok(await put(`/api/v2/volumes/${v.UUID}`, { replicaCount: 2 }));
+      for (const replicaCount of [1, 3]) {
+        const res = await put(`/api/v2/volumes/${v.UUID}`, { replicaCount, acl: { values: [HOST_A] } });
+        fails(res, 400, 3, `replicaCount 2 → ${replicaCount}`);
+        assert.match(res.body.error, /changing the replica count of an existing volume is not supported/);
+      }
+      fails(await put(`/api/v2/volumes/${v.UUID}`, { replicaCount: 4 }), 400, 3, 'replicaCount out of range');
+      const grow = await put(`/api/v2/volumes/${v.UUID}`, { size: '8GiB' });
+      fails(grow, 400, 3, 'resize of a replicated volume');
+      assert.match(grow.body.error, /resizing replicated volumes is not supported yet/);
+      assert.equal(ok(await get(v.UUID)).ETag, etag, 'nothing written');
+    });
+
     test('changing compression is refused (400, says why), writing nothing; sending the current value is a no-op', async () => {
       for (const [initial, change] of [[false, 'enabled'], [true, 'false']] as const) {
         const v = await createOk({ compression: initial });
