@@ -26,6 +26,11 @@ export const controlPlaneSettings = {
   volumePortMax: { description: 'highest TCP port a volume is exported on (below 32768: Linux hands out ephemeral ports from there)', schema: settings.port().min(1024), default: 31999 },
   overcommitRatio: { description: 'how many times its capacity a node may have allocated to volumes (1 = no thin overcommit)', schema: z.coerce.number().min(1).max(100), default: 1 },
   creatingTimeoutSeconds: { description: 'a volume not placed and served within this time becomes Failed', schema: settings.positiveInt(), default: 120 },
+  permanentFailureTimeoutSeconds: {
+    description: 'a node Inactive this long is a permanent failure: the copies of replicated volumes it held are re-created on other nodes when capacity allows (not while the fail-in-place feature flag is on); 0 = never',
+    schema: z.coerce.number().int().min(0),
+    default: 3600,
+  },
   logLevel: { description: 'log level', schema: settings.logLevel(), default: 'info' },
 } as const;
 

@@ -161,6 +161,7 @@ export function buildResources(ctx: ResourceContext): Resources {
           volumePorts: { min: config.volumePortMin, max: config.volumePortMax },
           overcommitRatio: config.overcommitRatio,
           creatingTimeoutMs: config.creatingTimeoutSeconds * 1000,
+          permanentFailureTimeoutMs: config.permanentFailureTimeoutSeconds * 1000,
         });
         await controller.start();
         return controller;

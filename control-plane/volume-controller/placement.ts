@@ -113,6 +113,32 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
   // Distinct servers first, then distinct failure domains, then anything with room.
   pick((c) => !chosen.some((x) => x.serverUUID === c.serverUUID) && !chosen.some((x) => x.failureDomains.some((d) => c.failureDomains.includes(d))));
   pick((c) => !chosen.some((x) => x.serverUUID === c.serverUUID));
-  pick(() => true);
+  // One server holds one copy of a replicated volume (an agent serves a volume once; and a copy
+  // on the same server as another protects nothing). Only a single copy may go anywhere.
+  if (request.replicaCount === 1) pick(() => true);
+  if (chosen.length < request.replicaCount) {
+    return { ok: false, reason: `${request.replicaCount} copies need ${request.replicaCount} servers with room, ${new Set(roomy.map((c) => c.serverUUID)).size} have it`, retryable: active.length < pool.length, awaitingPoolReport: [] };
+  }
   return { ok: true, nodeList: chosen.map((c) => c.UUID), primaryNodeUUID: chosen[0]!.UUID };
+}
+
+/**
+ * A node for a new copy of a replicated volume, replacing one lost for good: Active, with room,
+ * on a server holding none of the other copies, preferably in a failure domain none of them is
+ * in; the roomiest first. undefined when none qualifies.
+ */
+export function chooseReplacement(
+  request: Pick<PlacementRequest, 'sizeBytes' | 'overcommitRatio'>,
+  candidates: readonly NodeCandidate[],
+  others: readonly NodeCandidate[],
+): NodeCandidate | undefined {
+  const free = (c: NodeCandidate) => {
+    const unallocated = allowedAllocation(c.capacityBytes, request.overcommitRatio) - c.allocatedBytes;
+    return c.freeBytes !== undefined && c.freeBytes < unallocated ? c.freeBytes : unallocated;
+  };
+  const eligible = candidates
+    .filter((c) => c.active && free(c) >= request.sizeBytes && !others.some((o) => o.UUID === c.UUID || o.serverUUID === c.serverUUID))
+    .sort((a, b) => (free(b) > free(a) ? 1 : free(b) < free(a) ? -1 : a.UUID.localeCompare(b.UUID)));
+  const newDomain = (c: NodeCandidate) => !others.some((o) => o.failureDomains.some((d) => c.failureDomains.includes(d)));
+  return eligible.find(newDomain) ?? eligible[0];
 }

@@ -35,7 +35,7 @@ describe('volume controller', () => {
       etcd: client, election, logger,
       events: { prepare: async (e) => { events.push(e as EventInput); return { id: '', wire: {} as never, ops: [] }; } },
       clusterUUID: 'cluster-test', clusterSubsystemNQN: CLUSTER_NQN,
-      volumePorts: { min: 20000, max: 20009 }, overcommitRatio: 1, creatingTimeoutMs: 60_000, now: () => now.ms,
+      volumePorts: { min: 20000, max: 20009 }, overcommitRatio: 1, creatingTimeoutMs: 60_000, permanentFailureTimeoutMs: 600_000, now: () => now.ms,
     });
     await controller.start();
   }
@@ -392,6 +392,49 @@ describe('volume controller', () => {
       for (const n of placed.nodeList) await report(v, n, 'Absent');
       await until('gone', async () => (await readVolume(v.UUID)) === null);
       assert.equal(await read(keys.replicaSet(v.UUID)), null);
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('a copy lost for good is re-created on another server once the permanent-failure timeout passes; not with fail-in-place', async () => {
+    const nodes = [await storageNode(), await storageNode(), await storageNode()];
+    await startController();
+    try {
+      const v = volume({ replicaCount: 2 });
+      await putRecord(client, keys.volume(v.UUID), v);
+      const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      const [p, r] = placed.nodeList as [string, string];
+      const spare = nodes.find((n) => !placed.nodeList.includes(n.node.UUID))!.node.UUID;
+      for (const n of placed.nodeList) await report(v, n, 'Served');
+      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+
+      // The replica's server dies; its primary records the copy out of sync.
+      await markAbsent(client, nodes.find((n) => n.node.UUID === r)!.server.UUID);
+      await putRecord(client, keys.replicaSet(v.UUID), { ...(await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!, inSync: [p] });
+      await settle();
+      now.ms += 300_000;
+      await settle();
+      assert.deepEqual((await readVolume(v.UUID))?.placement?.nodeList, [p, r], 'not before the timeout');
+
+      // fail-in-place: the volume waits for its node, whatever the time.
+      await putRecord(client, keys.featureFlag('fail-in-place'), { name: 'fail-in-place', enabled: true });
+      now.ms += 400_000;
+      await new Promise((resolve) => setTimeout(resolve, 2500)); // a periodic pass
+      await settle();
+      assert.deepEqual((await readVolume(v.UUID))?.placement?.nodeList, [p, r], 'fail-in-place keeps the lost node');
+
+      await putRecord(client, keys.featureFlag('fail-in-place'), { name: 'fail-in-place', enabled: false });
+      const moved = await until('re-created on the spare node', async () => {
+        const got = (await readVolume(v.UUID))?.placement?.nodeList;
+        return got && got[1] !== r && got;
+      });
+      assert.deepEqual(moved, [p, spare], 'in the lost copy\'s place, on the server that holds no copy');
+      const a = await until('the new node\'s assignment', async () => read<VolumeAssignment>(keys.assignment(spare, v.UUID)).then((x) => x ?? undefined));
+      assert.deepEqual([a.role, a.replication?.legs.map((l) => [l.nodeUUID, l.inSync])], ['replica', [[p, true], [spare, false]]], 'a new copy, out of sync until resynced');
+      assert.deepEqual([a.cntlidMin, a.cntlidMax], [1001, 2000], 'the lost copy\'s controller-ID window');
+      await until('the lost node\'s assignment removed', async () => (await read(keys.assignment(r, v.UUID))) === null);
+      assert.ok(events.some((e) => e.eventName === 'VolumeReplicaReplaced'));
     } finally {
       await stopController();
     }

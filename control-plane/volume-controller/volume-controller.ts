@@ -33,7 +33,7 @@ import { TxnBatcher } from './txn-batcher.js';
 import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
 import { assignmentFor, replicationFor, sameAssignment } from './assignments.js';
 import { protectionOf } from '../volumes/protection.js';
-import { chooseNodes, type NodeCandidate } from './placement.js';
+import { chooseNodes, chooseReplacement, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
 import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
 
@@ -50,6 +50,12 @@ export interface VolumeControllerOptions {
   readonly overcommitRatio: number;
   /** A Creating volume that cannot be placed or served within this time becomes Failed. */
   readonly creatingTimeoutMs: number;
+  /**
+   * A node Inactive this long has failed for good: copies of replicated volumes it held (out of
+   * sync by then) are re-created on other nodes, unless the fail-in-place flag is on. 0 or absent:
+   * never.
+   */
+  readonly permanentFailureTimeoutMs?: number;
   /** Test hook. */
   readonly now?: () => number;
 }
@@ -71,6 +77,7 @@ const PREFIXES = {
   nsids: keys.nsidsPrefix(),
   ports: keys.volumePortsPrefix(),
   replicaSets: keys.replicaSetsPrefix(),
+  featureFlags: keys.featureFlagsPrefix(),
 };
 
 export class VolumeController {
@@ -90,6 +97,11 @@ export class VolumeController {
   private passCandidates: NodeCandidate[] | undefined;
   private readonly allocationHints = new Map<string, number>();
   private readonly batcher: TxnBatcher;
+  /**
+   * Since when (this process's clock) each node has been Inactive. Kept in memory: a new leader
+   * starts counting afresh, which only delays re-creating copies, never hastens it.
+   */
+  private readonly absentSince = new Map<string, number>();
 
   constructor(private readonly options: VolumeControllerOptions) {
     this.mirror = new PrefixMirror(options.etcd, Object.values(PREFIXES), options.logger);
@@ -105,7 +117,14 @@ export class VolumeController {
   async start(): Promise<void> {
     this.mirror.onChange((changes, reloaded) => this.onChanges(changes, reloaded));
     await this.mirror.start();
-    this.timer = setInterval(() => this.markWaiting(), PERIODIC_PASS_MS);
+    this.timer = setInterval(() => {
+      this.markWaiting();
+      // Copies on nodes gone for good are re-created once the timeout passes: look again.
+      if (this.absentSince.size > 0 && this.options.permanentFailureTimeoutMs) {
+        for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
+        this.schedule();
+      }
+    }, PERIODIC_PASS_MS);
     this.timer.unref();
     this.options.logger.info('volume controller started');
   }
@@ -123,6 +142,7 @@ export class VolumeController {
   }
 
   private onChanges(changes: MirrorChange[], reloaded: boolean): void {
+    if (reloaded || changes.some((c) => c.prefix === PREFIXES.presence || c.prefix === PREFIXES.nodes)) this.trackAbsence();
     if (reloaded) {
       this.snapshotVolumes.clear();
       for (const [key, { record }] of this.mirror.all<SnapshotRecord>(PREFIXES.snapshots)) this.snapshotVolumes.set(key, record.sourceVolumeUUID);
@@ -238,6 +258,8 @@ export class VolumeController {
       if (failover !== 'none') return failover;
       const announced = await this.announceProtection(volume, replicaSet.record, replicaSet.revision);
       if (announced !== 'none') return announced;
+      const replaced = await this.replaceLostCopies(volume, replicaSet.record, fence);
+      if (replaced !== 'none') return replaced;
     }
     const assignmentOps = this.assignmentChanges(volume);
     if (assignmentOps.length > 0) {
@@ -386,6 +408,54 @@ export class VolumeController {
     const ok = await this.commit(compares, [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event);
     if (ok) this.options.logger.warn({ volumeUUID: volume.UUID, from: set.primaryNodeUUID, to: candidate, epoch: next.epoch }, 'volume failed over');
     return ok ? 'done' : 'retry';
+  }
+
+  /** Which nodes are Inactive, and since when. */
+  private trackAbsence(): void {
+    const active = this.activeNodes();
+    const now = this.now();
+    for (const key of this.mirror.all(PREFIXES.nodes).keys()) {
+      const node = idOfKey(key);
+      if (active.has(node)) this.absentSince.delete(node);
+      else if (!this.absentSince.has(node)) this.absentSince.set(node, now);
+    }
+  }
+
+  /**
+   * A copy whose node has been Inactive longer than the permanent-failure timeout, and that is
+   * out of sync already (the primary recorded it so when it lost it), is re-created on another
+   * node: the nodeList names the new node in its place (same position: the same controller-ID
+   * window), its assignment follows, and the primary resynchronizes it in full, then records it
+   * in sync. Not with the fail-in-place flag on: then the volume waits for its node.
+   */
+  private async replaceLostCopies(volume: VolumeRecord, set: ReplicaSetRecord, fence: FenceCompare): Promise<'none' | 'done' | 'retry'> {
+    const timeout = this.options.permanentFailureTimeoutMs ?? 0;
+    if (!timeout || volume.state !== 'Available' || this.featureFlag('fail-in-place')) return 'none';
+    const nodeList = volume.placement!.nodeList;
+    const now = this.now();
+    const lost = nodeList.filter((n) => n !== set.primaryNodeUUID && !set.inSync.includes(n) && now - (this.absentSince.get(n) ?? now) >= timeout);
+    if (lost.length === 0) return 'none';
+    const candidates = (this.passCandidates ??= this.candidates());
+    const next = [...nodeList];
+    for (const node of lost) {
+      const others = next.filter((n) => n !== node).map((n) => candidates.find((c) => c.UUID === n)).filter((c): c is NodeCandidate => c !== undefined);
+      const replacement = chooseReplacement({ sizeBytes: BigInt(volume.sizeBytes), overcommitRatio: this.options.overcommitRatio }, candidates, others);
+      if (!replacement) continue;
+      next[next.indexOf(node)] = replacement.UUID;
+    }
+    if (next.every((n, i) => n === nodeList[i])) return 'none';
+    const moved: VolumeRecord = { ...volume, placement: { ...volume.placement!, nodeList: next } };
+    const description = `volume ${volume.name}: copies on node(s) ${lost.filter((n) => !next.includes(n)).join(', ')} (Inactive over ${timeout / 1000} s) re-created on ${next.filter((n) => !nodeList.includes(n)).join(', ')}`;
+    const ok = await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(moved))], this.event(volume, 'VolumeReplicaReplaced', description));
+    if (ok) {
+      this.passCandidates = undefined;
+      this.options.logger.warn({ volumeUUID: volume.UUID, from: nodeList, to: next }, 'lost copies re-created on other nodes');
+    }
+    return ok ? 'done' : 'retry';
+  }
+
+  private featureFlag(name: string): boolean {
+    return this.mirror.get<{ enabled: boolean }>(PREFIXES.featureFlags, keys.featureFlag(name))?.record.enabled === true;
   }
 
   /** VolumeDegraded / VolumeFullyProtected / VolumeNotAvailable once per change of protection. */
