@@ -14,6 +14,7 @@ import { ClusterService } from './cluster/cluster-service.js';
 import { NodeCapacityCeiling } from './cluster/capacity-ceiling.js';
 import { PresenceReplicaLimits } from './cluster/presence-replica-limits.js';
 import { WatchedVolumeHealth } from './cluster/volume-health.js';
+import { WatchedReplicationRisk } from './servers/replication-risk.js';
 import { createClusterRoutes } from './cluster/cluster-routes.js';
 import { ConnectedHostsService } from './connected-hosts/connected-hosts-service.js';
 import { ConnectedHostsStore } from './connected-hosts/connected-hosts-store.js';
@@ -125,7 +126,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createVersionRoutes({ auth }),
     createControlPlaneRoutes({ auth, registry: ctx.registry }),
     createClusterRoutes({ auth, cluster }),
-    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd)) }),
+    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd), new WatchedReplicationRisk(cache)) }),
     createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),

@@ -7,6 +7,7 @@ import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
 import { etagOf, noUpgrade, type LastUpgradeWire } from '../inventory/wire.js';
 import { UNKNOWN_MEMBER, membersOfServers, type EtcdMember, type EtcdMemberInfoWire, type EtcdMemberSource } from './etcd-members.js';
+import type { ReplicationRisk, ReplicationRiskSource } from './replication-risk.js';
 
 export type { EtcdMemberInfoWire } from './etcd-members.js';
 
@@ -63,17 +64,18 @@ export class ServersService {
   constructor(
     private readonly inventory: InventorySource,
     private readonly etcdMembers: EtcdMemberSource,
+    private readonly replication?: ReplicationRiskSource,
   ) {}
 
   async list(filters: ServerFilters = {}): Promise<ServerWire[]> {
-    const [snapshot, members] = await Promise.all([this.inventory.read(), this.etcdMembers.members()]);
+    const [snapshot, members, risk] = await Promise.all([this.inventory.read(), this.etcdMembers.members(), this.replication?.risk()]);
     const view = new InventoryView(snapshot);
     const etcdMembers = etcdMembersOf(view, members);
     const servers: ServerWire[] = [];
     for (const server of view.snapshot.servers.values()) {
       if (filters.UUID !== undefined && server.record.UUID !== filters.UUID) continue;
       if (filters.name !== undefined && server.record.name !== filters.name) continue;
-      const wire = serverToWire(view, server, etcdMembers.get(server.record.UUID) ?? UNKNOWN_MEMBER);
+      const wire = serverToWire(view, server, etcdMembers.get(server.record.UUID) ?? UNKNOWN_MEMBER, risk);
       if (filters.riskOfServiceLoss !== undefined && wire.RiskOfServiceLossState !== filters.riskOfServiceLoss) continue;
       servers.push(wire);
     }
@@ -81,11 +83,11 @@ export class ServersService {
   }
 
   async get(uuid: string): Promise<ServerWire> {
-    const [snapshot, members] = await Promise.all([this.inventory.read(), this.etcdMembers.members()]);
+    const [snapshot, members, risk] = await Promise.all([this.inventory.read(), this.etcdMembers.members(), this.replication?.risk()]);
     const view = new InventoryView(snapshot);
     const server = view.snapshot.servers.get(uuid);
     if (!server) throw errors.notFound('server', uuid);
-    return serverToWire(view, server, etcdMembersOf(view, members).get(uuid) ?? UNKNOWN_MEMBER);
+    return serverToWire(view, server, etcdMembersOf(view, members).get(uuid) ?? UNKNOWN_MEMBER, risk);
   }
 }
 
@@ -93,7 +95,7 @@ function etcdMembersOf(view: InventoryView, members: readonly EtcdMember[]): Map
   return membersOfServers(members, [...view.snapshot.servers.values()].map((s) => s.record));
 }
 
-export function serverToWire(view: InventoryView, stored: Stored<ServerRecord>, etcdMember: EtcdMemberInfoWire): ServerWire {
+export function serverToWire(view: InventoryView, stored: Stored<ServerRecord>, etcdMember: EtcdMemberInfoWire, risk?: ReplicationRisk): ServerWire {
   const server = stored.record;
   const facts = view.snapshot.serverFacts.get(server.UUID)?.record;
   const nodeUUIDs = view.nodeUUIDsOfServer(server);
@@ -101,7 +103,7 @@ export function serverToWire(view: InventoryView, stored: Stored<ServerRecord>, 
   return {
     UUID: server.UUID,
     name: server.name,
-    RiskOfServiceLossState: riskOfServiceLoss(health),
+    RiskOfServiceLossState: riskOfServiceLoss(health, server.UUID, risk),
     NodesUUIDs: nodeUUIDs,
     // Registered servers are Enabled: there is no server create/disable/delete flow yet.
     state: 'Enabled',
@@ -133,14 +135,20 @@ export function serverHealth(view: InventoryView, serverUUID: string, nodeUUIDs:
 }
 
 /**
- * Our rule until replication tracks which volumes a server's loss would take down:
- * NoRiskOfServiceLoss while the server is healthy (agent present, every node Active);
- * InRiskOfServiceLoss when it is not (agent down, or some of its nodes Inactive) — its data
- * is at risk. SourceOfRiskOfServiceLoss and UnknownRiskOfServiceLoss are not produced yet.
+ * SourceOfRiskOfServiceLoss: the server is not healthy (its agent or some of its nodes are down)
+ * and holds a copy of a replicated volume now down to at most one live in-sync copy: its absence
+ * is what put that volume at risk. InRiskOfServiceLoss: it is not healthy, or it holds the only
+ * live in-sync copy of a replicated volume (losing it would make that volume NotAvailable).
+ * NoRiskOfServiceLoss otherwise. Volumes of one copy do not count: they have no protection to
+ * lose. UnknownRiskOfServiceLoss is not produced.
  */
-export function riskOfServiceLoss(health: ServerHealth): RiskOfServiceLossState {
-  return health === 'OK' ? 'NoRiskOfServiceLoss' : 'InRiskOfServiceLoss';
+export function riskOfServiceLoss(health: ServerHealth, serverUUID: string, risk: ReplicationRisk = NO_RISK): RiskOfServiceLossState {
+  if (health !== 'OK' && risk.source.has(serverUUID)) return 'SourceOfRiskOfServiceLoss';
+  if (health !== 'OK' || risk.lastCopy.has(serverUUID)) return 'InRiskOfServiceLoss';
+  return 'NoRiskOfServiceLoss';
 }
+
+const NO_RISK: ReplicationRisk = { lastCopy: new Set(), source: new Set() };
 
 /** apiEndpoint of the running control-plane instances on this host (hostnames compare case-insensitively). */
 function apiEndpointsOnHost(view: InventoryView, hostname: string): string[] {

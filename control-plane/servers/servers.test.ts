@@ -18,6 +18,9 @@ import { InventoryReader } from '../inventory/inventory-reader.js';
 import { createServersRoutes } from './servers-routes.js';
 import { EtcdMembers } from './etcd-members.js';
 import { ServersService } from './servers-service.js';
+import { WatchedReplicationRisk } from './replication-risk.js';
+import type { ReplicaSetRecord } from '../../lib/records.js';
+import { putVolume, volumeRecord } from '../../test/kits/snapshot-test-fixtures.js';
 
 const SERVER_FIELDS = [
   'UUID', 'name', 'RiskOfServiceLossState', 'NodesUUIDs', 'state', 'ServerEndpoints', 'ETag', 'ProductVersion',
@@ -32,7 +35,9 @@ describe('servers API', () => {
   let down: JoinedServer;
 
   before(async () => {
-    api = await startApiHarness((etcd, auth) => [createServersRoutes({ auth, servers: new ServersService(new InventoryReader(etcd), new EtcdMembers(etcd, { cacheMs: 0 })) })]);
+    api = await startApiHarness((etcd, auth, cache) => [
+      createServersRoutes({ auth, servers: new ServersService(new InventoryReader(etcd), new EtcdMembers(etcd, { cacheMs: 0 }), new WatchedReplicationRisk(cache)) }),
+    ]);
     healthy = await joinServer(api.etcd, { server: { name: 'alpha', hostname: 'host-a', endpoints: ['10.0.0.1:7443'] }, nodes: [{}, {}] });
     partial = await joinServer(api.etcd, { server: { name: 'beta', hostname: 'host-b' }, nodes: [{}, {}] });
     await markPresent(api.etcd, partial.server.UUID, [partial.server.nodeUUIDs[0] as string]);
@@ -163,6 +168,25 @@ describe('servers API', () => {
     s = (await api.get(`/api/v2/servers/${healthy.server.UUID}`, api.adminToken)).body;
     assert.equal(s.health, 'OK');
     assert.equal(s.RiskOfServiceLossState, 'NoRiskOfServiceLoss');
+  });
+
+  test('RiskOfServiceLoss follows replicated volumes: the last live in-sync copy is at risk, the server whose loss caused it is the source', async () => {
+    const one = await joinServer(api.etcd, { server: { name: 'risk-1' } });
+    const two = await joinServer(api.etcd, { server: { name: 'risk-2' } });
+    const [n1, n2] = [one.nodes[0]!.UUID, two.nodes[0]!.UUID];
+    const risk = async (s: JoinedServer) => (await api.get(`/api/v2/servers/${s.server.UUID}`, api.adminToken)).body.RiskOfServiceLossState;
+    const volume = volumeRecord({ replicaCount: 2, state: 'Available', placement: { nodeList: [n1, n2], primaryNodeUUID: n1, nsid: 1, port: 20001 } });
+    await putVolume(api.etcd, volume);
+    const set: ReplicaSetRecord = { volumeUUID: volume.UUID, epoch: 1, primaryNodeUUID: n1, inSync: [n1, n2], reason: '', announced: 'Unknown', updatedAt: '' };
+    await putRecord(api.etcd, keys.replicaSet(volume.UUID), set);
+    assert.deepEqual([await risk(one), await risk(two)], ['NoRiskOfServiceLoss', 'NoRiskOfServiceLoss'], 'two live in-sync copies');
+    await markAbsent(api.etcd, two.server.UUID);
+    assert.deepEqual([await risk(one), await risk(two)], ['InRiskOfServiceLoss', 'SourceOfRiskOfServiceLoss'], 'one live copy left');
+    await markPresent(api.etcd, two.server.UUID, two.server.nodeUUIDs);
+    await putRecord(api.etcd, keys.replicaSet(volume.UUID), { ...set, inSync: [n1] });
+    assert.deepEqual([await risk(one), await risk(two)], ['InRiskOfServiceLoss', 'NoRiskOfServiceLoss'], 'the other copy is alive but out of sync');
+    await putRecord(api.etcd, keys.replicaSet(volume.UUID), set);
+    assert.deepEqual([await risk(one), await risk(two)], ['NoRiskOfServiceLoss', 'NoRiskOfServiceLoss'], 'resynced');
   });
 
   test("etcdMemberInfo is measured from etcd's member list, leader and each member's /health", async () => {

@@ -42,6 +42,7 @@ const DRIVE_MIB = 384;
 const VOLUME_MIB = 64;
 const NAMES = ['rep-a', 'rep-b', 'rep-c'] as const;
 const DATA_OFFSET_MIB = Number(REPLICA_DATA_OFFSET_BYTES) / MiB;
+const PERMANENT_FAILURE_S = 20;
 
 describe('replication end to end (three storage guests, one initiator, QEMU)', { timeout: 1_500_000, skip }, () => {
   let etcd: TestEtcd;
@@ -188,7 +189,11 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     portMin = await freeLoopbackPortRange(VOLUME_PORTS * NAMES.length);
     plane = await startControlPlaneProcess({
       etcdEndpoint: etcd.endpoint,
-      extraArgs: ['--volume-port-min', String(portMin), '--volume-port-max', String(portMin + VOLUME_PORTS - 1), '--creating-timeout-seconds', '300'],
+      extraArgs: [
+        '--volume-port-min', String(portMin), '--volume-port-max', String(portMin + VOLUME_PORTS - 1), '--creating-timeout-seconds', '300',
+        // Short, for the last scenario; the 3-copy volume of the others has no spare node to move to.
+        '--permanent-failure-timeout-seconds', String(PERMANENT_FAILURE_S),
+      ],
     });
     subsystemNQN = (await api<{ subsystemNQN: string }>('GET', '/cluster')).subsystemNQN;
     const grpcPort = Number(plane.grpcEndpoint.split(':')[1]);
@@ -466,5 +471,39 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     assert.equal(result.errors, '', 'no write failed on the host');
     assert.equal(result.bad, 0, 'every acknowledged write reads back');
     await step('the old primary resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
+  });
+
+  it('a node down for good: its copy is re-created on the spare node, resynced in full, and the volume is FullyProtected again', async () => {
+    const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'pair', size: '32MiB', replicaCount: 2, acl: { values: [HOST] } });
+    const pair = await until('pair Available', async () => {
+      const v = await getVolume(created.UUID);
+      return v.state === 'Available' && v.protectionState === 'FullyProtected' && v;
+    }, 300_000);
+    const [primary, replica] = [pair.primaryNodeUUID, pair.nodeList.find((n) => n !== pair.primaryNodeUUID)!];
+    const spare = storage.map((s) => s.nodeUUID()).find((n) => !pair.nodeList.includes(n))!;
+    // One path, to the primary, and data on it.
+    const port = (JSON.parse((await client.get(keys.volume(pair.UUID)).string())!) as { placement: { port: number } }).placement.port;
+    const p = indexOf(primary);
+    await storage[p]!.guest.addHostForward(pathPort(p, port), port);
+    await host().runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(pathPort(p, port)), '-n', nqnOf(pair.UUID), '-q', HOST], { timeoutMs: 60_000 });
+    const pairDevice = (await host().runOk(['sh', script('nvme-ns-by-uuid.sh'), pair.UUID, '30'], { timeoutMs: 45_000 })).stdout.trim();
+    const data = randomBytes(8 * MiB);
+    await host().runOk(['dd', `of=${pairDevice}`, 'bs=1M', 'count=8', 'iflag=fullblock', 'oflag=direct', 'conv=notrunc', 'status=none'], { input: data, timeoutMs: 120_000 });
+
+    await step('kill the replica\'s server', () => killGuest(replica));
+    await until('out of sync', async () => !(await replicaSet(pair.UUID)).inSync.includes(replica), 120_000);
+    const moved = await step('re-created on the spare node after the timeout', () =>
+      until('nodeList names the spare', async () => {
+        const v = await getVolume(pair.UUID);
+        return v.nodeList.includes(spare) && v;
+      }, (PERMANENT_FAILURE_S + 120) * 1000),
+    );
+    assert.deepEqual(moved.nodeList.includes(replica), false);
+    await step('the new copy resyncs in full and joins', () => until('2 in sync', async () => (await replicaSet(pair.UUID)).inSync.length === 2, 300_000));
+    await until('FullyProtected', async () => (await getVolume(pair.UUID)).protectionState === 'FullyProtected', 120_000);
+    assert.deepEqual(await Promise.all([primary, spare].map((n) => backingDigest(n, pair.UUID, 8))), [sha256(data), sha256(data)], 'the new copy holds the data');
+    // The dead server comes back: its copy is not wanted any more and goes.
+    await step('the old replica\'s server comes back', () => rebootGuest(replica));
+    await until('its backing removed', async () => (await sh(storageOf(replica).guest, `find /var/lib/strata/pool -name '${pair.UUID}.*' | wc -l`)).trim() === '0', 180_000);
   });
 });
