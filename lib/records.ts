@@ -214,6 +214,10 @@ export interface ReplicaSetRecord {
   reason: string;
   /** The protection state the leader last announced with an event (Unknown at first). */
   announced: 'Unknown' | 'FullyProtected' | 'Degraded' | 'ReadOnly' | 'NotAvailable';
+  /** Copies whose resync start the leader announced (VolumeRebuildStarted), until they rejoin. */
+  announcedResyncing?: string[];
+  /** Copies the leader saw out of sync; announced with VolumeRebuildCompleted when they rejoin. */
+  seenOutOfSync?: string[];
   updatedAt: string;
 }
 

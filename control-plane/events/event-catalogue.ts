@@ -46,6 +46,8 @@ export const eventCatalogue = {
   VolumeRolledBack: { code: 3012, type: 'Volume', severity: 'Info', reportingService: 'CM' },
   VolumePrimaryChanged: { code: 3013, type: 'Volume', severity: 'High', reportingService: 'CM' },
   VolumeReplicaReplaced: { code: 3014, type: 'Volume', severity: 'Medium', reportingService: 'CM' },
+  VolumeRebuildStarted: { code: 3015, type: 'Volume', severity: 'Info', reportingService: 'CM' },
+  VolumeRebuildCompleted: { code: 3016, type: 'Volume', severity: 'Info', reportingService: 'CM' },
   SnapshotCreated: { code: 3101, type: 'Volume', severity: 'Info', reportingService: 'API' },
   SnapshotDeleteRequested: { code: 3102, type: 'Volume', severity: 'Info', reportingService: 'API' },
   SnapshotDeleted: { code: 3103, type: 'Volume', severity: 'Info', reportingService: 'CM' },

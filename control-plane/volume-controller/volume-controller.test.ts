@@ -435,6 +435,15 @@ describe('volume controller', () => {
       assert.deepEqual([a.cntlidMin, a.cntlidMax], [1001, 2000], 'the lost copy\'s controller-ID window');
       await until('the lost node\'s assignment removed', async () => (await read(keys.assignment(r, v.UUID))) === null);
       assert.ok(events.some((e) => e.eventName === 'VolumeReplicaReplaced'));
+
+      // The primary reports the new copy resyncing, then records it in sync: announced once each.
+      await report(v, p, 'Served', { replicaLegs: [{ nodeUUID: p, state: 'InSync', syncPercent: 100 }, { nodeUUID: spare, state: 'Resyncing', syncPercent: 30 }] });
+      await until('VolumeRebuildStarted', async () => events.some((e) => e.eventName === 'VolumeRebuildStarted'));
+      await report(v, p, 'Served', { replicaLegs: [{ nodeUUID: p, state: 'InSync', syncPercent: 100 }, { nodeUUID: spare, state: 'Resyncing', syncPercent: 60 }] });
+      await putRecord(client, keys.replicaSet(v.UUID), { ...(await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!, inSync: [p, spare] });
+      await until('VolumeRebuildCompleted', async () => events.some((e) => e.eventName === 'VolumeRebuildCompleted'));
+      await settle();
+      assert.deepEqual(events.filter((e) => e.eventName.startsWith('VolumeRebuild')).map((e) => e.eventName), ['VolumeRebuildStarted', 'VolumeRebuildCompleted'], 'once each');
     } finally {
       await stopController();
     }

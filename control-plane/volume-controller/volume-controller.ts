@@ -258,6 +258,8 @@ export class VolumeController {
       if (failover !== 'none') return failover;
       const announced = await this.announceProtection(volume, replicaSet.record, replicaSet.revision);
       if (announced !== 'none') return announced;
+      const rebuild = await this.announceRebuild(volume, replicaSet.record, replicaSet.revision);
+      if (rebuild !== 'none') return rebuild;
       const replaced = await this.replaceLostCopies(volume, replicaSet.record, fence);
       if (replaced !== 'none') return replaced;
     }
@@ -456,6 +458,35 @@ export class VolumeController {
 
   private featureFlag(name: string): boolean {
     return this.mirror.get<{ enabled: boolean }>(PREFIXES.featureFlags, keys.featureFlag(name))?.record.enabled === true;
+  }
+
+  /**
+   * VolumeRebuildStarted when the primary reports a copy resyncing, VolumeRebuildCompleted when a
+   * copy seen out of sync is back in the in-sync set (also when its resync was too quick to be
+   * seen running): once each, what was announced kept in the set.
+   */
+  private async announceRebuild(volume: VolumeRecord, set: ReplicaSetRecord, revision: string): Promise<'none' | 'done' | 'retry'> {
+    const announced = set.announcedResyncing ?? [];
+    const seen = set.seenOutOfSync ?? [];
+    const outNow = volume.placement!.nodeList.filter((n) => !set.inSync.includes(n));
+    const legs = this.statusOf(volume.UUID).get(set.primaryNodeUUID)?.replicaLegs ?? [];
+    const completed = seen.find((n) => set.inSync.includes(n));
+    const started = legs.find((l) => l.state === 'Resyncing' && outNow.includes(l.nodeUUID) && !announced.includes(l.nodeUUID));
+    const newlyOut = outNow.filter((n) => !seen.includes(n));
+    let next: ReplicaSetRecord;
+    let event: EventInput | undefined;
+    if (completed) {
+      next = { ...set, seenOutOfSync: seen.filter((n) => n !== completed), announcedResyncing: announced.filter((n) => n !== completed) };
+      event = this.event(volume, 'VolumeRebuildCompleted', `volume ${volume.name}: the copy on node ${completed} is in sync again`);
+    } else if (started) {
+      next = { ...set, seenOutOfSync: [...seen, ...newlyOut], announcedResyncing: [...announced, started.nodeUUID] };
+      event = this.event(volume, 'VolumeRebuildStarted', `volume ${volume.name}: resynchronizing the copy on node ${started.nodeUUID} from the primary on ${set.primaryNodeUUID}`);
+    } else if (newlyOut.length > 0) {
+      next = { ...set, seenOutOfSync: [...seen, ...newlyOut] };
+    } else {
+      return 'none';
+    }
+    return (await this.commit([[keys.replicaSet(volume.UUID), 'Mod', revision]], [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event)) ? 'done' : 'retry';
   }
 
   /** VolumeDegraded / VolumeFullyProtected / VolumeNotAvailable once per change of protection. */
