@@ -72,11 +72,12 @@ export interface StoragePool {
 /** A problem the pool reports as the volume's error. */
 export class PoolError extends Error {}
 
-export type CommandRunner = (command: string, args: readonly string[]) => Promise<{ stdout: string; stderr: string }>;
+/** `timeoutMs`: the command is killed (and the call fails) when it runs longer. */
+export type CommandRunner = (command: string, args: readonly string[], options?: { readonly timeoutMs?: number }) => Promise<{ stdout: string; stderr: string }>;
 
 const execFileAsync = promisify(execFile);
-export const runCommand: CommandRunner = async (command, args) => {
-  const { stdout, stderr } = await execFileAsync(command, [...args], { encoding: 'utf8', maxBuffer: 4 * 1024 * 1024 });
+export const runCommand: CommandRunner = async (command, args, options) => {
+  const { stdout, stderr } = await execFileAsync(command, [...args], { encoding: 'utf8', maxBuffer: 4 * 1024 * 1024, ...(options?.timeoutMs ? { timeout: options.timeoutMs } : {}) });
   return { stdout, stderr };
 };
 

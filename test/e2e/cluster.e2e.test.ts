@@ -20,6 +20,7 @@ import type { VolumeWire as Volume } from '../../control-plane/volumes/volume-wi
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
+import { adminApi } from '../helpers/admin-api.js';
 import { waitUntil } from '../helpers/wait.js';
 import { readVolumePorts, startStorageGuest, VolumePortForwards, type StorageGuest } from './cluster-lab.js';
 import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, script, sha256, startGuest, StepTimer, type Guest, type RunResult } from './lab/index.js';
@@ -65,27 +66,7 @@ describe('cluster end to end through the REST API (two storage guests, one initi
   const logDir = process.env['STRATA_E2E_LOG_DIR'] ?? join(tmpdir(), 'strata-e2e-logs');
 
   // ---- the API -------------------------------------------------------------------------------
-  async function request(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown; text: string }> {
-    const res = await fetch(`${plane.apiUrl}/api/v2${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${plane.adminToken()}`, 'Content-Type': 'application/json' },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(30_000),
-    });
-    const text = await res.text();
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
-    return { status: res.status, json, text };
-  }
-  async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const res = await request(method, path, body);
-    assert.equal(res.status, 200, `${method} ${path}: ${res.status} ${res.text}`);
-    return res.json as T;
-  }
+  const { request, api } = adminApi(() => plane);
   const getVolume = (uuid: string) => api<Volume>('GET', `/volumes/${uuid}`);
   /** Waits for a volume state; a Failed volume ends the wait at once, with the reason. */
   async function volumeIn(uuid: string, state: string, timeoutMs = 180_000): Promise<Volume> {

@@ -28,6 +28,7 @@ import type { ReplicaSetRecord } from '../../lib/records.js';
 import { REPLICA_DATA_OFFSET_BYTES } from '../../lib/replication.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
+import { adminApi } from '../helpers/admin-api.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitUntil } from '../helpers/wait.js';
 import { startStorageGuest, type StorageGuest, type StorageGuestOptions } from './cluster-lab.js';
@@ -60,17 +61,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
   const proxies: { etcd: TcpProxy; controlPlane: TcpProxy }[] = [];
 
   // ---- the API -------------------------------------------------------------------------------
-  async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const res = await fetch(`${plane.apiUrl}/api/v2${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${plane.adminToken()}`, 'Content-Type': 'application/json' },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(30_000),
-    });
-    const text = await res.text();
-    assert.equal(res.status, 200, `${method} ${path}: ${res.status} ${text}`);
-    return JSON.parse(text) as T;
-  }
+  const { api } = adminApi(() => plane);
   const getVolume = (uuid: string) => api<Volume>('GET', `/volumes/${uuid}`);
   const replicaSet = async (uuid: string): Promise<ReplicaSetRecord> => JSON.parse((await client.get(keys.replicaSet(uuid)).string()) ?? 'null') as ReplicaSetRecord;
   const agentLogs = () => storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(3000)}`).join('\n');
@@ -144,24 +135,34 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     return out.split('\n').filter(Boolean).reduce((sum, n) => sum + Number(n), 0);
   }
 
-  /** Starts the acknowledged-write log on the host; returns a stopper that verifies it. */
-  function startAckedWrites(device: string, tag: string) {
+  /**
+   * Starts the acknowledged-write log on the host and waits until writes flow. `noneLost()` stops
+   * it and asserts that no write failed on the host and every acknowledged write reads back.
+   */
+  async function ackedWrites(device: string, tag: string) {
     const log = `/tmp/acked-${tag}.log`;
     const stop = `/tmp/acked-${tag}.stop`;
     const writer = host().run(['python3', script('acked-writes.py'), 'write', device, log, stop], { timeoutMs: 900_000 });
     const acked = async () => Number((await sh(host(), `grep -c -v '^error' ${log} 2>/dev/null || true`)).trim() || '0');
     const lastAckAt = async () => Number((await sh(host(), `grep -v '^error' ${log} | tail -1 | cut -d' ' -f2`)).trim() || '0');
+    await until('writes flowing', async () => (await acked()) > 50, 60_000);
     return {
       acked,
       lastAckAt,
-      errors: async () => (await sh(host(), `grep '^error' ${log} || true`)).trim(),
-      async stopAndVerify(): Promise<{ checked: number; bad: number; errors: string }> {
-        await sh(host(), `touch ${stop}`);
-        await writer;
-        const out = await sh(host(), `python3 ${script('acked-writes.py')} verify ${device} ${log}`, 300_000);
-        const m = /checked=(\d+) bad=(\d+)/.exec(out);
-        assert.ok(m, out);
-        return { checked: Number(m[1]), bad: Number(m[2]), errors: (await sh(host(), `grep '^error' ${log} || true`)).trim() };
+      /** Until more than `more` writes are acknowledged after `since` (unix seconds). */
+      resumed: (since: number, more = 50) =>
+        acked().then((from) => until('writes acknowledged again', async () => (await acked()) > from + more && (await lastAckAt()) > since, 240_000)),
+      async noneLost(): Promise<number> {
+        return step(`verify every acknowledged write (${tag})`, async () => {
+          await sh(host(), `touch ${stop}`);
+          await writer;
+          const out = await sh(host(), `python3 ${script('acked-writes.py')} verify ${device} ${log}`, 300_000);
+          const m = /checked=(\d+) bad=(\d+)/.exec(out);
+          assert.ok(m, out);
+          assert.equal((await sh(host(), `grep '^error' ${log} || true`)).trim(), '', 'no write failed on the host');
+          assert.equal(Number(m[2]), 0, 'every acknowledged write reads back');
+          return Number(m[1]);
+        });
       },
     };
   }
@@ -308,8 +309,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
   it('a replica lost under load: recorded out of sync before writes go on without it; no acknowledged write lost; Degraded', async () => {
     assert.ok(device, 'the first scenario connected the host');
     staleNode = volume.nodeList.find((n) => n !== volume.primaryNodeUUID)!;
-    const writes = startAckedWrites(device, 'replica-loss');
-    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    const writes = await ackedWrites(device, 'replica-loss');
     await step('kill a replica guest', () => killGuest(staleNode));
     const killedAt = Date.now() / 1000;
     const set = await step('the lost copy leaves the in-sync set', () =>
@@ -319,25 +319,21 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
       }, 120_000),
     );
     assert.equal(set.epoch, 1, 'the primary did not change');
-    const resumedFrom = await writes.acked();
-    await until('writes go on without the lost copy', async () => (await writes.acked()) > resumedFrom + 50 && (await writes.lastAckAt()) > killedAt, 120_000);
+    await step('writes go on without the lost copy', () => writes.resumed(killedAt));
     const v = await until('Degraded in the API', async () => {
       const got = await getVolume(volume.UUID);
       return got.protectionState === 'Degraded' && got;
     }, 60_000);
     assert.equal(v.rebuildProgress, '0', 'the lost copy waits for its resync');
-    const result = await step('verify every acknowledged write', () => writes.stopAndVerify());
-    assert.equal(result.errors, '', 'no write failed on the host');
-    assert.ok(result.checked > 100, `${result.checked} acknowledged writes`);
-    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+    const checked = await writes.noneLost();
+    assert.ok(checked > 100, `${checked} acknowledged writes`);
   });
 
   it('the primary lost under load: an in-sync copy (never the stale one) takes over; no acknowledged write lost', async () => {
     assert.ok(staleNode, 'the previous scenario took a copy out of sync');
     oldPrimary = volume.primaryNodeUUID;
     survivor = volume.nodeList.find((n) => n !== oldPrimary && n !== staleNode)!;
-    const writes = startAckedWrites(device, 'primary-loss');
-    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    const writes = await ackedWrites(device, 'primary-loss');
     await step('kill the primary guest', () => killGuest(oldPrimary));
     const killedAt = Date.now() / 1000;
     const set = await step('an in-sync copy is promoted', () =>
@@ -348,10 +344,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     );
     assert.equal(set.primaryNodeUUID, survivor, 'the only in-sync copy alive, never the stale one');
     assert.ok(!set.inSync.includes(staleNode));
-    const ackedAtKill = await writes.acked();
-    await step('host I/O resumes on the new primary', () =>
-      until('writes acknowledged after the kill', async () => (await writes.acked()) > ackedAtKill + 50 && (await writes.lastAckAt()) > killedAt, 240_000),
-    );
+    await step('host I/O resumes on the new primary', () => writes.resumed(killedAt));
     const v = await until('the API shows the new primary', async () => {
       const got = await getVolume(volume.UUID);
       return got.primaryNodeUUID === survivor && got.protectionState === 'Degraded' && got;
@@ -359,9 +352,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     assert.equal(v.state, 'Available');
     const after = await replicaSet(volume.UUID);
     assert.deepEqual(after.inSync, [survivor], 'the lost primary was recorded out of sync before the new one served');
-    const result = await step('verify every acknowledged write', () => writes.stopAndVerify());
-    assert.equal(result.errors, '', 'no write failed on the host');
-    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+    await writes.noneLost();
   });
 
   it('the stale trap: with no in-sync copy alive the volume is NotAvailable, and the stale copy is never promoted', async () => {
@@ -410,8 +401,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     const set = await replicaSet(volume.UUID);
     assert.equal(set.inSync.length, 3, 'starts FullyProtected');
     const primary = set.primaryNodeUUID;
-    const writes = startAckedWrites(device, 'planned');
-    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    const writes = await ackedWrites(device, 'planned');
     const stoppedAt = Date.now() / 1000;
     await step('SIGTERM the primary\'s agent', () => storageOf(primary).stopAgent('TERM', 120_000));
     const next = await step('another copy is promoted', () =>
@@ -421,13 +411,10 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
       }, 120_000),
     );
     assert.notEqual(next.primaryNodeUUID, primary);
-    const ackedAtStop = await writes.acked();
-    await step('host I/O resumes', () => until('writes after the stop', async () => (await writes.acked()) > ackedAtStop + 50 && (await writes.lastAckAt()) > stoppedAt, 240_000));
+    await step('host I/O resumes', () => writes.resumed(stoppedAt));
     const pause = await sh(host(), `awk 'NR>1 && $1 != "error" { d = $2 - prev; if (d > max) max = d } { prev = $2 } END { printf "%.3f", max }' /tmp/acked-planned.log`);
     console.log(`# planned failover: longest gap between acknowledged writes ${pause} s`);
-    const result = await step('verify every acknowledged write', () => writes.stopAndVerify());
-    assert.equal(result.errors, '', 'no write failed on the host');
-    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+    await writes.noneLost();
     await step('the stopped agent starts again', () => storageOf(primary).startAgent({ timeoutMs: 240_000 }));
     await step('its copy resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
     await until('FullyProtected', async () => (await getVolume(volume.UUID)).protectionState === 'FullyProtected', 120_000);
@@ -437,8 +424,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     const set = await replicaSet(volume.UUID);
     const primary = set.primaryNodeUUID;
     const i = indexOf(primary);
-    const writes = startAckedWrites(device, 'partition');
-    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    const writes = await ackedWrites(device, 'partition');
     // Cut etcd and the control plane from the primary; its volume and replication ports stay up.
     proxies[i]!.etcd.cut();
     proxies[i]!.controlPlane.cut();
@@ -462,14 +448,11 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     assert.equal(twoOptimized, 0, `never two optimized paths: ${samples.join(' ')}`);
     const next = await replicaSet(volume.UUID);
     assert.notEqual(next.primaryNodeUUID, primary);
-    const ackedAtPromotion = await writes.acked();
-    await step('host I/O resumes on the new primary', () => until('writes after the promotion', async () => (await writes.acked()) > ackedAtPromotion + 50, 240_000));
+    await step('host I/O resumes on the new primary', () => writes.resumed(promotedAt / 1000));
     // The partition heals: the old primary learns the new epoch and becomes a replica again.
     proxies[i]!.etcd.restore();
     proxies[i]!.controlPlane.restore();
-    const result = await step('verify every acknowledged write', () => writes.stopAndVerify());
-    assert.equal(result.errors, '', 'no write failed on the host');
-    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+    await writes.noneLost();
     await step('the old primary resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
   });
 

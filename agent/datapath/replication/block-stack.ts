@@ -76,6 +76,19 @@ const mdNameOf = (volumeUUID: string) => `strata-${volumeUUID.replace(/-/g, '').
 export class BlockStack {
   constructor(private readonly options: BlockStackOptions) {}
 
+  /**
+   * A command with a deadline: killed after COMMAND_TIMEOUT_MS, and given up on even if it cannot
+   * die (a process in an uninterruptible kernel wait).
+   */
+  private run(command: string, args: readonly string[]): Promise<{ stdout: string; stderr: string }> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${command} ${args[0] ?? ''} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s`)), COMMAND_TIMEOUT_MS + 5000);
+      timer.unref();
+    });
+    return Promise.race([this.options.run(command, args, { timeoutMs: COMMAND_TIMEOUT_MS }), deadline]).finally(() => clearTimeout(timer));
+  }
+
   hostDevicePath(volumeUUID: string): string {
     return join(this.options.devRoot, 'mapper', dmNameOf(volumeUUID));
   }
@@ -85,7 +98,7 @@ export class BlockStack {
   /** The volume's dm table ('' when the device does not exist). */
   async dmTable(volumeUUID: string): Promise<string> {
     try {
-      return (await this.options.run('dmsetup', ['table', dmNameOf(volumeUUID)])).stdout.trim();
+      return (await this.run('dmsetup', ['table', dmNameOf(volumeUUID)])).stdout.trim();
     } catch {
       return '';
     }
@@ -96,18 +109,18 @@ export class BlockStack {
     const name = dmNameOf(volumeUUID);
     const current = await this.dmTable(volumeUUID);
     if (current === '') {
-      await this.options.run('dmsetup', ['create', name, '--noudevsync', '--table', table]);
+      await this.run('dmsetup', ['create', name, '--noudevsync', '--table', table]);
     } else if (current !== table) {
       // suspend flushes I/O in flight to the old table; resume swaps in the new one.
-      await this.options.run('dmsetup', ['suspend', '--noudevsync', name]);
+      await this.run('dmsetup', ['suspend', '--noudevsync', name]);
       try {
-        await this.options.run('dmsetup', ['load', name, '--table', table]);
+        await this.run('dmsetup', ['load', name, '--table', table]);
       } finally {
-        await this.options.run('dmsetup', ['resume', '--noudevsync', name]);
+        await this.run('dmsetup', ['resume', '--noudevsync', name]);
       }
     }
     // Without udev nothing makes the node under /dev/mapper; with udev this is a no-op.
-    await this.options.run('dmsetup', ['mknodes', name]);
+    await this.run('dmsetup', ['mknodes', name]);
   }
 
   errorTable(sizeBytes: bigint): string {
@@ -123,7 +136,7 @@ export class BlockStack {
 
   async removeDm(volumeUUID: string): Promise<void> {
     if ((await this.dmTable(volumeUUID)) === '') return;
-    await this.options.run('dmsetup', ['remove', '--noudevsync', dmNameOf(volumeUUID)]);
+    await this.run('dmsetup', ['remove', '--noudevsync', dmNameOf(volumeUUID)]);
   }
 
   // --- loop device over the local backing ---------------------------------------------------------
@@ -153,12 +166,12 @@ export class BlockStack {
     const existing = await this.loopOf(file);
     if (existing) return existing;
     // Direct I/O for NOCOW backings (as nvmet's own file path); compressed ones need the page cache.
-    const out = await this.options.run('losetup', ['--find', '--show', `--direct-io=${bufferedIo ? 'off' : 'on'}`, file]);
+    const out = await this.run('losetup', ['--find', '--show', `--direct-io=${bufferedIo ? 'off' : 'on'}`, file]);
     return out.stdout.trim().replace(/^\/dev\//, '');
   }
 
   async detachLoop(loop: string): Promise<void> {
-    await this.options.run('losetup', ['--detach', join(this.options.devRoot, loop)]);
+    await this.run('losetup', ['--detach', join(this.options.devRoot, loop)]);
   }
 
   // --- remote legs (NVMe/TCP initiator) -----------------------------------------------------------
@@ -204,10 +217,9 @@ export class BlockStack {
       const at = target.endpoint.lastIndexOf(':');
       const address = target.endpoint.slice(0, at).replace(/^\[(.*)\]$/, '$1');
       const port = target.endpoint.slice(at + 1);
-      await this.options.run('nvme', [
-        'connect', '--transport=tcp', `--traddr=${address}`, `--trsvcid=${port}`, `--nqn=${target.nqn}`,
-        `--hostnqn=${hostNQN}`, '--ctrl-loss-tmo=-1', `--reconnect-delay=${this.options.reconnectDelaySeconds}`,
-        `--keep-alive-tmo=${this.options.keepAliveSeconds}`,
+      await this.addController([
+        'transport=tcp', `traddr=${address}`, `trsvcid=${port}`, `nqn=${target.nqn}`, `hostnqn=${hostNQN}`,
+        'ctrl_loss_tmo=-1', `reconnect_delay=${this.options.reconnectDelaySeconds}`, `keep_alive_tmo=${this.options.keepAliveSeconds}`,
       ]);
     }
     // The namespace is scanned asynchronously after the controller goes live.
@@ -224,13 +236,51 @@ export class BlockStack {
     const classDir = join(this.options.sysfsRoot, 'class', 'nvme');
     for (const controller of await readDir(classDir)) {
       if (!(await readText(join(classDir, controller, 'subsysnqn'))).trim().startsWith(nqnPrefix)) continue;
-      await this.options.run('nvme', ['disconnect', `--device=${controller}`]);
+      await this.deleteController(controller);
     }
   }
 
   async disconnectLeg(target: LegTarget): Promise<void> {
     const leg = await this.leg(target);
-    if (leg.controller) await this.options.run('nvme', ['disconnect', `--device=${leg.controller}`]).catch(() => this.options.run('nvme', ['disconnect', `--nqn=${target.nqn}`]));
+    if (leg.controller) await this.deleteController(leg.controller);
+  }
+
+  /**
+   * Creates an NVMe/TCP controller through the kernel's fabrics device (what `nvme connect` ends
+   * with), for the same reason deleteController does not use nvme-cli: its scan of the existing
+   * controllers can wait for ever on one that reconnects to a dead replica.
+   */
+  private async addController(options: readonly string[]): Promise<string> {
+    const handle = await fs.open(join(this.options.devRoot, 'nvme-fabrics'), 'r+');
+    try {
+      const work = (async () => {
+        await handle.write(options.join(','));
+        const { bytesRead, buffer } = await handle.read(Buffer.alloc(256), 0, 256, null);
+        return buffer.subarray(0, bytesRead).toString('utf8').trim();
+      })();
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`connecting ${options.find((o) => o.startsWith('traddr='))} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s`)), COMMAND_TIMEOUT_MS);
+        timer.unref();
+      });
+      return await Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+    } finally {
+      await handle.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Deletes an NVMe controller through sysfs (what `nvme disconnect` ends with): the I/O waiting on
+   * it fails. Not through nvme-cli: its topology scan sends admin commands to every controller,
+   * and one that is reconnecting to a dead replica holds them (found in the lab: the disconnect
+   * of a lost leg never happened and writes stayed stalled). A deletion the kernel takes long to
+   * finish is left running after DELETE_WAIT_MS: it goes on by itself.
+   */
+  private async deleteController(controller: string): Promise<void> {
+    const done = fs.writeFile(join(this.options.sysfsRoot, 'class', 'nvme', controller, 'delete_controller'), '1').catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err; // already gone
+    });
+    await Promise.race([done, new Promise((resolve) => setTimeout(resolve, DELETE_WAIT_MS).unref())]);
   }
 
   // --- md raid1 -----------------------------------------------------------------------------------
@@ -261,7 +311,7 @@ export class BlockStack {
   /** Whether the device carries an md superblock (it was part of the volume's array before). */
   async hasSuperblock(block: string): Promise<boolean> {
     try {
-      await this.options.run('mdadm', ['--examine', join(this.options.devRoot, block)]);
+      await this.run('mdadm', ['--examine', join(this.options.devRoot, block)]);
       return true;
     } catch {
       return false;
@@ -271,7 +321,7 @@ export class BlockStack {
   /** A new array over fresh (all-zero) backings: nothing to synchronize. */
   async createArray(volumeUUID: string, local: string, remotes: readonly string[]): Promise<string> {
     const device = join(this.options.devRoot, 'md', mdNameOf(volumeUUID));
-    await this.options.run('mdadm', [
+    await this.run('mdadm', [
       '--create', device, '--run', '--level=1', `--raid-devices=${1 + remotes.length}`, '--metadata=1.2', '--bitmap=internal',
       `--data-offset=${REPLICA_DATA_OFFSET_KIB}K`, '--assume-clean', '--homehost=<none>', `--name=${mdNameOf(volumeUUID)}`,
       join(this.options.devRoot, local), ...(remotes.length > 0 ? ['--write-mostly', ...remotes.map((r) => join(this.options.devRoot, r))] : []),
@@ -282,7 +332,7 @@ export class BlockStack {
   /** Starts the existing array from the legs known to hold every acknowledged write. */
   async assembleArray(volumeUUID: string, local: string, remotes: readonly string[]): Promise<string> {
     const device = join(this.options.devRoot, 'md', mdNameOf(volumeUUID));
-    await this.options.run('mdadm', ['--assemble', device, '--run', join(this.options.devRoot, local), ...remotes.map((r) => join(this.options.devRoot, r))]);
+    await this.run('mdadm', ['--assemble', device, '--run', join(this.options.devRoot, local), ...remotes.map((r) => join(this.options.devRoot, r))]);
     const block = await this.requireArray(local);
     for (const r of remotes) await this.setWriteMostly(block, r);
     return block;
@@ -292,21 +342,21 @@ export class BlockStack {
   async addLeg(block: string, leg: string): Promise<void> {
     const dev = join(this.options.devRoot, leg);
     try {
-      await this.options.run('mdadm', [join(this.options.devRoot, block), '--re-add', dev]);
+      await this.run('mdadm', [join(this.options.devRoot, block), '--re-add', dev]);
     } catch {
-      await this.options.run('mdadm', [join(this.options.devRoot, block), '--add', dev]);
+      await this.run('mdadm', [join(this.options.devRoot, block), '--add', dev]);
     }
     await this.setWriteMostly(block, leg);
   }
 
   async failLeg(block: string, leg: string): Promise<void> {
     const md = join(this.options.devRoot, block);
-    await this.options.run('mdadm', [md, '--fail', join(this.options.devRoot, leg)]).catch(() => undefined);
-    await this.options.run('mdadm', [md, '--remove', join(this.options.devRoot, leg)]).catch(() => undefined);
+    await this.run('mdadm', [md, '--fail', join(this.options.devRoot, leg)]).catch(() => undefined);
+    await this.run('mdadm', [md, '--remove', join(this.options.devRoot, leg)]).catch(() => undefined);
   }
 
   async stopArray(block: string): Promise<void> {
-    await this.options.run('mdadm', ['--stop', join(this.options.devRoot, block)]);
+    await this.run('mdadm', ['--stop', join(this.options.devRoot, block)]);
   }
 
   private async setWriteMostly(block: string, leg: string): Promise<void> {
@@ -323,6 +373,9 @@ export class BlockStack {
 }
 
 const REPLICA_DATA_OFFSET_KIB = REPLICA_DATA_OFFSET_BYTES / 1024n;
+const DELETE_WAIT_MS = 10_000;
+/** mdadm, losetup, dmsetup, nvme connect: none may hold the replica monitor for ever. */
+const COMMAND_TIMEOUT_MS = 60_000;
 
 async function readDir(path: string): Promise<string[]> {
   return fs.readdir(path).catch(() => [] as string[]);
