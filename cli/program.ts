@@ -1,6 +1,7 @@
 // The command tree: global options, then one module per command group (cli/commands/*).
 import { Command, Option } from 'commander';
 import { productVersion } from '../lib/paths.js';
+import { registerBundleCommands } from './commands/bundle.js';
 import { registerClusterCommands } from './commands/cluster.js';
 import { registerDeviceCommands } from './commands/devices.js';
 import { registerEventCommands } from './commands/events.js';
@@ -37,5 +38,6 @@ export function buildProgram(): Command {
   registerDeviceCommands(program);
   registerEventCommands(program);
   registerProjectCommands(program);
+  registerBundleCommands(program);
   return program;
 }

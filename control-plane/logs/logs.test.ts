@@ -4,8 +4,8 @@
 // secret, honours every query parameter, and a client that goes away stops the agent's work.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -15,6 +15,7 @@ import { startAgent, type RunningAgent } from '../../agent/agent.js';
 import { which } from '../../lib/executables.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { loadConfig } from '../../lib/config.js';
+import { packageRoot } from '../../lib/paths.js';
 import type { AgentSecretRecord, CredentialRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, spawnDaemon, startControlPlaneProcess, type ControlPlaneProcess, type DaemonProcess } from '../../test/helpers/processes.js';
@@ -221,6 +222,31 @@ describe('diagnostic bundle (GET /api/v2/logs)', () => {
     abort.abort();
     await hostAgent.waitForLog((r) => r['msg'] === 'diagnostic bundle: collection cancelled', 10_000);
     assert.ok(Date.now() - before < 10_000);
+  });
+
+  it('strata bundle writes the archive with a progress line; --output json reports it; an API refusal exits 1', async () => {
+    const dir = temp('cli');
+    const cli = (args: string[]) => new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(process.execPath, [join(packageRoot, 'dist/cli/main.js'), ...args], {
+        cwd: dir, env: { PATH: process.env['PATH'] ?? '', HOME: dir, STRATA_ENDPOINT: plane.apiUrl, STRATA_TOKEN: plane.adminToken() }, timeout: 60_000,
+      }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+    });
+    const out = join(dir, 'b.tgz');
+    const run = await cli(['bundle', '--server', otherServerUUID, '--no-logs', '--cycles', '2', '--interval', '1', '--out', out]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, new RegExp(`^wrote ${out}: `));
+    assert.match(run.stderr, /strata: receiving case-|strata: receiving strata-bundle-storage-other-/);
+    const files = readTar(gunzipSync(readFileSync(out)));
+    assert.ok(paths(files).includes('server/statistics/cycle-2.txt'));
+    assert.ok(!paths(files).some((p) => p.startsWith('server/var-log/')));
+    const json = await cli(['bundle', '--services-only', '--compression', 'none', '--no-progress', '--output', 'json']);
+    assert.equal(json.code, 0, json.stderr);
+    const result = JSON.parse(json.stdout) as { file: string; bytes: number };
+    assert.match(result.file, /^strata-bundle-.*\.tar$/);
+    assert.equal(statSync(join(dir, result.file)).size, result.bytes);
+    const refused = await cli(['bundle', '--server', '3f1c0c7e-1111-4222-8333-944455556666']);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /not found \(HTTP 404/);
   });
 
   it('refuses bad input with 400, an unknown server with 404, a viewer with 403', async () => {
