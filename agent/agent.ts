@@ -16,6 +16,7 @@ import type { AgentConfig } from './config.js';
 import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
 import { createDataPathAndPools, type DataPathParts } from './datapath/datapath.js';
+import { BundleCollector } from './diagnostics/bundle-collector.js';
 import type { NodePools } from './datapath/node-pools.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery/discovery-service.js';
 import type { DataPathReconciler } from './datapath/reconciler.js';
@@ -135,7 +136,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   };
   membership.on('registered', () => void refreshClusterUUID());
 
-  const { dataPath, pools } = await createDataPathAndPools(
+  const { dataPath, pools, backend } = await createDataPathAndPools(
     config,
     { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }) },
     options.dataPath,
@@ -161,6 +162,27 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // from its data path.
   discovery.start(dataPath);
 
+  // The diagnostic bundle's server part (GET /api/v2/logs): the nvmet tree is the one the data
+  // path drives, or the reason there is none.
+  const bundles = new BundleCollector({
+    nvmet: async () => {
+      const decided = await backend();
+      return decided.kind === 'nvmet' ? { root: decided.configfs.root } : { absent: decided.reason };
+    },
+    agentState: (): Record<string, unknown> => ({
+      identity: { serverUUID: identity.serverUUID, nodeUUIDs: identity.nodeUUIDs },
+      agentInstance,
+      membership: membership.state(),
+      session: session.state(),
+      inventory: inventory.current(),
+      volumeReport: dataPath.current(),
+      poolReport: pools.current(),
+    }),
+    poolDir: config.poolDir,
+    logDir: '/var/log',
+    units: ['strata-agent', 'strata-control-plane', 'etcd'],
+    logger: logger.child({ component: 'bundle' }),
+  });
   const session = new ControlPlaneSession({
     endpoints: config.controlPlaneEndpoints,
     identity,
@@ -170,7 +192,10 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     inventory,
     volumeReports: dataPath,
     poolReports: pools,
-    commands: { setLed: (serial, state) => inventory.setLed(serial, state) },
+    commands: {
+      setLed: (serial, state) => inventory.setLed(serial, state),
+      collectBundle: (options, sink, signal) => bundles.collect(options, sink, signal),
+    },
     // Proof of membership for the control plane's gRPC port, from the secret in etcd.
     tokens: new EtcdAgentTokenIssuer({ etcd, identity, logger: logger.child({ component: 'agent-token' }) }),
     heartbeatMs: config.heartbeatSeconds * 1000,

@@ -114,12 +114,43 @@ export class ApiClient {
     return `${this.baseUrl}${path}${search ? `?${search}` : ''}`;
   }
 
-  private async attempt(method: HttpMethod, url: string, options: RequestOptions): Promise<unknown> {
-    const headers: Record<string, string> = {
+  /**
+   * A GET whose answer is a byte stream (the diagnostic bundle): resolves with the response once
+   * its headers are in (within the request timeout); the body is the caller's to read, without
+   * a deadline. An error answer is the API's error, as for request().
+   */
+  async download(path: string, query?: Query, signal?: AbortSignal): Promise<Response> {
+    const url = this.urlOf(path, query);
+    const headersIn = new AbortController();
+    const timer = setTimeout(() => headersIn.abort(new DOMException('no headers in time', 'TimeoutError')), this.options.requestTimeoutMs);
+    const abort = () => headersIn.abort(signal?.reason);
+    signal?.addEventListener('abort', abort, { once: true });
+    let response: Response;
+    try {
+      response = await fetch(url, { headers: this.headers('*/*'), signal: headersIn.signal, redirect: 'error' });
+    } catch (err) {
+      throw transportError(err, 'GET', url, this.options.requestTimeoutMs);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (!response.ok) {
+      signal?.removeEventListener('abort', abort);
+      const text = await response.text();
+      throw apiErrorOf(response, parseJson(text), text);
+    }
+    return response;
+  }
+
+  private headers(accept: string): Record<string, string> {
+    return {
       Authorization: `Bearer ${this.options.token}`,
-      Accept: 'application/json',
+      Accept: accept,
       'User-Agent': this.options.userAgent ?? 'strata-cli',
     };
+  }
+
+  private async attempt(method: HttpMethod, url: string, options: RequestOptions): Promise<unknown> {
+    const headers = this.headers('application/json');
     if (options.body !== undefined) headers['Content-Type'] = 'application/json';
     if (options.ifMatch !== undefined) headers['If-Match'] = `"${options.ifMatch}"`;
 

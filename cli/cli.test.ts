@@ -71,8 +71,12 @@ describe('strata CLI against a real control plane', () => {
     return run.stdout;
   };
 
-  async function api<T>(method: string, path: string): Promise<{ status: number; body: T }> {
-    const res = await fetch(`${plane.apiUrl}/api/v2${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
+  async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+    const res = await fetch(`${plane.apiUrl}/api/v2${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
     return { status: res.status, body: (await res.json()) as T };
   }
   const volumeOf = async (uuid: string) => (await api<ApiVolume>('GET', `/volumes/${uuid}`)).body;
@@ -255,6 +259,33 @@ describe('strata CLI against a real control plane', () => {
     assert.match(await ok(['projects', 'list']), /^default\s/m);
     const projects = JSON.parse(await ok(['projects', 'list', '-o', 'json'])) as unknown;
     assert.deepEqual(projects, (await api('GET', '/projects')).body);
+  });
+
+  it('feature flags, admin endpoints, connected hosts and policies: list, get, and the flag and policy actions', async () => {
+    const flags = await ok(['feature-flags', 'list']);
+    assert.match(flags, /^NAME\s+ENABLED$/m);
+    const flagList = JSON.parse(await ok(['feature-flags', 'list', '-o', 'json'])) as unknown;
+    assert.deepEqual(flagList, (await api('GET', '/featureFlags')).body);
+    const [name] = Object.keys((flagList as { featureFlags: Record<string, unknown> }).featureFlags).filter((n) => n !== 'in-band-authentication');
+    assert.ok(name, 'a flag that can be enabled');
+    assert.match(await ok(['feature-flags', 'enable', name]), new RegExp(`^${name}\\s+true$`, 'm'));
+    assert.deepEqual((await api('GET', `/featureFlags/${name}`)).body, { name, enabled: true });
+    assert.match(await ok(['feature-flags', 'disable', name]), new RegExp(`^${name}\\s+false$`, 'm'));
+    assert.deepEqual(JSON.parse(await ok(['feature-flags', 'get', name, '-o', 'json'])), { name, enabled: false });
+
+    await api('POST', '/adminEndpoints', { port: 9443, ips: ['10.1.2.3'] });
+    assert.match(await ok(['admin-endpoints', 'list']), /^9443\s+10\.1\.2\.3$/m);
+    assert.deepEqual(JSON.parse(await ok(['admin-endpoints', 'get', '9443', '-o', 'json'])), (await api('GET', '/adminEndpoints/9443')).body);
+
+    assert.deepEqual(JSON.parse(await ok(['connected-hosts', 'list', '-o', 'json'])), (await api('GET', '/connectedHosts')).body);
+    const missingHost = await strata(['connected-hosts', 'get', 'nqn.2014-08.org.example:nobody']);
+    assert.equal(missingHost.code, 1);
+
+    const policy = (await api('POST', '/policies', { name: 'cli-gold', description: 'cli test', qoSRateLimitPolicy: { limitIOPS: { writeIOPSLimit: 1000, readIOPSLimit: 2000 } } })).body as { UUID: string };
+    assert.match(await ok(['policies', 'list']), new RegExp(`^${policy.UUID}\\s+cli-gold\\s+Active\\s+Global\\s+-\\s+limitIOPS`, 'm'));
+    assert.equal((JSON.parse(await ok(['policies', 'get', policy.UUID, '-o', 'json'])) as { name: string }).name, 'cli-gold');
+    assert.match(await ok(['policies', 'delete', policy.UUID]), /^deleted policy /);
+    assert.equal((await strata(['policies', 'get', policy.UUID])).code, 1);
   });
 
   it('usage errors exit 2: a bad size, a bad volume reference, no token', async () => {

@@ -1,7 +1,9 @@
 // The command tree: global options, then one module per command group (cli/commands/*).
 import { Command, Option } from 'commander';
 import { productVersion } from '../lib/paths.js';
+import { registerBundleCommands } from './commands/bundle.js';
 import { registerClusterCommands } from './commands/cluster.js';
+import { registerClusterSettingsCommands } from './commands/cluster-settings.js';
 import { registerDeviceCommands } from './commands/devices.js';
 import { registerEventCommands } from './commands/events.js';
 import { registerNodeCommands } from './commands/nodes.js';
@@ -37,5 +39,7 @@ export function buildProgram(): Command {
   registerDeviceCommands(program);
   registerEventCommands(program);
   registerProjectCommands(program);
+  registerClusterSettingsCommands(program);
+  registerBundleCommands(program);
   return program;
 }

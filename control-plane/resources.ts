@@ -2,10 +2,12 @@
 // the REST routers, and the work only the active cluster manager does. control-plane.ts owns
 // the process-level pieces (etcd client, bootstrap, transports, lifecycle).
 import type Router from '@koa/router';
+import { hostname } from 'node:os';
 import type { Etcd3 } from 'etcd3';
 import { RecordStore } from '../lib/etcd/record-store.js';
 import type { Logger } from '../lib/logger.js';
 import type { ClusterRecord } from '../lib/records.js';
+import type { AgentSessions } from './agents/agent-sessions.js';
 import type { Authenticator } from './auth/authenticator.js';
 import { AdminEndpointsService } from './admin-endpoints/admin-endpoints-service.js';
 import { AdminEndpointsStore } from './admin-endpoints/admin-endpoints-store.js';
@@ -53,6 +55,9 @@ import { createProjectsRoutes } from './projects/projects-routes.js';
 import { EtcdMembers } from './servers/etcd-members.js';
 import { ServersService } from './servers/servers-service.js';
 import { createServersRoutes } from './servers/servers-routes.js';
+import { writeEtcdDump } from './logs/etcd-dump.js';
+import { LogsService } from './logs/logs-service.js';
+import { createLogsRoutes } from './logs/logs-routes.js';
 import { EtcdSnapshotDirectory, SnapshotService } from './snapshots/snapshot-service.js';
 import { SnapshotStore } from './snapshots/snapshot-store.js';
 import { createSnapshotRoutes } from './snapshots/snapshot-routes.js';
@@ -78,6 +83,8 @@ export interface ResourceContext {
   readonly cluster: ClusterRecord;
   readonly config: ControlPlaneConfig;
   readonly ports: { readonly api: number; readonly grpc: number };
+  /** The agents' live sessions on this instance (commands to agents, diagnostic bundles). */
+  readonly sessions: AgentSessions;
   readonly logger: Logger;
 }
 
@@ -139,6 +146,17 @@ export function buildResources(ctx: ResourceContext): Resources {
     createEventsRoutes({ auth, events: new EventsService(new EventStore(etcd), projectDirectory) }),
     createConnectedHostsRoutes({ auth, connectedHosts: new ConnectedHostsService(new ConnectedHostsStore(etcd)) }),
     createFederationRoutes({ auth }),
+    createLogsRoutes({
+      auth,
+      logs: new LogsService({
+        inventory,
+        sessions: ctx.sessions,
+        dumpEtcd: (file) => writeEtcdDump(etcd, file),
+        api: { endpoint: ownApiEndpoint(config, ctx.ports.api), caFile: config.tlsCert },
+        hostname: hostname(),
+        logger: logger.child({ component: 'diagnostics' }),
+      }),
+    }),
   ];
 
   const child = (component: string) => logger.child({ component });
@@ -170,4 +188,10 @@ export function buildResources(ctx: ResourceContext): Resources {
     },
   ];
   return { routers, leaderTasks };
+}
+
+/** This instance's REST API as a local client reaches it (the CLI outputs of the bundle). */
+function ownApiEndpoint(config: ControlPlaneConfig, port: number): string {
+  const host = config.apiHost === '0.0.0.0' || config.apiHost === '::' || config.apiHost === '' ? '127.0.0.1' : config.apiHost;
+  return `${config.tlsCert && config.tlsKey ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

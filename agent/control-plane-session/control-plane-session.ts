@@ -28,10 +28,15 @@ import type { AgentIdentity } from '../identity/identity-store.js';
 import type { AgentTokenSource } from './agent-token-issuer.js';
 import type { InventorySnapshot, InventorySource } from '../inventory/inventory-service.js';
 import type { ObservedLedState } from '../inventory/pci-slot-led.js';
+import type { CollectBundle__Output } from '../../proto/gen/strata/v1/CollectBundle.js';
+import type { BundleSink } from '../diagnostics/bundle-collector.js';
+import { BundleCancelled, BundleUpload } from './bundle-upload.js';
 
 /** What the control plane may ask of the agent. */
 export interface AgentCommandHandler {
   setLed(serial: string, state: LedState): Promise<void>;
+  /** Collects a diagnostic bundle into the sink until done or the signal aborts (absent: refused). */
+  collectBundle?(options: CollectBundle__Output, sink: BundleSink, signal: AbortSignal): Promise<void>;
 }
 
 export interface ControlPlaneSessionOptions {
@@ -129,6 +134,8 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
   private readonly abort = new AbortController();
   private readonly unsubscribers: (() => void)[] = [];
   private endCurrentStream: ((reason: string) => void) | undefined;
+  /** Diagnostic bundles being sent, by bundle id (the command id). */
+  private readonly uploads = new Map<string, BundleUpload>();
 
   constructor(private readonly options: ControlPlaneSessionOptions) {
     super();
@@ -244,6 +251,8 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
         clearTimeout(stream.renewalTimer);
         if (heartbeat) clearInterval(heartbeat);
         this.endCurrentStream = undefined;
+        // A bundle goes to the control plane that asked for it: with its stream, it is over.
+        for (const upload of this.uploads.values()) upload.cancel(`the control-plane session ended: ${reason}`);
         call.removeAllListeners('data');
         call.on('error', () => undefined); // cancel() reports CANCELLED; nobody needs it
         call.cancel();
@@ -358,7 +367,14 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
         return;
       }
       case 'command':
-        if (message.command) void this.runCommand(stream, message.command);
+        if (message.command?.action === 'collect_bundle' && message.command.collect_bundle) void this.runBundle(stream, message.command.command_id, message.command.collect_bundle);
+        else if (message.command) void this.runCommand(stream, message.command);
+        return;
+      case 'bundle_credit':
+        if (message.bundle_credit) this.uploads.get(message.bundle_credit.bundle_id)?.grant(message.bundle_credit.chunks);
+        return;
+      case 'bundle_cancel':
+        if (message.bundle_cancel) this.uploads.get(message.bundle_cancel.bundle_id)?.cancel(message.bundle_cancel.reason || 'cancelled by the control plane');
         return;
       default:
         this.options.logger.warn({ body: message.body }, 'ignoring an unknown control message');
@@ -385,6 +401,38 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
     // The result goes back on the stream the command came on; if it broke meanwhile, the
     // control plane that sent it is gone too and its successor decides whether to resend.
     if (this.stream === stream) this.write(stream, { command_result: { command_id: command.command_id, ok, error } });
+  }
+
+  /** Collects a bundle and streams it up this stream (BundleChunk, paced by BundleCredit); no CommandResult. */
+  private async runBundle(stream: ActiveStream, bundleId: string, options: CollectBundle__Output): Promise<void> {
+    const log = this.options.logger.child({ bundleId });
+    const upload = new BundleUpload(bundleId, (chunk) => {
+      if (this.stream !== stream) throw new BundleCancelled('the control-plane session ended');
+      this.write(stream, { bundle_chunk: chunk });
+    });
+    this.uploads.set(bundleId, upload);
+    const started = Date.now();
+    log.info({ options }, 'diagnostic bundle: collecting');
+    try {
+      if (!this.options.commands.collectBundle) throw new Error('this agent does not collect diagnostic bundles');
+      await this.options.commands.collectBundle(options, upload, upload.signal);
+      if (upload.signal.aborted) throw upload.signal.reason as Error;
+      upload.end('');
+      log.info({ ms: Date.now() - started }, 'diagnostic bundle: sent');
+    } catch (err) {
+      if (upload.signal.aborted) {
+        log.info({ reason: (upload.signal.reason as Error).message, ms: Date.now() - started }, 'diagnostic bundle: collection cancelled');
+      } else {
+        log.warn({ err: (err as Error).message }, 'diagnostic bundle: collection failed');
+        try {
+          upload.end((err as Error).message);
+        } catch {
+          // the stream is gone: so is the control plane that asked
+        }
+      }
+    } finally {
+      this.uploads.delete(bundleId);
+    }
   }
 
   private sendInventoryIfUnacked(): void {

@@ -67,7 +67,7 @@ export async function createDataPathAndPools(
   config: DataPathConfig,
   deps: DataPathDeps,
   parts: DataPathParts = {},
-): Promise<{ dataPath: DataPathReconciler; pools: NodePools }> {
+): Promise<{ dataPath: DataPathReconciler; pools: NodePools; backend: () => Promise<DataPathBackend> }> {
   const run = parts.run ?? runCommand;
   const state = await DataPathState.load(config.stateDir);
   const logger = deps.logger;
@@ -114,7 +114,7 @@ export async function createDataPathAndPools(
     resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
     logger,
   });
-  return { dataPath, pools };
+  return { dataPath, pools, backend };
 }
 
 /**

@@ -109,6 +109,7 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
             serverUUID: hello.server_uuid,
             agentInstance: hello.agent_instance,
             send: (command) => write({ command }),
+            control: (message) => write(message),
             close: (reason) => end({ code: grpc.status.ABORTED, details: reason }),
           };
           agentNodes = [...hello.node_uuids];
@@ -137,6 +138,9 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
               // Acked even when stale-and-dropped: a newer report already covers it.
               write({ pool_report_ack: { sequence: message.pool_report.sequence } });
             }
+            return;
+          case 'bundle_chunk':
+            if (message.bundle_chunk) deps.sessions.bundleChunk(session.serverUUID, message.bundle_chunk);
             return;
           case 'command_result':
             if (message.command_result) deps.sessions.commandResult(message.command_result);

@@ -1,23 +1,46 @@
 // Live agent sessions on this control-plane instance, and commands sent down them.
 import { randomUUID } from 'node:crypto';
 import { StrataError, errors } from '../../lib/errors.js';
+import type { BundleChunk__Output } from '../../proto/gen/strata/v1/BundleChunk.js';
+import type { CollectBundle } from '../../proto/gen/strata/v1/CollectBundle.js';
 import type { Command } from '../../proto/gen/strata/v1/Command.js';
 import type { CommandResult__Output } from '../../proto/gen/strata/v1/CommandResult.js';
+import type { ControlMessage } from '../../proto/gen/strata/v1/ControlMessage.js';
 
 export interface AgentSessionHandle {
   readonly serverUUID: string;
   readonly agentInstance: string;
   /** Writes a command to the agent's stream. */
   send(command: Command): void;
+  /** Writes any other control message (bundle credits and cancels). */
+  control(message: ControlMessage): void;
   /** Ends the stream (a newer session of the same server replaced it). */
   close(reason: string): void;
 }
 
 const COMMAND_TIMEOUT_MS = 15_000;
 
+/** What a bundle's reader is told, in order: entries with their data, then one end. */
+export interface BundleListener {
+  chunk(chunk: BundleChunk__Output): void;
+  /** The transfer is over without an end from the agent (its session closed). */
+  lost(reason: string): void;
+}
+
+/** A diagnostic bundle being collected by an agent (CollectBundle, docs/diagnostics.md). */
+export interface BundleTransfer {
+  /** Lets the agent send this many more data pieces. */
+  grant(chunks: number): void;
+  /** Stops the collection (the client went away); nothing more is delivered. */
+  cancel(reason: string): void;
+  /** The transfer no longer needs its session (its end arrived). */
+  finished(): void;
+}
+
 export class AgentSessions {
   private readonly sessions = new Map<string, AgentSessionHandle>();
   private readonly pending = new Map<string, { resolve: (r: CommandResult__Output) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  private readonly bundles = new Map<string, { session: AgentSessionHandle; listener: BundleListener }>();
 
   /** Registers a session; a previous session of the same server is closed (it is stale). */
   open(session: AgentSessionHandle): void {
@@ -28,6 +51,43 @@ export class AgentSessions {
 
   closed(session: AgentSessionHandle): void {
     if (this.sessions.get(session.serverUUID) === session) this.sessions.delete(session.serverUUID);
+    for (const [id, bundle] of this.bundles) {
+      if (bundle.session !== session) continue;
+      this.bundles.delete(id);
+      bundle.listener.lost(`the agent session of server ${session.serverUUID} ended`);
+    }
+  }
+
+  /**
+   * Asks the server's agent to collect a diagnostic bundle; its chunks go to the listener as they
+   * come. The agent sends data only against credit (grant). UNAVAILABLE when it is not connected here.
+   */
+  openBundle(serverUUID: string, options: CollectBundle, listener: BundleListener): BundleTransfer {
+    const session = this.sessions.get(serverUUID);
+    if (!session) throw errors.unavailable(`the agent of server ${serverUUID} is not connected to this control plane`);
+    const bundleId = randomUUID();
+    this.bundles.set(bundleId, { session, listener });
+    session.send({ command_id: bundleId, collect_bundle: options });
+    const open = () => this.bundles.get(bundleId)?.session === session;
+    return {
+      grant: (chunks) => {
+        if (open()) session.control({ bundle_credit: { bundle_id: bundleId, chunks } });
+      },
+      cancel: (reason) => {
+        if (!open()) return;
+        this.bundles.delete(bundleId);
+        session.control({ bundle_cancel: { bundle_id: bundleId, reason } });
+      },
+      finished: () => {
+        this.bundles.delete(bundleId);
+      },
+    };
+  }
+
+  /** A chunk from the agent of `serverUUID`; one for a bundle it was not asked for is dropped. */
+  bundleChunk(serverUUID: string, chunk: BundleChunk__Output): void {
+    const bundle = this.bundles.get(chunk.bundle_id);
+    if (bundle?.session.serverUUID === serverUUID) bundle.listener.chunk(chunk);
   }
 
   isConnected(serverUUID: string): boolean {
@@ -66,7 +126,10 @@ export class AgentSessions {
   }
 
   closeAll(reason: string): void {
-    for (const session of this.sessions.values()) session.close(reason);
+    for (const session of [...this.sessions.values()]) {
+      this.closed(session);
+      session.close(reason);
+    }
     this.sessions.clear();
     for (const [id, waiter] of this.pending) {
       clearTimeout(waiter.timer);

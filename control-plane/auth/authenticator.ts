@@ -123,7 +123,7 @@ export class Authenticator {
   }
 }
 
-function tokenFromHeaders(headers: IncomingHttpHeaders): string {
+export function tokenFromHeaders(headers: IncomingHttpHeaders): string {
   const authorization = headers.authorization;
   if (authorization) {
     const [scheme, value] = splitOnce(authorization.trim(), ' ');

@@ -3,6 +3,12 @@ import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-load
 
 import type { AgentMessage as _strata_v1_AgentMessage, AgentMessage__Output as _strata_v1_AgentMessage__Output } from './strata/v1/AgentMessage.js';
 import type { AgentReportingClient as _strata_v1_AgentReportingClient, AgentReportingDefinition as _strata_v1_AgentReportingDefinition } from './strata/v1/AgentReporting.js';
+import type { BundleCancel as _strata_v1_BundleCancel, BundleCancel__Output as _strata_v1_BundleCancel__Output } from './strata/v1/BundleCancel.js';
+import type { BundleChunk as _strata_v1_BundleChunk, BundleChunk__Output as _strata_v1_BundleChunk__Output } from './strata/v1/BundleChunk.js';
+import type { BundleCredit as _strata_v1_BundleCredit, BundleCredit__Output as _strata_v1_BundleCredit__Output } from './strata/v1/BundleCredit.js';
+import type { BundleEnd as _strata_v1_BundleEnd, BundleEnd__Output as _strata_v1_BundleEnd__Output } from './strata/v1/BundleEnd.js';
+import type { BundleEntry as _strata_v1_BundleEntry, BundleEntry__Output as _strata_v1_BundleEntry__Output } from './strata/v1/BundleEntry.js';
+import type { CollectBundle as _strata_v1_CollectBundle, CollectBundle__Output as _strata_v1_CollectBundle__Output } from './strata/v1/CollectBundle.js';
 import type { Command as _strata_v1_Command, Command__Output as _strata_v1_Command__Output } from './strata/v1/Command.js';
 import type { CommandResult as _strata_v1_CommandResult, CommandResult__Output as _strata_v1_CommandResult__Output } from './strata/v1/CommandResult.js';
 import type { ConnectedHost as _strata_v1_ConnectedHost, ConnectedHost__Output as _strata_v1_ConnectedHost__Output } from './strata/v1/ConnectedHost.js';
@@ -35,6 +41,12 @@ export interface ProtoGrpcType {
     v1: {
       AgentMessage: MessageTypeDefinition<_strata_v1_AgentMessage, _strata_v1_AgentMessage__Output>
       AgentReporting: SubtypeConstructor<typeof grpc.Client, _strata_v1_AgentReportingClient> & { service: _strata_v1_AgentReportingDefinition }
+      BundleCancel: MessageTypeDefinition<_strata_v1_BundleCancel, _strata_v1_BundleCancel__Output>
+      BundleChunk: MessageTypeDefinition<_strata_v1_BundleChunk, _strata_v1_BundleChunk__Output>
+      BundleCredit: MessageTypeDefinition<_strata_v1_BundleCredit, _strata_v1_BundleCredit__Output>
+      BundleEnd: MessageTypeDefinition<_strata_v1_BundleEnd, _strata_v1_BundleEnd__Output>
+      BundleEntry: MessageTypeDefinition<_strata_v1_BundleEntry, _strata_v1_BundleEntry__Output>
+      CollectBundle: MessageTypeDefinition<_strata_v1_CollectBundle, _strata_v1_CollectBundle__Output>
       Command: MessageTypeDefinition<_strata_v1_Command, _strata_v1_Command__Output>
       CommandResult: MessageTypeDefinition<_strata_v1_CommandResult, _strata_v1_CommandResult__Output>
       ConnectedHost: MessageTypeDefinition<_strata_v1_ConnectedHost, _strata_v1_ConnectedHost__Output>

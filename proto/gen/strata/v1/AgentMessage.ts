@@ -7,6 +7,7 @@ import type { Heartbeat as _strata_v1_Heartbeat, Heartbeat__Output as _strata_v1
 import type { VolumeReport as _strata_v1_VolumeReport, VolumeReport__Output as _strata_v1_VolumeReport__Output } from '../../strata/v1/VolumeReport.js';
 import type { PoolReport as _strata_v1_PoolReport, PoolReport__Output as _strata_v1_PoolReport__Output } from '../../strata/v1/PoolReport.js';
 import type { TokenRenewal as _strata_v1_TokenRenewal, TokenRenewal__Output as _strata_v1_TokenRenewal__Output } from '../../strata/v1/TokenRenewal.js';
+import type { BundleChunk as _strata_v1_BundleChunk, BundleChunk__Output as _strata_v1_BundleChunk__Output } from '../../strata/v1/BundleChunk.js';
 
 export interface AgentMessage {
   'hello'?: (_strata_v1_Hello | null);
@@ -16,7 +17,8 @@ export interface AgentMessage {
   'volume_report'?: (_strata_v1_VolumeReport | null);
   'pool_report'?: (_strata_v1_PoolReport | null);
   'token_renewal'?: (_strata_v1_TokenRenewal | null);
-  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report"|"token_renewal";
+  'bundle_chunk'?: (_strata_v1_BundleChunk | null);
+  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report"|"token_renewal"|"bundle_chunk";
 }
 
 export interface AgentMessage__Output {
@@ -27,5 +29,6 @@ export interface AgentMessage__Output {
   'volume_report'?: (_strata_v1_VolumeReport__Output | null);
   'pool_report'?: (_strata_v1_PoolReport__Output | null);
   'token_renewal'?: (_strata_v1_TokenRenewal__Output | null);
-  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report"|"token_renewal";
+  'bundle_chunk'?: (_strata_v1_BundleChunk__Output | null);
+  'body'?: "hello"|"inventory"|"command_result"|"heartbeat"|"volume_report"|"pool_report"|"token_renewal"|"bundle_chunk";
 }

@@ -1,0 +1,32 @@
+// GET /api/v2/logs (spec 4.5): the diagnostic bundle, a byte stream (docs/diagnostics.md).
+// Route pattern: query (400) → auth.require (401/403; cluster administrators only: the bundle
+// holds every server's logs and the cluster's records) → LogsService. Once the first byte is
+// out the status is 200: a failure after that cuts the connection, so a client never takes a
+// truncated archive for a whole one.
+import Router from '@koa/router';
+import type { Authenticator } from '../auth/authenticator.js';
+import { tokenFromHeaders } from '../auth/authenticator.js';
+import { permissions } from '../auth/permissions.js';
+import { parseBundleQuery } from './logs-schema.js';
+import type { LogsService } from './logs-service.js';
+
+export interface LogsRoutesDeps {
+  readonly auth: Authenticator;
+  readonly logs: LogsService;
+}
+
+export function createLogsRoutes(deps: LogsRoutesDeps): Router {
+  const router = new Router({ prefix: '/api/v2' });
+  router.get('/logs', async (ctx) => {
+    const request = parseBundleQuery(ctx.query);
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    const bundle = await deps.logs.open(request, tokenFromHeaders(ctx.headers));
+    bundle.stream.once('error', () => ctx.res.destroy());
+    ctx.status = 200;
+    ctx.type = bundle.contentType;
+    ctx.set('Content-Disposition', `attachment; filename="${bundle.filename}"`);
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = bundle.stream;
+  });
+  return router;
+}
