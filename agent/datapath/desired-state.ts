@@ -1,10 +1,9 @@
 // From a VolumeAssignment (etcd, written by the active cluster manager) to what the kernel
 // target must show on this node. Checks every field the kernel or a path depends on: an
 // assignment that fails here is reported Failed with the reason, and nothing is touched for it.
-import { createHash } from 'node:crypto';
 import { accessOf, ALLOW_NONE } from '../../lib/contract/acl.js';
 import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
-import { isCanonicalUuid } from '../../lib/contract/uuid.js';
+import { isCanonicalUuid, uuidFromName } from '../../lib/contract/uuid.js';
 import type { AclEntry, AssignmentReplication, VolumeAssignment } from '../../lib/records.js';
 import { DEFAULT_REPLICATION_PORT, nodeHostNQN } from '../../lib/replication.js';
 import {
@@ -124,10 +123,9 @@ export function replicationExportOf(
 
 const CNTLID_WINDOW_OF_REPLICATION = 1000;
 
-/** A UUID for one node's copy of a volume: the volume UUID with its first 8 digits from the node's hash. */
+/** A UUID for one node's copy of a volume. */
 function replicaIdOf(volumeUUID: string, nodeUUID: string): string {
-  const digest = createHash('sha256').update(`${volumeUUID}/${nodeUUID}`).digest('hex');
-  return `${digest.slice(0, 8)}-${digest.slice(8, 12)}-4${digest.slice(13, 16)}-8${digest.slice(17, 20)}-${digest.slice(20, 32)}`;
+  return uuidFromName(`${volumeUUID}/${nodeUUID}`);
 }
 
 /** The export of a sound assignment whose backing is ready. */

@@ -64,11 +64,12 @@ export interface ReplicaLimits {
 export interface CapacityCeiling {
   /**
    * The largest volume with this many replicas the cluster could ever place at its overcommit
-   * ratio, whatever is allocated now: the replicaCount-th largest node capacity (a pool's
-   * measured capacity; until a node's pool reports, its present data devices' raw size, which is
-   * never less) times the ratio. A create above it can never be placed and is refused with 400.
+   * ratio, whatever is allocated now: the replicaCount-th largest server capacity (its largest
+   * node: a pool's measured capacity; until a node's pool reports, its present data devices' raw
+   * size, which is never less) times the ratio. A create above it can never be placed and is
+   * refused with 400. undefined while a node's devices are not reported yet: nothing is ruled out.
    */
-  largestVolumeBytes(replicaCount: number): Promise<bigint>;
+  largestVolumeBytes(replicaCount: number): Promise<bigint | undefined>;
 }
 
 /**

@@ -11,6 +11,7 @@
 // demotion only reload the device-mapper table. Everything is found again from the kernel (sysfs)
 // on every call: an agent restart or a kill -9 anywhere leaves nothing that only memory knew.
 import { promises as fs } from 'node:fs';
+import { uuidFromName } from '../../../lib/contract/uuid.js';
 import { join } from 'node:path';
 import { REPLICA_DATA_OFFSET_BYTES } from '../../../lib/replication.js';
 import type { CommandRunner } from '../storage-pool.js';
@@ -218,7 +219,9 @@ export class BlockStack {
       const address = target.endpoint.slice(0, at).replace(/^\[(.*)\]$/, '$1');
       const port = target.endpoint.slice(at + 1);
       await this.addController([
-        'transport=tcp', `traddr=${address}`, `trsvcid=${port}`, `nqn=${target.nqn}`, `hostnqn=${hostNQN}`,
+        // One host ID per host NQN: the kernel refuses a second controller of a host NQN it knows
+        // under another host ID (and makes up a random one when none is given).
+        'transport=tcp', `traddr=${address}`, `trsvcid=${port}`, `nqn=${target.nqn}`, `hostnqn=${hostNQN}`, `hostid=${uuidFromName(hostNQN)}`,
         'ctrl_loss_tmo=-1', `reconnect_delay=${this.options.reconnectDelaySeconds}`, `keep_alive_tmo=${this.options.keepAliveSeconds}`,
       ]);
     }
