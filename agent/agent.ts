@@ -20,6 +20,8 @@ import type { DataPathReconciler } from './datapath/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
 import { Membership } from './membership/membership.js';
+import { observeAgent } from './metrics/agent-metrics.js';
+import { startMetricsServer, type MetricsServer } from '../lib/metrics.js';
 
 export interface RunningAgent {
   readonly identity: AgentIdentity;
@@ -34,6 +36,8 @@ export interface RunningAgent {
   readonly pools: NodePools;
   /** The NVMe/TCP discovery controller (port undefined when it could not listen). */
   readonly discovery: DiscoveryService;
+  /** Port of GET /metrics; undefined when it could not listen (logged). */
+  readonly metricsPort: number | undefined;
   readonly etcd: Etcd3;
   /**
    * Resolves once registered in etcd (retrying until etcd answers) with a first inventory
@@ -75,6 +79,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   const etcd = createEtcdClient(config.etcdEndpoints);
   // Listen before registering: the node record advertises the discovery endpoint only when the
   // controller really listens (a port taken by another process is logged, not advertised).
+  const metrics: MetricsServer = await startMetricsServer(config.metricsHost, config.metricsPort, logger.child({ component: 'metrics' }));
   const discovery = await openDiscoveryService(config, {
     etcd,
     serverUUID: identity.serverUUID,
@@ -158,17 +163,27 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     logger: logger.child({ component: 'control-plane-session' }),
   });
   session.on('connected', (s) => logger.debug({ endpoint: s.endpoint }, 'session connected'));
+  let lastPass: { served: number; failed: number } | undefined;
+  const unwatchPasses = dataPath.onPass((summary) => (lastPass = summary));
+  const unobserve = observeAgent({
+    discoveryConnections: () => discovery.server?.connectionCount,
+    session: () => ({ connected: session.state().connected, established: session.state().sessions }),
+    lastPass: () => lastPass,
+  });
 
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
+    unwatchPasses();
+    unobserve();
     await session.stop();
     await discovery.stop();
     await dataPath.stop();
     await pools.stop();
     inventory.stop();
     await membership.stop();
+    await metrics.close();
     etcd.close();
     logger.info({ serverUUID: identity.serverUUID }, 'strata-agent stopped');
   };
@@ -203,5 +218,5 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   })();
   // Callers that only stop() must not see an unhandled rejection.
   ready.catch(() => undefined);
-  return { identity, agentInstance, membership, inventory, session, dataPath, pools, discovery, etcd, ready, stop };
+  return { identity, agentInstance, membership, inventory, session, dataPath, pools, discovery, metricsPort: metrics.port, etcd, ready, stop };
 }
