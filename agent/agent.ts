@@ -23,6 +23,8 @@ import type { DataPathReconciler } from './datapath/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
 import { Membership } from './membership/membership.js';
+import { observeAgent } from './metrics/agent-metrics.js';
+import { startMetricsServer, type MetricsServer } from '../lib/metrics.js';
 
 export interface RunningAgent {
   readonly identity: AgentIdentity;
@@ -37,6 +39,8 @@ export interface RunningAgent {
   readonly pools: NodePools;
   /** The NVMe/TCP discovery controller (port undefined when it could not listen). */
   readonly discovery: DiscoveryService;
+  /** Port of GET /metrics; undefined when it could not listen (logged). */
+  readonly metricsPort: number | undefined;
   readonly etcd: Etcd3;
   /**
    * Resolves once registered in etcd (retrying until etcd answers) with a first inventory
@@ -78,6 +82,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   const etcd = createEtcdClient(config.etcdEndpoints);
   // Listen before registering: the node record advertises the discovery endpoint only when the
   // controller really listens (a port taken by another process is logged, not advertised).
+  const metrics: MetricsServer = await startMetricsServer(config.metricsHost, config.metricsPort, logger.child({ component: 'metrics' }));
   const discovery = await openDiscoveryService(config, {
     etcd,
     serverUUID: identity.serverUUID,
@@ -202,12 +207,21 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     logger: logger.child({ component: 'control-plane-session' }),
   });
   session.on('connected', (s) => logger.debug({ endpoint: s.endpoint }, 'session connected'));
+  let lastPass: { served: number; failed: number } | undefined;
+  const unwatchPasses = dataPath.onPass((summary) => (lastPass = summary));
+  const unobserve = observeAgent({
+    discoveryConnections: () => discovery.server?.connectionCount,
+    session: () => ({ connected: session.state().connected, established: session.state().sessions }),
+    lastPass: () => lastPass,
+  });
 
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
     fencing.abort();
+    unwatchPasses();
+    unobserve();
     await dataPath.stop();
     // Planned failover: replicated volumes this node is the primary of go to another copy, which
     // the leader promotes as soon as the lease is revoked, so that comes right after: hosts wait
@@ -218,6 +232,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     await discovery.stop();
     await pools.stop();
     inventory.stop();
+    await metrics.close();
     etcd.close();
     logger.info({ serverUUID: identity.serverUUID }, 'strata-agent stopped');
   };
@@ -252,5 +267,5 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   })();
   // Callers that only stop() must not see an unhandled rejection.
   ready.catch(() => undefined);
-  return { identity, agentInstance, membership, inventory, session, dataPath, pools, discovery, etcd, ready, stop };
+  return { identity, agentInstance, membership, inventory, session, dataPath, pools, discovery, metricsPort: metrics.port, etcd, ready, stop };
 }

@@ -49,6 +49,8 @@ export const agentSettings = {
     default: '127.0.0.1',
   },
   nvmePort: { description: 'NVMe/TCP target port', schema: settings.port(), default: 4420 },
+  metricsHost: { description: 'address the Prometheus metrics endpoint (GET /metrics) listens on', schema: settings.string(), default: '127.0.0.1' },
+  metricsPort: { description: 'port of the Prometheus metrics endpoint (0: any free port)', schema: settings.port(), default: 9481 },
   discoveryPort: { description: 'NVMe/TCP discovery controller port (0: any free port, for tests)', schema: settings.port(), default: 8009 },
   discoveryListenAddress: {
     description: 'address the NVMe/TCP discovery controller listens on (0.0.0.0: every IPv4 address, :: every address)',

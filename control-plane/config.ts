@@ -7,6 +7,8 @@ export const controlPlaneSettings = {
   etcdEndpoints: { description: 'etcd client endpoints (host:port, comma-separated)', schema: settings.list(), default: ['127.0.0.1:2379'] },
   apiHost: { description: 'address the REST API listens on', schema: settings.string(), default: '127.0.0.1' },
   apiPort: { description: 'port of the REST API', schema: settings.port(), default: 8080 },
+  metricsHost: { description: 'address the Prometheus metrics endpoint (GET /metrics) listens on', schema: settings.string(), default: '127.0.0.1' },
+  metricsPort: { description: 'port of the Prometheus metrics endpoint (0: any free port)', schema: settings.port(), default: 9480 },
   grpcHost: { description: 'address the agents gRPC service listens on', schema: settings.string(), default: '127.0.0.1' },
   grpcPort: { description: 'port of the agents gRPC service', schema: settings.port(), default: 7443 },
   advertiseAddress: { description: 'host clients and agents reach this instance at (in apiEndpoints)', schema: settings.string(), default: '127.0.0.1' },

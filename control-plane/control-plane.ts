@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { StrataError, toStrataError } from '../lib/errors.js';
 import { createEtcdClient } from '../lib/etcd/client.js';
 import { KeptLease } from '../lib/etcd/lease.js';
+import { startMetricsServer } from '../lib/metrics.js';
 import type { Logger } from '../lib/logger.js';
 import { productVersion } from '../lib/paths.js';
 import { retry } from '../lib/retry.js';
@@ -26,8 +27,10 @@ import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js
 import { instanceIdOf, type ControlPlaneConfig } from './config.js';
 import { createHttpApp } from './http/app.js';
 import { createApiServer, writeError } from './http/server.js';
+import { InventoryReader } from './inventory/inventory-reader.js';
 import { LeaderElection } from './leadership/leader-election.js';
 import { LeaderTasks } from './leadership/leader-tasks.js';
+import { observeControlPlane } from './metrics/control-plane-metrics.js';
 import { buildResources } from './resources.js';
 import { WatchCache } from './watch-cache/watch-cache.js';
 
@@ -36,6 +39,8 @@ export interface RunningControlPlane {
   readonly bootstrap: BootstrapResult;
   readonly apiPort: number;
   readonly grpcPort: number;
+  /** Port of GET /metrics; undefined when it could not listen (logged). */
+  readonly metricsPort: number | undefined;
   readonly election: LeaderElection;
   stop(): Promise<void>;
 }
@@ -136,6 +141,8 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     onLost: () => election.leaseLost(),
   });
   await lease.start();
+  const unobserve = observeControlPlane({ cache, inventory: new InventoryReader(etcd), sessions, election, etcd });
+  const metrics = await startMetricsServer(config.metricsHost, config.metricsPort, child('metrics'));
   logger.info(
     { instanceId, api: `${tls ? 'https' : 'http'}://${config.apiHost}:${apiPort}`, grpc: `${config.grpcHost}:${grpcPort}`, clusterUUID: bootstrap.cluster.UUID },
     'control plane started',
@@ -146,8 +153,11 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     bootstrap,
     apiPort,
     grpcPort,
+    metricsPort: metrics.port,
     election,
     async stop() {
+      await metrics.close();
+      unobserve();
       sessions.closeAll('control plane stopping');
       await new Promise<void>((resolve) => {
         httpServer.close(() => resolve());

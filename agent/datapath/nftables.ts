@@ -26,6 +26,7 @@ import { join } from 'node:path';
 import { isIP } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
 import { canonicalIpv6, type IpAclChange, type IpAclTable, type ObservedIpAcls, type PortDelta } from './ip-acl.js';
+import { nftablesOperations } from '../metrics/agent-metrics.js';
 
 export const NFT_FAMILY = 'inet';
 export const NFT_TABLE = 'strata';
@@ -109,6 +110,7 @@ export class NftablesDriver implements IpAclDriver {
     const [file, ...leading] = this.command as [string, ...string[]];
     return new Promise((resolve, reject) => {
       const child = execFile(file, [...leading, ...args], { encoding: 'utf8', timeout: this.timeoutMs, maxBuffer: 256 * 1024 * 1024 }, (err, stdout, stderr) => {
+        nftablesOperations.labels(args.includes('-f') ? 'apply' : 'read', err ? 'error' : 'ok').inc();
         if (err) reject(Object.assign(err, { stdout, stderr }));
         else resolve({ stdout, stderr });
       });

@@ -35,6 +35,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { isAbsolute, join, normalize, sep } from 'node:path';
+import { configfsOperations } from '../metrics/agent-metrics.js';
 import {
   describeOp,
   emptyTree,
@@ -136,6 +137,16 @@ export class NvmetConfigfs {
    * now and then.
    */
   async apply(op: NvmetOp): Promise<void> {
+    try {
+      await this.applyOne(op);
+      configfsOperations.labels(op.op, 'ok').inc();
+    } catch (err) {
+      configfsOperations.labels(op.op, 'error').inc();
+      throw err;
+    }
+  }
+
+  private async applyOne(op: NvmetOp): Promise<void> {
     const path = this.resolve(op.path);
     try {
       switch (op.op) {

@@ -33,6 +33,7 @@ import { planNvmet, volumeOfNqn } from './nvmet-plan.js';
 import { replaceObjects, treeOf, workCopy, type WorkTree } from './nvmet-simulator.js';
 import type { StoragePool, VolumeUsage } from './storage-pool.js';
 import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from './volume-report.js';
+import { reconcilePassDuration, reconcilePasses, reconcilePhaseDuration } from '../metrics/agent-metrics.js';
 
 /** What the data path runs on, decided once at start. */
 export type DataPathBackend =
@@ -328,6 +329,7 @@ export class DataPathReconciler implements VolumeReportSource {
         const started = Date.now();
         try {
           const summary = await this.pass();
+          if (summary) reconcilePasses.labels(summary.full ? 'full' : 'incremental', 'ok').inc();
           failures = 0;
           if (summary) {
             this.lastSummary = summary;
@@ -335,6 +337,7 @@ export class DataPathReconciler implements VolumeReportSource {
           }
         } catch (err) {
           failures += 1;
+          reconcilePasses.labels('unknown', 'error').inc();
           // What the pass left half done is only known after reading everything again.
           this.resyncDue = true;
           this.options.logger.error({ err }, 'data path pass failed; retrying');
@@ -489,6 +492,7 @@ export class DataPathReconciler implements VolumeReportSource {
     const lap = (name: string) => {
       const now = Date.now();
       phases[name] = now - lapStart;
+      reconcilePhaseDuration.labels(name).observe((now - lapStart) / 1000);
       lapStart = now;
     };
     const nqnOf = (volumeUUID: string) => `${prefix}${volumeUUID}`;
@@ -823,6 +827,7 @@ export class DataPathReconciler implements VolumeReportSource {
     if (full) this.periodicFullYielded = false;
     lap('publish');
     const timing = { ms: Date.now() - started, phases };
+    reconcilePassDuration.labels(full ? 'full' : 'incremental').observe(timing.ms / 1000);
     if (plan.ops.length > 0 || removed > 0 || failedOperations > 0 || ipAclPass.changes > 0) log.info({ ...summary, ...timing }, 'data path reconciled');
     else log.debug({ ...summary, ...timing }, 'data path pass');
     return summary;

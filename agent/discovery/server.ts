@@ -4,6 +4,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../../lib/logger.js';
 import { DEFAULT_LIMITS, DiscoveryConnection, type ControllerContext, type ControllerLimits } from './controller.js';
 import type { HostLogs } from './host-logs.js';
+import { discoveryConnectionsAccepted } from '../metrics/agent-metrics.js';
 
 export interface DiscoveryServerOptions {
   readonly listenAddress: string;
@@ -84,6 +85,7 @@ export class DiscoveryServer {
 
   private accept(socket: Socket): void {
     const connection = new DiscoveryConnection(socket, this.context);
+    discoveryConnectionsAccepted.inc();
     this.connections.add(connection);
     connection.onClose(() => this.connections.delete(connection));
   }

@@ -8,6 +8,7 @@ import Koa from 'koa';
 import type Router from '@koa/router';
 import { StrataError, toStrataError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
+import { apiRequestDuration, apiRequests, routeLabel } from '../metrics/control-plane-metrics.js';
 
 export interface HttpAppOptions {
   /**
@@ -51,6 +52,10 @@ export function createHttpApp(logger: Logger, routers: readonly Router[], option
       }
     } finally {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      // A request refused before its route ran (401) still counts under the route it addressed.
+      const route = routeLabel((ctx as { _matchedRoute?: unknown })._matchedRoute ?? templateOf(routers, ctx.path, ctx.method));
+      apiRequests.labels(route, ctx.method, String(ctx.status)).inc();
+      apiRequestDuration.labels(route, ctx.method).observe(ms / 1000);
       logger.debug({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms }, 'request');
     }
   });
@@ -75,4 +80,14 @@ export function createHttpApp(logger: Logger, routers: readonly Router[], option
     app.use(router.routes());
   }
   return app;
+}
+
+/** The route template a path and method address (the last matching layer, as koa-router picks). */
+function templateOf(routers: readonly Router[], path: string, method: string): string | undefined {
+  for (const router of routers) {
+    const layers = router.match(path, method).pathAndMethod;
+    const last = layers[layers.length - 1];
+    if (last && typeof last.path === 'string') return last.path;
+  }
+  return undefined;
 }

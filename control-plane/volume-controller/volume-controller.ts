@@ -36,6 +36,7 @@ import { protectionOf } from '../volumes/protection.js';
 import { chooseNodes, chooseReplacement, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
 import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
+import { failovers } from '../metrics/control-plane-metrics.js';
 
 export interface VolumeControllerOptions {
   readonly etcd: Etcd3;
@@ -409,6 +410,7 @@ export class VolumeController {
     const event = this.event(volume, 'VolumePrimaryChanged', `volume ${volume.name}: primary moved from node ${set.primaryNodeUUID} to ${candidate} (epoch ${next.epoch})`);
     const ok = await this.commit(compares, [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event);
     if (ok) this.options.logger.warn({ volumeUUID: volume.UUID, from: set.primaryNodeUUID, to: candidate, epoch: next.epoch }, 'volume failed over');
+    if (ok) failovers.inc();
     return ok ? 'done' : 'retry';
   }
 

@@ -1,11 +1,17 @@
 // The etcd3 client with the settings both daemons use.
-import { ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
+import { ConsecutiveBreaker, circuitBreaker, handleWhen, retry } from 'cockatiel';
 import { Etcd3, isRecoverableError } from 'etcd3';
+import { etcdRequestDuration } from '../metrics.js';
 
 /** How long an etcd host that failed 3 calls in a row is skipped before it is tried again. */
 const HOST_RETRY_AFTER_MS = 1000;
 
 export function createEtcdClient(endpoints: readonly string[], dialTimeoutMs = 3000): Etcd3 {
+  // etcd3's own default global policy (three attempts on recoverable errors), made explicit so
+  // every unary request's latency is measured (strata_etcd_request_duration_seconds).
+  const global = retry(handleWhen(isRecoverableError), { maxAttempts: 3 });
+  global.onSuccess(({ duration }) => etcdRequestDuration.labels('ok').observe(duration / 1000));
+  global.onFailure(({ duration }) => etcdRequestDuration.labels('error').observe(duration / 1000));
   return new Etcd3({
     hosts: endpoints.map((e) => (e.includes('://') ? e : `http://${e}`)),
     dialTimeout: dialTimeoutMs,
@@ -17,6 +23,7 @@ export function createEtcdClient(endpoints: readonly string[], dialTimeoutMs = 3
     // etcd3's default breaker skips a failed host for 5 s: after a network cut that delays
     // re-registration (a node staying Inactive) by up to 5 s more than the cut itself.
     faultHandling: {
+      global,
       host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: HOST_RETRY_AFTER_MS, breaker: new ConsecutiveBreaker(3) }),
     },
   });

@@ -139,6 +139,8 @@ export async function startControlPlaneProcess(options: ControlPlaneOptions): Pr
     '--instance-id', instanceId,
     '--lease-ttl-seconds', String(options.leaseTtlSeconds ?? 2),
     '--log-level', 'debug',
+    // Many control planes on one machine: metrics on a free port each (a test may name one).
+    '--metrics-port', '0',
     ...(options.extraArgs ?? []),
   ]);
   await daemon.waitForLog((r) => r['msg'] === 'control plane started');

@@ -18,6 +18,7 @@ import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication } from '../../../lib/records.js';
 import type { ArrayState, BlockStack, LegTarget } from './block-stack.js';
+import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
 /** What a primary reports about each copy (VolumeStatus.replicaLegs). */
 export interface ReplicaLegStatus {
@@ -367,6 +368,7 @@ export class ReplicaManager {
         else {
           state.inSync.add(target.nodeUUID);
           logger.info({ volumeUUID, replica: target.nodeUUID }, 'replica back in sync');
+          resyncCompleted(volumeUUID, target.nodeUUID);
         }
         continue;
       }
@@ -383,6 +385,7 @@ export class ReplicaManager {
         if (!leg.block || leg.controllerState !== 'live') continue;
         await stack.addLeg(array, leg.block);
         logger.info({ volumeUUID, replica: target.nodeUUID }, 'replica re-added: resynchronizing what changed while it was away');
+        resyncStarted(volumeUUID, target.nodeUUID);
       } catch (err) {
         logger.debug({ err, volumeUUID, replica: target.nodeUUID }, 'replica not reachable yet');
       }

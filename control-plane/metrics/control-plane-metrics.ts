@@ -1,0 +1,159 @@
+// The control plane's Prometheus metrics (docs/install.md "Metrics" lists every one). Counters
+// are incremented where the work happens (the API middleware, the volume controller); gauges of
+// cluster state are computed at scrape time from what the API itself answers from (the watch
+// cache, the inventory, etcd), so a scrape never shows a state the API would not.
+import { AlarmAction, AlarmType, type Etcd3 } from 'etcd3';
+import { counter, gauge, histogram } from '../../lib/metrics.js';
+import type { VolumeRecord } from '../../lib/records.js';
+import type { AgentSessions } from '../agents/agent-sessions.js';
+import type { InventorySource } from '../inventory/inventory-reader.js';
+import type { LeaderElection } from '../leadership/leader-election.js';
+import type { ProtectionState } from '../volumes/protection.js';
+import { protectionStateOf } from '../volumes/volume-wire.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
+
+const VOLUME_STATES: readonly VolumeRecord['state'][] = ['Creating', 'Available', 'Updating', 'Rollback', 'Deleting', 'Failed'];
+const PROTECTION_STATES: readonly ProtectionState[] = ['Unknown', 'FullyProtected', 'Degraded', 'ReadOnly', 'NotAvailable'];
+const NODE_STATES = ['Active', 'Inactive'] as const;
+const ETCD_ALARMS = ['NOSPACE', 'CORRUPT'] as const;
+
+export const apiRequests = counter('strata_api_requests_total', 'REST API requests answered, by route template, method and status code', ['route', 'method', 'status']);
+export const apiRequestDuration = histogram('strata_api_request_duration_seconds', 'REST API request latency, by route template and method', ['route', 'method']);
+/** Unplanned failovers this instance's volume controller committed (a new primary in a new epoch). */
+export const failovers = counter('strata_volume_failovers_total', 'Unplanned volume failovers committed by this control plane (primary lost, in-sync copy promoted)');
+failovers.inc(0);
+
+/** What the scrape-time gauges read; set while the control plane runs. */
+export interface ControlPlaneMetricsSources {
+  readonly cache: WatchCache;
+  readonly inventory: InventorySource;
+  readonly sessions: AgentSessions;
+  readonly election: LeaderElection;
+  readonly etcd: Etcd3;
+}
+
+let sources: ControlPlaneMetricsSources | undefined;
+
+/** Points the gauges at a running control plane (one per process); returns the undo. */
+export function observeControlPlane(running: ControlPlaneMetricsSources): () => void {
+  sources = running;
+  return () => {
+    if (sources === running) sources = undefined;
+  };
+}
+
+function presentNodes(cache: WatchCache): Set<string> {
+  return new Set(cache.presence().flatMap((p) => p.nodeUUIDs ?? []));
+}
+
+gauge('strata_volumes', 'Volumes by lifecycle state', ['state'], function () {
+  this.reset();
+  if (!sources) return;
+  const counts = new Map<string, number>(VOLUME_STATES.map((s) => [s, 0]));
+  for (const { record } of sources.cache.volumesInOrder()) counts.set(record.state, (counts.get(record.state) ?? 0) + 1);
+  for (const [state, n] of counts) this.labels(state).set(n);
+});
+
+gauge('strata_volumes_by_protection', 'Volumes by protection state (as GET volume shows it: protectionOf)', ['protection'], function () {
+  this.reset();
+  if (!sources) return;
+  const { cache } = sources;
+  const present = presentNodes(cache);
+  const counts = new Map<string, number>(PROTECTION_STATES.map((s) => [s, 0]));
+  for (const { record } of cache.volumesInOrder()) {
+    const protection = protectionStateOf(record, { statuses: cache.statusesOf(record.UUID), presentNodes: present, replicaSet: cache.replicaSet(record.UUID) });
+    counts.set(protection, (counts.get(protection) ?? 0) + 1);
+  }
+  for (const [protection, n] of counts) this.labels(protection).set(n);
+});
+
+gauge('strata_nodes', 'Storage nodes by state (Active while the agent keeps its presence lease)', ['state'], function () {
+  this.reset();
+  if (!sources) return;
+  const present = presentNodes(sources.cache);
+  const counts = { Active: 0, Inactive: 0 };
+  for (const node of sources.cache.nodes()) counts[present.has(node.UUID) ? 'Active' : 'Inactive']++;
+  for (const state of NODE_STATES) this.labels(state).set(counts[state]);
+});
+
+/**
+ * One read shared by the gauges of a scrape (prom-client collects them concurrently): the
+ * first collect starts it, the others of the same scrape await the same promise.
+ */
+function perScrape<T>(read: (running: ControlPlaneMetricsSources) => Promise<T>): () => Promise<T | undefined> {
+  let last: { at: number; value: Promise<T | undefined> } | undefined;
+  return () => {
+    const now = Date.now();
+    if (!last || now - last.at > 1000) {
+      const running = sources;
+      last = { at: now, value: running ? read(running).catch(() => undefined) : Promise.resolve(undefined) };
+    }
+    return last.value;
+  };
+}
+
+// Per node: as many series as storage nodes (bounded by the cluster's size).
+const pools = perScrape(async ({ inventory }) => [...(await inventory.read()).nodePools].map(([node, { record }]) => ({ node, record })));
+const POOL_STATES = ['Ready', 'Growing', 'Rebuilding', 'Degraded', 'Failed'];
+gauge('strata_node_pools', 'Storage pools that reported, by state', ['state'], async function () {
+  this.reset();
+  const all = await pools();
+  if (!all) return;
+  for (const state of POOL_STATES) this.labels(state).set(all.filter((p) => p.record.state === state).length);
+});
+const poolBytes = (name: string, help: string, field: 'capacityBytes' | 'physicalUsedBytes' | 'provisionedBytes') =>
+  gauge(name, help, ['node'], async function () {
+    this.reset();
+    for (const { node, record } of (await pools()) ?? []) this.labels(node).set(Number(record[field]));
+  });
+poolBytes('strata_node_pool_capacity_bytes', 'Usable capacity of a node\'s storage pool as its agent last measured it', 'capacityBytes');
+poolBytes('strata_node_pool_used_bytes', 'Data on a node\'s storage pool after compression and sharing, as its agent last measured it', 'physicalUsedBytes');
+poolBytes('strata_node_pool_provisioned_bytes', 'Sum of the sizes of the volume backings on a node\'s storage pool', 'provisionedBytes');
+
+gauge('strata_agent_sessions', 'Agents connected to this control plane over their gRPC session', [], function () {
+  this.set(sources ? sources.sessions.connectedServers().length : 0);
+});
+
+gauge('strata_control_plane_leader', '1 while this control plane is the active cluster manager, else 0', [], function () {
+  this.set(sources?.election.isLeader ? 1 : 0);
+});
+
+// etcd's own view, read at scrape time from the member this client talks to.
+const etcdStatus = perScrape(async ({ etcd }) => {
+  const [status, alarms] = await Promise.all([etcd.maintenance.status(), etcd.maintenance.alarm({ action: AlarmAction.Get, memberID: '0', alarm: AlarmType.None })]);
+  // The enum arrives as its proto name (NOSPACE), etcd3's TypeScript name (Nospace) or number.
+  const names: Record<string, string> = { '1': 'NOSPACE', '2': 'CORRUPT' };
+  return { status, alarms: alarms.alarms.map((a: { alarm: unknown }) => names[String(a.alarm)] ?? String(a.alarm).toUpperCase()) };
+});
+let lastEtcdLeader: string | undefined;
+counter('strata_etcd_leader_changes_total', 'etcd leader changes seen by this control plane (the leader id compared between scrapes)', [], async function () {
+  const read = await etcdStatus();
+  if (read && read.status.leader !== '0') {
+    if (lastEtcdLeader !== undefined && read.status.leader !== lastEtcdLeader) this.inc();
+    lastEtcdLeader = read.status.leader;
+  }
+}).inc(0);
+gauge('strata_etcd_up', '1 when etcd answered this scrape\'s status request, else 0', [], async function () {
+  this.set((await etcdStatus()) ? 1 : 0);
+});
+gauge('strata_etcd_has_leader', '1 when etcd reports a leader, else 0', [], async function () {
+  const read = await etcdStatus();
+  this.set(read && read.status.leader !== '0' ? 1 : 0);
+});
+gauge('strata_etcd_raft_term', 'etcd\'s raft term (rises with every election)', [], async function () {
+  const read = await etcdStatus();
+  if (read) this.set(Number(read.status.raftTerm));
+});
+gauge('strata_etcd_db_size_bytes', 'Size of the etcd member\'s database file', [], async function () {
+  const read = await etcdStatus();
+  if (read) this.set(Number(read.status.dbSize));
+});
+gauge('strata_etcd_alarms', 'Active etcd alarms by type (CORRUPT: a member\'s data diverged; NOSPACE: its space quota is exhausted)', ['alarm'], async function () {
+  const read = await etcdStatus();
+  for (const alarm of ETCD_ALARMS) this.labels(alarm).set(read?.alarms.includes(alarm) ? 1 : 0);
+});
+
+/** The route template koa-router matched (`/api/v2/volumes/:uuid`), never the raw path. */
+export function routeLabel(matched: unknown): string {
+  return typeof matched === 'string' ? matched : 'unmatched';
+}
