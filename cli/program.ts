@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { productVersion } from '../lib/paths.js';
 import { registerClusterCommands } from './commands/cluster.js';
 import { registerDeviceCommands } from './commands/devices.js';
+import { registerDeviceLocateCommand } from './commands/device-locate.js';
 import { registerEventCommands } from './commands/events.js';
 import { registerNodeCommands } from './commands/nodes.js';
 import { registerProjectCommands } from './commands/projects.js';
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerNodeCommands(program);
   registerServerCommands(program);
   registerDeviceCommands(program);
+  registerDeviceLocateCommand(program);
   registerEventCommands(program);
   registerProjectCommands(program);
   return program;

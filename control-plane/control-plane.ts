@@ -118,6 +118,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     cluster: bootstrap.cluster,
     config,
     ports: { api: apiPort, grpc: grpcPort },
+    agents: sessions,
     logger,
   });
   handle = createHttpApp(child('http'), resources.routers, { beforeApiRoutes: () => cache.sync(), authenticate: (headers) => auth.authenticate(headers) }).callback();

@@ -6,6 +6,7 @@ import type { Etcd3 } from 'etcd3';
 import { RecordStore } from '../lib/etcd/record-store.js';
 import type { Logger } from '../lib/logger.js';
 import type { ClusterRecord } from '../lib/records.js';
+import type { AgentSessions } from './agents/agent-sessions.js';
 import type { Authenticator } from './auth/authenticator.js';
 import { AdminEndpointsService } from './admin-endpoints/admin-endpoints-service.js';
 import { AdminEndpointsStore } from './admin-endpoints/admin-endpoints-store.js';
@@ -77,6 +78,8 @@ export interface ResourceContext {
   readonly cluster: ClusterRecord;
   readonly config: ControlPlaneConfig;
   readonly ports: { readonly api: number; readonly grpc: number };
+  /** The agents' sessions on this instance: commands (LEDs) go down them. */
+  readonly agents: AgentSessions;
   readonly logger: Logger;
 }
 
@@ -127,7 +130,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createClusterRoutes({ auth, cluster }),
     createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd)) }),
     createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
-    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }) }),
+    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.agents) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
     createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),
     createPoliciesRoutes({ auth, policies: new PoliciesService(policiesStore, projectsStore, volumeUsage) }),
