@@ -25,6 +25,9 @@ import { createControlPlaneRoutes } from './control-planes/control-plane-routes.
 import { CredentialsService } from './credentials/credentials-service.js';
 import { CredentialRecordsStore } from './credentials/credentials-store.js';
 import { createCredentialsRoutes } from './credentials/credentials-routes.js';
+import { createEtcdCorruptionRoutes } from './etcd-corruption/etcd-corruption-routes.js';
+import { startEtcdCorruptionScanner } from './etcd-corruption/etcd-corruption-scanner.js';
+import { EtcdCorruptionService } from './etcd-corruption/etcd-corruption-service.js';
 import { EtcdEventLog } from './events/etcd-event-log.js';
 import { startEventRetention } from './events/event-retention.js';
 import { EventStore, EventsService } from './events/events-service.js';
@@ -141,6 +144,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createEventsRoutes({ auth, events: new EventsService(new EventStore(etcd), projectDirectory) }),
     createConnectedHostsRoutes({ auth, connectedHosts: new ConnectedHostsService(new ConnectedHostsStore(etcd)) }),
     createFederationRoutes({ auth }),
+    createEtcdCorruptionRoutes({ auth, etcdCorruption: new EtcdCorruptionService(etcd) }),
   ];
 
   const child = (component: string) => logger.child({ component });
@@ -149,6 +153,10 @@ export function buildResources(ctx: ResourceContext): Resources {
     {
       name: 'membership events',
       start: async () => startMembershipEvents({ etcd, events, logger: child('membership-events'), fencedWrite: (ops) => ctx.election.fencedWrite(ops) }),
+    },
+    {
+      name: 'etcd corruption scan',
+      start: () => startEtcdCorruptionScanner({ etcd, events, cluster: ctx.cluster, fencedWrite: (ops) => ctx.election.fencedWrite(ops), logger: child('etcd-corruption') }),
     },
     { name: 'snapshot retention', start: async () => startSnapshotRetention({ etcd, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {
