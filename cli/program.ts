@@ -8,6 +8,7 @@ import { registerEventCommands } from './commands/events.js';
 import { registerNodeCommands } from './commands/nodes.js';
 import { registerProjectCommands } from './commands/projects.js';
 import { registerServerCommands } from './commands/servers.js';
+import { registerServerAddCommand } from './commands/server-add.js';
 import { registerSnapshotCommands } from './commands/snapshots.js';
 import { registerVolumeCommands } from './commands/volumes.js';
 import { DEFAULT_ENDPOINT } from './connection.js';
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerSnapshotCommands(program);
   registerNodeCommands(program);
   registerServerCommands(program);
+  registerServerAddCommand(program);
   registerDeviceCommands(program);
   registerDeviceLocateCommand(program);
   registerEventCommands(program);

@@ -54,6 +54,9 @@ import { ProjectsService } from './projects/projects-service.js';
 import { ProjectsStore } from './projects/projects-store.js';
 import { createProjectsRoutes } from './projects/projects-routes.js';
 import { EtcdMembers } from './servers/etcd-members.js';
+import { startEtcdMemberPromotion } from './servers/etcd-member-promotion.js';
+import { EtcdMembership } from './servers/etcd-membership.js';
+import { ServerAdder } from './servers/server-add.js';
 import { ServersService } from './servers/servers-service.js';
 import { createServersRoutes } from './servers/servers-routes.js';
 import { EtcdSnapshotDirectory, SnapshotService } from './snapshots/snapshot-service.js';
@@ -131,7 +134,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createVersionRoutes({ auth }),
     createControlPlaneRoutes({ auth, registry: ctx.registry }),
     createClusterRoutes({ auth, cluster }),
-    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd)) }),
+    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd)), adder: new ServerAdder(etcd, inventory, new EtcdMembership(etcd)) }),
     createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.agents) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
@@ -153,6 +156,10 @@ export function buildResources(ctx: ResourceContext): Resources {
     {
       name: 'membership events',
       start: async () => startMembershipEvents({ etcd, events, logger: child('membership-events'), fencedWrite: (ops) => ctx.election.fencedWrite(ops) }),
+    },
+    {
+      name: 'etcd member promotion',
+      start: () => startEtcdMemberPromotion({ etcd, fencedCommit: (compares, ops) => ctx.election.fencedCommit(compares, ops), logger: child('etcd-members') }),
     },
     {
       name: 'etcd corruption scan',
