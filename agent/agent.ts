@@ -63,7 +63,7 @@ export interface StartAgentOptions {
  * registered with a first inventory. stop() may be called at any time, also before ready.
  */
 export async function startAgent(config: AgentConfig, logger: Logger, options: StartAgentOptions = {}): Promise<RunningAgent> {
-  const identity = await loadOrCreateIdentity(config.stateDir, config.nodesPerServer);
+  const identity = await loadOrCreateIdentity(config.stateDir, config.nodesPerServer, config.serverUuid);
   const agentInstance = randomUUID();
   logger.info(
     {

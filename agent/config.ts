@@ -4,6 +4,7 @@ import { hostname as osHostname } from 'node:os';
 import { z } from 'zod';
 import { loadConfig, settings, type ConfigOf, type LoadOptions, type SettingsSpec } from '../lib/config.js';
 import { StrataError } from '../lib/errors.js';
+import { UUID_PATTERN } from '../lib/contract/uuid.js';
 
 /** host:port with a non-empty host and a numeric port (IPv6 hosts in brackets). */
 const hostPortPattern = /^(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):(\d{1,5})$/;
@@ -27,6 +28,11 @@ export const agentSettings = {
     description: 'directory for the agent’s persistent state (identity.json)',
     schema: settings.string(),
     default: '/var/lib/strata/agent',
+  },
+  serverUuid: {
+    description: 'the server UUID to take when the state dir has no identity yet: the serverUUID given to POST /api/v2/servers (empty: a new random one)',
+    schema: z.string().trim().toLowerCase().refine((v) => v === '' || UUID_PATTERN.test(v), 'must be a UUID'),
+    default: '',
   },
   sysfsRoot: {
     description: 'root of sysfs (tests point it at a fixture tree)',

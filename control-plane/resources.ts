@@ -27,6 +27,9 @@ import { createControlPlaneRoutes } from './control-planes/control-plane-routes.
 import { CredentialsService } from './credentials/credentials-service.js';
 import { CredentialRecordsStore } from './credentials/credentials-store.js';
 import { createCredentialsRoutes } from './credentials/credentials-routes.js';
+import { createEtcdCorruptionRoutes } from './etcd-corruption/etcd-corruption-routes.js';
+import { startEtcdCorruptionScanner } from './etcd-corruption/etcd-corruption-scanner.js';
+import { EtcdCorruptionService } from './etcd-corruption/etcd-corruption-service.js';
 import { EtcdEventLog } from './events/etcd-event-log.js';
 import { startEventRetention } from './events/event-retention.js';
 import { EventStore, EventsService } from './events/events-service.js';
@@ -53,6 +56,9 @@ import { ProjectsService } from './projects/projects-service.js';
 import { ProjectsStore } from './projects/projects-store.js';
 import { createProjectsRoutes } from './projects/projects-routes.js';
 import { EtcdMembers } from './servers/etcd-members.js';
+import { startEtcdMemberPromotion } from './servers/etcd-member-promotion.js';
+import { EtcdMembership } from './servers/etcd-membership.js';
+import { ServerAdder } from './servers/server-add.js';
 import { ServersService } from './servers/servers-service.js';
 import { createServersRoutes } from './servers/servers-routes.js';
 import { writeEtcdDump } from './logs/etcd-dump.js';
@@ -83,7 +89,7 @@ export interface ResourceContext {
   readonly cluster: ClusterRecord;
   readonly config: ControlPlaneConfig;
   readonly ports: { readonly api: number; readonly grpc: number };
-  /** The agents' live sessions on this instance (commands to agents, diagnostic bundles). */
+  /** The agents' live sessions on this instance: commands (LEDs) and diagnostic bundles go down them. */
   readonly sessions: AgentSessions;
   readonly logger: Logger;
 }
@@ -133,9 +139,9 @@ export function buildResources(ctx: ResourceContext): Resources {
     createVersionRoutes({ auth }),
     createControlPlaneRoutes({ auth, registry: ctx.registry }),
     createClusterRoutes({ auth, cluster }),
-    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd), new WatchedReplicationRisk(cache)) }),
+    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd), new WatchedReplicationRisk(cache)), adder: new ServerAdder(etcd, inventory, new EtcdMembership(etcd)) }),
     createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
-    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }) }),
+    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.sessions) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
     createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),
     createPoliciesRoutes({ auth, policies: new PoliciesService(policiesStore, projectsStore, volumeUsage) }),
@@ -157,6 +163,7 @@ export function buildResources(ctx: ResourceContext): Resources {
         logger: logger.child({ component: 'diagnostics' }),
       }),
     }),
+    createEtcdCorruptionRoutes({ auth, etcdCorruption: new EtcdCorruptionService(etcd) }),
   ];
 
   const child = (component: string) => logger.child({ component });
@@ -165,6 +172,14 @@ export function buildResources(ctx: ResourceContext): Resources {
     {
       name: 'membership events',
       start: async () => startMembershipEvents({ etcd, events, logger: child('membership-events'), fencedWrite: (ops) => ctx.election.fencedWrite(ops) }),
+    },
+    {
+      name: 'etcd member promotion',
+      start: () => startEtcdMemberPromotion({ etcd, fencedCommit: (compares, ops) => ctx.election.fencedCommit(compares, ops), logger: child('etcd-members') }),
+    },
+    {
+      name: 'etcd corruption scan',
+      start: () => startEtcdCorruptionScanner({ etcd, events, cluster: ctx.cluster, fencedWrite: (ops) => ctx.election.fencedWrite(ops), logger: child('etcd-corruption') }),
     },
     { name: 'snapshot retention', start: async () => startSnapshotRetention({ etcd, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {

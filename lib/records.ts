@@ -53,6 +53,12 @@ export interface ServerRecord {
   /** Addresses the server is reached at (agent advertise address). */
   endpoints: string[];
   createdAt: string;
+  /**
+   * Set by POST /api/v2/servers (absent for servers whose agent simply joined): the etcd peer URL
+   * of the server's member, its member ID once added ('' before), whether its nodes join Active
+   * (extendCluster) or Unattached, and when the member was promoted from learner to voter.
+   */
+  added?: { etcdPeerURL: string; etcdMemberID: string; extendCluster: boolean; promotedAt: string };
 }
 
 export interface ServerFactsRecord {
@@ -92,6 +98,8 @@ export interface NodeRecord {
   journalDeviceSerial: string;
   ec: boolean;
   createdAt: string;
+  /** The node joined Unattached (its server was added with extendCluster false): it takes no new volumes. */
+  unattached?: boolean;
 }
 
 export type LedState = 'off' | 'locate' | 'rebuild';

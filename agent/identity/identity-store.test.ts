@@ -29,6 +29,16 @@ describe('loadOrCreateIdentity', () => {
     assert.deepEqual(readdirSync(stateDir), [identityFileName], 'no temp file left behind');
   });
 
+  it('takes the configured server UUID (POST /api/v2/servers) on first start; refuses a state dir holding another', async (t) => {
+    const stateDir = tempStateDir(t);
+    const given = '6d8a4c57-1a2b-4c3d-8e9f-0a1b2c3d4e5f';
+    const identity = await loadOrCreateIdentity(stateDir, 1, given);
+    assert.equal(identity.serverUUID, given);
+    assert.deepEqual(await loadOrCreateIdentity(stateDir, 1, given), identity, 'the same setting again: the same identity');
+    assert.deepEqual(await loadOrCreateIdentity(stateDir, 1), identity, 'the setting removed: the identity stays');
+    await assert.rejects(loadOrCreateIdentity(stateDir, 1, '00000000-0000-4000-8000-000000000000'), /serverUuid 00000000-0000-4000-8000-000000000000 differs from the server UUID/);
+  });
+
   it('returns the same identity after a restart', async (t) => {
     const stateDir = tempStateDir(t);
     const first = await loadOrCreateIdentity(stateDir, 1);

@@ -33,7 +33,7 @@ export const identityFileName = 'identity.json';
  * configured down to fewer nodes keeps its extra node identities for when it is raised again,
  * and reports only the first `nodesPerServer`.
  */
-export async function loadOrCreateIdentity(stateDir: string, nodesPerServer: number): Promise<AgentIdentity> {
+export async function loadOrCreateIdentity(stateDir: string, nodesPerServer: number, serverUUID = ''): Promise<AgentIdentity> {
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
   const path = join(stateDir, identityFileName);
   const now = new Date().toISOString();
@@ -41,7 +41,8 @@ export async function loadOrCreateIdentity(stateDir: string, nodesPerServer: num
   if (!stored) {
     stored = {
       version: 1,
-      serverUUID: randomUUID(),
+      // The UUID an operator gave POST /api/v2/servers before installing the server, else a new one.
+      serverUUID: serverUUID || randomUUID(),
       nodeUUIDs: Array.from({ length: nodesPerServer }, () => randomUUID()),
       createdAt: now,
       updatedAt: now,
@@ -52,6 +53,9 @@ export async function loadOrCreateIdentity(stateDir: string, nodesPerServer: num
     const added = Array.from({ length: nodesPerServer - stored.nodeUUIDs.length }, () => randomUUID());
     stored = { ...stored, nodeUUIDs: [...stored.nodeUUIDs, ...added], updatedAt: now };
     writeFileAtomic(path, `${JSON.stringify(stored, null, 2)}\n`, 0o600);
+  }
+  if (serverUUID && stored.serverUUID !== serverUUID) {
+    throw new StrataError('CONFIG_INVALID', `serverUuid ${serverUUID} differs from the server UUID ${stored.serverUUID} in ${path}: a server keeps its identity (remove the setting, or the identity file of a server that never joined)`);
   }
   // writeFileAtomic's mode applies only when it creates its temp file; a stale temp left by a
   // crash would keep its own mode.

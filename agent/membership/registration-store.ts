@@ -49,6 +49,8 @@ export async function registerServerRecord(etcd: Etcd3, facts: RegistrationFacts
     }),
     (existing) => ({
       ...existing,
+      // A server added through POST /api/v2/servers has no name until its agent joins.
+      name: existing.name || facts.hostname,
       hostname: facts.hostname,
       // The server may carry more nodes than configured now (nodesPerServer lowered); never
       // forget a node the cluster knows: its volumes still name it.
@@ -60,6 +62,9 @@ export async function registerServerRecord(etcd: Etcd3, facts: RegistrationFacts
 
 export async function registerNodeRecords(etcd: Etcd3, facts: RegistrationFacts, now = new Date()): Promise<UpsertOutcome[]> {
   const outcomes: UpsertOutcome[] = [];
+  // A server added with extendCluster false (POST /api/v2/servers): its nodes join Unattached.
+  const server = parseRecord<ServerRecord>(keys.server(facts.serverUUID), (await etcd.get(keys.server(facts.serverUUID)).string()) ?? null);
+  const unattached = server?.added?.extendCluster === false;
   for (const [index, nodeUUID] of facts.nodeUUIDs.entries()) {
     const agentOwned = {
       serverUUID: facts.serverUUID,
@@ -85,6 +90,7 @@ export async function registerNodeRecords(etcd: Etcd3, facts: RegistrationFacts,
           journalDeviceSerial: index === 0 ? facts.journalDevice : '',
           ec: false,
           createdAt: now.toISOString(),
+          ...(unattached ? { unattached: true } : {}),
         }),
         (existing) => ({ ...existing, ...agentOwned }),
       ),

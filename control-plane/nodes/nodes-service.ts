@@ -99,8 +99,9 @@ export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): Nod
   return {
     name: node.name,
     UUID: node.UUID,
-    // Active iff its server's presence (bound to the agent's lease) lists the node.
-    state: active ? 'Active' : 'Inactive',
+    // Active iff its server's presence (bound to the agent's lease) lists the node; a node of a
+    // server added with extendCluster false is Unattached while present (it takes no volumes).
+    state: active ? (node.unattached ? 'Unattached' : 'Active') : 'Inactive',
     status: active ? 'ConnectivityOK' : 'ConnectivityProblem',
     nvmeEndpoint: node.nvmeEndpoint,
     failureDomains: [...(node.failureDomains ?? [])],

@@ -1,6 +1,7 @@
 // GET /api/v2/nvmeDevices and GET /api/v2/nvmeDevices/{Serial} (spec 4.9): cluster read.
 // POST /api/v2/nvmeDevices {serialNumber, nodeUUID}: gives a device to a node (cluster write;
-// If-Match: the device's ETag). Route pattern: params and body (400) → auth.require (401/403) →
+// If-Match: the device's ETag). POST /api/v2/nvmeDevices/{serialNumber} {serverUUID, ledPattern}:
+// sets the device's LED through its server's agent (cluster write; If-Match: the device's ETag). Route pattern: params and body (400) → auth.require (401/403) →
 // NvmeDevicesService. The serial path parameter arrives URL-encoded (serials may hold spaces and
 // other characters); the router decodes it.
 import Router from '@koa/router';
@@ -8,7 +9,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
 import { readJsonBody } from '../http/body.js';
 import { ifMatch } from '../http/etag.js';
-import { parseAttachNvmeDevice, parseNvmeDeviceListQuery } from './nvme-devices-schema.js';
+import { parseAttachNvmeDevice, parseNvmeDeviceListQuery, parseSetNvmeDeviceLed } from './nvme-devices-schema.js';
 import type { NvmeDevicesService } from './nvme-devices-service.js';
 
 export interface NvmeDevicesRoutesDeps {
@@ -27,6 +28,12 @@ export function createNvmeDevicesRoutes(deps: NvmeDevicesRoutesDeps): Router {
     const input = parseAttachNvmeDevice(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     await deps.devices.attach(input, ifMatch(ctx.headers));
+    ctx.body = {};
+  });
+  router.post('/nvmeDevices/:serial', async (ctx) => {
+    const input = parseSetNvmeDeviceLed(ctx.params['serial'] ?? '', await readJsonBody(ctx));
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    await deps.devices.setLed(input, ifMatch(ctx.headers));
     ctx.body = {};
   });
   router.get('/nvmeDevices/:serial', async (ctx) => {

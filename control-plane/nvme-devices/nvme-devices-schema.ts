@@ -47,3 +47,29 @@ export function parseAttachNvmeDevice(body: Record<string, unknown>): AttachNvme
   if (missing.length > 0) throw errors.invalid(`invalid request: ${missing.join('; ')}`);
   return { serialNumber: input.serialNumber!, nodeUUID: input.nodeUUID! };
 }
+
+// Body of POST /api/v2/nvmeDevices/{serialNumber} (spec 4.9): {serverUUID, ledPattern}, both
+// required; ledPattern is locate, rebuild or locate-off (any case). Lenient like the POST above.
+export const ledPatterns = ['locate', 'rebuild', 'locate-off'] as const;
+export type LedPatternName = (typeof ledPatterns)[number];
+const ledPattern = text
+  .transform((v) => v.toLowerCase())
+  .refine((v) => v === '' || (ledPatterns as readonly string[]).includes(v), `must be one of ${ledPatterns.join(', ')}`);
+const ledSchema = object({ serverUUID: optional(nodeUuid), ledPattern: optional(ledPattern) });
+
+export interface SetNvmeDeviceLedInput {
+  readonly serialNumber: string;
+  readonly serverUUID: string;
+  readonly ledPattern: LedPatternName;
+}
+
+export function parseSetNvmeDeviceLed(serialNumber: string, body: Record<string, unknown>): SetNvmeDeviceLedInput {
+  const input = parseInput(ledSchema, body);
+  const missing = [
+    !SERIAL_PATTERN.test(serialNumber) ? 'serialNumber must be at most 20 printable ASCII characters (an NVMe serial number)' : '',
+    !input.serverUUID ? 'serverUUID is required' : '',
+    !input.ledPattern ? `ledPattern is required (one of ${ledPatterns.join(', ')})` : '',
+  ].filter((s) => s !== '');
+  if (missing.length > 0) throw errors.invalid(`invalid request: ${missing.join('; ')}`);
+  return { serialNumber, serverUUID: input.serverUUID!, ledPattern: input.ledPattern as LedPatternName };
+}

@@ -9,7 +9,8 @@ import { catalogued } from '../events/event-catalogue.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView, bytes, type DeviceAssignment, type DeviceUsage } from '../inventory/inventory-view.js';
 import { etagOf, int64, timestamp } from '../inventory/wire.js';
-import type { AttachNvmeDeviceInput } from './nvme-devices-schema.js';
+import type { Command } from '../../proto/gen/strata/v1/Command.js';
+import type { AttachNvmeDeviceInput, LedPatternName, SetNvmeDeviceLedInput } from './nvme-devices-schema.js';
 import type { NvmeDevicesStore } from './nvme-devices-store.js';
 
 export type DeviceState = 'None' | 'Healthy' | 'Adding' | 'Rebuilding' | 'Failed';
@@ -45,6 +46,17 @@ export interface NvmeDeviceWrites {
   readonly events: EventPreparer;
 }
 
+/** Sends a command to a server's agent and resolves once the agent did it (control-plane/agents/agent-sessions.ts). */
+export interface AgentCommandSender {
+  send(serverUUID: string, action: Omit<Command, 'command_id'>): Promise<void>;
+}
+
+const ledCommandPattern: Record<LedPatternName, 'LED_LOCATE' | 'LED_REBUILD' | 'LED_OFF'> = {
+  locate: 'LED_LOCATE',
+  rebuild: 'LED_REBUILD',
+  'locate-off': 'LED_OFF',
+};
+
 /** md levels that have a write journal when the node has a journal device. */
 const JOURNALED_LEVELS = ['raid4', 'raid5', 'raid6'];
 const ATTACH_ATTEMPTS = 5;
@@ -53,7 +65,11 @@ export class NvmeDevicesService {
   constructor(
     private readonly inventory: InventorySource,
     private readonly writes?: NvmeDeviceWrites,
+    private readonly agents?: AgentCommandSender,
   ) {}
+
+  /** Serials whose LED command is on its way to the agent (409 for a second one meanwhile). */
+  private readonly ledInFlight = new Set<string>();
 
   async list(filters: NvmeDeviceFilters = {}): Promise<NvmeDeviceWire[]> {
     const view = new InventoryView(await this.inventory.read());
@@ -104,6 +120,34 @@ export class NvmeDevicesService {
       if (await this.writes.store.attach(node, device, presence!, prepared?.ops ?? [])) return;
     }
     throw new StrataError('OPERATION_IN_PROGRESS', `node ${input.nodeUUID} or device ${input.serialNumber} kept changing while the device was being added; retry`);
+  }
+
+  /**
+   * Sets a device's LED (spec 4.9 POST /nvmeDevices/{serialNumber}): the command goes to the
+   * agent of the device's server over its session, and the answer is the agent's: the LED was
+   * set, or why not (a device in no slot with an indicator: 400 with the agent's reason).
+   */
+  async setLed(input: SetNvmeDeviceLedInput, expectedETag?: string): Promise<void> {
+    if (!this.agents) throw errors.internal('this NvmeDevicesService cannot send agent commands');
+    const view = new InventoryView(await this.inventory.read());
+    const device = view.snapshot.devices.get(input.serialNumber);
+    if (!device || !isListed(view, device.record)) throw errors.notFound('NVMe device', input.serialNumber);
+    if (!view.snapshot.servers.has(input.serverUUID)) throw errors.notFound('server', input.serverUUID);
+    if (expectedETag !== undefined && expectedETag !== etagOf(device)) throw errors.etagMismatch('NVMe device', input.serialNumber);
+    if (device.record.serverUUID !== input.serverUUID) {
+      throw errors.invalid(`NVMe device ${device.record.serial} is on server ${device.record.serverUUID}, not on server ${input.serverUUID}`);
+    }
+    if (!device.record.present) throw errors.invalid(`NVMe device ${device.record.serial} is no longer reported by its server: its LED cannot be set`);
+    if (!view.isServerPresent(input.serverUUID)) throw errors.invalid(`the agent of server ${input.serverUUID} is not running (its nodes are Inactive): the LED cannot be set`);
+    if (this.ledInFlight.has(input.serialNumber)) {
+      throw new StrataError('OPERATION_IN_PROGRESS', `an LED command for NVMe device ${input.serialNumber} is already in progress`);
+    }
+    this.ledInFlight.add(input.serialNumber);
+    try {
+      await this.agents.send(input.serverUUID, { set_led: { serial: input.serialNumber, pattern: ledCommandPattern[input.ledPattern] } });
+    } finally {
+      this.ledInFlight.delete(input.serialNumber);
+    }
   }
 }
 

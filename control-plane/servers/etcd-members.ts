@@ -47,7 +47,7 @@ export function membersOfServers(members: readonly EtcdMember[], servers: Iterab
   return result;
 }
 
-function addressOf(endpoint: string): string {
+export function addressOf(endpoint: string): string {
   const bare = endpoint.replace(/^\[(.*)\]$/, '$1');
   if (isIP(bare) !== 0) return bare.toLowerCase();
   try {

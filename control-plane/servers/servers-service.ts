@@ -105,8 +105,9 @@ export function serverToWire(view: InventoryView, stored: Stored<ServerRecord>, 
     name: server.name,
     RiskOfServiceLossState: riskOfServiceLoss(health, server.UUID, risk),
     NodesUUIDs: nodeUUIDs,
-    // Registered servers are Enabled: there is no server create/disable/delete flow yet.
-    state: 'Enabled',
+    // A server added through POST /servers is Creating until its agent joined and its etcd
+    // learner was promoted; every other server is Enabled (no disable/delete flow yet).
+    state: server.added && (server.added.promotedAt === '' || server.nodeUUIDs.length === 0) ? 'Creating' : 'Enabled',
     ServerEndpoints: [...(server.endpoints ?? [])],
     ETag: etagOf(stored),
     ProductVersion: facts?.productVersion ?? '',

@@ -605,7 +605,8 @@ export class VolumeController {
       for (const node of record.placement.nodeList) allocated.set(node, (allocated.get(node) ?? 0n) + BigInt(record.sizeBytes));
     }
     const devices = this.mirror.all<DeviceRecord>(PREFIXES.devices);
-    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].map(({ record: node }) => {
+    // Unattached nodes (a server added with extendCluster false) take no new volumes.
+    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].filter(({ record: node }) => !node.unattached).map(({ record: node }) => {
       const pool = this.mirror.get<NodePoolRecord>(PREFIXES.pools, keys.nodePool(node.UUID))?.record;
       const base = {
         UUID: node.UUID,

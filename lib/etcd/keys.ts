@@ -87,6 +87,10 @@ export const keys = {
   featureFlagsPrefix: () => `${ROOT}feature-flags/`,
   featureFlag: (name: string) => `${ROOT}feature-flags/${name}`,
 
+  /** The last etcd corruption scan asked for (POST /cluster/etcdCorruption/scan), and the last scan's result. */
+  etcdCorruptionScanRequest: () => `${ROOT}etcd-corruption/scan-request`,
+  etcdCorruptionStatus: () => `${ROOT}etcd-corruption/status`,
+
   adminEndpointsPrefix: () => `${ROOT}admin-endpoints/`,
   adminEndpoint: (port: number) => `${ROOT}admin-endpoints/${String(port).padStart(5, '0')}`,
 };
