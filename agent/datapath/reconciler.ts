@@ -23,7 +23,7 @@ import type { ConnectedHostsProbe, ConnectionsByPort } from './connected-hosts.j
 import type { DataPathState } from './datapath-state.js';
 import { assignmentProblem, desiredExportOf, replicationExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
 import { DEFAULT_REPLICATION_PORT, replicaBackingBytes } from '../../lib/replication.js';
-import type { ReplicaLegStatus, ReplicaManager } from './replication/replica-manager.js';
+import { NotReadyYet, type ReplicaLegStatus, type ReplicaManager } from './replication/replica-manager.js';
 import { ipAclOf, type IpAcl } from './ip-acl.js';
 import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
 import type { NvmetConfigfs } from './nvmet-configfs.js';
@@ -100,6 +100,9 @@ interface PreparedVolume {
 }
 
 class PassPreempted extends Error {}
+
+/** A volume waiting for something outside this node (a replica to come up) is tried again this soon. */
+const NOT_READY_RETRY_MS = 1000;
 
 /** Configfs operations applied between two turns of the event loop. */
 const OPS_PER_TURN = 8;
@@ -556,6 +559,7 @@ export class DataPathReconciler implements VolumeReportSource {
     const preempt = preemptible ? new AbortController() : undefined;
     this.givingWay = preempt;
     const preempted = () => preempt?.signal.aborted === true;
+    let notReady = false;
     await mapLimit(toPrepare, BACKINGS_PREPARED_AT_ONCE, async (v) => {
       if (preempted()) return;
       try {
@@ -563,10 +567,17 @@ export class DataPathReconciler implements VolumeReportSource {
         touchedVolumes.add(v.entry.volumeUUID);
       } catch (err) {
         this.prepared.delete(v.key);
-        results.set(v.key, failedStatus(v.entry, (err as Error).message));
         keptVolumes.add(v.entry.volumeUUID);
+        if (err instanceof NotReadyYet) {
+          // Not a failure: reported as not served (no status), and tried again soon.
+          log.debug({ volumeUUID: v.entry.volumeUUID, reason: err.message }, 'volume not ready to serve yet');
+          notReady = true;
+        } else {
+          results.set(v.key, failedStatus(v.entry, (err as Error).message));
+        }
       }
     });
+    if (notReady) this.schedule(false, NOT_READY_RETRY_MS);
     if (preempted()) return this.givenWay(phases);
     const preparedNow = valid.map((v) => this.prepared.get(v.key)).filter((p): p is PreparedVolume => p !== undefined);
 

@@ -20,6 +20,12 @@ import type { AssignmentReplication } from '../../../lib/records.js';
 import type { ArrayState, BlockStack, LegTarget } from './block-stack.js';
 import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
+/**
+ * The volume cannot be served here yet for a reason outside this node that passes by itself (a
+ * replica not exporting its copy yet, an assignment older than etcd's word): not a failure.
+ */
+export class NotReadyYet extends Error {}
+
 /** What a primary reports about each copy (VolumeStatus.replicaLegs). */
 export interface ReplicaLegStatus {
   readonly nodeUUID: string;
@@ -202,7 +208,7 @@ export class ReplicaManager {
       const fresh = !(await stack.hasSuperblock(loop));
       if (fresh && reached.length < remotes.length) {
         // A new volume's array is created whole: every copy must be there to start equal.
-        throw new Error(`waiting for replica(s) ${remotes.filter((r) => !reached.some((x) => x.target === r)).map((r) => r.nodeUUID).join(', ')} to create the volume's mirror`);
+        throw new NotReadyYet(`waiting for replica(s) ${remotes.filter((r) => !reached.some((x) => x.target === r)).map((r) => r.nodeUUID).join(', ')} to create the volume's mirror`);
       }
       array = fresh
         ? await stack.createArray(volumeUUID, loop, reached.map((r) => r.block))
@@ -216,7 +222,7 @@ export class ReplicaManager {
     if (isFencedAt(state)) {
       // An assignment older than what etcd told us: wait for the one naming the new primary.
       await stack.ensureDm(volumeUUID, stack.errorTable(input.sizeBytes));
-      throw new Error(`another node is the primary of volume ${volumeUUID} since epoch ${state.fencedAtEpoch}; waiting for the new assignment`);
+      throw new NotReadyYet(`another node is the primary of volume ${volumeUUID} since epoch ${state.fencedAtEpoch}; waiting for the new assignment`);
     }
     // Copies etcd calls in sync that the array does not hold in sync: out of the set first, then
     // (and only then) does the host path reach the array.
