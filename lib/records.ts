@@ -198,6 +198,11 @@ export interface VolumeRecord {
   placement: VolumePlacement | null;
   /** Why the volume is Failed ('' otherwise). */
   failureReason: string;
+  /**
+   * Creating and not placed yet, though it may fit later: why it waits (nodes inactive, pools not
+   * reported, not enough room now). Cluster health shows it; absent otherwise.
+   */
+  waitingFor?: string;
   /** Pending rollback: the snapshot whose data replaces the volume's (state Rollback). */
   rollbackSnapshotUUID: string;
   creationTime: string;

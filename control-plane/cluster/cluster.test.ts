@@ -248,6 +248,8 @@ describe('volume health (pure)', () => {
     assert.equal(healthOfVolume({ state: 'Rollback' }, 'ReadOnly'), 'readOnly');
     assert.equal(healthOfVolume({ state: 'Available' }, 'NotAvailable'), 'notAvailable');
     assert.equal(healthOfVolume({ state: 'Available' }, 'Unknown'), 'notAvailable', 'placed but no replica known to serve');
+    assert.equal(healthOfVolume({ state: 'Creating', waitingFor: '2 Active node(s) needed, 1 available' }, 'Unknown'), 'waiting', 'may fit later');
+    assert.equal(clusterHealthState(countVolumeHealth(['healthy', 'waiting']), { total: 2, active: 2 }), 'Warning', 'a volume waiting to be placed');
     const counts = countVolumeHealth(['healthy', 'failed', 'notAvailable', 'degraded', null, 'readOnly', 'healthy']);
     assert.deepEqual(counts, { healthy: 2, degraded: 1, readOnly: 1, notAvailable: 2 });
     const nodes = { total: 2, active: 2 };

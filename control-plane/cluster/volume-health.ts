@@ -8,7 +8,7 @@ import type { WatchCache } from '../watch-cache/watch-cache.js';
 import { protectionStateOf, type ProtectionState } from '../volumes/volume-wire.js';
 
 /** How one volume counts in the cluster's health. */
-export type VolumeHealth = 'healthy' | 'degraded' | 'readOnly' | 'notAvailable' | 'failed';
+export type VolumeHealth = 'healthy' | 'degraded' | 'readOnly' | 'notAvailable' | 'failed' | 'waiting';
 
 /**
  * null: not counted (Creating has no data to lose yet; Deleting is going away). Failed is
@@ -16,9 +16,11 @@ export type VolumeHealth = 'healthy' | 'degraded' | 'readOnly' | 'notAvailable' 
  * is served meanwhile) by protection state; Unknown on a placed, created volume means no
  * replica is known to serve it: not available.
  */
-export function healthOfVolume(volume: Pick<VolumeRecord, 'state'>, protection: ProtectionState): VolumeHealth | null {
+export function healthOfVolume(volume: Pick<VolumeRecord, 'state'> & Partial<Pick<VolumeRecord, 'waitingFor'>>, protection: ProtectionState): VolumeHealth | null {
   switch (volume.state) {
     case 'Creating':
+      // Waiting to be placed (it may fit later: nodes inactive, not enough room now).
+      return volume.waitingFor ? 'waiting' : null;
     case 'Deleting':
       return null;
     case 'Failed':
@@ -45,6 +47,8 @@ export interface VolumeHealthCounts {
   readonly readOnly: number;
   /** NotAvailable and Failed volumes. */
   readonly notAvailable: number;
+  /** Creating volumes the cluster cannot place now (absent when none): the cluster is in Warning. */
+  readonly waiting?: number;
 }
 
 export const NO_VOLUMES: VolumeHealthCounts = { healthy: 0, degraded: 0, readOnly: 0, notAvailable: 0 };
@@ -54,15 +58,19 @@ export function countVolumeHealth(healths: Iterable<VolumeHealth | null>): Volum
   for (const health of healths) {
     if (health === null) continue;
     if (health === 'failed' || health === 'notAvailable') counts.notAvailable++;
+    else if (health === 'waiting') counts.waiting = (counts.waiting ?? 0) + 1;
     else counts[health]++;
   }
   return counts;
 }
 
-/** Spec 2.7: Error for read-only or unavailable volumes (or no Active node), Warning for inactive nodes or degraded volumes. */
+/**
+ * Spec 2.7: Error for read-only or unavailable volumes (or no Active node), Warning for inactive
+ * nodes, degraded volumes, or volumes waiting to be placed.
+ */
 export function clusterHealthState(volumes: VolumeHealthCounts, nodes: { readonly total: number; readonly active: number }): 'OK' | 'Warning' | 'Error' {
   if (volumes.readOnly > 0 || volumes.notAvailable > 0 || (nodes.total > 0 && nodes.active === 0)) return 'Error';
-  if (volumes.degraded > 0 || nodes.total > nodes.active) return 'Warning';
+  if (volumes.degraded > 0 || (volumes.waiting ?? 0) > 0 || nodes.total > nodes.active) return 'Warning';
   return 'OK';
 }
 

@@ -273,6 +273,23 @@ describe('volume controller', () => {
     }
   });
 
+  it('records why a volume waits to be placed (cluster health shows it), and forgets it once placed', async () => {
+    const { server, node } = await storageNode();
+    await markAbsent(client, server.UUID);
+    await startController();
+    try {
+      const v = volume();
+      await putRecord(client, keys.volume(v.UUID), v);
+      const waiting = await until('waitingFor recorded', async () => (await readVolume(v.UUID))?.waitingFor);
+      assert.match(waiting, /Active node/);
+      await markPresent(client, server.UUID, [node.UUID]);
+      const placed = await until('placed', async () => { const got = await readVolume(v.UUID); return got?.placement ? got : undefined; });
+      assert.equal(placed.waitingFor, undefined, 'no longer waiting');
+    } finally {
+      await stopController();
+    }
+  });
+
   it('takes snapshots on every node, places clones where the snapshot is, and resumes under a new leader', async () => {
     await storageNode();
     await storageNode();

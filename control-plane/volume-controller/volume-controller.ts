@@ -310,15 +310,18 @@ export class VolumeController {
         return this.fail(volume, fence, `cannot place volume within ${this.options.creatingTimeoutMs / 1000} s: ${result.reason}${unreported}`);
       }
       // Wait for nodes or their pool reports: re-checked when nodes, presence, devices or pools
-      // change, and periodically (for the timeout).
-      return 'done';
+      // change, and periodically (for the timeout). Why is recorded once, for cluster health.
+      if (volume.waitingFor === result.reason) return 'done';
+      const waiting: VolumeRecord = { ...volume, waitingFor: result.reason };
+      return (await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(waiting))])) ? 'done' : 'retry';
     }
     const nsid = this.allocate(PREFIXES.nsids, this.pendingNsids, 1, MAX_NSID);
     const port = this.allocate(PREFIXES.ports, this.pendingPorts, this.options.volumePorts.min, this.options.volumePorts.max);
     if (nsid === undefined) return this.fail(volume, fence, 'no namespace id is free');
     if (port === undefined) return this.fail(volume, fence, `no volume port is free in ${this.options.volumePorts.min}-${this.options.volumePorts.max}`);
 
-    const placed: VolumeRecord = { ...volume, placement: { nodeList: result.nodeList, primaryNodeUUID: result.primaryNodeUUID, nsid, port } };
+    const { waitingFor: _placedNow, ...unwaiting } = volume;
+    const placed: VolumeRecord = { ...unwaiting, placement: { nodeList: result.nodeList, primaryNodeUUID: result.primaryNodeUUID, nsid, port } };
     const etcd = this.options.etcd;
     const ops: IOperation[] = [
       etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(placed)),
