@@ -1,6 +1,6 @@
 // POST /api/v2/cluster/etcdCorruption/scan (spec 4.4): cluster write; the body is ignored; answers
-// {} at once and the active cluster manager scans. GET /metrics: the last scan's result in
-// Prometheus' text format, no authentication (like /healthz), served by every control plane.
+// {} at once and the active cluster manager scans. The last scan's result is a metric of every
+// control plane, on its metrics address (control-plane/metrics/), not on the REST API.
 import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
@@ -17,10 +17,6 @@ export function createEtcdCorruptionRoutes(deps: EtcdCorruptionRoutesDeps): Rout
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     await deps.etcdCorruption.requestScan();
     ctx.body = {};
-  });
-  router.get('/metrics', async (ctx) => {
-    ctx.type = 'text/plain; version=0.0.4; charset=utf-8';
-    ctx.body = await deps.etcdCorruption.metrics();
   });
   return router;
 }

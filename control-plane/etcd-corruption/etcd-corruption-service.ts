@@ -46,34 +46,4 @@ export class EtcdCorruptionService {
     const key = keys.etcdCorruptionStatus();
     return parseRecord<EtcdCorruptionStatus>(key, await this.etcd.get(key).string());
   }
-
-  /** The scan's result in Prometheus' text format (docs/api.md, "etcd corruption scan"). */
-  async metrics(): Promise<string> {
-    return metricsText(await this.status());
-  }
-}
-
-export function metricsText(status: EtcdCorruptionStatus | null): string {
-  const lines = [
-    '# HELP strata_etcd_corruption_detected 1 when the last etcd corruption scan found members whose data disagree, else 0 (absent before the first scan).',
-    '# TYPE strata_etcd_corruption_detected gauge',
-  ];
-  if (status && status.error === '') lines.push(`strata_etcd_corruption_detected ${status.corrupted ? 1 : 0}`);
-  lines.push(
-    '# HELP strata_etcd_corruption_last_scan_timestamp_seconds When the last etcd corruption scan finished (0: never).',
-    '# TYPE strata_etcd_corruption_last_scan_timestamp_seconds gauge',
-    `strata_etcd_corruption_last_scan_timestamp_seconds ${status ? Date.parse(status.finishedAt) / 1000 : 0}`,
-    '# HELP strata_etcd_corruption_member_disagrees Per member of the last scan: 1 when its hash disagrees with the cluster\'s, 0 when it agrees (unreachable or not compared members are absent).',
-    '# TYPE strata_etcd_corruption_member_disagrees gauge',
-  );
-  for (const m of status?.members ?? []) {
-    if (m.result === 'Agrees' || m.result === 'Disagrees') {
-      lines.push(`strata_etcd_corruption_member_disagrees{member_id="${m.ID}",member_name="${escapeLabel(m.name)}"} ${m.result === 'Disagrees' ? 1 : 0}`);
-    }
-  }
-  return `${lines.join('\n')}\n`;
-}
-
-function escapeLabel(value: string): string {
-  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 }

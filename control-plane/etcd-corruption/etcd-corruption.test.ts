@@ -13,6 +13,7 @@ import { keys } from '../../lib/etcd/keys.js';
 import { startEtcdCluster, type EtcdCluster, type EtcdMemberProcess } from '../../test/helpers/etcd-cluster.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
 import { waitUntil } from '../../test/helpers/wait.js';
+import { freePort } from '../../lib/ports.js';
 import { compare } from './etcd-hash-scan.js';
 import type { EtcdCorruptionStatus } from './etcd-corruption-service.js';
 
@@ -62,16 +63,19 @@ describe('etcd corruption scan against a real three-member etcd', () => {
     }, 'the scan result', 30_000);
   }
   const metric = async () => {
-    const res = await fetch(`${plane.apiUrl}/metrics`);
+    const res = await fetch(metricsUrl);
     assert.equal(res.status, 200);
-    return /^strata_etcd_corruption_detected (\d)$/m.exec(await res.text())?.[1];
+    return /^strata_etcd_corruption_detected\{revision="\d+"\} (\d)$/m.exec(await res.text())?.[1];
   };
   const events = async () => (await api<{ events: ApiEvent[] }>('GET', '/api/v2/events?componentType=Cluster&limit=1000')).body.events;
 
+  let metricsUrl = '';
   before(async () => {
     cluster = await startEtcdCluster(3);
     kv = createEtcdClient(cluster.endpoints());
-    plane = await startControlPlaneProcess({ etcdEndpoint: cluster.endpoints().join(','), leaseTtlSeconds: 5 });
+    const metricsPort = await freePort();
+    plane = await startControlPlaneProcess({ etcdEndpoint: cluster.endpoints().join(','), leaseTtlSeconds: 5, extraArgs: ['--metrics-port', String(metricsPort)] });
+    metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
   });
   after(async () => {
     kv?.close();
@@ -123,7 +127,7 @@ describe('etcd corruption scan against a real three-member etcd', () => {
     assert.equal(detected.length, 1);
     assert.equal(detected[0]!.Severity, 'Critical');
     assert.match(detected[0]!.Description, new RegExp(`${m2.spec.name} \\(${m2.clientURL}\\)`));
-    const body = await (await fetch(`${plane.apiUrl}/metrics`)).text();
+    const body = await (await fetch(metricsUrl)).text();
     assert.match(body, new RegExp(`strata_etcd_corruption_member_disagrees\\{member_id="\\d+",member_name="${m2.spec.name}"\\} 1`));
 
     // Scanning again changes nothing: still detected, no second Detected event.

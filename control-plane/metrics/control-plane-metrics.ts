@@ -6,6 +6,7 @@ import { AlarmAction, AlarmType, type Etcd3 } from 'etcd3';
 import { counter, gauge, histogram } from '../../lib/metrics.js';
 import type { VolumeRecord } from '../../lib/records.js';
 import type { AgentSessions } from '../agents/agent-sessions.js';
+import { EtcdCorruptionService } from '../etcd-corruption/etcd-corruption-service.js';
 import type { InventorySource } from '../inventory/inventory-reader.js';
 import type { LeaderElection } from '../leadership/leader-election.js';
 import type { ProtectionState } from '../volumes/protection.js';
@@ -152,6 +153,33 @@ gauge('strata_etcd_alarms', 'Active etcd alarms by type (CORRUPT: a member\'s da
   const read = await etcdStatus();
   for (const alarm of ETCD_ALARMS) this.labels(alarm).set(read?.alarms.includes(alarm) ? 1 : 0);
 });
+
+// The etcd corruption scan's last result (issue 15 item 6; docs/api.md), as every control plane
+// reads it from etcd.
+const corruptionStatus = async () => (sources ? new EtcdCorruptionService(sources.etcd).status().catch(() => null) : null);
+// Labelled by the revision the scan compared at, so that before the first scan (and after one that
+// could not run) there is no series at all rather than a 0 that would claim a clean scan.
+gauge('strata_etcd_corruption_detected', '1 when the last etcd corruption scan found members whose data disagree, else 0 (absent before the first scan)', ['revision'], async function () {
+  const status = await corruptionStatus();
+  this.reset();
+  if (status && status.error === '') this.labels(String(status.revision)).set(status.corrupted ? 1 : 0);
+});
+gauge('strata_etcd_corruption_last_scan_timestamp_seconds', 'When the last etcd corruption scan finished (0: never)', [], async function () {
+  const status = await corruptionStatus();
+  this.set(status ? Date.parse(status.finishedAt) / 1000 : 0);
+});
+gauge(
+  'strata_etcd_corruption_member_disagrees',
+  'Per member of the last etcd corruption scan: 1 when its hash disagrees with the cluster\'s, 0 when it agrees (unreachable or not compared members are absent)',
+  ['member_id', 'member_name'],
+  async function () {
+    const status = await corruptionStatus();
+    this.reset();
+    for (const m of status?.members ?? []) {
+      if (m.result === 'Agrees' || m.result === 'Disagrees') this.labels(m.ID, m.name).set(m.result === 'Disagrees' ? 1 : 0);
+    }
+  },
+);
 
 /** The route template koa-router matched (`/api/v2/volumes/:uuid`), never the raw path. */
 export function routeLabel(matched: unknown): string {
