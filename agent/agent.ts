@@ -228,6 +228,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     // from the hand-over to the promotion.
     await dataPath.handOver();
     await membership.stop();
+    await dataPath.finishHandOver();
     await session.stop();
     await discovery.stop();
     await pools.stop();

@@ -240,8 +240,9 @@ export class DataPathReconciler implements VolumeReportSource {
 
   /**
    * Planned stop (after stop()): hands every replicated volume this node is the primary of to
-   * another copy. The host paths turn inaccessible (hosts queue their I/O), the mirrors drain and
-   * stop cleanly; the caller then revokes the lease, and the leader promotes an in-sync copy.
+   * another copy. The host paths turn inaccessible (hosts queue their I/O) and the device-mapper
+   * devices drain; the caller then revokes the lease, the leader promotes an in-sync copy, and
+   * finishHandOver() stops the mirrors here.
    */
   async handOver(): Promise<void> {
     const replicas = this.options.replicas;
@@ -255,6 +256,11 @@ export class DataPathReconciler implements VolumeReportSource {
         this.options.logger.error({ err, volumeUUID }, 'handing the volume over failed; its lease expiry fences it');
       }
     }
+  }
+
+  /** After the lease is revoked: the handed-over mirrors stop cleanly. */
+  async finishHandOver(): Promise<void> {
+    await this.options.replicas?.finishHandOver();
   }
 
   private fenced(d: DesiredExport): DesiredExport {

@@ -84,6 +84,8 @@ export class ReplicaManager {
   private monitoring: Promise<void> | undefined;
   /** The membership lease may expire (or did): no volume is served as a primary meanwhile. */
   private leaseFenced = false;
+  /** Volumes handed over by a planned stop whose mirror still runs here. */
+  private readonly handedOver = new Set<string>();
 
   constructor(private readonly options: ReplicaManagerOptions) {}
 
@@ -148,19 +150,33 @@ export class ReplicaManager {
   }
 
   /**
-   * Planned stop: after the host path is inaccessible, drain and stop the mirror cleanly (every leg
-   * still connected gets the final superblock and bitmap), so another copy can take over.
+   * Planned stop, first half: after the host path is inaccessible, the device-mapper device is
+   * suspended (which waits for the writes in flight: they reach every copy) and switched to the
+   * error target. Nothing writes through this node any more; another copy can take over.
    */
   async handOver(volumeUUID: string): Promise<void> {
     await this.locked(volumeUUID, async () => {
       const state = this.primaries.get(volumeUUID);
       if (!state) return;
-      // suspend waits for the I/O in flight; the error table then takes whatever comes later.
       await this.options.stack.ensureDm(volumeUUID, this.options.stack.errorTable(state.input.sizeBytes));
       this.primaries.delete(volumeUUID);
-      await this.dismantlePrimary(volumeUUID, true);
-      this.options.logger.info({ volumeUUID }, 'handed over: the mirror is stopped on this node');
+      this.handedOver.add(volumeUUID);
+      this.options.logger.info({ volumeUUID }, 'handed over: this node writes nothing more to the volume');
     });
+  }
+
+  /**
+   * Second half, once the lease is revoked (hosts are waiting for the promotion meanwhile): the
+   * mirror stops cleanly. A copy that already admits the new primary has dropped this node, and
+   * its leg here only waits; the connections go last.
+   */
+  async finishHandOver(): Promise<void> {
+    for (const volumeUUID of [...this.handedOver]) {
+      await this.locked(volumeUUID, () => this.dismantlePrimary(volumeUUID, true)).catch((err: unknown) =>
+        this.options.logger.warn({ err, volumeUUID }, 'stopping the handed-over mirror failed; the next start cleans up'),
+      );
+      this.handedOver.delete(volumeUUID);
+    }
   }
 
   /** The primary's view of every copy, undefined when this node is not the volume's primary. */
