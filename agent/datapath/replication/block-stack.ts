@@ -352,10 +352,11 @@ export class BlockStack {
     await this.setWriteMostly(block, leg);
   }
 
-  async failLeg(block: string, leg: string): Promise<void> {
+  /** Takes legs md marked faulty, or whose device is gone, out of the array (their slots stay for re-adds). */
+  async removeGoneLegs(block: string): Promise<void> {
     const md = join(this.options.devRoot, block);
-    await this.run('mdadm', [md, '--fail', join(this.options.devRoot, leg)]).catch(() => undefined);
-    await this.run('mdadm', [md, '--remove', join(this.options.devRoot, leg)]).catch(() => undefined);
+    await this.run('mdadm', [md, '--fail', 'detached', '--remove', 'detached']).catch(() => undefined);
+    await this.run('mdadm', [md, '--remove', 'failed']).catch(() => undefined);
   }
 
   async stopArray(block: string): Promise<void> {

@@ -273,11 +273,13 @@ export class ReplicaManager {
     const stack = this.options.stack;
     const loop = await stack.loopOf(state.input.backing.devicePath);
     const array = loop ? await stack.arrayOf(loop) : undefined;
+    // The connection goes first: that fails the writes waiting on it, md marks the leg faulty and
+    // completes them on the other legs. mdadm cannot do that part: its --fail and --remove wait
+    // behind those writes (seen in the lab: a minute, until their timeout).
     for (const target of this.remoteTargets(state.input).filter((t) => nodes.includes(t.nodeUUID))) {
-      const leg = await stack.leg(target);
-      if (array && leg.block) await stack.failLeg(array, leg.block);
       await stack.disconnectLeg(target).catch((err: unknown) => this.options.logger.warn({ err, volumeUUID }, 'disconnecting a replica failed'));
     }
+    if (array) await stack.removeGoneLegs(array);
     return true;
   }
 
@@ -396,7 +398,7 @@ export class ReplicaManager {
       }
       if (member && !member.flags.includes('faulty')) continue; // recovering
       if (member?.flags.includes('faulty')) {
-        await stack.failLeg(array, member.block);
+        await stack.removeGoneLegs(array);
         continue;
       }
       if (now - (state.lastRejoinAttempt.get(target.nodeUUID) ?? 0) < this.options.rejoinIntervalMs) continue;
