@@ -180,6 +180,9 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     const s = storageOf(nodeUUID);
     process.kill(s.guest.pid, 'SIGKILL');
     await s.guest.exited;
+    // Release what the lab holds for it (its job socket): a killed guest is not stopped by after(),
+    // and its open socket would keep this test process from exiting.
+    await s.guest.stop();
   }
 
   // ---- setup ---------------------------------------------------------------------------------
