@@ -44,7 +44,8 @@ import { createEtcdClient } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
 import type { ReplicaSetRecord, VolumeRecord } from '../lib/records.js';
 import { startStorageGuest, type StorageGuest, type StorageGuestOptions } from '../test/e2e/cluster-lab.js';
-import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, script, startGuest, type Guest } from '../test/e2e/lab/index.js';
+import { connectPaths, startAckedWrites } from '../test/e2e/replication-host.js';
+import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, startGuest, type Guest } from '../test/e2e/lab/index.js';
 import { withTimeout } from '../test/e2e/lab/util.js';
 import { startEtcd, type TestEtcd } from '../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../test/helpers/processes.js';
@@ -188,13 +189,9 @@ const nqnOf = (uuid: string) => volumeSubsystemNQN(subsystemNQN, uuid);
 /** Forwards the volume's port of each node holding a copy and connects the host to each path; returns the block device. */
 async function connectAllPaths(volume: Volume): Promise<string> {
   const port = await volumePort(volume.UUID);
-  for (const node of volume.nodeList) {
-    const i = indexOf(node);
-    forwards[i]!.set(pathPort(i, port), port);
-    await storage[i]!.guest.addHostForward(pathPort(i, port), port);
-    await host().runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(pathPort(i, port)), '-n', nqnOf(volume.UUID), '-q', HOST, '--reconnect-delay', '1'], { timeoutMs: 60_000 });
-  }
-  return (await host().runOk(['sh', script('nvme-ns-by-uuid.sh'), volume.UUID, '30'], { timeoutMs: 45_000 })).stdout.trim();
+  const nodes = volume.nodeList.map((uuid) => ({ index: indexOf(uuid), guest: storageOf(uuid).guest }));
+  for (const { index } of nodes) forwards[index]!.set(pathPort(index, port), port);
+  return connectPaths({ host: host(), nodes, port, subsystemNQN: nqnOf(volume.UUID), volumeUUID: volume.UUID, hostNQN: HOST, pathPort });
 }
 /** Every path of the volume's subsystem on the host is a live controller (a returning node's path reconnected). */
 async function allPathsLive(uuid: string, paths: number): Promise<boolean> {
@@ -225,29 +222,6 @@ async function clockOffset(): Promise<number> {
   return guestNow - (before + after) / 2000;
 }
 
-// ---- acknowledged writes --------------------------------------------------------------------------
-/** Starts the acknowledged-write log on the host. */
-function startAckedWrites(device: string, tag: string) {
-  const log = `/tmp/acked-${tag}.log`;
-  const stop = `/tmp/acked-${tag}.stop`;
-  const writer = host().run(['python3', script('acked-writes.py'), 'write', device, log, stop], { timeoutMs: 900_000 });
-  return {
-    acked: async () => Number((await sh(host(), `grep -c -v '^error' ${log} 2>/dev/null || true`)).trim() || '0'),
-    /** Stops the writer, verifies every acknowledged block, returns the acknowledgement times. */
-    async stopAndVerify(): Promise<{ checked: number; bad: number; errors: string; times: number[] }> {
-      await sh(host(), `touch ${stop}`);
-      await writer;
-      const out = await sh(host(), `python3 ${script('acked-writes.py')} verify ${device} ${log}`, 600_000);
-      const m = /checked=(\d+) bad=(\d+)/.exec(out);
-      if (!m) throw new Error(`verify: ${out}`);
-      const text = await sh(host(), `cat ${log}`);
-      const lines = text.split('\n').filter(Boolean);
-      const times = lines.filter((l) => !l.startsWith('error')).map((l) => Number(l.split(' ')[1]));
-      const errors = lines.filter((l) => l.startsWith('error')).join('; ');
-      return { checked: Number(m[1]), bad: Number(m[2]), errors, times };
-    },
-  };
-}
 /** The gap from the last acknowledgement at or before `at` to the first after it, and the longest gap before it. */
 function pauseAround(times: number[], at: number): { pause: number; baseline: number; before: number } {
   let last = -1;
@@ -311,7 +285,7 @@ async function failoverRound(kind: 'unplanned' | 'planned', volume: Volume, devi
   const set = await replicaSet(volume.UUID);
   const i = indexOf(set.primaryNodeUUID);
   const offset = await clockOffset();
-  const writes = startAckedWrites(device, tag);
+  const writes = startAckedWrites(host(), device, tag);
   await until('writes flowing', async () => (await writes.acked()) > 30, 120_000, 500);
   await sleep(3000);
   const faultAt = Date.now() / 1000;
