@@ -159,7 +159,7 @@ const nodeActive = async (uuid: string) => (await api<{ nodes: { UUID: string; s
  * Creates a volume and waits until it is Available and FullyProtected. A volume that fails on the
  * known creation race (the primary's pass ran before a replica exported its copy: "waiting for
  * replica(s) ... to create the volume's mirror", reported as Failed and taken as final by the
- * controller) is replaced, up to 3 times, and counted: docs/benchmarks.md reports it.
+ * controller) is deleted and replaced, up to 10 times, and counted: docs/benchmarks.md reports it.
  */
 let creationRaces = 0;
 async function createVolume(name: string, mib: number, replicaCount: number): Promise<Volume> {
@@ -171,9 +171,10 @@ async function createVolume(name: string, mib: number, replicaCount: number): Pr
     }, 300_000, 500);
     if (v.state !== 'Failed') return v;
     const reason = String(plane!.logs.find((l) => l['msg'] === 'volume failed' && l['volumeUUID'] === created.UUID)?.['reason'] ?? '(no reason logged)');
-    if (attempt >= 3 || !/waiting for replica\(s\)/.test(reason)) throw new Error(`${name} Failed: ${reason}`);
+    if (attempt >= 10 || !/waiting for replica\(s\)/.test(reason)) throw new Error(`${name} Failed: ${reason}`);
     creationRaces += 1;
-    say(`  ${name} Failed on the creation race (${reason}); creating another`);
+    say(`  ${name} Failed on the creation race (${reason}); deleted, creating another`);
+    await api('DELETE', `/projects/default/volumes/${created.UUID}`);
   }
 }
 
