@@ -145,6 +145,9 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
     },
     async startAgent({ timeoutMs = 120_000, extraArgs = [] } = {}) {
       if (running) throw new Error(`${options.name}: the agent is already running`);
+      // The guest's clock from this host's: a guest came up 15 s ahead under load (TCG), and the
+      // control plane refuses agent tokens issued in its future (beyond a 5 s tolerance).
+      await guest.runOk(['date', '-u', '-s', `@${(Date.now() / 1000).toFixed(3)}`], { timeoutMs: 15_000 });
       running = true;
       exited = guest
         .run(['sh', '-c', `echo $$ > ${pidFile}; exec node "$0" "$@" >> "$LOG" 2>&1`, `${repoRoot}/dist/agent/main.js`, ...args, ...extraArgs], {
