@@ -440,6 +440,14 @@ async function main(): Promise<void> {
   if (!SKIP.has('resync')) await benchResync();
 }
 
+// Ctrl-C or SIGTERM: the lab kills the guests by PID; the drive images go too.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    removeDir(persistDir);
+    process.exit(130);
+  });
+}
+
 try {
   await main();
   console.log('\n# bench/replication results (TCG-emulated guests on a shared 2-core machine)');
