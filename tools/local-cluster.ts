@@ -1,13 +1,19 @@
-// `npm run cluster -- [--home DIR] [--api-port PORT] [--agent auto|host|guest]`: a working
-// Strata cluster on this one machine, in the foreground: etcd, a control plane and an agent.
-// State and logs live under DIR (default ~/.strata-cluster), so a second run picks up the same
-// cluster. The admin token lands in DIR/admin.jwt. Ctrl-C (SIGINT) or SIGTERM stops everything
-// it started.
+// `npm run cluster -- [--home DIR] [--api-port PORT] [--agent auto|host|guest] [--nodes N]`: a
+// working Strata cluster on this one machine, in the foreground: etcd, a control plane and N
+// storage nodes (default 1). State and logs live under DIR (default ~/.strata-cluster), so a
+// second run picks up the same cluster. The admin token lands in DIR/admin.jwt. Ctrl-C (SIGINT)
+// or SIGTERM stops everything it started.
 //
-// The agent serves volumes through the kernel NVMe target. Where this machine's kernel has it,
-// the agent runs here; where it does not, the agent runs in a QEMU guest booting Debian's kernel
-// with emulated NVMe drives (the e2e lab, test/e2e/cluster-lab.ts), whose drive images and agent
-// state stay under DIR/guest, and each volume's port is forwarded from 127.0.0.1 to the guest.
+// The agent serves volumes through the kernel NVMe target. With one node, where this machine's
+// kernel has it, the agent runs here; where it does not, and always with N > 1 (one kernel target
+// cannot be several nodes), each node is a QEMU guest booting Debian's kernel with emulated NVMe
+// drives (the e2e lab, test/e2e/cluster-lab.ts), whose drive images and agent state stay under
+// DIR/guest (node 1) and DIR/guest-<n> (node n). Each node's replication port is forwarded from
+// this host and advertised to the other nodes as 10.0.2.2:<port>. A volume's port is the same on
+// every node, so hosts on this machine reach node n's path at 127.0.0.1:<port + (n-1) * stride>,
+// where stride is the width of the volume port range (node 1: the port itself). The launcher
+// prints each node's name, UUID and QEMU PID; a guest killed by hand is reported and booted again
+// with its drives (its volumes fail over meanwhile, and its copies resync when it is back).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -21,52 +27,70 @@ import { keys } from '../lib/etcd/keys.js';
 import { startLocalEtcd, type LocalEtcd } from '../lib/etcd/local-etcd.js';
 import { packageRoot } from '../lib/paths.js';
 import { freePort } from '../lib/ports.js';
-import type { ClusterRecord } from '../lib/records.js';
-import { hostHasNvmet, readVolumePorts, startStorageGuest, VolumePortForwards, type StorageGuest } from '../test/e2e/cluster-lab.js';
-import { execArgv, installPackages, prepareLab } from '../test/e2e/lab/index.js';
+import type { ClusterRecord, ReplicaSetRecord } from '../lib/records.js';
+import { hostHasNvmet, readVolumePorts, startStorageGuest, VolumePortForwards, type StorageGuest, type StorageGuestOptions, type VolumePortPlacement } from '../test/e2e/cluster-lab.js';
+import { execArgv, installPackages, prepareLab, type Lab } from '../test/e2e/lab/index.js';
+
+/** Host ports of one guest node (node 1's discovery port is `Ports.discovery`, kept from earlier homes). */
+interface NodePorts {
+  discovery: number;
+  /** Forwarded to the guest's replication port (4421). */
+  replication: number;
+}
 
 interface Ports {
   etcdClient: number;
   etcdPeer: number;
   grpc: number;
-  /** The guest agent's discovery controller, forwarded from 127.0.0.1 (added later: may be absent). */
+  /** Node 1's discovery controller, forwarded from 127.0.0.1 (added later: may be absent). */
   discovery?: number;
+  /** Node 1's replication port forward (added with --nodes: may be absent). */
+  replication?: number;
+  /** Nodes 2..N (added with --nodes: may be absent or shorter). */
+  moreNodes?: NodePorts[];
+  /** The control plane's and agents' volume port range (absent in homes made before --nodes: 20000-31999). */
+  volumePorts?: { min: number; max: number };
 }
 
-/** The guest's drives: one data device the node manages, one spare to add through the API. */
-const GUEST_DRIVES = [
-  { serial: 'STRATA-LOCAL-DATA0', sizeMiB: 16 * 1024 },
-  { serial: 'STRATA-LOCAL-SPARE0', sizeMiB: 16 * 1024 },
-] as const;
-/** The control plane's and agent's default volume port range (both sides must agree). */
-const VOLUME_PORT_MIN = 20000;
-const VOLUME_PORT_MAX = 31999;
+/** The volume port range of homes made before --nodes (kept: their volumes hold these ports). */
+const OLD_VOLUME_PORTS = { min: 20000, max: 31999 };
+/** New homes: 5000 volume ports, so that nodes 2..9 get their own host port windows above. */
+const NEW_VOLUME_PORTS = { min: 20000, max: 24999 };
+const DRIVE_MIB = 16 * 1024;
 
 const program = new Command('strata-cluster')
-  .description('Start a local Strata cluster (etcd, control plane, agent) in the foreground')
+  .description('Start a local Strata cluster (etcd, control plane, N storage nodes) in the foreground')
   .option('--home <dir>', 'directory for all state and logs', join(homedir(), '.strata-cluster'))
   .option('--api-port <port>', 'port of the REST API on 127.0.0.1', '8080')
+  .option('--nodes <n>', 'storage nodes to start (more than 1: each is a QEMU guest)', '1')
   .addOption(
-    new Option('--agent <where>', 'where the agent runs: on this host, in a QEMU guest, or auto (the host when its kernel has nvmet)')
+    new Option('--agent <where>', 'where the agent runs: on this host, in a QEMU guest, or auto (the host when its kernel has nvmet); --nodes above 1 needs guest or auto')
       .choices(['auto', 'host', 'guest'])
       .default('auto'),
   )
   .parse();
-const options = program.opts<{ home: string; apiPort: string; agent: 'auto' | 'host' | 'guest' }>();
+const options = program.opts<{ home: string; apiPort: string; agent: 'auto' | 'host' | 'guest'; nodes: string }>();
 const home = resolve(options.home);
 const apiPort = Number(options.apiPort);
-if (!Number.isInteger(apiPort) || apiPort < 1 || apiPort > 65535) {
-  console.error(`--api-port must be a port number, got ${options.apiPort}`);
-  process.exit(2);
-}
+const nodeCount = Number(options.nodes);
+if (!Number.isInteger(apiPort) || apiPort < 1 || apiPort > 65535) fail(`--api-port must be a port number, got ${options.apiPort}`);
+if (!Number.isInteger(nodeCount) || nodeCount < 1) fail(`--nodes must be a positive integer, got ${options.nodes}`);
+if (nodeCount > 1 && options.agent === 'host') fail('--agent host runs one node on this host: one kernel NVMe target cannot be several nodes; use --agent guest or auto with --nodes above 1');
 
 const logs = join(home, 'logs');
 mkdirSync(logs, { recursive: true });
-const ports = await loadPorts(join(home, 'ports.json'));
+const ports = await loadPorts(join(home, 'ports.json'), nodeCount);
+const volumePorts = ports.volumePorts!;
+/** Node n's window of host ports for volume paths starts this far above node n-1's. */
+const stride = volumePorts.max - volumePorts.min + 1;
+if (volumePorts.min + nodeCount * stride - 1 > 65535) {
+  fail(`--nodes ${nodeCount}: each node needs its own window of ${stride} host ports for volume paths above ${volumePorts.min}; at most ${Math.floor((65536 - volumePorts.min) / stride)} nodes with this home`);
+}
 const children: ChildProcess[] = [];
 let etcd: LocalEtcd | undefined;
 let etcdClient: Etcd3 | undefined;
-let storageGuest: StorageGuest | undefined;
+/** The guest nodes (empty when the agent runs on this host). */
+const nodes: GuestNode[] = [];
 let watcher: NodeJS.Timeout | undefined;
 let stopping = false;
 
@@ -83,24 +107,24 @@ try {
     '--grpc-host', '127.0.0.1', '--grpc-port', String(ports.grpc),
     '--state-dir', home,
     '--instance-id', 'local',
-    '--volume-port-min', String(VOLUME_PORT_MIN), '--volume-port-max', String(VOLUME_PORT_MAX),
+    '--volume-port-min', String(volumePorts.min), '--volume-port-max', String(volumePorts.max),
   ]);
   await waitForApi(controlPlane);
   say(`control plane  http://127.0.0.1:${apiPort}/api/v2  (gRPC 127.0.0.1:${ports.grpc})`);
 
   const run = (file: string, args: string[]) => execArgv(file, args, { timeoutMs: 30_000 });
-  const inGuest = options.agent === 'guest' || (options.agent === 'auto' && !(await hostHasNvmet(run)));
+  const inGuest = nodeCount > 1 || options.agent === 'guest' || (options.agent === 'auto' && !(await hostHasNvmet(run)));
   etcdClient = createEtcdClient([etcd.endpoint]);
   if (inGuest) {
-    await startAgentInGuest();
+    await startGuestNodes();
   } else {
     daemon('agent', [
       '--etcd-endpoints', etcd.endpoint,
       '--control-plane-endpoints', `127.0.0.1:${ports.grpc}`,
       '--state-dir', join(home, 'agent'),
-      '--volume-port-min', String(VOLUME_PORT_MIN), '--volume-port-max', String(VOLUME_PORT_MAX),
+      '--volume-port-min', String(volumePorts.min), '--volume-port-max', String(volumePorts.max),
     ]);
-    await waitForNode();
+    await waitForNodes(() => true, 1);
     say('agent          joined (on this host, serving through its kernel NVMe target)');
   }
   watcher = watchVolumes(etcdClient, inGuest);
@@ -114,70 +138,144 @@ try {
   await stopAll('error', 1);
 }
 
+/** A storage node in a QEMU guest, booted again with the same options when its guest dies. */
+interface GuestNode {
+  /** 1-based, as printed. */
+  readonly index: number;
+  readonly options: StorageGuestOptions;
+  storage?: StorageGuest;
+  uuid: string;
+}
+
+/** Node n's name, directories and drive serials (node 1 keeps the single-node layout of earlier homes). */
+function guestNodeOptions(index: number, lab: Lab): StorageGuestOptions {
+  const suffix = index === 1 ? '' : `-${index}`;
+  const tag = index === 1 ? 'LOCAL' : `LOCAL${index}`;
+  const dir = join(home, `guest${suffix}`);
+  mkdirSync(dir, { recursive: true });
+  const nodePorts: NodePorts = index === 1 ? { discovery: ports.discovery!, replication: ports.replication! } : ports.moreNodes![index - 2]!;
+  const drives = [`STRATA-${tag}-DATA0`, `STRATA-${tag}-SPARE0`];
+  return {
+    name: `strata-local${suffix}`,
+    drives: drives.map((serial) => ({ serial, sizeMiB: DRIVE_MIB, image: join(dir, `${serial}.img`) })),
+    dataSerials: [drives[0]!],
+    etcdPort: ports.etcdClient,
+    controlPlaneGrpcPort: ports.grpc,
+    // Hosts on this machine dial 127.0.0.1:<volume port> (node 1) or the node's window, forwarded to the guest.
+    advertiseAddress: '127.0.0.1',
+    discoveryPort: nodePorts.discovery,
+    // Primaries in other guests dial 10.0.2.2:<forward> to reach this node's replication port.
+    replicationHostPort: nodePorts.replication,
+    replicationAdvertiseAddress: '10.0.2.2',
+    volumePortMin: volumePorts.min,
+    volumePortMax: volumePorts.max,
+    agentStateDir: join(dir, 'agent'),
+    agentLogFile: join(logs, `agent${suffix}.log`),
+    agentArgs: ['--reconcile-interval-seconds', '10'],
+    memoryMiB: 1024,
+    // Two vCPUs for a lone node; one each when several share this machine's cores.
+    cpus: nodeCount === 1 ? 2 : 1,
+    logDir: join(logs, 'guest'),
+    lab,
+    bootTimeoutMs: 240_000,
+  };
+}
+
 /**
- * The agent in a QEMU guest: its drive images and identity live under DIR/guest, so a second run
- * boots the same server with the same md array and btrfs. Volume ports are forwarded as volumes
- * appear (watchVolumes).
+ * The nodes in QEMU guests: their drive images and identities live under DIR/guest*, so a second
+ * run boots the same servers with the same md arrays and btrfs. Volume ports are forwarded as
+ * volumes appear (watchVolumes).
  */
-async function startAgentInGuest(): Promise<void> {
-  say('agent          this kernel has no NVMe target (nvmet): running the agent in a QEMU guest');
+async function startGuestNodes(): Promise<void> {
+  if (nodeCount === 1) say('agent          this kernel has no NVMe target (nvmet): running the agent in a QEMU guest');
+  else say(`nodes          ${nodeCount} storage nodes, each a QEMU guest running the agent`);
   say('               booting Debian\'s kernel with emulated NVMe drives (docs/e2e.md)');
   let started = performance.now();
   const added = await installPackages();
   if (added.length > 0) say(`               installed ${added.join(' ')}`);
   const lab = await prepareLab();
   say(`               lab ready: kernel ${lab.kernel.release} (${Math.round(performance.now() - started)} ms)`);
-  const guestDir = join(home, 'guest');
-  mkdirSync(guestDir, { recursive: true });
   started = performance.now();
-  storageGuest = await startStorageGuest({
-    name: 'strata-local',
-    drives: GUEST_DRIVES.map((d) => ({ ...d, image: join(guestDir, `${d.serial}.img`) })),
-    dataSerials: [GUEST_DRIVES[0].serial],
-    etcdPort: ports.etcdClient,
-    controlPlaneGrpcPort: ports.grpc,
-    // Hosts on this machine dial 127.0.0.1:<volume port>, forwarded to the guest.
-    advertiseAddress: '127.0.0.1',
-    volumePortMin: VOLUME_PORT_MIN,
-    volumePortMax: VOLUME_PORT_MAX,
-    ...(ports.discovery ? { discoveryPort: ports.discovery } : {}),
-    agentStateDir: join(guestDir, 'agent'),
-    agentLogFile: join(logs, 'agent.log'),
-    agentArgs: ['--reconcile-interval-seconds', '10'],
-    memoryMiB: 1024,
-    cpus: 2,
-    logDir: join(logs, 'guest'),
-    lab,
-    bootTimeoutMs: 180_000,
+  for (let index = 1; index <= nodeCount; index++) nodes.push({ index, options: guestNodeOptions(index, lab), uuid: '' });
+  await Promise.all(nodes.map((node) => bootNode(node)));
+  await waitForNodes((uuid) => nodes.some((n) => n.uuid === uuid), nodeCount, 240_000);
+  for (const node of nodes) await waitForCapacity(node.uuid);
+  say(`               joined in ${Math.round(performance.now() - started)} ms`);
+  for (const node of nodes) {
+    say(`node ${String(node.index).padEnd(10)}${node.options.name.padEnd(16)} ${node.uuid}  QEMU pid ${node.storage!.guest.pid}  (manages ${node.options.dataSerials[0]}; spare ${node.options.drives[1]!.serial})`);
+  }
+  say(`               kill -9 <QEMU pid> cuts a node's power: its volumes fail over to an in-sync copy (the launcher prints it), then it boots again`);
+  say('               with its drives and its copies resync; spare drives can be added with POST /api/v2/nvmeDevices');
+  for (const node of nodes) {
+    say(`discovery      nvme discover -t tcp -a 127.0.0.1 -s ${node.options.discoveryPort} -q <host NQN>   (${node.options.name}, forwarded to its guest)`);
+  }
+}
+
+/** Boots a node's guest and starts its agent; when the guest or agent dies unexpectedly, says so and starts it again. */
+async function bootNode(node: GuestNode): Promise<void> {
+  const storage = await startStorageGuest(node.options);
+  node.storage = storage;
+  const { name } = node.options;
+  let guestDown = false;
+  void storage.guest.exited.then(({ code, signal }) => {
+    guestDown = true;
+    if (stopping) return;
+    say(`node ${node.index}: ${name} (${node.uuid}) lost: its QEMU (pid ${storage.guest.pid}) exited (${signal ?? code}); booting it again with its drives`);
+    void rebootNode(node);
   });
-  say(`               guest up in ${storageGuest.guest.bootMs} ms (QEMU pid ${storageGuest.guest.pid}, console ${storageGuest.guest.consoleLog})`);
-  void storageGuest.guest.exited.then(({ code, signal }) => {
-    if (!stopping) {
-      console.error(`the agent's QEMU guest exited unexpectedly (${signal ?? code}); see ${storageGuest?.guest.consoleLog}`);
-      void stopAll('guest exit', 1);
-    }
-  });
-  await storageGuest.startAgent({ timeoutMs: 180_000 });
-  void storageGuest.agentExited().then((code) => {
-    if (!stopping) {
-      console.error(`the agent in the guest exited unexpectedly (${code}); see ${join(logs, 'agent.log')}`);
+  await storage.startAgent({ timeoutMs: 240_000 });
+  if (node.uuid && storage.nodeUUID() !== node.uuid) throw new Error(`${name}: came back as node ${storage.nodeUUID()}, not ${node.uuid}`);
+  node.uuid = storage.nodeUUID();
+  watchAgent(node, storage, () => guestDown);
+}
+
+function watchAgent(node: GuestNode, storage: StorageGuest, guestDown: () => boolean): void {
+  void storage.agentExited().then(async (code) => {
+    await sleep(2000); // a guest that died takes its agent with it: that is reported above
+    if (stopping || guestDown() || node.storage !== storage) return;
+    say(`node ${node.index}: ${node.options.name}'s agent exited (${code}); see ${storage.agentLogFile}; starting it again`);
+    try {
+      await storage.startAgent({ timeoutMs: 240_000 });
+      watchAgent(node, storage, guestDown);
+    } catch (err) {
+      console.error(`node ${node.index}: ${(err as Error).message}`);
       void stopAll('agent exit', 1);
     }
   });
-  await waitForNode(180_000);
-  await waitForCapacity(storageGuest.nodeUUID());
-  say(`agent          joined from the guest in ${Math.round(performance.now() - started)} ms; node ${storageGuest.nodeUUID()} manages ${GUEST_DRIVES[0].serial}`);
-  say(`               (spare drive ${GUEST_DRIVES[1].serial} can be added: POST /api/v2/nvmeDevices)`);
-  if (ports.discovery) say(`discovery      nvme discover -t tcp -a 127.0.0.1 -s ${ports.discovery} -q <host NQN>   (forwarded to the guest)`);
+}
+
+async function rebootNode(node: GuestNode): Promise<void> {
+  try {
+    await bootNode(node);
+    if (!stopping) say(`node ${node.index}: ${node.options.name} (${node.uuid}) is back: QEMU pid ${node.storage!.guest.pid}`);
+  } catch (err) {
+    if (stopping) return;
+    console.error(`node ${node.index}: ${node.options.name} did not come back: ${(err as Error).message}`);
+    void stopAll('node lost', 1);
+  }
+}
+
+/** Host port of node n's path to a volume port: the port itself for node 1, then one window per node. */
+function hostPortOf(port: number, nodeIndex: number): number {
+  return port + (nodeIndex - 1) * stride;
 }
 
 /**
- * Polls the volume records: forwards each new volume's port to the guest (guest mode) and
- * prints how a host connects to it.
+ * Polls the volume records and replica sets: forwards each copy's port to its node's guest
+ * (guest mode), prints how a host on this machine connects one path per node, and says when a
+ * volume's paths, primary or in-sync copies change, or it is deleted.
  */
 function watchVolumes(client: Etcd3, inGuest: boolean): NodeJS.Timeout {
-  const forwards = inGuest && storageGuest ? new VolumePortForwards(client, (node) => (node === storageGuest!.nodeUUID() ? storageGuest!.guest : undefined)) : undefined;
-  const announced = new Set<string>();
+  const nodeByUUID = (uuid: string) => nodes.find((n) => n.uuid === uuid);
+  const pathsOf = (volume: VolumePortPlacement) =>
+    volume.nodeList.flatMap((uuid) => {
+      const node = nodeByUUID(uuid);
+      return node ? [{ nodeUUID: uuid, hostPort: hostPortOf(volume.port, node.index) }] : [];
+    }).sort((a, b) => a.hostPort - b.hostPort);
+  const forwards = inGuest ? new VolumePortForwards(client, (uuid) => nodeByUUID(uuid)?.storage?.guest, pathsOf) : undefined;
+  const nameOf = (uuid: string) => nodeByUUID(uuid)?.options.name ?? uuid;
+  /** What was last printed per volume: its paths, and its replica set's state. */
+  const announced = new Map<string, { paths: string; set: string; name: string }>();
   let busy = false;
   let lastError = '';
   let subsystemNQN = '';
@@ -188,13 +286,35 @@ function watchVolumes(client: Etcd3, inGuest: boolean): NodeJS.Timeout {
       subsystemNQN ||= parseRecord<ClusterRecord>(keys.cluster(), await client.get(keys.cluster()).string())?.subsystemNQN ?? '';
       await forwards?.sync();
       const volumes = await readVolumePorts(client);
-      for (const volume of volumes.values()) {
-        if (announced.has(volume.UUID)) continue;
-        announced.add(volume.UUID);
-        say(`volume         ${volume.name} (${volume.UUID}) on port ${volume.port}${forwards ? ' (forwarded 127.0.0.1 -> guest)' : ''}; once Available a host with nvme-tcp connects with:`);
-        say(`               nvme connect -t tcp -a 127.0.0.1 -s ${volume.port} -n ${volumeSubsystemNQN(subsystemNQN, volume.UUID)} -q <host NQN in the volume's ACL>`);
+      const sets = new Map<string, ReplicaSetRecord>();
+      for (const value of Object.values(await client.getAll().prefix(keys.replicaSetsPrefix()).strings())) {
+        const set = JSON.parse(value) as ReplicaSetRecord;
+        sets.set(set.volumeUUID, set);
       }
-      for (const uuid of [...announced]) if (!volumes.has(uuid)) announced.delete(uuid);
+      for (const volume of volumes.values()) {
+        const paths = inGuest ? pathsOf(volume) : [{ nodeUUID: volume.nodeUUID, hostPort: volume.port }];
+        const set = sets.get(volume.UUID);
+        const seen = announced.get(volume.UUID);
+        const pathsKey = paths.map((p) => `${p.nodeUUID}:${p.hostPort}`).join(',');
+        const setKey = set ? `${set.epoch}|${set.primaryNodeUUID}|${[...set.inSync].sort().join(',')}` : '';
+        if (seen?.paths !== pathsKey) {
+          const copies = volume.nodeList.length;
+          say(`volume         ${volume.name} (${volume.UUID}), port ${volume.port}${copies > 1 ? `, ${copies} copies` : ''}${forwards ? ' (forwarded 127.0.0.1 -> guest)' : ''}; once Available a host with nvme-tcp on this machine connects${paths.length > 1 ? ' one path per node' : ''} with:`);
+          for (const path of paths) {
+            const label = inGuest ? `   # ${nameOf(path.nodeUUID)}` : '';
+            say(`               nvme connect -t tcp -a 127.0.0.1 -s ${path.hostPort} -n ${volumeSubsystemNQN(subsystemNQN, volume.UUID)} -q <host NQN in the volume's ACL>${label}`);
+          }
+        }
+        if (set && seen?.set !== setKey) {
+          say(`volume         ${volume.name}: primary ${nameOf(set.primaryNodeUUID)} (epoch ${set.epoch}), in sync: ${set.inSync.map(nameOf).join(', ') || 'none'}${set.reason ? ` (${set.reason})` : ''}`);
+        }
+        announced.set(volume.UUID, { paths: pathsKey, set: setKey, name: volume.name });
+      }
+      for (const [uuid, seen] of [...announced]) {
+        if (volumes.has(uuid)) continue;
+        announced.delete(uuid);
+        say(`volume         ${seen.name} (${uuid}) deleted${forwards ? ': its forwards are removed' : ''}`);
+      }
       lastError = '';
     } catch (err) {
       const message = (err as Error).message;
@@ -212,12 +332,25 @@ function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
-async function loadPorts(file: string): Promise<Ports> {
-  // The etcd member's peer URL is stored in its data dir: keep the ports across restarts.
+function fail(message: string): never {
+  console.error(message);
+  process.exit(2);
+}
+
+/**
+ * The ports this home uses, kept across runs (the etcd member's peer URL is stored in its data
+ * dir, hosts keep connecting to the same volume paths); ports a new option needs are added.
+ */
+async function loadPorts(file: string, nodeCount: number): Promise<Ports> {
   const kept = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Ports) : undefined;
-  if (kept?.discovery !== undefined) return kept;
-  const chosen: Ports = kept ? { ...kept, discovery: await freePort() } : { etcdClient: await freePort(), etcdPeer: await freePort(), grpc: await freePort(), discovery: await freePort() };
-  writeFileSync(file, JSON.stringify(chosen, null, 2));
+  const chosen: Ports = kept ? { ...kept } : { etcdClient: await freePort(), etcdPeer: await freePort(), grpc: await freePort(), volumePorts: NEW_VOLUME_PORTS };
+  chosen.volumePorts ??= OLD_VOLUME_PORTS;
+  chosen.discovery ??= await freePort();
+  chosen.replication ??= await freePort();
+  const more = [...(chosen.moreNodes ?? [])];
+  while (more.length < nodeCount - 1) more.push({ discovery: await freePort(), replication: await freePort() });
+  chosen.moreNodes = more;
+  if (JSON.stringify(chosen) !== JSON.stringify(kept)) writeFileSync(file, JSON.stringify(chosen, null, 2));
   return chosen;
 }
 
@@ -262,17 +395,18 @@ async function waitForApi(child: ChildProcess): Promise<void> {
   throw new Error(`control plane did not answer in 30 s; see ${join(logs, 'control-plane.log')}`);
 }
 
-async function waitForNode(timeoutMs = 30_000): Promise<void> {
+/** Waits until `count` nodes that `ours` accepts are Active in the API. */
+async function waitForNodes(ours: (uuid: string) => boolean, count: number, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const res = await api('/api/v2/nodes');
     if (res?.ok) {
-      const body = (await res.json()) as { nodes?: { state: string }[] };
-      if (body.nodes?.some((n) => n.state === 'Active')) return;
+      const body = (await res.json()) as { nodes?: { UUID: string; state: string }[] };
+      if ((body.nodes ?? []).filter((n) => n.state === 'Active' && ours(n.UUID)).length >= count) return;
     }
-    await sleep(100);
+    await sleep(250);
   }
-  throw new Error(`agent did not join in ${timeoutMs / 1000} s; see ${join(logs, 'agent.log')}`);
+  throw new Error(`${count === 1 ? 'the agent' : `${count} agents`} did not join in ${timeoutMs / 1000} s; see ${logs}/agent*.log`);
 }
 
 /** A node's devices are reported shortly after it joins; placement counts capacity from them. */
@@ -294,10 +428,11 @@ async function stopAll(reason: string, exitCode = 0): Promise<void> {
   stopping = true;
   if (reason !== 'error') say(`\nstopping (${reason})...`);
   if (watcher) clearInterval(watcher);
-  // The guest's agent first (revokes its lease), then the guest, the daemons, and etcd. On
-  // SIGINT/SIGTERM the e2e lab has already killed the guest by its PID (a power cut for it:
-  // md and btrfs come back at the next run, and what hosts flushed is on the drive images).
-  await storageGuest?.stop().catch(() => undefined);
+  // The guests' agents first (each hands its volumes over and revokes its lease), then the
+  // guests, the daemons, and etcd. On SIGINT/SIGTERM the e2e lab has already killed the guests
+  // by their PIDs (a power cut for them: md and btrfs come back at the next run, and what hosts
+  // flushed is on the drive images).
+  await Promise.all(nodes.map((node) => node.storage?.stop().catch(() => undefined)));
   for (const child of [...children].reverse()) {
     if (child.exitCode !== null || child.signalCode !== null) continue;
     const exited = new Promise((r) => child.once('exit', r));

@@ -47,6 +47,11 @@ export interface StorageGuestOptions {
    * the node advertises advertiseAddress:<port> to primaries. Default: not forwarded.
    */
   readonly replicationHostPort?: number;
+  /**
+   * The address primaries in other guests dial for the replication port (default
+   * advertiseAddress): 10.0.2.2 when the node advertises 127.0.0.1 to hosts on this machine.
+   */
+  readonly replicationAdvertiseAddress?: string;
   /** The volume port range; must equal the control plane's volumePortMin/Max. */
   readonly volumePortMin: number;
   readonly volumePortMax: number;
@@ -70,8 +75,11 @@ export interface StorageGuest {
   readonly agentLogFile: string;
   /** The agent's node, known once the agent wrote its identity (after startAgent()). */
   nodeUUID(): string;
-  /** Starts the agent as a background job; resolves once its identity exists. */
-  startAgent(options?: { timeoutMs?: number }): Promise<void>;
+  /**
+   * Starts the agent as a background job; resolves once its identity exists. `extraArgs` come
+   * after the options' flags (a flag given again there wins, e.g. --lease-ttl-seconds).
+   */
+  startAgent(options?: { timeoutMs?: number; extraArgs?: readonly string[] }): Promise<void>;
   /** Signals the agent and waits until its process is gone. */
   stopAgent(signal?: 'TERM' | 'KILL', timeoutMs?: number): Promise<void>;
   /** Resolves when the agent process started last exits (with its exit code). */
@@ -117,7 +125,7 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
     ...(options.journalSerial ? ['--journal-device', options.journalSerial] : []),
     ...(options.discoveryPort ? ['--discovery-port', String(options.discoveryPort)] : []),
     ...(options.replicationHostPort
-      ? ['--replication-port', String(GUEST_REPLICATION_PORT), '--replication-advertise-endpoint', `${options.advertiseAddress}:${options.replicationHostPort}`]
+      ? ['--replication-port', String(GUEST_REPLICATION_PORT), '--replication-advertise-endpoint', `${options.replicationAdvertiseAddress ?? options.advertiseAddress}:${options.replicationHostPort}`]
       : []),
     ...(options.agentArgs ?? []),
   ];
@@ -135,11 +143,14 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
       if (!node) throw new Error(`${options.name}: the agent has not started`);
       return node;
     },
-    async startAgent({ timeoutMs = 120_000 } = {}) {
+    async startAgent({ timeoutMs = 120_000, extraArgs = [] } = {}) {
       if (running) throw new Error(`${options.name}: the agent is already running`);
+      // The guest's clock from this host's: a guest came up 15 s ahead under load (TCG), and the
+      // control plane refuses agent tokens issued in its future (beyond a 5 s tolerance).
+      await guest.runOk(['date', '-u', '-s', `@${(Date.now() / 1000).toFixed(3)}`], { timeoutMs: 15_000 });
       running = true;
       exited = guest
-        .run(['sh', '-c', `echo $$ > ${pidFile}; exec node "$0" "$@" >> "$LOG" 2>&1`, `${repoRoot}/dist/agent/main.js`, ...args], {
+        .run(['sh', '-c', `echo $$ > ${pidFile}; exec node "$0" "$@" >> "$LOG" 2>&1`, `${repoRoot}/dist/agent/main.js`, ...args, ...extraArgs], {
           timeoutMs: FOREVER_MS,
           env: { LOG: guestLogFile },
         })
@@ -189,8 +200,10 @@ export interface VolumePortPlacement {
   readonly UUID: string;
   readonly name: string;
   readonly port: number;
-  /** The node hosts should reach: the primary. */
+  /** The node hosts should reach: the primary at placement (a replica set's current primary is in its own record). */
   readonly nodeUUID: string;
+  /** Every node holding a copy (each serves the volume's port). */
+  readonly nodeList: readonly string[];
 }
 
 /** Every placed volume's port and primary node, from etcd (VolumePlacement of the volume records). */
@@ -199,47 +212,63 @@ export async function readVolumePorts(etcd: Etcd3): Promise<Map<string, VolumePo
   const ports = new Map<string, VolumePortPlacement>();
   for (const value of Object.values(records)) {
     const record = JSON.parse(value) as VolumeRecord;
-    if (record.placement && record.placement.port > 0) ports.set(record.UUID, { UUID: record.UUID, name: record.name, port: record.placement.port, nodeUUID: record.placement.primaryNodeUUID });
+    if (record.placement && record.placement.port > 0) ports.set(record.UUID, { UUID: record.UUID, name: record.name, port: record.placement.port, nodeUUID: record.placement.primaryNodeUUID, nodeList: record.placement.nodeList });
   }
   return ports;
 }
 
+/** One forward of a volume's port: 127.0.0.1:hostPort → the node's guest, at the volume's port. */
+export interface VolumePath {
+  readonly nodeUUID: string;
+  readonly hostPort: number;
+}
+
+/** The default: the volume's own port, forwarded to its primary at placement. */
+const primaryPath = (volume: VolumePortPlacement): VolumePath[] => [{ nodeUUID: volume.nodeUUID, hostPort: volume.port }];
+
 /**
- * Keeps 127.0.0.1:<volume port> forwarded to the guest serving the volume's primary node:
- * sync() adds missing forwards, moves ones whose volume moved, and removes those of deleted
+ * Keeps 127.0.0.1:<host port> forwarded to the guests serving each volume: by default the
+ * volume's own port to its primary; with `pathsOf`, any paths (one per node holding a copy, on
+ * distinct host ports, as `npm run cluster -- --nodes N` does). sync() adds missing forwards,
+ * moves ones whose volume moved or whose guest was booted again, and removes those of deleted
  * volumes (a port may be handed to a new volume on another node afterwards).
  */
 export class VolumePortForwards {
-  private readonly current = new Map<number, Guest>();
+  private readonly current = new Map<number, { guest: Guest; guestPort: number }>();
 
   constructor(
     private readonly etcd: Etcd3,
     /** The storage guest of a node, undefined for nodes not in a guest. */
     private readonly guestOfNode: (nodeUUID: string) => Guest | undefined,
+    private readonly pathsOf: (volume: VolumePortPlacement) => readonly VolumePath[] = primaryPath,
   ) {}
 
-  /** Applies the forwards the volumes in etcd need; returns the volumes whose port it added. */
+  /** Applies the forwards the volumes in etcd need; returns the volumes whose forwards it added. */
   async sync(): Promise<VolumePortPlacement[]> {
     const desired = new Map<number, { guest: Guest; volume: VolumePortPlacement }>();
     for (const volume of (await readVolumePorts(this.etcd)).values()) {
-      const guest = this.guestOfNode(volume.nodeUUID);
-      if (guest) desired.set(volume.port, { guest, volume });
+      for (const path of this.pathsOf(volume)) {
+        const guest = this.guestOfNode(path.nodeUUID);
+        if (guest) desired.set(path.hostPort, { guest, volume });
+      }
     }
-    for (const [port, guest] of [...this.current]) {
-      if (desired.get(port)?.guest === guest) continue;
-      await guest.removeHostForward(port).catch(() => undefined); // a stopped guest forwards nothing
-      this.current.delete(port);
+    for (const [hostPort, { guest, guestPort }] of [...this.current]) {
+      const want = desired.get(hostPort);
+      if (want?.guest === guest && want.volume.port === guestPort) continue;
+      await guest.removeHostForward(hostPort).catch(() => undefined); // a stopped guest forwards nothing
+      this.current.delete(hostPort);
     }
-    const added: VolumePortPlacement[] = [];
-    for (const [port, { guest, volume }] of desired) {
-      if (this.current.has(port)) continue;
-      await guest.addHostForward(port, port);
-      this.current.set(port, guest);
-      added.push(volume);
+    const added = new Map<string, VolumePortPlacement>();
+    for (const [hostPort, { guest, volume }] of desired) {
+      if (this.current.has(hostPort)) continue;
+      await guest.addHostForward(hostPort, volume.port);
+      this.current.set(hostPort, { guest, guestPort: volume.port });
+      added.set(volume.UUID, volume);
     }
-    return added;
+    return [...added.values()];
   }
 
+  /** The host ports forwarded now. */
   ports(): number[] {
     return [...this.current.keys()].sort((a, b) => a - b);
   }

@@ -1,0 +1,62 @@
+// The host side of a replicated volume in the lab, shared by test/e2e/replication.e2e.test.ts and
+// bench/replication.ts: one path per node (every node is 10.0.2.2 to the initiator guest, so node
+// i's path to a volume port is forwarded from its own host port), and the acknowledged-write log
+// (test/e2e/scripts/acked-writes.py) that failover checks and measures.
+import type { Guest } from './lab/index.js';
+import { script } from './lab/index.js';
+
+const FROM_GUESTS = '10.0.2.2';
+
+export interface PathsOptions {
+  /** The initiator guest (the host). */
+  readonly host: Guest;
+  /** The nodes to connect, by their index in the bed (which picks the host port) and guest. */
+  readonly nodes: readonly { readonly index: number; readonly guest: Guest }[];
+  /** The volume's port (the same on every node). */
+  readonly port: number;
+  readonly subsystemNQN: string;
+  readonly volumeUUID: string;
+  readonly hostNQN: string;
+  /** This host's port that reaches `port` on node i's guest. */
+  readonly pathPort: (i: number, port: number) => number;
+}
+
+/** Forwards the volume's port of each given node and connects the host to each path; returns the host's block device. */
+export async function connectPaths(o: PathsOptions): Promise<string> {
+  for (const { index, guest } of o.nodes) await guest.addHostForward(o.pathPort(index, o.port), o.port);
+  for (const { index } of o.nodes) {
+    await o.host.runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(o.pathPort(index, o.port)), '-n', o.subsystemNQN, '-q', o.hostNQN, '--reconnect-delay', '1'], { timeoutMs: 60_000 });
+  }
+  return (await o.host.runOk(['sh', script('nvme-ns-by-uuid.sh'), o.volumeUUID, '30'], { timeoutMs: 45_000 })).stdout.trim();
+}
+
+export interface AckedWrites {
+  /** Writes acknowledged so far. */
+  acked(): Promise<number>;
+  /** The initiator's clock at the last acknowledgement (unix seconds; 0 before the first). */
+  lastAckAt(): Promise<number>;
+  /** Stops the writer and reads back every acknowledged block; `times` are the acknowledgements' (initiator clock). */
+  stopAndVerify(): Promise<{ checked: number; bad: number; errors: string; times: number[] }>;
+}
+
+/** Starts the acknowledged-write log on the host, writing to `device` from block 0. */
+export function startAckedWrites(host: Guest, device: string, tag: string): AckedWrites {
+  const sh = async (command: string, timeoutMs = 60_000) => (await host.runOk(['sh', '-c', command], { timeoutMs })).stdout;
+  const log = `/tmp/acked-${tag}.log`;
+  const stop = `/tmp/acked-${tag}.stop`;
+  const writer = host.run(['python3', script('acked-writes.py'), 'write', device, log, stop], { timeoutMs: 900_000 });
+  return {
+    acked: async () => Number((await sh(`grep -c -v '^error' ${log} 2>/dev/null || true`)).trim() || '0'),
+    lastAckAt: async () => Number((await sh(`grep -v '^error' ${log} | tail -1 | cut -d' ' -f2`)).trim() || '0'),
+    async stopAndVerify() {
+      await sh(`touch ${stop}`);
+      await writer;
+      const out = await sh(`python3 ${script('acked-writes.py')} verify ${device} ${log}`, 600_000);
+      const m = /checked=(\d+) bad=(\d+)/.exec(out);
+      if (!m) throw new Error(`acked-writes verify: ${out}`);
+      const lines = (await sh(`cat ${log}`)).split('\n').filter(Boolean);
+      const times = lines.filter((l) => !l.startsWith('error')).map((l) => Number(l.split(' ')[1]));
+      return { checked: Number(m[1]), bad: Number(m[2]), errors: lines.filter((l) => l.startsWith('error')).join('\n'), times };
+    },
+  };
+}
