@@ -60,7 +60,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
   private registering: Promise<void> | undefined;
   private stopped = false;
   private readonly abort = new AbortController();
-  /** When the current lease was last granted or renewed (this process's clock). */
+  /** When the current lease was last granted or renewed (monotonic: a wall-clock step must not fence). */
   private renewedAt = 0;
   private overdue = false;
   private watchdog: NodeJS.Timeout | undefined;
@@ -180,11 +180,11 @@ export class Membership extends EventEmitter<MembershipEvents> {
    * (etcd started the TTL no later than that) and restarts at every acknowledged keep-alive.
    */
   private watchRenewals(lease: Lease): void {
-    this.renewedAt = Date.now();
+    this.renewedAt = performance.now();
     this.overdue = false;
     lease.on('keepaliveSucceeded', () => {
       if (lease !== this.lease) return;
-      this.renewedAt = Date.now();
+      this.renewedAt = performance.now();
       if (this.overdue) {
         this.overdue = false;
         this.options.logger.info({ leaseId: this.leaseId }, 'membership lease renewed again');
@@ -193,7 +193,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
     });
     this.watchdog ??= setInterval(() => {
       if (!this.lease || this.overdue || this.stopped) return;
-      const silentMs = Date.now() - this.renewedAt;
+      const silentMs = performance.now() - this.renewedAt;
       if (silentMs < this.renewalOverdueMs) return;
       this.overdue = true;
       this.options.logger.warn({ leaseId: this.leaseId, silentMs, ttlSeconds: this.options.leaseTtlSeconds }, 'membership lease not renewed in time: fencing');

@@ -221,7 +221,9 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
             volumePortMax: portMin + VOLUME_PORTS - 1,
             agentStateDir: stateDir,
             agentLogFile: join(persistDir, 'logs', `${name}.agent.log`),
-            agentArgs: ['--reconcile-interval-seconds', '5', '--log-level', 'debug'],
+            // A 20 s lease: an emulated guest busy resynchronizing can miss keep-alives for
+            // seconds, and a lost lease moves the primary mid-scenario (seen in CI with 10 s).
+            agentArgs: ['--reconcile-interval-seconds', '5', '--log-level', 'debug', '--lease-ttl-seconds', '20'],
             memoryMiB: 768,
             lab,
             bootTimeoutMs: 240_000,
