@@ -231,7 +231,12 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
       // With ctrl-loss-tmo 2 the initiator gives up reconnecting (refused) and removes it.
       await waitUntil(async () => (await controllers(NQN1)).every((c) => c.hostnqn !== H1 || c.state !== 'live'), 'H1’s controller to drop', 30_000, 250);
     });
-    assert.equal((await connect(NQN1, 20001, H2)).code, 0, 'H2 now may connect');
+    // nvme-cli refuses a connect as "already connected" while any controller with the same
+    // address and subsystem exists, whatever its host NQN: wait until the initiator has given
+    // H1's controller up (ctrl-loss-tmo 2), not merely seen it leave 'live'.
+    await waitUntil(async () => (await controllers(NQN1)).every((c) => c.hostnqn !== H1), 'the initiator to remove H1’s controller', 30_000, 250);
+    const admitted = await connect(NQN1, 20001, H2);
+    assert.equal(admitted.code, 0, `H2 now may connect: ${admitted.stderr}`);
     const still = (await controllers(NQN2))[0];
     assert.deepEqual([still?.name, still?.state], [c2.name, 'live'], 'V2’s host was not disturbed');
   });
