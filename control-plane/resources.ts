@@ -121,7 +121,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     snapshots: new EtcdSnapshotDirectory(snapshotStore),
     flags,
     replicaLimits: new PresenceReplicaLimits(cache, ctx.cluster.supportedMaxReplicas),
-    capacity: new NodeCapacityCeiling(etcd, cache, config.overcommitRatio),
+    capacity: new NodeCapacityCeiling(cache, config.overcommitRatio),
     events,
     clusterUUID: ctx.cluster.UUID,
     clusterSubsystemNQN: ctx.cluster.subsystemNQN,

@@ -19,6 +19,8 @@ import type {
   NodeRecord,
   ServerRecord,
   PresenceRecord,
+  DeviceRecord,
+  NodePoolRecord,
   ReplicaSetRecord,
   ProjectRecord,
   VolumeRecord,
@@ -41,6 +43,8 @@ const PREFIXES = {
   volumes: keys.volumesPrefix(),
   volumeStatus: keys.volumeStatusPrefix(),
   replicaSets: keys.replicaSetsPrefix(),
+  nodePools: keys.nodePoolsPrefix(),
+  devices: keys.devicesPrefix(),
 } as const;
 
 const INDEX_POLICY_NAME = 'policy-by-name';
@@ -132,6 +136,16 @@ export class WatchCache {
 
   node(UUID: string): NodeRecord | null {
     return this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(UUID))?.record ?? null;
+  }
+
+  /** A node's storage pool as its agent last measured it. */
+  nodePool(nodeUUID: string): NodePoolRecord | null {
+    return this.mirror.get<NodePoolRecord>(PREFIXES.nodePools, keys.nodePool(nodeUUID))?.record ?? null;
+  }
+
+  /** An NVMe device as its agent last reported it. */
+  device(serial: string): DeviceRecord | null {
+    return this.mirror.get<DeviceRecord>(PREFIXES.devices, keys.device(serial))?.record ?? null;
   }
 
   server(UUID: string): ServerRecord | null {
