@@ -56,7 +56,9 @@ describe('etcd corruption scan against a real three-member etcd', () => {
     const reply = await api<object>('POST', '/api/v2/cluster/etcdCorruption/scan');
     assert.equal(reply.status, 200);
     assert.deepEqual(reply.body, {});
-    assert.ok(Date.now() - started < 2000, 'answered at once');
+    // The route only records the request; the scan runs after. A loose bound: a loaded 2-core CI
+    // machine took over 2 s to answer once, and a scan waited for would take far longer.
+    assert.ok(Date.now() - started < 10_000, 'answered without waiting for the scan');
     return waitUntil(async () => {
       const s = await status();
       return s && s.requestId !== before ? s : undefined;
