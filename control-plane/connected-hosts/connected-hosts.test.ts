@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
-import { fieldsOf, joinServer, markAbsent, putRecord, startApiHarness, type ApiHarness, type JoinedServer } from '../../test/helpers/records.js';
+import { fieldsOf, joinServer, markAbsent, putRecord, startApiHarness, volumeRecord, type ApiHarness, type JoinedServer } from '../../test/helpers/records.js';
 import { projectToken } from '../../test/kits/test-tokens.js';
 import { createConnectedHostsRoutes } from './connected-hosts-routes.js';
 import { ConnectedHostsService, ipOf } from './connected-hosts-service.js';
@@ -16,17 +16,6 @@ const HOST_FIELDS = ['hostNQN', 'iPAddress', 'hostname', 'volumeUUIDs', 'connect
 const H1 = 'nqn.2014-08.org.nvmexpress:uuid:host-1';
 const H2 = 'nqn.2014-08.org.nvmexpress:uuid:host-2';
 const H3 = 'nqn.2014-08.org.nvmexpress:uuid:host-3';
-
-function volumeRecord(nodeList: string[], overrides: Partial<VolumeRecord> = {}): VolumeRecord {
-  const UUID = overrides.UUID ?? randomUUID();
-  return {
-    UUID, name: `vol-${UUID.slice(0, 8)}`, projectName: 'default', sizeBytes: '1073741824', acl: ['ALLOW_ANY'], ipAcl: ['ALLOW_ANY'],
-    compression: false, replicaCount: nodeList.length, sectorSize: 4096, labels: [], qosPolicyUUID: '', placementRestrictions: [],
-    sourceSnapshotUUID: '', sourceSnapshotName: '', encrypted: false, state: 'Available', generation: 1,
-    placement: { nodeList, primaryNodeUUID: nodeList[0] ?? '', nsid: 1, port: 4421 }, failureReason: '', rollbackSnapshotUUID: '',
-    creationTime: new Date().toISOString(), ...overrides,
-  };
-}
 
 function statusRecord(volumeUUID: string, nodeUUID: string, connectedHosts: VolumeStatusRecord['connectedHosts'], state: VolumeStatusRecord['state'] = 'Served'): VolumeStatusRecord {
   return { volumeUUID, nodeUUID, generation: 1, state, error: '', snapshots: [], connectedHosts, logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString() };
