@@ -2,15 +2,14 @@
 // generated from the command tree itself (so it cannot fall behind). Install it with
 //   strata completion bash > /etc/bash_completion.d/strata     (or: source <(strata completion bash))
 import type { Command, Option } from 'commander';
-import { UsageError } from '../errors.js';
 
 export function registerCompletionCommand(program: Command): void {
   program
     .command('completion')
-    .description('print a shell completion script (bash): source <(strata completion bash)')
-    .argument('<shell>', 'the shell: bash')
-    .action((shell: string) => {
-      if (shell !== 'bash') throw new UsageError(`no completion for shell "${shell}": only bash`);
+    .description('print a shell completion script')
+    .command('bash')
+    .description('bash completion of every command and option: source <(strata completion bash)')
+    .action(() => {
       process.stdout.write(bashCompletion(program));
     });
 }
