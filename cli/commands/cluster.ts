@@ -5,6 +5,7 @@
 // active cluster manager (GET /api/v2/controlPlanes, a Strata extension); `cluster etcd-scan`
 // starts an etcd corruption check (POST /api/v2/cluster/etcdCorruption/scan; docs/api.md).
 import type { Command } from 'commander';
+import type { ControlPlaneRecord } from '../../lib/records.js';
 import { contextOf } from '../context.js';
 import { formatTime, list } from '../output.js';
 
@@ -17,13 +18,8 @@ interface ClusterInfo {
   discoveryEndpoints: string[];
   nvmeEndpoints: string[];
 }
-interface ControlPlane {
-  instanceId: string;
-  hostname: string;
-  apiEndpoint: string;
-  grpcEndpoint: string;
-  version: string;
-  since: string;
+/** A control plane instance as GET /controlPlanes lists it (a type only: the CLI loads no daemon code). */
+interface ControlPlane extends ControlPlaneRecord {
   isActiveClusterManager: boolean;
 }
 

@@ -1,23 +1,16 @@
 // `strata connected-hosts list|get` (GET /connectedHosts[/{hostNQN}]; docs/connected-hosts.md).
 import type { Command } from 'commander';
+import type { ConnectedHostWire } from '../../control-plane/connected-hosts/connected-hosts-service.js';
 import { apiPath } from '../api-client.js';
 import { contextOf } from '../context.js';
 import { list } from '../output.js';
 
-interface ConnectedHost {
-  hostNQN: string;
-  iPAddress: string;
-  hostname: string;
-  volumeUUIDs: string[];
-  connectedNodesUUID: string[];
-  unconnectedNodesUUID: string[];
-  /** A Strata extension: how hostNQN is known (acl, discovery, unknown). */
-  hostNQNSource?: string;
-}
+/** The API's connected host (a type only: the CLI loads no control-plane code). */
+type ConnectedHost = ConnectedHostWire;
 
 const hostColumns = [
   { header: 'HOST NQN', value: (h: ConnectedHost) => h.hostNQN || '(not known)' },
-  { header: 'NQN FROM', value: (h: ConnectedHost) => h.hostNQNSource ?? '-' },
+  { header: 'NQN FROM', value: (h: ConnectedHost) => h.hostNQNSource },
   { header: 'ADDRESS', value: (h: ConnectedHost) => h.iPAddress },
   { header: 'VOLUMES', value: (h: ConnectedHost) => list(h.volumeUUIDs) },
   { header: 'CONNECTED NODES', value: (h: ConnectedHost) => list(h.connectedNodesUUID) },
