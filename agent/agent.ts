@@ -19,6 +19,7 @@ import { createDataPathAndPools, type DataPathParts } from './datapath/datapath.
 import { BundleCollector } from './diagnostics/bundle-collector.js';
 import type { NodePools } from './datapath/node-pools.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery/discovery-service.js';
+import { PresentedHosts } from './discovery/presented-hosts.js';
 import type { DataPathReconciler } from './datapath/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
@@ -83,8 +84,12 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // Listen before registering: the node record advertises the discovery endpoint only when the
   // controller really listens (a port taken by another process is logged, not advertised).
   const metrics: MetricsServer = await startMetricsServer(config.metricsHost, config.metricsPort, logger.child({ component: 'metrics' }));
+  // Host NQNs presented to the discovery controller, by address: the data path names the hosts
+  // of live volume connections from it (docs/connected-hosts.md).
+  const presentedHosts = new PresentedHosts();
   const discovery = await openDiscoveryService(config, {
     etcd,
+    presented: presentedHosts,
     serverUUID: identity.serverUUID,
     nodeUUIDs: identity.nodeUUIDs,
     firmware: productVersion,
@@ -144,7 +149,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   const { dataPath, pools, backend } = await createDataPathAndPools(
     config,
     { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }) },
-    options.dataPath,
+    { presentedHosts, ...options.dataPath },
   );
   // Fencing (docs/replication.md): a primary whose lease may expire stops serving before it can,
   // and serves again only when the lease was renewed in time, or when etcd, read after the new

@@ -3,7 +3,8 @@
 // reports would put in etcd (test/helpers/records.ts), so volumes are placed and, when the test
 // says so, reported served; the control plane's own cluster manager does the rest.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -84,9 +85,9 @@ describe('strata CLI against a real control plane', () => {
     waitUntil(async () => ((await volumeOf(uuid)).state === state ? true : undefined), `volume ${uuid} ${state}`, 15_000);
 
   /** What the node's agent would report: the volume served (or torn down), at any generation. */
-  async function report(uuid: string, state: VolumeStatusRecord['state'], snapshots: VolumeStatusRecord['snapshots'] = []): Promise<void> {
+  async function report(uuid: string, state: VolumeStatusRecord['state'], snapshots: VolumeStatusRecord['snapshots'] = [], connectedHosts: VolumeStatusRecord['connectedHosts'] = []): Promise<void> {
     const status: VolumeStatusRecord = {
-      volumeUUID: uuid, nodeUUID: node.UUID, generation: ANY_GENERATION, state, error: '', snapshots, connectedHosts: [],
+      volumeUUID: uuid, nodeUUID: node.UUID, generation: ANY_GENERATION, state, error: '', snapshots, connectedHosts,
       logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(),
     };
     await putRecord(kv, keys.volumeStatus(uuid, node.UUID), status);
@@ -286,6 +287,148 @@ describe('strata CLI against a real control plane', () => {
     assert.equal((JSON.parse(await ok(['policies', 'get', policy.UUID, '-o', 'json'])) as { name: string }).name, 'cli-gold');
     assert.match(await ok(['policies', 'delete', policy.UUID]), /^deleted policy /);
     assert.equal((await strata(['policies', 'get', policy.UUID])).code, 1);
+  });
+
+  it('volumes clone and rollback from a snapshot; snapshots get; volumes wait --protected', async () => {
+    // The feature-flag test above leaves the first flag, event-log, disabled: events are checked here.
+    await ok(['feature-flags', 'enable', 'event-log']);
+    const vol6 = await createAvailable('cli-vol6');
+    const snap = JSON.parse(await ok(['snapshots', 'create', '--volume', 'cli-vol6', '--name', 'cli-snap6', '-o', 'json'])) as { UUID: string };
+    await report(vol6, 'Served', [{ snapshotUUID: snap.UUID, state: 'Available', error: '' }]);
+    await waitUntil(async () => (await api<{ state: string }>('GET', `/projects/default/snapshots/${snap.UUID}`)).body.state === 'Available' || undefined, 'snapshot Available', 15_000);
+    assert.deepEqual(JSON.parse(await ok(['snapshots', 'get', 'default/cli-snap6', '-o', 'json'])), (await api('GET', `/projects/default/snapshots/${snap.UUID}`)).body);
+    assert.match(await ok(['snapshots', 'get', snap.UUID]), /^State:\s+Available$/m);
+
+    const clone = JSON.parse(await ok(['volumes', 'clone', 'cli-snap6', '--name', 'cli-clone6', '-o', 'json'])) as ApiVolume & { sourceSnapshotName: string };
+    assert.equal(clone.state, 'Creating');
+    const cloned = (await api<{ sourceSnapshotName: string; size: string; name: string }>('GET', `/volumes/${clone.UUID}`)).body;
+    assert.deepEqual([cloned.name, cloned.sourceSnapshotName, cloned.size], ['cli-clone6', 'cli-snap6', '1073741824']);
+
+    // Grown after the snapshot, then rolled back: the size is the snapshot's again.
+    await ok(['volumes', 'resize', 'cli-vol6', '2GiB', '--wait']);
+    const rolled = await strata(['volumes', 'rollback', 'default/cli-vol6', 'cli-snap6', '--wait', '--wait-timeout', '20s']);
+    assert.equal(rolled.code, 0, rolled.stderr);
+    assert.match(rolled.stderr, /rolling back to snapshot cli-snap6/);
+    assert.match(rolled.stdout, /^State:\s+Available$/m);
+    assert.match(rolled.stdout, /^Size:\s+1 GiB \(1073741824 bytes\)$/m);
+    const events = (await api<{ events: { EventName: string }[] }>('GET', '/projects/default/events?limit=1000')).body.events;
+    assert.ok(events.some((e) => e.EventName === 'VolumeRollbackRequested'), `the rollback went through the API: ${events.map((e) => e.EventName).join(', ')}`);
+
+    const waited = JSON.parse(await ok(['volumes', 'wait', vol6, '--protected', '--wait-timeout', '20s', '-o', 'json'])) as { state: string; protectionState: string };
+    assert.deepEqual([waited.state, waited.protectionState], ['Available', 'FullyProtected']);
+  });
+
+  it('devices add gives a device to the node; --wait follows it (here: stays Adding, no agent) and get shows it', async () => {
+    await reportInventory(kv, node.serverUUID, { devices: [{ serial: 'CLI-SN0', sizeBytes: String(TiB) }, { serial: 'CLI-SN1', sizeBytes: String(TiB) }] });
+    const added = await strata(['devices', 'add', 'CLI-SN1', '--node', node.UUID]);
+    assert.equal(added.code, 0, added.stderr);
+    assert.match(added.stdout, /NVMe device CLI-SN1 given to node/);
+    const nodeAfter = (await api<{ UUID: string }>('GET', `/nodes/${node.UUID}`)).body;
+    const device = JSON.parse(await ok(['devices', 'get', 'CLI-SN1', '-o', 'json'])) as { nodeUUID: string; state: string; deviceUsage: string };
+    assert.deepEqual([device.nodeUUID, device.deviceUsage, device.state], [nodeAfter.UUID, 'Data', 'Adding']);
+    const waiting = await strata(['devices', 'add', 'CLI-SN1', '--node', node.UUID, '--wait', '--wait-timeout', '2s']);
+    assert.equal(waiting.code, 1);
+    assert.match(waiting.stderr, /waiting for NVMe device CLI-SN1 to be Healthy in node \S+'s pool: Adding/);
+    assert.match(waiting.stderr, /timed out after 2 s/);
+  });
+
+  it('events list --follow prints new events as they come, once each (JSON Lines)', async () => {
+    await ok(['feature-flags', 'enable', 'event-log']);
+    const child = spawn(process.execPath, [CLI, 'events', 'list', '--follow', '--since', '1s', '--interval', '300ms', '-o', 'json'], {
+      cwd: home, env: { PATH: process.env['PATH'] ?? '', HOME: home, STRATA_ENDPOINT: plane.apiUrl },
+    });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const created = await api<{ UUID: string }>('POST', '/projects/default/volumes', { name: 'cli-follow', size: '1GiB' });
+      assert.equal(created.status, 200, JSON.stringify(created.body));
+      await waitUntil(() => (stdout.includes(created.body.UUID) && stdout.includes('VolumeCreated') ? true : undefined), 'the VolumeCreated event on stdout', 15_000);
+      await new Promise((resolve) => setTimeout(resolve, 1000)); // more polls: nothing printed twice
+    } finally {
+      child.kill('SIGTERM');
+    }
+    outputs.push(stdout);
+    const printed = stdout.trim().split('\n').map((line) => JSON.parse(line) as { ID: string; EventName: string });
+    assert.equal(new Set(printed.map((e) => e.ID)).size, printed.length, 'each event once');
+    assert.ok(printed.some((e) => e.EventName === 'VolumeCreated'));
+  });
+
+  it('policies create and update; admin-endpoints create, update and delete', async () => {
+    const created = JSON.parse(await ok(['policies', 'create', '--name', 'cli-silver', '--description', 'cli', '--write-iops', '100', '--read-iops', '200', '-o', 'json'])) as { UUID: string };
+    const stored = (await api<{ name: string; QoSRateLimitPolicy: Record<string, unknown> }>('GET', `/policies/${created.UUID}`)).body;
+    assert.equal(stored.name, 'cli-silver');
+    assert.deepEqual(stored.QoSRateLimitPolicy['limitIOPS'], { writeIOPSLimit: 100, readIOPSLimit: 200 });
+    const updated = await ok(['policies', 'update', created.UUID, '--description', 'now bandwidth', '--write-bw', '10']);
+    assert.match(updated, new RegExp(`^${created.UUID}\\s+cli-silver\\s+Active\\s+Global\\s+-\\s+limitBw writeBWLimit=10 readBWLimit=0$`, 'm'));
+    const after = (await api<{ description: string; QoSRateLimitPolicy: Record<string, unknown> }>('GET', `/policies/${created.UUID}`)).body;
+    assert.equal(after.description, 'now bandwidth');
+    assert.deepEqual(after.QoSRateLimitPolicy['limitBw'], { writeBWLimit: 10, readBWLimit: 0 });
+    const twoKinds = await strata(['policies', 'create', '--name', 'x', '--write-iops', '1', '--write-bw', '1']);
+    assert.equal(twoKinds.code, 2);
+    await ok(['policies', 'delete', created.UUID]);
+
+    assert.match(await ok(['admin-endpoints', 'create', '9444', '--ip', '10.1.2.4']), /^9444\s+10\.1\.2\.4$/m);
+    assert.deepEqual((await api('GET', '/adminEndpoints/9444')).body, { port: 9444, ips: ['10.1.2.4'], ETag: (await api<{ ETag: string }>('GET', '/adminEndpoints/9444')).body.ETag });
+    assert.match(await ok(['admin-endpoints', 'update', '9444', '--ip', '10.1.2.5', 'fd00::1']), /^9444\s+10\.1\.2\.5, fd00::1$/m);
+    assert.deepEqual((await api<{ ips: string[] }>('GET', '/adminEndpoints/9444')).body.ips, ['10.1.2.5', 'fd00::1']);
+    assert.deepEqual(JSON.parse(await ok(['admin-endpoints', 'delete', '9444', '-o', 'json'])), {});
+    assert.equal((await api('GET', '/adminEndpoints/9444')).status, 404);
+  });
+
+  it('projects create, update, get, delete; credentials create, list, get, delete', async () => {
+    assert.match(await ok(['projects', 'create', 'cli-proj', '--description', 'made by the CLI']), /^cli-proj\s+\S+\s+-\s+made by the CLI$/m);
+    await ok(['projects', 'update', 'cli-proj', '--description', 'changed']);
+    assert.equal((await api<{ description: string }>('GET', '/projects/cli-proj')).body.description, 'changed');
+    assert.deepEqual(JSON.parse(await ok(['projects', 'get', 'cli-proj', '-o', 'json'])), (await api('GET', '/projects/cli-proj')).body);
+
+    const keyFile = join(home, 'key.pem');
+    writeFileSync(keyFile, generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }));
+    assert.match(await ok(['credentials', 'create', 'cli-key', '--project', 'cli-proj', '--public-key-file', keyFile]), /^cli-proj\s+cli-key\s+RS256PubKey$/m);
+    assert.deepEqual(JSON.parse(await ok(['credentials', 'list', '--project', 'cli-proj', '-o', 'json'])), (await api('GET', '/projects/cli-proj/credentials')).body);
+    assert.match(await ok(['credentials', 'get', 'cli-key', '--project', 'cli-proj']), /BEGIN PUBLIC KEY/);
+    await ok(['credentials', 'delete', 'cli-key', '--project', 'cli-proj']);
+    assert.equal((await api('GET', '/projects/cli-proj/credentials/cli-key')).status, 404);
+    assert.match(await ok(['projects', 'delete', 'cli-proj']), /^deleted project cli-proj$/m);
+    assert.equal((await api('GET', '/projects/cli-proj')).status, 404);
+  });
+
+  it('--output json prints the API\'s answer for every read command; --output table a table', async () => {
+    const reads: [string[], string][] = [
+      [['cluster', 'tenant-info'], '/clusterinfo'],
+      [['cluster', 'version'], '/version'],
+      [['cluster', 'control-planes'], '/controlPlanes'],
+      [['nodes', 'get', node.UUID], `/nodes/${node.UUID}`],
+      [['servers', 'get', node.serverUUID], `/servers/${node.serverUUID}`],
+      [['devices', 'get', 'CLI-SN0'], '/nvmeDevices/CLI-SN0'],
+      [['connected-hosts', 'list'], '/connectedHosts'],
+      [['federation', 'clusters', 'list'], '/clusters'],
+      [['policies', 'list'], '/policies'],
+      [['admin-endpoints', 'list'], '/adminEndpoints'],
+    ];
+    for (const [args, path] of reads) {
+      const json = JSON.parse(await ok([...args, '--output', 'json'])) as unknown;
+      const answer = (await api('GET', path)).body as Record<string, unknown>;
+      if (path === '/clusterinfo') delete answer['ETag'], delete (json as Record<string, unknown>)['ETag'];
+      assert.deepEqual(json, answer, `strata ${args.join(' ')} -o json`);
+      const table = await strata([...args, '--output', 'table']);
+      assert.equal(table.code, 0, table.stderr);
+      assert.throws(() => JSON.parse(table.stdout || '{'), `strata ${args.join(' ')} -o table is not JSON`);
+    }
+    assert.match(await ok(['cluster', 'etcd-scan']), /etcd corruption scan started/);
+    assert.deepEqual(JSON.parse(await ok(['cluster', 'etcd-scan', '-o', 'json'])), {});
+    const attach = await strata(['federation', 'clusters', 'attach', '10.0.0.1:443']);
+    assert.equal(attach.code, 1);
+    assert.match(attach.stderr, /federation service is unavailable.*\(HTTP 500, Internal\)/);
+  });
+
+  it('connected-hosts list shows a connection whose host NQN is not known by its address, and how NQNs are known', async () => {
+    const vol7 = await createAvailable('cli-vol7');
+    await report(vol7, 'Served', [], [{ hostNQN: HOST_A, address: '10.3.3.1', hostNQNSource: 'acl' }, { hostNQN: '', address: '10.3.3.3', hostNQNSource: '' }]);
+    const table = await ok(['connected-hosts', 'list', '--volume', vol7]);
+    assert.match(table, new RegExp(`^${HOST_A.replace(/\./g, '\\.')}\\s+acl\\s+10\\.3\\.3\\.1\\s+${vol7}\\b`, 'm'));
+    assert.match(table, new RegExp(`^\\(not known\\)\\s+unknown\\s+10\\.3\\.3\\.3\\s+${vol7}\\b`, 'm'));
+    await report(vol7, 'Served');
   });
 
   it('usage errors exit 2: a bad size, a bad volume reference, no token', async () => {

@@ -23,6 +23,8 @@ export interface Printer {
   /** A list command's result: the API's answer as JSON with --output json, else the rows as a table. */
   list<Row>(answer: unknown, rows: readonly Row[], columns: readonly Column<Row>[], emptyNote: string): void;
   fields(pairs: readonly (readonly [string, string])[]): void;
+  /** A command's result that is not an object to show (a delete, an action): the API's JSON with --output json, else `text`. */
+  done(answer: unknown, text: string): void;
   size(bytes: string | bigint | number | undefined): string;
 }
 
@@ -47,6 +49,10 @@ export function createPrinter(format: OutputFormat, rawBytes: boolean, stdout: N
     fields(pairs) {
       const width = Math.max(...pairs.map(([label]) => label.length)) + 1;
       stdout.write(pairs.map(([label, value]) => `${`${label}:`.padEnd(width)}  ${value}`.trimEnd()).join('\n') + '\n');
+    },
+    done(answer, text) {
+      if (format === 'json') this.json(answer);
+      else this.line(text);
     },
     size(bytes) {
       if (bytes === undefined || bytes === '') return '-';

@@ -305,6 +305,21 @@ export interface VolumeAssignment {
   replication?: AssignmentReplication | null;
 }
 
+/**
+ * How a connection's host NQN is known (docs/connected-hosts.md): `acl`, the volume's ACL admits
+ * exactly one host, so the kernel admitted no other; `discovery`, the one NQN (that the ACL
+ * admits) a host presented to this node's discovery controller from the connection's address;
+ * `''`, not known (hostNQN is ''). Reports from agents before this field have none: `''`.
+ */
+export type HostNqnSource = 'acl' | 'discovery' | '';
+
+/** One live NVMe/TCP connection (its peer address) to a volume on a node. */
+export interface ConnectedHostReport {
+  hostNQN: string;
+  address: string;
+  hostNQNSource?: HostNqnSource;
+}
+
 /** /strata/volume-status/<volumeUUID>/<nodeUUID>: what the node's agent last reported. */
 export interface VolumeStatusRecord {
   volumeUUID: string;
@@ -316,7 +331,7 @@ export interface VolumeStatusRecord {
   error: string;
   /** Snapshots present on the node, with their state. */
   snapshots: { snapshotUUID: string; state: 'Available' | 'Failed'; error: string }[];
-  connectedHosts: { hostNQN: string; address: string }[];
+  connectedHosts: ConnectedHostReport[];
   logicalUsedBytes: string;
   physicalUsedBytes: string;
   /** From a replicated volume's primary: every copy as it sees it (absent elsewhere). */

@@ -359,7 +359,7 @@ describe('ControlPlaneSession', () => {
           state: 'VOLUME_SERVED',
           error: '',
           snapshots: [{ snapshot_uuid: 's1', available: true, error: '' }],
-          connected_hosts: [{ host_nqn: '', address: '192.0.2.1' }],
+          connected_hosts: [{ host_nqn: '', address: '192.0.2.1', host_nqn_source: '' }],
           logical_used_bytes: '4096',
           physical_used_bytes: '1024',
           replica_legs: [], // a replica set's primary lists its copies here; proto3 decodes the empty list

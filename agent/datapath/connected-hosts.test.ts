@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
-import { parseSsAll, SsConnectedHostsProbe } from './connected-hosts.js';
+import { parseSsAll, resolveHostNqn, SsConnectedHostsProbe } from './connected-hosts.js';
+import { PresentedHosts } from '../discovery/presented-hosts.js';
 
 describe('connected hosts from TCP sockets', () => {
   it('counts established connections to listening ports only, by peer address', () => {
@@ -46,5 +47,44 @@ describe('connected hosts from TCP sockets', () => {
       return;
     }
     assert.deepEqual(connections.get(port), ['127.0.0.1']);
+  });
+});
+
+describe('naming the host of a connection (resolveHostNqn)', () => {
+  const H1 = 'nqn.2014-08.org.nvmexpress:uuid:11111111-1111-4111-8111-111111111111';
+  const H2 = 'nqn.2014-08.org.nvmexpress:uuid:22222222-2222-4222-8222-222222222222';
+  const presented = (byAddress: Record<string, string[]>) => ({ presentedFrom: (a: string) => byAddress[a] ?? [] });
+
+  it('an ACL of one host names it (the kernel admitted no other), whatever discovery saw', () => {
+    assert.deepEqual(resolveHostNqn('10.0.0.9', { allowAnyHost: false, allowedHosts: [H1] }, presented({ '10.0.0.9': [H2] })), { hostNQN: H1, address: '10.0.0.9', hostNQNSource: 'acl' });
+  });
+  it('otherwise the one NQN presented to discovery from that address that the ACL admits', () => {
+    const two = { allowAnyHost: false, allowedHosts: [H1, H2] };
+    assert.deepEqual(resolveHostNqn('10.0.0.9', two, presented({ '10.0.0.9': [H2, 'nqn.2014-08.org.example:not-admitted'] })), { hostNQN: H2, address: '10.0.0.9', hostNQNSource: 'discovery' });
+    assert.deepEqual(resolveHostNqn('10.0.0.9', { allowAnyHost: true, allowedHosts: [] }, presented({ '10.0.0.9': [H1] })).hostNQNSource, 'discovery');
+  });
+  it('not known: nothing presented, several candidates, or no discovery record at all', () => {
+    const any = { allowAnyHost: true, allowedHosts: [] };
+    const unknown = { hostNQN: '', address: '10.0.0.9', hostNQNSource: '' };
+    assert.deepEqual(resolveHostNqn('10.0.0.9', any, presented({})), unknown);
+    assert.deepEqual(resolveHostNqn('10.0.0.9', any, presented({ '10.0.0.9': [H1, H2] })), unknown);
+    assert.deepEqual(resolveHostNqn('10.0.0.9', any, undefined), unknown);
+  });
+});
+
+describe('host NQNs presented to discovery (PresentedHosts)', () => {
+  it('remembers NQNs by address, most recent first, for the retention; bounded in addresses', () => {
+    let now = 1_000;
+    const hosts = new PresentedHosts(() => now, 10_000, 2);
+    hosts.record('::ffff:10.0.0.9', 'nqn.a');
+    now += 1;
+    hosts.record('10.0.0.9', 'nqn.b');
+    assert.deepEqual(hosts.presentedFrom('10.0.0.9'), ['nqn.b', 'nqn.a']);
+    now += 10_000;
+    assert.deepEqual(hosts.presentedFrom('10.0.0.9'), ['nqn.b'], 'nqn.a is past the retention');
+    hosts.record('FD00::1', 'nqn.c');
+    hosts.record('10.0.0.7', 'nqn.d');
+    assert.deepEqual(hosts.presentedFrom('fd00::1'), ['nqn.c']);
+    assert.deepEqual(hosts.presentedFrom('10.0.0.9'), [], 'the oldest address is forgotten past the bound');
   });
 });

@@ -2,7 +2,10 @@
 // configfs and has no nvmet debugfs (ctrl<N>/host_traddr and friends arrived in 6.10), so the
 // only trace of a connection is its TCP sockets: every NVMe/TCP queue (admin + one per I/O
 // queue) is an established connection to the volume's own port. The agent reads them with
-// `ss -Htan` and reports the peer addresses; host NQNs are unknown on 6.1 and reported empty.
+// `ss -Htan` and reports the peer addresses. resolveHostNqn names the host of each address where
+// it can be known, and says how (docs/connected-hosts.md).
+import type { PresentedHostsView } from '../discovery/presented-hosts.js';
+import type { ConnectedHostReport } from '../../lib/records.js';
 import { runCommand, type CommandRunner } from './storage-pool.js';
 
 /** Local port → peer addresses (unique, sorted). */
@@ -61,4 +64,24 @@ export class SsConnectedHostsProbe implements ConnectedHostsProbe {
     const { stdout } = await this.run('ss', ['-Htan']);
     return parseSsAll(stdout);
   }
+}
+
+/** The export's ACL as the kernel enforces it (DesiredExport's allowAnyHost and allowedHosts). */
+export interface ExportAcl {
+  readonly allowAnyHost: boolean;
+  readonly allowedHosts: readonly string[];
+}
+
+/**
+ * The host of a live connection from `address` to a volume exported with `acl`:
+ * - `acl`: the ACL admits exactly one host NQN, so the kernel (allowed_hosts) let no other in;
+ * - `discovery`: among the NQNs presented to this node's discovery controller from that address,
+ *   exactly one is admitted by the ACL (several hosts behind one address: not known);
+ * - otherwise not known: hostNQN '' (the connection is still reported, with its address).
+ */
+export function resolveHostNqn(address: string, acl: ExportAcl, presented: PresentedHostsView | undefined): ConnectedHostReport {
+  if (!acl.allowAnyHost && acl.allowedHosts.length === 1) return { hostNQN: acl.allowedHosts[0]!, address, hostNQNSource: 'acl' };
+  const admitted = (presented?.presentedFrom(address) ?? []).filter((nqn) => acl.allowAnyHost || acl.allowedHosts.includes(nqn));
+  if (admitted.length === 1) return { hostNQN: admitted[0]!, address, hostNQNSource: 'discovery' };
+  return { hostNQN: '', address, hostNQNSource: '' };
 }

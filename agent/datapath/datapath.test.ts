@@ -84,7 +84,8 @@ describe('data path end to end (etcd → agent → plain-directory configfs + Fi
     assert.equal(report.complete, true);
     assert.equal(latest(plane, V1)?.generation, '1');
     assert.equal(latest(plane, V1)?.node_uuid, node);
-    assert.deepEqual(latest(plane, V1)?.connected_hosts, [{ host_nqn: '', address: '192.0.2.7' }]);
+    // V1's ACL admits only H1, so the kernel let no other host hold that connection (docs/connected-hosts.md).
+    assert.deepEqual(latest(plane, V1)?.connected_hosts, [{ host_nqn: H1, address: '192.0.2.7', host_nqn_source: 'acl' }]);
     let tree = await nvmet();
     const s1 = tree.subsystems.get(`${PREFIX}${V1}`);
     assert.ok(s1);

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import type { Logger } from '../../lib/logger.js';
 import { SsConnectedHostsProbe, type ConnectedHostsProbe } from './connected-hosts.js';
+import type { PresentedHostsView } from '../discovery/presented-hosts.js';
 import { DataPathState } from './datapath-state.js';
 import { IpAclEnforcer } from './ip-acl-enforcer.js';
 import { NftablesDriver } from './nftables.js';
@@ -47,6 +48,8 @@ export interface DataPathParts {
   readonly backend?: (config: DataPathConfig, run: CommandRunner, logger: Logger) => Promise<DataPathBackend>;
   readonly openPool?: (nodeUUID: string, cluster: ClusterFacts) => Promise<StoragePool>;
   readonly connectedHosts?: ConnectedHostsProbe;
+  /** The discovery controller's record of host NQNs by address (names connected hosts). */
+  readonly presentedHosts?: PresentedHostsView;
   readonly run?: CommandRunner;
   /** What applies IP ACLs, or why they cannot be (volumes with one are then Failed); default: nft. */
   readonly ipAcls?: NftablesDriver | string;
@@ -110,6 +113,7 @@ export async function createDataPathAndPools(
     settings: { listenAddress: config.volumeListenAddress, portIdMin: config.volumePortMin, portIdMax: config.volumePortMax, replicationPort: config.replicationPort },
     ...(replicas ? { replicas } : {}),
     connectedHosts: parts.connectedHosts ?? new SsConnectedHostsProbe(run),
+    ...(parts.presentedHosts ? { presentedHosts: parts.presentedHosts } : {}),
     ipAcls: new IpAclEnforcer(parts.ipAcls ?? new NftablesDriver(), logger),
     resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
     logger,

@@ -19,7 +19,8 @@ import type { Logger } from '../../lib/logger.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
 import { mapLimit } from '../../lib/concurrency.js';
 import { sleep } from '../../lib/retry.js';
-import type { ConnectedHostsProbe, ConnectionsByPort } from './connected-hosts.js';
+import { resolveHostNqn, type ConnectedHostsProbe, type ConnectionsByPort } from './connected-hosts.js';
+import type { PresentedHostsView } from '../discovery/presented-hosts.js';
 import type { DataPathState } from './datapath-state.js';
 import { assignmentProblem, desiredExportOf, replicationExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
 import { DEFAULT_REPLICATION_PORT, replicaBackingBytes } from '../../lib/replication.js';
@@ -50,6 +51,8 @@ export interface DataPathReconcilerOptions {
   readonly state: DataPathState;
   readonly settings: ExportSettings;
   readonly connectedHosts?: ConnectedHostsProbe;
+  /** The host NQNs hosts presented to this node's discovery controller, by address (names connected hosts). */
+  readonly presentedHosts?: PresentedHostsView;
   /** The volume ports' IP ACLs (nftables). */
   readonly ipAcls: IpAclEnforcer;
   /** Replicated volumes (md raid1 over NVMe/TCP); without it they are reported Failed. */
@@ -812,7 +815,7 @@ export class DataPathReconciler implements VolumeReportSource {
         state: error ? 'Failed' : 'Served',
         error: error ?? p.warning ?? '',
         snapshots: p.snapshots,
-        connectedHosts: error || !d ? [] : (connections.get(d.port.id) ?? []).map((address) => ({ hostNQN: '', address })),
+        connectedHosts: error || !d ? [] : (connections.get(d.port.id) ?? []).map((address) => resolveHostNqn(address, d, this.options.presentedHosts)),
         logicalUsedBytes: String(p.usage?.logicalUsed ?? 0n),
         physicalUsedBytes: String(p.usage?.physicalUsed ?? 0n),
         ...replicaLegsOf(this.options.replicas?.legStatus(e.volumeUUID)),

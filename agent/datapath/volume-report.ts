@@ -40,7 +40,7 @@ export function toVolumeReportMessage(report: VolumeReportSnapshot): VolumeRepor
       state: serveState[v.state],
       error: v.error,
       snapshots: v.snapshots.map((s) => ({ snapshot_uuid: s.snapshotUUID, available: s.state === 'Available', error: s.error })),
-      connected_hosts: v.connectedHosts.map((h) => ({ host_nqn: h.hostNQN, address: h.address })),
+      connected_hosts: v.connectedHosts.map((h) => ({ host_nqn: h.hostNQN, address: h.address, host_nqn_source: h.hostNQNSource ?? '' })),
       logical_used_bytes: v.logicalUsedBytes,
       physical_used_bytes: v.physicalUsedBytes,
       ...(v.replicaLegs ? { replica_legs: v.replicaLegs.map((l) => ({ node_uuid: l.nodeUUID, state: l.state, sync_percent: l.syncPercent })) } : {}),

@@ -10,6 +10,7 @@
 import type { Socket } from 'node:net';
 import type { Logger } from '../../lib/logger.js';
 import type { HostLogHandle, HostLogs } from './host-logs.js';
+import type { PresentedHosts } from './presented-hosts.js';
 import {
   AdminOpcode,
   AEC_DISCOVERY_LOG_CHANGE,
@@ -88,6 +89,8 @@ export interface ControllerContext {
   /** A controller ID unique among this server's live controllers; undefined when none is free. */
   allocateCntlid(): number | undefined;
   releaseCntlid(cntlid: number): void;
+  /** Told each host NQN a host presented, with the address it came from (names connected hosts). */
+  readonly presented?: PresentedHosts;
   readonly logger: Logger;
 }
 
@@ -286,6 +289,7 @@ export class DiscoveryConnection {
     clearTimeout(this.setupTimer);
     this.setupTimer = undefined;
     this.log = this.ctx.logs.attach(this.hostNQN, () => this.logChanged());
+    this.ctx.presented?.record(this.socket.remoteAddress, this.hostNQN);
     this.armActivityTimer();
     this.logger.info({ hostNQN: this.hostNQN, subNQN: this.subNQN, cntlid, katoMs: this.katoMs }, 'discovery controller connected');
     this.respond(sqe.cid, Status.Success, cntlid);

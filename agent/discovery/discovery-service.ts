@@ -7,6 +7,7 @@ import type { VolumeReportSource } from '../datapath/volume-report.js';
 import { ClusterPaths } from './cluster-paths.js';
 import type { ControllerLimits } from './controller.js';
 import { HostLogs } from './host-logs.js';
+import type { PresentedHosts } from './presented-hosts.js';
 import { DiscoveryServer } from './server.js';
 
 export interface DiscoverySettings {
@@ -22,6 +23,8 @@ export interface DiscoveryServiceDeps {
   readonly firmware: string;
   readonly logger: Logger;
   readonly limits?: Partial<ControllerLimits>;
+  /** Where the controller records the host NQNs hosts present (the data path names connected hosts from it). */
+  readonly presented?: PresentedHosts;
   /** Tests: how long the view waits for the data path's first report (default 30 s). */
   readonly localReportGraceMs?: number;
 }
@@ -57,6 +60,7 @@ export async function openDiscoveryService(settings: DiscoverySettings, deps: Di
       logs,
       identity: { serial: deps.serverUUID.replace(/-/g, '').slice(0, 20), model: 'Strata Discovery Controller', firmware: deps.firmware },
       ...(deps.limits ? { limits: deps.limits } : {}),
+      ...(deps.presented ? { presented: deps.presented } : {}),
       logger,
     });
   } catch (err) {

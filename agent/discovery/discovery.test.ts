@@ -15,6 +15,7 @@ import { waitUntil } from '../../test/helpers/wait.js';
 import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from '../datapath/volume-report.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery-service.js';
+import { PresentedHosts } from './presented-hosts.js';
 import { decodeDiscoveryLog } from './log-page.js';
 import { AdminOpcode, AEC_DISCOVERY_LOG_CHANGE, encodeSqe, AEN_DISCOVERY_LOG_CHANGE, FeatureId, NVME_VERSION, Property, readCString, Status, type Completion, type NvmeStatus } from './nvme.js';
 import { assertOk, NvmeTcpTestClient } from '../../test/kits/discovery/nvme-tcp-client.js';
@@ -58,6 +59,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
   let client: Etcd3;
   let service: DiscoveryService;
   let port = 0;
+  const presented = new PresentedHosts();
   const local = new LocalReports();
   const clients: NvmeTcpTestClient[] = [];
   const open = async () => {
@@ -94,7 +96,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     local.serve(V2);
     service = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 64 },
-      { etcd: client, serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), limits: { setupTimeoutMs: 1500 } },
+      { etcd: client, serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), limits: { setupTimeoutMs: 1500 }, presented },
     );
     assert.ok(service.port);
     port = service.port;
@@ -107,6 +109,16 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     await service?.stop();
     client?.close();
     await etcd?.stop();
+  });
+
+  it('records the host NQN a host presented in Connect, by the address it came from (names connected hosts)', async () => {
+    const nqnOfThisHost = 'nqn.2014-08.org.nvmexpress:uuid:presented-from-loopback';
+    assert.deepEqual(presented.presentedFrom('127.0.0.1').filter((n) => n === nqnOfThisHost), []);
+    const host = await open();
+    await host.icreq();
+    assertOk((await host.connectAdmin({ subnqn: DISCOVERY_NQN, hostnqn: nqnOfThisHost, katoMs: 0 })).completion, 'Connect');
+    assert.equal(presented.presentedFrom('127.0.0.1')[0], nqnOfThisHost);
+    assert.deepEqual(presented.presentedFrom('127.0.0.2'), []);
   });
 
   it('sets up a connection as Linux does: ICReq, Connect, properties, Identify', async () => {

@@ -4,6 +4,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../../lib/logger.js';
 import { DEFAULT_LIMITS, DiscoveryConnection, type ControllerContext, type ControllerLimits } from './controller.js';
 import type { HostLogs } from './host-logs.js';
+import type { PresentedHosts } from './presented-hosts.js';
 import { discoveryConnectionsAccepted } from '../metrics/agent-metrics.js';
 
 export interface DiscoveryServerOptions {
@@ -14,6 +15,7 @@ export interface DiscoveryServerOptions {
   readonly logs: HostLogs;
   readonly identity: ControllerContext['identity'];
   readonly limits?: Partial<ControllerLimits>;
+  readonly presented?: PresentedHosts;
   readonly logger: Logger;
 }
 
@@ -34,6 +36,7 @@ export class DiscoveryServer {
       logs: options.logs,
       limits: { ...DEFAULT_LIMITS, ...options.limits },
       identity: options.identity,
+      ...(options.presented ? { presented: options.presented } : {}),
       logger: options.logger,
       // Random, so that two nodes rarely give one host the same ID for the cluster's unique
       // discovery NQN (Linux refuses a second controller with a duplicate ID in one subsystem).

@@ -1,9 +1,27 @@
-// `strata cluster info`: GET /api/v2/cluster (spec 2.7, 4.4; needs a cluster role). Project tokens
-// may read only the tenant view, /api/v2/clusterinfo, which this command does not use: an admin
-// wants health and capacity, and a 403 says plainly that the token is not an admin's.
+// `strata cluster info`: GET /api/v2/cluster (spec 2.7, 4.4; needs a cluster role): an admin wants
+// health and capacity, and a 403 says plainly that the token is not an admin's. `cluster
+// tenant-info` is the view any token may read (GET /api/v2/clusterinfo); `cluster version` the
+// API version (GET /api/v2/version); `cluster control-planes` the control plane instances and the
+// active cluster manager (GET /api/v2/controlPlanes, a Strata extension); `cluster etcd-scan`
+// starts an etcd corruption check (POST /api/v2/cluster/etcdCorruption/scan; docs/api.md).
 import type { Command } from 'commander';
+import type { ControlPlaneRecord } from '../../lib/records.js';
 import { contextOf } from '../context.js';
-import { list } from '../output.js';
+import { formatTime, list } from '../output.js';
+
+interface ClusterInfo {
+  UUID: string;
+  subsystemNQN: string;
+  currentMaxReplicas: number;
+  supportedMaxReplicas: number;
+  apiEndpoints: string[];
+  discoveryEndpoints: string[];
+  nvmeEndpoints: string[];
+}
+/** A control plane instance as GET /controlPlanes lists it (a type only: the CLI loads no daemon code). */
+interface ControlPlane extends ControlPlaneRecord {
+  isActiveClusterManager: boolean;
+}
 
 interface Cluster {
   UUID: string;
@@ -54,5 +72,55 @@ export function registerClusterCommands(program: Command): void {
         ['In-band auth', info.inBandAuthMode],
         ['Encryption', info.encryptionStatus.encryptionState],
       ]);
+    });
+
+  cluster
+    .command('tenant-info')
+    .description('what any token may read of the cluster: identity, replicas, endpoints')
+    .action(async (_options: object, command: Command) => {
+      const { client, print } = contextOf(command);
+      const info = await client.get<ClusterInfo>('/clusterinfo');
+      if (print.format === 'json') print.json(info);
+      else
+        print.fields([
+          ['UUID', info.UUID],
+          ['Subsystem NQN', info.subsystemNQN],
+          ['Replicas', `up to ${info.currentMaxReplicas} now (supported ${info.supportedMaxReplicas})`],
+          ['API endpoints', list(info.apiEndpoints)],
+          ['Discovery', list(info.discoveryEndpoints)],
+          ['NVMe endpoints', list(info.nvmeEndpoints)],
+        ]);
+    });
+  cluster
+    .command('version')
+    .description('the REST API version the control plane serves')
+    .action(async (_options: object, command: Command) => {
+      const { client, print } = contextOf(command);
+      const answer = await client.get<{ apiVersion: string }>('/version');
+      print.done(answer, answer.apiVersion);
+    });
+  cluster
+    .command('control-planes')
+    .description('the control plane instances and which one is the active cluster manager')
+    .action(async (_options: object, command: Command) => {
+      const { client, print } = contextOf(command);
+      const answer = await client.get<{ controlPlanes: ControlPlane[] }>('/controlPlanes');
+      print.list(answer, answer.controlPlanes, [
+        { header: 'INSTANCE', value: (c) => c.instanceId },
+        { header: 'HOSTNAME', value: (c) => c.hostname },
+        { header: 'API', value: (c) => c.apiEndpoint },
+        { header: 'GRPC', value: (c) => c.grpcEndpoint },
+        { header: 'VERSION', value: (c) => c.version },
+        { header: 'SINCE', value: (c) => formatTime(c.since) },
+        { header: 'MANAGER', value: (c) => (c.isActiveClusterManager ? 'active' : '-') },
+      ], 'no control planes registered');
+    });
+  cluster
+    .command('etcd-scan')
+    .description('start a check of every etcd member for corruption (the result is an event: `strata events list`)')
+    .action(async (_options: object, command: Command) => {
+      const { client, print } = contextOf(command);
+      const answer = await client.post<unknown>('/cluster/etcdCorruption/scan', {});
+      print.done(answer, 'etcd corruption scan started; its result is reported as an event (strata events list)');
     });
 }

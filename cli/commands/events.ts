@@ -1,10 +1,12 @@
 // `strata events list`: GET /api/v2/events or /api/v2/projects/{p}/events (spec §6, docs/events.md),
-// newest first; `nextToken` continues with older events.
+// newest first; `nextToken` continues with older events. `--follow` then polls for new events
+// (the API has no push) and prints each once, oldest first, until interrupted.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { apiPath } from '../api-client.js';
+import { apiPath, type ApiClient, type Query } from '../api-client.js';
 import { contextOf } from '../context.js';
 import { UsageError } from '../errors.js';
-import { formatTime } from '../output.js';
+import { formatTime, renderTable, type Column, type Printer } from '../output.js';
 import { isDuration, parseDurationMs } from '../units.js';
 
 interface Event {
@@ -35,7 +37,11 @@ export function registerEventCommands(program: Command): void {
     .option('--project <name>', 'only events of this project\'s volumes')
     .option('--limit <n>', 'events per page (1-1000; the API default is 100)')
     .option('--next-token <token>', 'continue after this event (the token a previous page gave)')
-    .action(async (options: { since?: string; until?: string; project?: string; limit?: string; nextToken?: string }, command: Command) => {
+    .option('--follow', 'then keep polling and print new events as they come, oldest first, until interrupted (--output json: one event per line)')
+    .option('--interval <duration>', 'how often --follow polls', '2s')
+    .action(async (options: { since?: string; until?: string; project?: string; limit?: string; nextToken?: string; follow?: boolean; interval: string }, command: Command) => {
+      if (options.follow && (options.until !== undefined || options.nextToken !== undefined)) throw new UsageError('--follow shows new events: it takes no --until or --next-token');
+      const intervalMs = parseDurationMs(options.interval, '--interval');
       const query = {
         since: options.since === undefined ? undefined : timeOf(options.since, '--since'),
         until: options.until === undefined ? undefined : timeOf(options.until, '--until'),
@@ -44,17 +50,56 @@ export function registerEventCommands(program: Command): void {
       };
       const { client, print } = contextOf(command);
       const path = options.project === undefined ? '/events' : apiPath`/projects/${options.project}/events`;
+      if (options.follow) return follow(client, print, path, query, intervalMs);
       const answer = await client.get<{ events: Event[]; nextToken: string }>(path, query);
-      print.list(answer, answer.events, [
-        { header: 'TIME', value: (e) => formatTime(e.Time) },
-        { header: 'SEVERITY', value: (e) => e.Severity },
-        { header: 'TYPE', value: (e) => e.Type },
-        { header: 'EVENT', value: (e) => e.EventName },
-        { header: 'COMPONENT', value: componentOf },
-        { header: 'DESCRIPTION', value: (e) => e.Description },
-      ], 'no events');
+      print.list(answer, answer.events, eventColumns, 'no events');
       if (answer.nextToken) print.note(`strata: older events follow: add --next-token ${answer.nextToken}`);
     });
+}
+
+const eventColumns: Column<Event>[] = [
+  { header: 'TIME', value: (e) => formatTime(e.Time) },
+  { header: 'SEVERITY', value: (e) => e.Severity },
+  { header: 'TYPE', value: (e) => e.Type },
+  { header: 'EVENT', value: (e) => e.EventName },
+  { header: 'COMPONENT', value: componentOf },
+  { header: 'DESCRIPTION', value: (e) => e.Description },
+];
+
+/** IDs remembered to print each event once (events at the same time as the last poll's newest come again). */
+const SEEN_IDS = 10_000;
+
+/**
+ * Prints the events since `query.since` (all the API keeps when not given), then polls: each
+ * poll asks for the events at or after the newest time seen and prints those not printed yet,
+ * oldest first. Table rows are aligned per batch; JSON is one event per line.
+ */
+async function follow(client: ApiClient, print: Printer, path: string, query: Query, intervalMs: number): Promise<void> {
+  const seen = new Set<string>();
+  let since = query['since'] as string | undefined;
+  let headerPrinted = false;
+  for (;;) {
+    const fresh: Event[] = [];
+    let nextToken: string | undefined;
+    do {
+      const page = await client.get<{ events: Event[]; nextToken: string }>(path, { ...query, since, limit: query['limit'] ?? MAX_EVENTS_LIMIT, nextToken });
+      fresh.push(...page.events.filter((e) => !seen.has(e.ID)));
+      nextToken = page.nextToken || undefined;
+    } while (nextToken !== undefined);
+    fresh.sort((a, b) => Date.parse(a.Time) - Date.parse(b.Time) || (a.ID < b.ID ? -1 : 1));
+    if (fresh.length > 0) {
+      if (print.format === 'json') for (const e of fresh) print.line(JSON.stringify(e));
+      else {
+        const table = renderTable(fresh, eventColumns).split('\n');
+        print.line((headerPrinted ? table.slice(1) : table).join('\n').trimEnd());
+        headerPrinted = true;
+      }
+      for (const e of fresh) seen.add(e.ID);
+      while (seen.size > SEEN_IDS) seen.delete(seen.values().next().value as string);
+      since = fresh[fresh.length - 1]!.Time;
+    }
+    await sleep(intervalMs);
+  }
 }
 
 /** What the event is about, by name where the event names it. */

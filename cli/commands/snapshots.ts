@@ -1,4 +1,4 @@
-// `strata snapshots …`: list, create, delete. Snapshots are project-scoped only
+// `strata snapshots …`: list, get, create, delete. Snapshots are project-scoped only
 // (/api/v2/projects/{p}/snapshots…; wire-conventions §7, docs/snapshots.md), so every command
 // works in one project: --project, or the project of a project/name argument, else `default`.
 import type { Command } from 'commander';
@@ -8,7 +8,7 @@ import { UsageError } from '../errors.js';
 import { formatTime } from '../output.js';
 import { listPages, parsePageLimit } from '../paging.js';
 import { isUuid } from '../../lib/contract/uuid.js';
-import { DEFAULT_PROJECT, parseResourceRef } from '../resource-ref.js';
+import { DEFAULT_PROJECT, parseResourceRef, type ResourceRef } from '../resource-ref.js';
 
 interface Snapshot {
   UUID: string;
@@ -57,6 +57,32 @@ export function registerSnapshotCommands(program: Command): void {
     });
 
   snapshots
+    .command('get')
+    .description('show one snapshot')
+    .argument('<snapshot>', 'UUID (in --project) or project/name')
+    .option('--project <name>', 'project of a snapshot given by UUID', DEFAULT_PROJECT)
+    .action(async (snapshotArg: string, options: { project: string }, command: Command) => {
+      const { ref, project } = snapshotRefOf(snapshotArg, options.project, command);
+      const { client, print } = contextOf(command);
+      // By name: `GET …/snapshots/?Name=X` (capital N for GET; wire-conventions §4).
+      const snapshot = ref.kind === 'uuid'
+        ? await client.get<Snapshot>(apiPath`/projects/${project}/snapshots/${ref.UUID}`)
+        : await client.get<Snapshot>(apiPath`/projects/${project}/snapshots/`, { Name: ref.name });
+      if (print.format === 'json') print.json(snapshot);
+      else
+        print.fields([
+          ['UUID', snapshot.UUID],
+          ['Name', snapshot.name],
+          ['Project', snapshot.projectName],
+          ['State', snapshot.state],
+          ['Volume', `${snapshot.sourceVolumeName || '-'} (${snapshot.sourceVolumeUUID})`],
+          ['Size', print.size(snapshot.size)],
+          ['Created', formatTime(snapshot.creationTime)],
+          ['Retention', formatRetention(snapshot.retentionTime)],
+        ]);
+    });
+
+  snapshots
     .command('create')
     .description('snapshot a volume (the volume must be Available; answers at once with state Creating)')
     .option('--project <name>', 'project of the volume and the snapshot', DEFAULT_PROJECT)
@@ -79,15 +105,7 @@ export function registerSnapshotCommands(program: Command): void {
     .argument('<snapshot>', 'UUID (in --project) or project/name')
     .option('--project <name>', 'project of a snapshot given by UUID', DEFAULT_PROJECT)
     .action(async (snapshotArg: string, options: { project: string }, command: Command) => {
-      const ref = parseResourceRef(snapshotArg, 'snapshot');
-      // project/name carries its project; a UUID or a bare name is in --project.
-      let project = options.project;
-      if (ref.kind === 'name' && snapshotArg.includes('/')) {
-        if (command.getOptionValueSource('project') === 'cli' && ref.projectName !== options.project) {
-          throw new UsageError(`snapshot "${snapshotArg}" names project ${ref.projectName}, but --project says ${options.project}`);
-        }
-        project = ref.projectName;
-      }
+      const { ref, project } = snapshotRefOf(snapshotArg, options.project, command);
       const { client, print } = contextOf(command);
       // By name: `DELETE …/snapshots/?name=X` (lower-case n for DELETE; wire-conventions §4).
       const answer = ref.kind === 'uuid'
@@ -96,6 +114,18 @@ export function registerSnapshotCommands(program: Command): void {
       if (print.format === 'json') print.json(answer);
       else print.line(`deleting snapshot ${snapshotArg} (state Deleting)`);
     });
+}
+
+/** project/name carries its project; a UUID or a bare name is in --project. */
+function snapshotRefOf(snapshotArg: string, projectOption: string, command: Command): { ref: ResourceRef; project: string } {
+  const ref = parseResourceRef(snapshotArg, 'snapshot');
+  if (ref.kind === 'name' && snapshotArg.includes('/')) {
+    if (command.getOptionValueSource('project') === 'cli' && ref.projectName !== projectOption) {
+      throw new UsageError(`snapshot "${snapshotArg}" names project ${ref.projectName}, but --project says ${projectOption}`);
+    }
+    return { ref, project: ref.projectName };
+  }
+  return { ref, project: projectOption };
 }
 
 /** The API's "<seconds>s" in the largest whole unit ("604800s" → "7d"); "0s" is forever. */

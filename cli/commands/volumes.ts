@@ -1,4 +1,5 @@
-// `strata volumes …`: list, get, create, resize, delete, connect-info, acl add|remove.
+// `strata volumes …`: list, get, create, clone, resize, rollback, wait, delete, connect-info,
+// acl add|remove.
 // Routes and fields: spec 2.15 / 4.11, docs/volumes.md. Once a volume is found, every call uses
 // its project-scoped path (/projects/{p}/volumes/{UUID}), which checks the caller against that
 // project before anything else.
@@ -10,7 +11,7 @@ import { formatTime, list, type Printer } from '../output.js';
 import { listPages, parsePageLimit } from '../paging.js';
 import { aclAdmits, ALLOW_ANY, ALLOW_NONE, isAclPseudoValue } from '../../lib/contract/acl.js';
 import { isUuid } from '../../lib/contract/uuid.js';
-import { parseResourceRef, type ResourceRef } from '../resource-ref.js';
+import { DEFAULT_PROJECT, parseResourceRef, type ResourceRef } from '../resource-ref.js';
 import { parseDurationMs, parseSize } from '../units.js';
 import { waitFor } from '../wait.js';
 
@@ -34,6 +35,7 @@ export interface Volume {
   labels: { key: string; value: string }[];
   creationTime: string;
   connectedHosts: string[];
+  rebuildProgress: string;
   sourceSnapshotName: string;
   nsid: number;
   ETag: string;
@@ -102,38 +104,39 @@ export function registerVolumeCommands(program: Command): void {
       else printVolume(print, volume);
     });
 
-  volumes
-    .command('create')
-    .description('create a volume (answers at once with state Creating; --wait polls until Available)')
-    .requiredOption('--project <name>', 'project of the volume')
-    .requiredOption('--name <name>', 'name, unique in the project (a-z A-Z 0-9 - _ .)')
-    .requiredOption('--size <size>', 'size: bytes or a unit, e.g. 10GiB, 512MiB (KB … PB are powers of 1000)')
-    .option('--replicas <n>', 'replica count, 1-3 (API default 1)')
-    .option('--compression', 'compress the volume (fixed at create: the API refuses to change it later)')
-    .option('--acl <hostNQN...>', 'host NQNs that may connect (API default ALLOW_NONE: no host)')
-    .option('--ip-acl <address...>', 'IP addresses that may connect (API default ALLOW_ANY; no CIDR ranges)')
-    .option('--policy <name|UUID>', 'QoS policy (default: the project\'s)')
-    .option('--wait', 'wait until the volume is Available (or Failed), with progress on stderr')
-    .addOption(waitTimeoutOption())
-    .action(async (options: CreateOptions, command: Command) => {
-      const body = createBody(options);
-      const waitTimeoutMs = parseDurationMs(options.waitTimeout, '--wait-timeout');
-      const { client, print } = contextOf(command);
-      // POST is sent once: a lost answer may mean the volume exists (docs/cli.md, "Retries").
-      const created = await client.post<Volume>(apiPath`/projects/${options.project}/volumes`, body);
-      if (options.acl === undefined && print.format === 'table') {
-        print.note(`strata: note: no --acl given, so no host may connect (ALLOW_NONE) until \`strata volumes acl add\` names one`);
-      }
-      if (!options.wait) {
-        if (print.format === 'json') print.json(created);
-        else printVolume(print, created);
-        return;
-      }
-      print.note(`strata: created volume ${label(created)}: ${created.state}`);
-      const available = await waitForVolumeState(client, print, created, 'Available', waitTimeoutMs);
-      if (print.format === 'json') print.json(available);
-      else printVolume(print, available);
-    });
+  const creation = (command: Command) =>
+    command
+      .option('--replicas <n>', 'replica count, 1-3 (API default 1)')
+      .option('--acl <hostNQN...>', 'host NQNs that may connect (API default ALLOW_NONE: no host)')
+      .option('--ip-acl <address...>', 'IP addresses that may connect (API default ALLOW_ANY; no CIDR ranges)')
+      .option('--policy <name|UUID>', 'QoS policy (default: the project\'s)')
+      .option('--wait', 'wait until the volume is Available (or Failed), with progress on stderr')
+      .addOption(waitTimeoutOption());
+
+  creation(
+    volumes
+      .command('create')
+      .description('create a volume (answers at once with state Creating; --wait polls until Available)')
+      .requiredOption('--project <name>', 'project of the volume')
+      .requiredOption('--name <name>', 'name, unique in the project (a-z A-Z 0-9 - _ .)')
+      .requiredOption('--size <size>', 'size: bytes or a unit, e.g. 10GiB, 512MiB (KB … PB are powers of 1000)')
+      .option('--compression', 'compress the volume (fixed at create: the API refuses to change it later)'),
+  ).action(async (options: CreateOptions, command: Command) => {
+    await createVolume(command, options, createBody(options));
+  });
+
+  creation(
+    volumes
+      .command('clone')
+      .description('create a volume from a snapshot (its data, size, labels and compression unless given)')
+      .argument('<snapshot>', 'the snapshot: UUID or name, in --project')
+      .requiredOption('--name <name>', 'name of the new volume, unique in the project')
+      .option('--project <name>', 'project of the snapshot and the new volume', DEFAULT_PROJECT)
+      .option('--size <size>', 'size (default: the snapshot\'s; not smaller)'),
+  ).action(async (snapshot: string, options: CreateOptions, command: Command) => {
+    const source = isUuid(snapshot) ? { sourceSnapshotUUID: snapshot } : { sourceSnapshotName: snapshot };
+    await createVolume(command, options, { ...createBody(options), ...source });
+  });
 
   volumes
     .command('resize')
@@ -152,6 +155,41 @@ export function registerVolumeCommands(program: Command): void {
       await client.put(volumePath(volume), { size: size.toString(), ...(options.force ? { Force: true } : {}) });
       print.note(`strata: ${label(volume)}: size ${print.size(volume.size)} → ${print.size(size)}`);
       const after = options.wait ? await waitForVolumeState(client, print, volume, 'Available', waitTimeoutMs) : await client.get<Volume>(volumePath(volume));
+      if (print.format === 'json') print.json(after);
+      else printVolume(print, after);
+    });
+
+  volumes
+    .command('rollback')
+    .description('restore a volume to one of its snapshots (its data and size: a volume grown since shrinks back); the volume passes through Rollback')
+    .argument('<volume>', 'UUID or project/name')
+    .argument('<snapshot>', 'the snapshot: UUID or name (one of this volume\'s)')
+    .option('--wait', 'wait until the volume is Available again')
+    .addOption(waitTimeoutOption())
+    .action(async (volumeArg: string, snapshot: string, options: { wait?: boolean; waitTimeout: string }, command: Command) => {
+      const ref = parseResourceRef(volumeArg, 'volume');
+      const waitTimeoutMs = parseDurationMs(options.waitTimeout, '--wait-timeout');
+      const { client, print } = contextOf(command);
+      const volume = await fetchVolume(client, ref);
+      await client.put(`${volumePath(volume)}/rollback`, isUuid(snapshot) ? { srcSnapshotUUID: snapshot } : { srcSnapshotName: snapshot });
+      print.note(`strata: ${label(volume)}: rolling back to snapshot ${snapshot}`);
+      const after = options.wait ? await waitForVolumeState(client, print, volume, 'Available', waitTimeoutMs) : await client.get<Volume>(volumePath(volume));
+      if (print.format === 'json') print.json(after);
+      else printVolume(print, after);
+    });
+
+  volumes
+    .command('wait')
+    .description('wait until a volume is Available (--protected: and FullyProtected, e.g. after a copy\'s rebuild), with progress on stderr')
+    .argument('<volume>', 'UUID or project/name')
+    .option('--protected', 'also wait until its protection state is FullyProtected (every copy in sync)')
+    .addOption(waitTimeoutOption())
+    .action(async (volumeArg: string, options: { protected?: boolean; waitTimeout: string }, command: Command) => {
+      const ref = parseResourceRef(volumeArg, 'volume');
+      const waitTimeoutMs = parseDurationMs(options.waitTimeout, '--wait-timeout');
+      const { client, print } = contextOf(command);
+      const volume = await fetchVolume(client, ref);
+      const after = await waitForVolumeState(client, print, volume, options.protected ? 'FullyProtected' : 'Available', waitTimeoutMs);
       if (print.format === 'json') print.json(after);
       else printVolume(print, after);
     });
@@ -220,7 +258,7 @@ export function registerVolumeCommands(program: Command): void {
 interface CreateOptions {
   project: string;
   name: string;
-  size: string;
+  size?: string;
   replicas?: string;
   compression?: boolean;
   acl?: string[];
@@ -230,9 +268,28 @@ interface CreateOptions {
   waitTimeout: string;
 }
 
+/** POST the create (once: a lost answer may mean the volume exists; docs/cli.md, "Retries"), then --wait. */
+async function createVolume(command: Command, options: CreateOptions, body: Record<string, unknown>): Promise<void> {
+  const waitTimeoutMs = parseDurationMs(options.waitTimeout, '--wait-timeout');
+  const { client, print } = contextOf(command);
+  const created = await client.post<Volume>(apiPath`/projects/${options.project}/volumes`, body);
+  if (options.acl === undefined && print.format === 'table') {
+    print.note(`strata: note: no --acl given, so no host may connect (ALLOW_NONE) until \`strata volumes acl add\` names one`);
+  }
+  if (!options.wait) {
+    if (print.format === 'json') print.json(created);
+    else printVolume(print, created);
+    return;
+  }
+  print.note(`strata: created volume ${label(created)}: ${created.state}`);
+  const available = await waitForVolumeState(client, print, created, 'Available', waitTimeoutMs);
+  if (print.format === 'json') print.json(available);
+  else printVolume(print, available);
+}
+
 /** The create request (spec 2.15), checked before anything is sent. */
 function createBody(options: CreateOptions): Record<string, unknown> {
-  const body: Record<string, unknown> = { name: options.name, size: parseSize(options.size).toString() };
+  const body: Record<string, unknown> = { name: options.name, ...(options.size !== undefined ? { size: parseSize(options.size).toString() } : {}) };
   if (options.replicas !== undefined) {
     const replicas = Number(options.replicas);
     if (!Number.isInteger(replicas) || replicas < 1 || replicas > 3) throw new UsageError(`invalid --replicas "${options.replicas}": 1, 2 or 3`);
@@ -335,18 +392,27 @@ function nextAcl(volume: Volume, action: 'add' | 'remove', hostNqn: string): str
   return rest.length > 0 ? rest : [ALLOW_NONE];
 }
 
-async function waitForVolumeState(client: ApiClient, print: Printer, volume: Volume, target: 'Available', timeoutMs: number): Promise<Volume> {
+/** Until Available, or (FullyProtected) Available with every copy in sync; progress shows the protection and a rebuild's progress. */
+async function waitForVolumeState(client: ApiClient, print: Printer, volume: Volume, target: 'Available' | 'FullyProtected', timeoutMs: number): Promise<Volume> {
   return waitFor<Volume>({
     what: `volume ${label(volume)} to become ${target}`,
     timeoutMs,
     progress: (line) => print.note(`strata: ${line}`),
     probe: async () => {
       const current = await client.get<Volume>(volumePath(volume));
-      if (current.state === target) return { done: true, value: current };
+      if (current.state === 'Available' && (target === 'Available' || current.protectionState === 'FullyProtected')) return { done: true, value: current };
       if (current.state === 'Failed') throw new OperationError(`volume ${label(volume)} is Failed${await failureReasonOf(client, volume)}`);
-      return { done: false, state: current.state };
+      return { done: false, state: progressOf(current) };
     },
   });
+}
+
+/** "Creating", "Available, Degraded, rebuild 42%": the state, then the protection unless it is unremarkable. */
+function progressOf(v: Volume): string {
+  const parts = [v.state];
+  if (['Degraded', 'ReadOnly', 'NotAvailable'].includes(v.protectionState)) parts.push(v.protectionState);
+  if (v.protectionState === 'Degraded' && v.rebuildProgress) parts.push(`rebuild ${v.rebuildProgress}%`);
+  return parts.join(', ');
 }
 
 async function waitForVolumeGone(client: ApiClient, print: Printer, volume: Volume, timeoutMs: number): Promise<void> {

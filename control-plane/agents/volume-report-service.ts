@@ -1,7 +1,7 @@
 // Turns an agent's VolumeReport into stored VolumeStatusRecords. An agent may report only its
 // own nodes (named in its Hello); anything else in the report is refused.
 import { errors, StrataError } from '../../lib/errors.js';
-import type { ReplicaLegState, VolumeStatusRecord } from '../../lib/records.js';
+import type { HostNqnSource, ReplicaLegState, VolumeStatusRecord } from '../../lib/records.js';
 import type { VolumeReport__Output } from '../../proto/gen/strata/v1/VolumeReport.js';
 import type { VolumeServeState__Output } from '../../proto/gen/strata/v1/VolumeServeState.js';
 import type { VolumeStatusStore } from './volume-status-store.js';
@@ -33,7 +33,7 @@ export class VolumeReportService {
         state,
         error: status.error,
         snapshots: status.snapshots.map((s) => ({ snapshotUUID: s.snapshot_uuid, state: s.available ? 'Available' : 'Failed', error: s.error })),
-        connectedHosts: status.connected_hosts.map((h) => ({ hostNQN: h.host_nqn, address: h.address })),
+        connectedHosts: status.connected_hosts.map((h) => ({ hostNQN: h.host_nqn, address: h.address, hostNQNSource: h.host_nqn !== '' ? nqnSourceOf(h.host_nqn_source) : '' })),
         logicalUsedBytes: status.logical_used_bytes,
         physicalUsedBytes: status.physical_used_bytes,
         ...(status.replica_legs.length > 0 ? { replicaLegs: status.replica_legs.map(legStateOf) } : {}),
@@ -49,4 +49,9 @@ const LEG_STATES = new Set<ReplicaLegState['state']>(['InSync', 'Resyncing', 'Ou
 function legStateOf(leg: { node_uuid: string; state: string; sync_percent: number }): ReplicaLegState {
   if (!LEG_STATES.has(leg.state as ReplicaLegState['state'])) throw new StrataError('INVALID_ARGUMENT', `replica leg ${leg.node_uuid}: unknown state ${JSON.stringify(leg.state)}`);
   return { nodeUUID: leg.node_uuid, state: leg.state as ReplicaLegState['state'], syncPercent: Math.min(100, Math.max(0, leg.sync_percent)) };
+}
+
+/** A source this control plane knows; anything else (an agent newer or wrong) is "not said". */
+function nqnSourceOf(source: string): HostNqnSource {
+  return source === 'acl' || source === 'discovery' ? source : '';
 }

@@ -6,7 +6,10 @@
 import { errors } from '../../lib/errors.js';
 import type { ConnectedHostsStore, ConnectionsSnapshot } from './connected-hosts-store.js';
 
-/** A connected host: exactly the 6 fields of spec 2.11. */
+/** How a host's NQN is known (a Strata extension; docs/connected-hosts.md). `unknown`: hostNQN is ''. */
+export type HostNqnSourceWire = 'acl' | 'discovery' | 'unknown';
+
+/** A connected host: the 6 fields of spec 2.11, and hostNQNSource (a Strata extension). */
 export interface ConnectedHostWire {
   hostNQN: string;
   iPAddress: string;
@@ -14,6 +17,7 @@ export interface ConnectedHostWire {
   volumeUUIDs: string[];
   connectedNodesUUID: string[];
   unconnectedNodesUUID: string[];
+  hostNQNSource: HostNqnSourceWire;
 }
 
 export class ConnectedHostsService {
@@ -29,47 +33,67 @@ export class ConnectedHostsService {
   }
 
   async get(hostNQN: string): Promise<ConnectedHostWire> {
-    const host = connectedHosts(await this.store.read()).find((h) => h.hostNQN === hostNQN);
+    const host = hostNQN === '' ? undefined : connectedHosts(await this.store.read()).find((h) => h.hostNQN === hostNQN);
     if (!host) throw errors.notFound('connected host', hostNQN);
     return host;
   }
 }
 
 interface HostConnections {
+  readonly hostNQN: string;
+  /** The strongest source any of its connections gave. */
+  source: HostNqnSourceWire;
   readonly volumes: Set<string>;
   readonly nodes: Set<string>;
   /** Address → how many (volume, node) connections came from it. */
   readonly addresses: Map<string, number>;
 }
 
+/** Stronger first: the ACL is the kernel's own check; a discovery Connect is an inference. */
+const SOURCE_RANK: Readonly<Record<HostNqnSourceWire, number>> = { acl: 2, discovery: 1, unknown: 0 };
+
+/**
+ * Every live connection, by host: connections whose host NQN is known are grouped by it; the
+ * others (hostNQN '') by their address, one entry per address, with hostNQNSource `unknown`.
+ * Named hosts come first, by hostNQN; then unnamed ones, by address.
+ */
 export function connectedHosts(snapshot: ConnectionsSnapshot): ConnectedHostWire[] {
   const byHost = new Map<string, HostConnections>();
   for (const status of snapshot.statuses) {
     // A dead node's last report is not a live connection; a deleted volume has no hosts.
     if (!snapshot.activeNodes.has(status.nodeUUID) || !snapshot.volumes.has(status.volumeUUID) || status.state === 'Absent') continue;
     for (const connection of status.connectedHosts ?? []) {
-      if (!connection.hostNQN) continue;
-      let host = byHost.get(connection.hostNQN);
-      if (!host) byHost.set(connection.hostNQN, (host = { volumes: new Set(), nodes: new Set(), addresses: new Map() }));
+      const address = ipOf(connection.address ?? '');
+      if (!connection.hostNQN && !address) continue;
+      const key = connection.hostNQN ? `nqn ${connection.hostNQN}` : `address ${address}`;
+      const source: HostNqnSourceWire = !connection.hostNQN ? 'unknown' : connection.hostNQNSource === 'acl' || connection.hostNQNSource === 'discovery' ? connection.hostNQNSource : 'unknown';
+      let host = byHost.get(key);
+      if (!host) byHost.set(key, (host = { hostNQN: connection.hostNQN ?? '', source, volumes: new Set(), nodes: new Set(), addresses: new Map() }));
+      if (SOURCE_RANK[source] > SOURCE_RANK[host.source]) host.source = source;
       host.volumes.add(status.volumeUUID);
       host.nodes.add(status.nodeUUID);
-      const address = ipOf(connection.address ?? '');
       if (address) host.addresses.set(address, (host.addresses.get(address) ?? 0) + 1);
     }
   }
-  return [...byHost.entries()]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([hostNQN, host]) => {
+  const order = (a: ConnectedHostWire, b: ConnectedHostWire) => compare(a.hostNQN === '' ? 1 : 0, b.hostNQN === '' ? 1 : 0) || compare(a.hostNQN, b.hostNQN) || compare(a.iPAddress, b.iPAddress);
+  return [...byHost.values()]
+    .map((host) => {
       const volumeNodes = new Set([...host.volumes].flatMap((uuid) => snapshot.volumes.get(uuid)?.placement?.nodeList ?? []));
       return {
-        hostNQN,
+        hostNQN: host.hostNQN,
         iPAddress: mainAddress(host.addresses),
         hostname: '', // hosts do not tell their name over NVMe/TCP
         volumeUUIDs: [...host.volumes].sort(),
         connectedNodesUUID: [...host.nodes].sort(),
         unconnectedNodesUUID: [...volumeNodes].filter((n) => !host.nodes.has(n)).sort(),
+        hostNQNSource: host.source,
       };
-    });
+    })
+    .sort(order);
+}
+
+function compare<T extends string | number>(a: T, b: T): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** The address most connections come from (ties: the smallest), '' when none is known. */

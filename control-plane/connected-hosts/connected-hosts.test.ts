@@ -5,29 +5,19 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
-import { fieldsOf, joinServer, markAbsent, putRecord, startApiHarness, type ApiHarness, type JoinedServer } from '../../test/helpers/records.js';
+import { fieldsOf, joinServer, markAbsent, putRecord, startApiHarness, volumeRecord, type ApiHarness, type JoinedServer } from '../../test/helpers/records.js';
 import { projectToken } from '../../test/kits/test-tokens.js';
 import { createConnectedHostsRoutes } from './connected-hosts-routes.js';
 import { ConnectedHostsService, ipOf } from './connected-hosts-service.js';
 import { ConnectedHostsStore } from './connected-hosts-store.js';
 
-const HOST_FIELDS = ['hostNQN', 'iPAddress', 'hostname', 'volumeUUIDs', 'connectedNodesUUID', 'unconnectedNodesUUID'].sort();
+// The 6 fields of spec 2.11 and the extension hostNQNSource (how the NQN is known).
+const HOST_FIELDS = ['hostNQN', 'iPAddress', 'hostname', 'volumeUUIDs', 'connectedNodesUUID', 'unconnectedNodesUUID', 'hostNQNSource'].sort();
 const H1 = 'nqn.2014-08.org.nvmexpress:uuid:host-1';
 const H2 = 'nqn.2014-08.org.nvmexpress:uuid:host-2';
 const H3 = 'nqn.2014-08.org.nvmexpress:uuid:host-3';
 
-function volumeRecord(nodeList: string[], overrides: Partial<VolumeRecord> = {}): VolumeRecord {
-  const UUID = overrides.UUID ?? randomUUID();
-  return {
-    UUID, name: `vol-${UUID.slice(0, 8)}`, projectName: 'default', sizeBytes: '1073741824', acl: ['ALLOW_ANY'], ipAcl: ['ALLOW_ANY'],
-    compression: false, replicaCount: nodeList.length, sectorSize: 4096, labels: [], qosPolicyUUID: '', placementRestrictions: [],
-    sourceSnapshotUUID: '', sourceSnapshotName: '', encrypted: false, state: 'Available', generation: 1,
-    placement: { nodeList, primaryNodeUUID: nodeList[0] ?? '', nsid: 1, port: 4421 }, failureReason: '', rollbackSnapshotUUID: '',
-    creationTime: new Date().toISOString(), ...overrides,
-  };
-}
-
-function statusRecord(volumeUUID: string, nodeUUID: string, connectedHosts: { hostNQN: string; address: string }[], state: VolumeStatusRecord['state'] = 'Served'): VolumeStatusRecord {
+function statusRecord(volumeUUID: string, nodeUUID: string, connectedHosts: VolumeStatusRecord['connectedHosts'], state: VolumeStatusRecord['state'] = 'Served'): VolumeStatusRecord {
   return { volumeUUID, nodeUUID, generation: 1, state, error: '', snapshots: [], connectedHosts, logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString() };
 }
 
@@ -54,13 +44,14 @@ describe('connected hosts API', () => {
     for (const v of [v1, v2, v3]) await putRecord(api.etcd, keys.volume(v.UUID), v);
     const statuses = [
       // H1: v1 on a and b (not c), v2 on a and c: connected to a, b, c; none missing.
-      statusRecord(v1.UUID, a, [{ hostNQN: H1, address: '10.1.0.1' }, { hostNQN: H2, address: '10.2.0.1:40001' }]),
-      statusRecord(v1.UUID, b, [{ hostNQN: H1, address: '10.1.0.1' }]),
+      statusRecord(v1.UUID, a, [{ hostNQN: H1, address: '10.1.0.1', hostNQNSource: 'discovery' }, { hostNQN: H2, address: '10.2.0.1:40001', hostNQNSource: 'discovery' }]),
+      statusRecord(v1.UUID, b, [{ hostNQN: H1, address: '10.1.0.1', hostNQNSource: 'acl' }]),
       statusRecord(v1.UUID, c, []),
       statusRecord(v2.UUID, a, [{ hostNQN: H1, address: '10.1.0.9' }]),
       statusRecord(v2.UUID, c, [{ hostNQN: H1, address: '10.1.0.1:4420' }]),
       // H3 on v3: b live; d's agent is gone, so its report does not count.
-      statusRecord(v3.UUID, b, [{ hostNQN: H3, address: '[fd00::3]:50000' }]),
+      // Connections whose host NQN the agent could not know: listed by address.
+      statusRecord(v3.UUID, b, [{ hostNQN: H3, address: '[fd00::3]:50000' }, { hostNQN: '', address: '10.5.0.5', hostNQNSource: '' }]),
       statusRecord(v3.UUID, d, [{ hostNQN: H3, address: 'fd00::3' }, { hostNQN: 'nqn.only-on-dead-node', address: '10.9.9.9' }]),
       statusRecord(orphanVolume, a, [{ hostNQN: 'nqn.orphan', address: '10.8.8.8' }]),
       statusRecord(v2.UUID, b, [{ hostNQN: 'nqn.absent', address: '10.7.7.7' }], 'Absent'),
@@ -78,8 +69,8 @@ describe('connected hosts API', () => {
     return res.body.connectedHosts as any[];
   };
 
-  test('lists every connected host with the 6 fields, built from live status reports', async () => {
-    const hosts = await list();
+  test('lists every connected host with the 6 fields and hostNQNSource, built from live status reports', async () => {
+    const hosts = (await list()).filter((h) => h.hostNQN !== '');
     assert.deepEqual(hosts.map((h) => h.hostNQN), [H1, H2, H3]);
     for (const h of hosts) assert.deepEqual(fieldsOf(h), HOST_FIELDS);
     const [h1, h2, h3] = hosts;
@@ -88,25 +79,40 @@ describe('connected hosts API', () => {
       volumeUUIDs: [v1.UUID, v2.UUID].sort(),
       connectedNodesUUID: [node(s1, 0), node(s1, 1), node(s2)].sort(),
       unconnectedNodesUUID: [],
+      hostNQNSource: 'acl',
     });
     assert.deepEqual(h2, {
       hostNQN: H2, iPAddress: '10.2.0.1', hostname: '',
       volumeUUIDs: [v1.UUID],
       connectedNodesUUID: [node(s1, 0)],
       unconnectedNodesUUID: [node(s1, 1), node(s2)].sort(),
+      hostNQNSource: 'discovery',
     });
     assert.deepEqual(h3, {
       hostNQN: H3, iPAddress: 'fd00::3', hostname: '',
       volumeUUIDs: [v3.UUID],
       connectedNodesUUID: [node(s1, 1)],
       unconnectedNodesUUID: [node(dead)],
+      hostNQNSource: 'unknown',
+    });
+  });
+
+  test('a live connection whose host NQN is not known is listed by its address, after the named hosts', async () => {
+    const hosts = await list();
+    assert.deepEqual(hosts.map((h) => h.hostNQN), [H1, H2, H3, '']);
+    assert.deepEqual(hosts[3], {
+      hostNQN: '', iPAddress: '10.5.0.5', hostname: '',
+      volumeUUIDs: [v3.UUID],
+      connectedNodesUUID: [node(s1, 1)],
+      unconnectedNodesUUID: [node(dead)],
+      hostNQNSource: 'unknown',
     });
   });
 
   test('the hostNQN query is ignored; volumeUUID filters; an unknown volume is 404', async () => {
-    assert.equal((await list(`?hostNQN=${encodeURIComponent(H2)}`)).length, 3);
+    assert.equal((await list(`?hostNQN=${encodeURIComponent(H2)}`)).length, 4);
     assert.deepEqual((await list(`?volumeUUID=${v1.UUID}`)).map((h) => h.hostNQN), [H1, H2]);
-    assert.deepEqual((await list(`?volumeUUID=${v3.UUID}`)).map((h) => h.hostNQN), [H3]);
+    assert.deepEqual((await list(`?volumeUUID=${v3.UUID}`)).map((h) => h.hostNQN), [H3, '']);
     const unknown = await api.get(`/api/v2/connectedHosts?volumeUUID=${randomUUID()}`, api.adminToken);
     assert.equal(unknown.status, 404);
     assert.equal(unknown.body.code, 5);

@@ -23,6 +23,7 @@ import type {
   PresenceRecord,
   ServerFactsRecord,
   ServerRecord,
+  VolumeRecord,
 } from '../../lib/records.js';
 import { Authenticator } from '../../control-plane/auth/authenticator.js';
 import { WatchCache } from '../../control-plane/watch-cache/watch-cache.js';
@@ -99,6 +100,18 @@ export function controlPlaneRecord(overrides: Partial<ControlPlaneRecord> = {}):
 // ---- writers ----
 
 /** A node's pool as the control plane stores it from its agent's PoolReport: Ready, its devices Healthy. */
+/** A volume record as the API writes it, placed on `nodeList` and Available. */
+export function volumeRecord(nodeList: string[], overrides: Partial<VolumeRecord> = {}): VolumeRecord {
+  const UUID = overrides.UUID ?? randomUUID();
+  return {
+    UUID, name: `vol-${UUID.slice(0, 8)}`, projectName: 'default', sizeBytes: '1073741824', acl: ['ALLOW_ANY'], ipAcl: ['ALLOW_ANY'],
+    compression: false, replicaCount: nodeList.length, sectorSize: 4096, labels: [], qosPolicyUUID: '', placementRestrictions: [],
+    sourceSnapshotUUID: '', sourceSnapshotName: '', encrypted: false, state: 'Available', generation: 1,
+    placement: { nodeList, primaryNodeUUID: nodeList[0] ?? '', nsid: 1, port: 4421 }, failureReason: '', rollbackSnapshotUUID: '',
+    creationTime: new Date().toISOString(), ...overrides,
+  };
+}
+
 export function nodePoolRecord(node: NodeRecord, overrides: Partial<NodePoolRecord> = {}): NodePoolRecord {
   return {
     nodeUUID: node.UUID, serverUUID: node.serverUUID, state: 'Ready', error: '', level: 'raid0', journal: false,

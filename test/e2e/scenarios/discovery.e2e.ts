@@ -6,6 +6,8 @@
 //   - `nvme discover -o json` lists exactly the volumes a host may reach, with every path, and a
 //     referral to the other Active node; a host in no ACL sees no volume;
 //   - `nvme connect-all` connects the listed volumes (served by the agent's kernel target);
+//   - connected hosts: the agent reports each live connection with the host NQN where it can be
+//     known (an ACL of one host; the NQN presented to discovery from that address) and how;
 //   - a persistent discovery controller gets the kernel's AEN when a volume for its host appears,
 //     and the host ends up connected to it without a manual step.
 //
@@ -20,6 +22,11 @@ import { createEtcdClient } from '../../../lib/etcd/client.js';
 import { keys } from '../../../lib/etcd/keys.js';
 import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
+import { volumeRecord } from '../../helpers/records.js';
+import { ConnectedHostsService } from '../../../control-plane/connected-hosts/connected-hosts-service.js';
+import { ConnectedHostsStore } from '../../../control-plane/connected-hosts/connected-hosts-store.js';
+import { VolumeReportService } from '../../../control-plane/agents/volume-report-service.js';
+import { VolumeStatusStore } from '../../../control-plane/agents/volume-status-store.js';
 import { waitUntil } from '../../helpers/wait.js';
 import { startGuest, StepTimer, type Guest } from '../lab/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
@@ -40,11 +47,14 @@ const V1 = 'd5000001-0000-4000-8000-000000000001';
 const V2 = 'd5000002-0000-4000-8000-000000000002';
 const V3 = 'd5000003-0000-4000-8000-000000000003';
 const V4 = 'd5000004-0000-4000-8000-000000000004';
+const V5 = 'd5000005-0000-4000-8000-000000000005';
 const nqn = (volumeUUID: string) => volumeSubsystemNQN(CLUSTER.subsystemNQN, volumeUUID);
 const H1 = 'nqn.2014-08.org.nvmexpress:uuid:d5e2e000-0000-4000-8000-000000000001';
 const H2 = 'nqn.2014-08.org.nvmexpress:uuid:d5e2e000-0000-4000-8000-000000000002';
 /** In no ACL at all. */
 const H3 = 'nqn.2014-08.org.nvmexpress:uuid:d5e2e000-0000-4000-8000-000000000003';
+/** In V5's ACL, never discovers. */
+const H4 = 'nqn.2014-08.org.nvmexpress:uuid:d5e2e000-0000-4000-8000-000000000004';
 /** The guest's own host NQN (/etc/nvme/hostnqn), used by the persistent connection and udev. */
 const HP = 'nqn.2014-08.org.nvmexpress:uuid:d5e2e000-0000-4000-8000-0000000000ff';
 /** A second node that exists only in etcd (no agent): its paths and its discovery endpoint. */
@@ -240,6 +250,52 @@ describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli
     const diagnostics = async () => `connect-all: ${result.stdout}${result.stderr}\ndmesg: ${(await g().run(['dmesg'])).stdout.split('\n').slice(-25).join('\n')}`;
     assert.deepEqual(live, [nqn(V1), nqn(V2)].sort(), live.length === 2 ? '' : await diagnostics());
     assert.ok(!(await controllers()).some((c) => c.cntrltype === 'discovery'), 'connect-all leaves no discovery controller behind');
+    await g().runOk(['nvme', 'disconnect-all'], { timeoutMs: 60_000 });
+  });
+
+  it('connected hosts: every live connection with its host NQN where it can be known, and how (the kernel shows no controllers)', { timeout: 300_000 }, async () => {
+    // V5 admits H1 and H4, which never discovers: H1's discovery Connect from 127.0.0.1 names it.
+    // V1 admits only H1: the ACL names it. V2 admits H1 and H2, and both discovered from this
+    // guest's one address: not known, listed by address.
+    // (V1 and V2 as the first test assigns them: again, so this test also runs alone.)
+    await assign(V1, 1, [H1]);
+    await assign(V2, 2, [H1, H2]);
+    await assign(V5, 5, [H1, H4]);
+    for (const v of [V1, V2, V5]) await served(v);
+    await discover(H2);
+    const result = await step('connect-all for connected hosts', () => g().run(['nvme', 'connect-all', '-t', 'tcp', '-a', '127.0.0.1', '-s', '8009', '-q', H1], { timeoutMs: 90_000 }));
+    assert.equal(result.code, 0, result.stderr + result.stdout);
+    // The kernel itself says nothing of controllers or host NQNs: configfs has none, and nvmet
+    // debugfs is not built (Debian's 6.1 has none; its 6.12 leaves CONFIG_NVME_TARGET_DEBUGFS unset).
+    console.log(`# connected hosts on kernel ${(await sh('uname -r')).trim()}`);
+    assert.equal((await sh(`ls /sys/kernel/config/nvmet/subsystems/${nqn(V1)}`)).split(/\s+/).filter((e) => /ctrl|host_?nqn/.test(e)).length, 0);
+    assert.equal((await g().run(['sh', '-c', 'mount -t debugfs none /sys/kernel/debug 2>/dev/null; ls /sys/kernel/debug/nvmet'])).code === 0, false, 'no nvmet debugfs');
+
+    const hostsOf = (volumeUUID: string) => (plane.latest(volumeUUID)?.connected_hosts ?? []).map((h) => `${h.host_nqn}|${h.address}|${h.host_nqn_source}`).sort();
+    const report = await step('connections reported', () =>
+      waitUntil(
+        () => (hostsOf(V1).length > 0 && hostsOf(V2).length > 0 && hostsOf(V5).length > 0 ? plane.reports.at(-1) : undefined),
+        'the agent to report the connections of V1, V2 and V5 (connected hosts are listed in every pass: at least every reconcile interval, 30 s)',
+        120_000,
+        500,
+      ),
+    );
+    assert.deepEqual(hostsOf(V1), [`${H1}|127.0.0.1|acl`]);
+    assert.deepEqual(hostsOf(V5), [`${H1}|127.0.0.1|discovery`]);
+    assert.deepEqual(hostsOf(V2), ['|127.0.0.1|']);
+
+    // What GET /api/v2/connectedHosts answers from that report: the control plane's own report
+    // intake and connected-hosts service, on this etcd (the agent holds its presence there).
+    for (const v of [V1, V2, V5]) await put(keys.volume(v), volumeRecord([node], { UUID: v }));
+    await new VolumeReportService(new VolumeStatusStore(client)).record([node], report);
+    const hosts = await new ConnectedHostsService(new ConnectedHostsStore(client)).list();
+    assert.deepEqual(
+      hosts.map((h) => [h.hostNQN, h.iPAddress, h.volumeUUIDs.join(','), h.hostNQNSource]),
+      [
+        [H1, '127.0.0.1', [V1, V5].sort().join(','), 'acl'],
+        ['', '127.0.0.1', V2, 'unknown'],
+      ],
+    );
     await g().runOk(['nvme', 'disconnect-all'], { timeoutMs: 60_000 });
   });
 

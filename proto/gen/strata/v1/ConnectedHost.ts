@@ -4,9 +4,11 @@
 export interface ConnectedHost {
   'host_nqn'?: (string);
   'address'?: (string);
+  'host_nqn_source'?: (string);
 }
 
 export interface ConnectedHost__Output {
   'host_nqn': (string);
   'address': (string);
+  'host_nqn_source': (string);
 }
