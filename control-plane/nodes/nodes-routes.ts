@@ -1,14 +1,21 @@
 // GET /api/v2/nodes and GET /api/v2/nodes/{UUID} (spec 4.8): cluster read.
-// Route pattern: params (400) → auth.require (401/403) → NodesService.
+// POST /api/v2/nodes/{UUID}/stop|start|restart|replace: node commands, system administrators
+// only (cluster write); If-Match: the node's ETag (docs/node-operations.md).
+// Route pattern: params and body (400) → auth.require (401/403) → NodesService / NodeCommandsService.
 import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
-import { parseNodeListQuery } from './nodes-schema.js';
+import { readJsonBody } from '../http/body.js';
+import { ifMatch } from '../http/etag.js';
+import type { NodeCommandsService } from './node-commands-service.js';
+import { parseNodeListQuery, parseNodeUUID, parseReplaceNode, parseRestartNode, parseStopNode } from './nodes-schema.js';
 import type { NodesService } from './nodes-service.js';
 
 export interface NodesRoutesDeps {
   readonly auth: Authenticator;
   readonly nodes: NodesService;
+  /** Absent (tests of the reads alone): the command routes answer the JSON 404. */
+  readonly commands?: NodeCommandsService;
 }
 
 export function createNodesRoutes(deps: NodesRoutesDeps): Router {
@@ -22,6 +29,36 @@ export function createNodesRoutes(deps: NodesRoutesDeps): Router {
     const uuid = ctx.params['uuid'] ?? '';
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = await deps.nodes.get(uuid);
+  });
+  const commands = deps.commands;
+  if (!commands) return router;
+  router.post('/nodes/:uuid/stop', async (ctx) => {
+    const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
+    const input = parseStopNode(await readJsonBody(ctx));
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    await commands.stop(uuid, input, ifMatch(ctx.headers));
+    ctx.body = {};
+  });
+  router.post('/nodes/:uuid/start', async (ctx) => {
+    const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
+    await readJsonBody(ctx);
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    await commands.start(uuid, ifMatch(ctx.headers));
+    ctx.body = {};
+  });
+  router.post('/nodes/:uuid/restart', async (ctx) => {
+    const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
+    const input = parseRestartNode(await readJsonBody(ctx));
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    await commands.restart(uuid, input, ifMatch(ctx.headers));
+    ctx.body = {};
+  });
+  router.post('/nodes/:uuid/replace', async (ctx) => {
+    const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
+    const input = parseReplaceNode(await readJsonBody(ctx));
+    await deps.auth.require(ctx.headers, permissions.clusterWrite);
+    await commands.replace(uuid, input, ifMatch(ctx.headers));
+    ctx.body = {};
   });
   return router;
 }
