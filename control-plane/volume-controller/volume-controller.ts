@@ -126,6 +126,7 @@ export class VolumeController {
       if (this.replacing().size > 0) {
         this.replacesDue = true;
         for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
+        this.schedule();
       }
       this.markWaiting();
       // Copies on nodes gone for good are re-created once the timeout passes: look again.
@@ -209,7 +210,7 @@ export class VolumeController {
   }
 
   private schedule(): void {
-    if (this.scheduled || this.stopped || this.dirty.size === 0) return;
+    if (this.scheduled || this.stopped || (this.dirty.size === 0 && !this.replacesDue)) return;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
@@ -231,8 +232,7 @@ export class VolumeController {
         await this.finishReplaces();
       } catch (err) {
         if (err instanceof StrataError && err.code === 'NOT_LEADER') return;
-        this.options.logger.error({ err }, 'finishing node replaces failed; will retry');
-        this.replacesDue = true;
+        this.options.logger.error({ err }, 'finishing node replaces failed; the periodic pass retries');
       }
     }
     const batch = [...this.dirty];
@@ -550,8 +550,8 @@ export class VolumeController {
         component: { kind: 'node', ID: source, Name: sourceNode?.record.name ?? '' },
         description: `node ${name(sourceNode, source)} was replaced by node ${name(targetNode, target)}: every copy it held is in sync on the target; the source is detached`,
       });
+      // A lost race is looked at again by the periodic pass (every 2 s while a replace runs).
       if (await this.commit(compares, ops, event)) this.options.logger.info({ source, target }, 'node replaced');
-      else this.replacesDue = true;
     }
   }
 
