@@ -32,33 +32,19 @@ export function createNodesRoutes(deps: NodesRoutesDeps): Router {
   });
   const commands = deps.commands;
   if (!commands) return router;
-  router.post('/nodes/:uuid/stop', async (ctx) => {
-    const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
-    const input = parseStopNode(await readJsonBody(ctx));
-    await deps.auth.require(ctx.headers, permissions.clusterWrite);
-    await commands.stop(uuid, input, ifMatch(ctx.headers));
-    ctx.body = {};
-  });
-  router.post('/nodes/:uuid/start', async (ctx) => {
-    const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
-    await readJsonBody(ctx);
-    await deps.auth.require(ctx.headers, permissions.clusterWrite);
-    await commands.start(uuid, ifMatch(ctx.headers));
-    ctx.body = {};
-  });
-  router.post('/nodes/:uuid/restart', async (ctx) => {
-    const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
-    const input = parseRestartNode(await readJsonBody(ctx));
-    await deps.auth.require(ctx.headers, permissions.clusterWrite);
-    await commands.restart(uuid, input, ifMatch(ctx.headers));
-    ctx.body = {};
-  });
-  router.post('/nodes/:uuid/replace', async (ctx) => {
-    const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
-    const input = parseReplaceNode(await readJsonBody(ctx));
-    await deps.auth.require(ctx.headers, permissions.clusterWrite);
-    await commands.replace(uuid, input, ifMatch(ctx.headers));
-    ctx.body = {};
-  });
+  // Each command: the path's UUID and the body (400), then cluster write (401/403), then the service.
+  const command = <T>(verb: string, parse: (body: Record<string, unknown>) => T, run: (uuid: string, input: T, etag: string | undefined) => Promise<void>) =>
+    router.post(`/nodes/:uuid/${verb}`, async (ctx) => {
+      const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
+      const input = parse(await readJsonBody(ctx));
+      await deps.auth.require(ctx.headers, permissions.clusterWrite);
+      await run(uuid, input, ifMatch(ctx.headers));
+      ctx.body = {};
+    });
+  command('stop', parseStopNode, (uuid, input, etag) => commands.stop(uuid, input, etag));
+  // start takes an empty object; anything in it is ignored.
+  command('start', () => undefined, (uuid, _input, etag) => commands.start(uuid, etag));
+  command('restart', parseRestartNode, (uuid, input, etag) => commands.restart(uuid, input, etag));
+  command('replace', parseReplaceNode, (uuid, input, etag) => commands.replace(uuid, input, etag));
   return router;
 }
