@@ -4,11 +4,13 @@
 // planned failover of replicated volumes needs the real kernel (test/e2e/node-ops.e2e.test.ts).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { packageRoot } from '../../lib/paths.js';
 import type { NodeCommandRecord, NodeRunStateRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
@@ -209,6 +211,26 @@ describe('node stop / start / restart / replace (real control plane, etcd and ag
     assert.equal((await node(soloNode.UUID)).state, 'Active');
     await until('served', async () => exported(soloServer, solo.UUID) && (await call<Volume>('GET', `/volumes/${solo.UUID}`)).protectionState === 'FullyProtected');
     assert.ok((await eventNames()).some((e) => e.EventName === 'NodeRestartRequested'));
+  });
+
+  it('the CLI: strata nodes stop --wait and start --wait (the node\'s agent did it when they return)', async () => {
+    const strata = (args: string[]) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+        execFile(process.execPath, [join(packageRoot, 'dist', 'cli', 'main.js'), ...args], {
+          env: { PATH: process.env['PATH'] ?? '', STRATA_ENDPOINT: plane.apiUrl, STRATA_TOKEN: plane.adminToken() }, timeout: 60_000,
+        }, (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr }));
+      });
+    const refused = await strata(['nodes', 'stop', soloNode.UUID]);
+    assert.equal(refused.code, 1, 'an API refusal exits 1');
+    assert.ok(refused.stderr.includes(`default/solo (${solo.UUID})`), refused.stderr);
+    const stop = await strata(['nodes', 'stop', soloNode.UUID, '--force', '--wait', '--wait-timeout', '30s']);
+    assert.equal(stop.code, 0, stop.stderr);
+    assert.match(stop.stdout, /: Inactive \(stopped by an administrator/);
+    assert.equal((await read<NodeRunStateRecord>(keys.nodeRunState(soloNode.UUID)))?.state, 'Stopped');
+    const start = await strata(['nodes', 'start', soloNode.UUID, '--wait', '--wait-timeout', '30s', '-o', 'json']);
+    assert.equal(start.code, 0, start.stderr);
+    assert.equal((JSON.parse(start.stdout) as Node).state, 'Active');
+    await until('export back', async () => exported(soloServer, solo.UUID));
   });
 
   it('409 while a command runs on the node, 429 when too many run', async () => {
