@@ -17,7 +17,7 @@ import type { Watcher } from 'etcd3';
 import { NodeCommandStore, wantsStopped } from '../../lib/etcd/node-command-store.js';
 import type { Logger } from '../../lib/logger.js';
 import type { NodeCommandRecord, NodeRunState, NodeRunStateRecord } from '../../lib/records.js';
-import { retry } from '../../lib/retry.js';
+import { retry, sleep } from '../../lib/retry.js';
 
 /** The data path as node operations drive it (DataPathReconciler). */
 export interface NodeDataPath {
@@ -95,7 +95,8 @@ export class NodeOperations {
 
   async stop(): Promise<void> {
     this.abort.abort();
-    await this.watcher?.cancel().catch(() => undefined);
+    // A cancel sent to an etcd that does not answer must not hold the agent's stop up.
+    await Promise.race([this.watcher?.cancel().catch(() => undefined), sleep(1000)]);
     await this.working?.catch(() => undefined);
   }
 
@@ -117,7 +118,7 @@ export class NodeOperations {
             if (this.abort.signal.aborted) return;
             this.options.logger.error({ err, nodeUUID: node }, 'carrying out the node command failed; retrying');
             this.dirty = true;
-            await new Promise((r) => setTimeout(r, 1000));
+            await sleep(1000, this.abort.signal);
           }
         }
       }
