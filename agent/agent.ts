@@ -24,6 +24,8 @@ import type { DataPathReconciler } from './datapath/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
 import { Membership } from './membership/membership.js';
+import { NodeCommandStore } from '../lib/etcd/node-command-store.js';
+import { NodeOperations } from './node-ops/node-operations.js';
 import { observeAgent } from './metrics/agent-metrics.js';
 import { startMetricsServer, type MetricsServer } from '../lib/metrics.js';
 
@@ -168,6 +170,15 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
       { signal: fencing.signal, onRetry: (err) => logger.warn({ err }, 'checking the replica sets after registering failed; retrying') },
     ).catch(() => undefined);
   });
+  // Node stop/start/restart (docs/node-operations.md): a node an administrator stopped stays
+  // stopped across agent restarts, so the commands are read before registering or serving.
+  const nodeOps = new NodeOperations({
+    store: new NodeCommandStore(etcd),
+    nodeUUIDs: identity.nodeUUIDs,
+    dataPath,
+    presence: membership,
+    logger: logger.child({ component: 'node-ops' }),
+  });
   // Paths are read from etcd at once (retrying while it is unreachable); this node's own come
   // from its data path.
   discovery.start(dataPath);
@@ -183,6 +194,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
       identity: { serverUUID: identity.serverUUID, nodeUUIDs: identity.nodeUUIDs },
       agentInstance,
       membership: membership.state(),
+      stoppedNodes: nodeOps.stoppedNodes(),
       session: session.state(),
       inventory: inventory.current(),
       volumeReport: dataPath.current(),
@@ -225,6 +237,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     if (stopped) return;
     stopped = true;
     fencing.abort();
+    await nodeOps.stop();
     unwatchPasses();
     unobserve();
     await dataPath.stop();
@@ -245,6 +258,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
 
   const ready = (async () => {
     try {
+      await nodeOps.load();
       await Promise.all([membership.start(), inventory.start()]);
     } catch (err) {
       await stop().catch(() => undefined);
@@ -257,6 +271,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     pools.start();
     dataPath.start();
     session.start();
+    nodeOps.start();
     logger.info(
       {
         event: 'agent.started',

@@ -14,6 +14,7 @@ import { registerDeviceCommands } from './commands/devices.js';
 import { registerDeviceLocateCommand } from './commands/device-locate.js';
 import { registerEventCommands } from './commands/events.js';
 import { registerNodeCommands } from './commands/nodes.js';
+import { registerNodeOpsCommands } from './commands/node-ops.js';
 import { registerProjectCommands } from './commands/projects.js';
 import { registerServerCommands } from './commands/servers.js';
 import { registerServerAddCommand } from './commands/server-add.js';
@@ -43,6 +44,7 @@ export function buildProgram(): Command {
   registerVolumeCommands(program);
   registerSnapshotCommands(program);
   registerNodeCommands(program);
+  registerNodeOpsCommands(program);
   registerServerCommands(program);
   registerServerAddCommand(program);
   registerDeviceCommands(program);

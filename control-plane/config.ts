@@ -33,6 +33,11 @@ export const controlPlaneSettings = {
     schema: z.coerce.number().int().min(0),
     default: 3600,
   },
+  maxNodeCommandsInProgress: {
+    description: 'node stop/start/restart/replace commands that may be in progress in the cluster at once; one more is refused with 429',
+    schema: settings.positiveInt(),
+    default: 2,
+  },
   logLevel: { description: 'log level', schema: settings.logLevel(), default: 'info' },
 } as const;
 

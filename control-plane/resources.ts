@@ -44,6 +44,9 @@ import type { LeaderTask } from './leadership/leader-tasks.js';
 import { startMembershipEvents } from './membership-events/membership-events.js';
 import { NodesService } from './nodes/nodes-service.js';
 import { createNodesRoutes } from './nodes/nodes-routes.js';
+import { NodeCommandsService } from './nodes/node-commands-service.js';
+import { NodeCommandsStore } from './nodes/node-commands-store.js';
+import { WatchedNodeCopies } from './nodes/node-copies.js';
 import { NvmeDevicesService } from './nvme-devices/nvme-devices-service.js';
 import { createNvmeDevicesRoutes } from './nvme-devices/nvme-devices-routes.js';
 import { NvmeDevicesStore } from './nvme-devices/nvme-devices-store.js';
@@ -140,7 +143,17 @@ export function buildResources(ctx: ResourceContext): Resources {
     createControlPlaneRoutes({ auth, registry: ctx.registry }),
     createClusterRoutes({ auth, cluster }),
     createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd), new WatchedReplicationRisk(cache)), adder: new ServerAdder(etcd, inventory, new EtcdMembership(etcd)) }),
-    createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
+    createNodesRoutes({
+      auth,
+      nodes: new NodesService(inventory),
+      commands: new NodeCommandsService({
+        inventory,
+        copies: new WatchedNodeCopies(cache),
+        store: new NodeCommandsStore(etcd),
+        events,
+        maxInProgress: config.maxNodeCommandsInProgress,
+      }),
+    }),
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.sessions) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
     createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),

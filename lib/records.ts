@@ -102,6 +102,51 @@ export interface NodeRecord {
   unattached?: boolean;
 }
 
+/** A node command (spec 4.8): stop, start, restart (stop then start) or replace. */
+export type NodeCommandKind = 'stop' | 'start' | 'restart' | 'replace';
+
+/**
+ * /strata/node-commands/<node>: the last command an administrator gave the node (docs/node-operations.md).
+ * Written by the control plane that took the request; the node's agent watches it and acts
+ * (stop, start, restart); the active cluster manager carries out a replace.
+ */
+export interface NodeCommandRecord {
+  nodeUUID: string;
+  /** A new UUID per command: the agent's run state names the command it answers. */
+  id: string;
+  kind: NodeCommandKind;
+  /** What the node's agent is to make true: the node serves (Running) or serves nothing (Stopped). */
+  desired: 'Running' | 'Stopped';
+  force: boolean;
+  /** restart: the node's storage pool is reassembled between the stop and the start. */
+  considerBackend: boolean;
+  /** replace: the node taking over this node's copies. */
+  targetNodeUUID?: string;
+  requestedAt: string;
+  /** replace: when the active cluster manager finished it (every copy moved, the source detached). */
+  completedAt?: string;
+  /** replace: why it could not finish ('' while it runs or when it finished). */
+  failure?: string;
+}
+
+export type NodeRunState = 'Stopping' | 'Stopped' | 'Starting' | 'Running';
+
+/**
+ * /strata/node-run-states/<node>: what the node's agent did, never what was asked: Stopped once its
+ * primaries were handed over and its exports are gone, Running once it serves again.
+ */
+export interface NodeRunStateRecord {
+  nodeUUID: string;
+  state: NodeRunState;
+  /** The command this state answers ('' when none was ever given). */
+  commandId: string;
+  /** restart: the stop half is done (the agent continues with the start after its own restart). */
+  stopDone?: boolean;
+  updatedAt: string;
+  /** What the agent is doing or why it could not (free text). */
+  detail: string;
+}
+
 export type LedState = 'off' | 'locate' | 'rebuild';
 
 export interface DeviceRecord {

@@ -183,6 +183,15 @@ export class DataPathReconciler implements VolumeReportSource {
   private readonly prepared = new Map<string, PreparedVolume>();
   /** The kernel target as last read back, kept between passes. */
   private observed: WorkTree | undefined;
+  /**
+   * Nodes being stopped (docs/node-operations.md): their volumes' kernel objects stay exactly as
+   * they are (no pass prepares or changes them) while their primaries are handed over.
+   */
+  private readonly frozenNodes = new Set<string>();
+  /** Stopped nodes: their volumes are not served (host paths and replication exports leave); backings stay. */
+  private readonly heldNodes = new Set<string>();
+  /** Volumes of held nodes whose device-mapper device and mirror were taken down. */
+  private readonly releasedHeld = new Set<string>();
 
   constructor(private readonly options: DataPathReconcilerOptions) {}
 
@@ -266,15 +275,84 @@ export class DataPathReconciler implements VolumeReportSource {
     await this.options.replicas?.finishHandOver();
   }
 
+  /**
+   * Node stop, first step: no pass changes the node's volumes from now on (the running one, if
+   * any, finishes first), so a hand-over cannot be undone by a pass serving them again.
+   */
+  async freezeNode(nodeUUID: string): Promise<void> {
+    this.frozenNodes.add(nodeUUID);
+    while (this.running) await this.running;
+  }
+
+  /**
+   * Node stop: hands over the replicated volumes the node is the primary of, as handOver() does
+   * for the whole agent (host paths ANA-inaccessible, device-mapper drained onto the error
+   * target), without fencing the server's other nodes. The caller then takes the node out of the
+   * presence key (the leader promotes another copy) and calls finishHandOver(). Returns them.
+   */
+  async handOverNode(nodeUUID: string): Promise<string[]> {
+    const replicas = this.options.replicas;
+    if (!replicas) return [];
+    const volumes = replicas.primaryVolumes().filter((v) => this.prepared.get(`${v}/${nodeUUID}`) !== undefined);
+    const set = new Set(volumes);
+    await this.writeInaccessible((volumeUUID) => set.has(volumeUUID));
+    for (const volumeUUID of volumes) {
+      try {
+        await replicas.handOver(volumeUUID);
+      } catch (err) {
+        this.options.logger.error({ err, volumeUUID, nodeUUID }, 'handing the volume over failed');
+      }
+    }
+    return volumes;
+  }
+
+  /**
+   * Node stop, last step: the node's volumes are served no more (their host paths and replication
+   * exports leave the kernel target; their backings stay). Resolves once a pass found none of
+   * their subsystems left and took down their device-mapper devices; returns what is still there.
+   */
+  async holdNode(nodeUUID: string): Promise<string[]> {
+    this.heldNodes.add(nodeUUID);
+    this.frozenNodes.delete(nodeUUID);
+    await this.reconcileNow();
+    return this.servedSubsystemsOf(nodeUUID);
+  }
+
+  /** Node start: the node's volumes are served again; resolves after a full pass with them. */
+  async releaseNode(nodeUUID: string): Promise<PassSummary | undefined> {
+    this.heldNodes.delete(nodeUUID);
+    this.frozenNodes.delete(nodeUUID);
+    for (const v of [...this.releasedHeld]) if (this.lastNodeOf.get(v)?.nodeUUID === nodeUUID) this.releasedHeld.delete(v);
+    return this.reconcileNow();
+  }
+
+  /** Held from the agent's start (a node stopped before the agent restarted). */
+  holdNodeAtStart(nodeUUID: string): void {
+    this.heldNodes.add(nodeUUID);
+  }
+
+  /** The node's volumes' subsystems still in the kernel target as last read back. */
+  private servedSubsystemsOf(nodeUUID: string): string[] {
+    const prefix = this.cluster ? volumeNqnPrefix(this.cluster.subsystemNQN) : undefined;
+    if (!prefix || !this.observed || !this.assignments) return [];
+    const volumes = new Set(this.assignments.get(nodeUUID)?.keys() ?? []);
+    return [...this.observed.subsystems.keys()].filter((nqn) => volumes.has(volumeOfNqn(nqn, prefix) ?? ''));
+  }
+
   private fenced(d: DesiredExport): DesiredExport {
     return this.options.replicas?.isFenced(d.volumeUUID) ? { ...d, port: { ...d.port, anaState: 'inaccessible' } } : d;
   }
 
-  private async writeFencedAnaStates(): Promise<void> {
+  private writeFencedAnaStates(): Promise<void> {
+    return this.writeInaccessible((volumeUUID) => this.options.replicas?.isFenced(volumeUUID) === true);
+  }
+
+  /** Writes `inaccessible` to the ANA state of the host paths of the volumes chosen, straight to configfs. */
+  private async writeInaccessible(chosen: (volumeUUID: string) => boolean): Promise<void> {
     if (this.backend?.kind !== 'nvmet') return;
     const configfs = this.backend.configfs;
     for (const p of this.prepared.values()) {
-      if (!this.options.replicas?.isFenced(p.desired.volumeUUID)) continue;
+      if (!chosen(p.desired.volumeUUID)) continue;
       try {
         await configfs.apply({ op: 'write', path: paths.anaState(p.desired.port.id, p.desired.namespace.anaGroupId), value: 'inaccessible', volume: p.desired.volumeUUID });
         this.options.logger.warn({ volumeUUID: p.desired.volumeUUID, port: p.desired.port.id }, 'fenced: host path ANA-inaccessible');
@@ -520,6 +598,13 @@ export class DataPathReconciler implements VolumeReportSource {
     for (const e of entries) {
       const key = `${e.volumeUUID}/${e.nodeUUID}`;
       const a = e.assignment;
+      // A stopped node serves nothing (its backings stay: the volume is still assigned); a node
+      // being stopped keeps its volumes' kernel objects exactly as they are.
+      if (this.heldNodes.has(e.nodeUUID)) continue;
+      if (this.frozenNodes.has(e.nodeUUID)) {
+        keptVolumes.add(e.volumeUUID);
+        continue;
+      }
       if (!a) {
         results.set(key, failedStatus(e, 'the assignment record is corrupt'));
         keptVolumes.add(e.volumeUUID);
@@ -550,7 +635,7 @@ export class DataPathReconciler implements VolumeReportSource {
     const touchedVolumes = new Set<string>();
     const previousPorts = new Map<string, number>();
     for (const [key, p] of this.prepared) {
-      if (validKeys.has(key)) continue;
+      if (validKeys.has(key) || this.frozenNodes.has(p.entry.nodeUUID)) continue;
       this.prepared.delete(key);
       touchedVolumes.add(p.desired.volumeUUID);
       previousPorts.set(p.desired.volumeUUID, p.desired.port.id);
@@ -738,6 +823,18 @@ export class DataPathReconciler implements VolumeReportSource {
     for (const volumeUUID of [...notConverged.keys(), ...opFailures.keys()]) {
       const e = entries.find((x) => x.volumeUUID === volumeUUID);
       if (e) this.prepared.delete(`${e.volumeUUID}/${e.nodeUUID}`);
+    }
+
+    // Volumes of stopped nodes whose exports are gone: their device-mapper device and mirror go too.
+    for (const e of entries) {
+      if (!this.heldNodes.has(e.nodeUUID) || this.releasedHeld.has(e.volumeUUID) || !this.options.replicas) continue;
+      if ([...after.subsystems.keys()].some((nqn) => volumeOfNqn(nqn, prefix) === e.volumeUUID)) continue;
+      try {
+        await this.options.replicas.release(e.volumeUUID);
+        this.releasedHeld.add(e.volumeUUID);
+      } catch (err) {
+        log.warn({ err, volumeUUID: e.volumeUUID, nodeUUID: e.nodeUUID }, 'taking down the stopped node\'s volume failed; retrying at the next pass');
+      }
     }
 
     lap('verify');

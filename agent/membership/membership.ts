@@ -64,9 +64,42 @@ export class Membership extends EventEmitter<MembershipEvents> {
   private renewedAt = 0;
   private overdue = false;
   private watchdog: NodeJS.Timeout | undefined;
+  /** The nodes the presence key lists: a stopped node is left out (Inactive; docs/node-operations.md). */
+  private listed: string[];
+  private since = new Date().toISOString();
 
   constructor(private readonly options: MembershipOptions) {
     super();
+    this.listed = [...options.facts.nodeUUIDs];
+  }
+
+  /**
+   * Lists only `nodes` (of this server's) in the presence key from now on: a node left out is
+   * Inactive for the cluster while the agent keeps the others Active. Written at once when
+   * registered (rejects when etcd does not take it; the caller retries), else at registration.
+   */
+  async setListedNodes(nodes: readonly string[]): Promise<void> {
+    this.listed = this.options.facts.nodeUUIDs.filter((n) => nodes.includes(n));
+    const lease = this.lease;
+    if (!lease) return;
+    await lease.put(keys.presence(this.options.facts.serverUUID)).value(JSON.stringify(this.presence()));
+  }
+
+  /** The nodes the presence key lists now. */
+  listedNodes(): string[] {
+    return [...this.listed];
+  }
+
+  private presence(): PresenceRecord {
+    const facts = this.options.facts;
+    return {
+      serverUUID: facts.serverUUID,
+      nodeUUIDs: [...this.listed],
+      hostname: facts.hostname,
+      agentVersion: this.options.agentVersion,
+      agentInstance: this.options.agentInstance,
+      since: this.since,
+    };
   }
 
   /** Milliseconds without a renewal after which the lease counts as overdue. */
@@ -143,15 +176,8 @@ export class Membership extends EventEmitter<MembershipEvents> {
       const leaseId = await lease.grant();
       const server = await registerServerRecord(etcd, facts);
       const nodes = await registerNodeRecords(etcd, facts);
-      const presence: PresenceRecord = {
-        serverUUID: facts.serverUUID,
-        nodeUUIDs: [...facts.nodeUUIDs],
-        hostname: facts.hostname,
-        agentVersion: this.options.agentVersion,
-        agentInstance: this.options.agentInstance,
-        since: new Date().toISOString(),
-      };
-      await lease.put(keys.presence(facts.serverUUID)).value(JSON.stringify(presence));
+      this.since = new Date().toISOString();
+      await lease.put(keys.presence(facts.serverUUID)).value(JSON.stringify(this.presence()));
       if (lease.revoked()) throw new Error('the lease was lost while registering');
       if (this.stopped) {
         await lease.revoke({ deadline: Date.now() + 1000 }).catch(() => undefined);

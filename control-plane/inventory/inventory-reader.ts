@@ -24,8 +24,10 @@ import type {
   ClusterRecord,
   ControlPlaneRecord,
   DeviceRecord,
+  NodeCommandRecord,
   NodePoolRecord,
   NodeRecord,
+  NodeRunStateRecord,
   PresenceRecord,
   ServerFactsRecord,
   ServerRecord,
@@ -61,6 +63,10 @@ export interface InventorySnapshot {
   readonly controlPlanes: ReadonlyMap<string, Stored<ControlPlaneRecord>>;
   /** By node UUID: the node's storage pool as its agent last measured it. */
   readonly nodePools: ReadonlyMap<string, Stored<NodePoolRecord>>;
+  /** By node UUID: the last command an administrator gave the node (docs/node-operations.md). */
+  readonly nodeCommands: ReadonlyMap<string, Stored<NodeCommandRecord>>;
+  /** By node UUID: what the node's agent did about it. */
+  readonly nodeRunStates: ReadonlyMap<string, Stored<NodeRunStateRecord>>;
 }
 
 /** What the resource services depend on: anything that can produce a snapshot. */
@@ -68,7 +74,7 @@ export interface InventorySource {
   read(): Promise<InventorySnapshot>;
 }
 
-type Part = 'servers' | 'serverFacts' | 'nodes' | 'devices' | 'presence' | 'controlPlanes' | 'nodePools';
+type Part = 'servers' | 'serverFacts' | 'nodes' | 'devices' | 'presence' | 'controlPlanes' | 'nodePools' | 'nodeCommands' | 'nodeRunStates';
 type PartMap = ReadonlyMap<string, Stored<unknown>>;
 
 const parts: readonly { readonly part: Part; readonly prefix: string }[] = [
@@ -79,6 +85,8 @@ const parts: readonly { readonly part: Part; readonly prefix: string }[] = [
   { part: 'presence', prefix: keys.presencePrefix() },
   { part: 'controlPlanes', prefix: keys.controlPlanesPrefix() },
   { part: 'nodePools', prefix: keys.nodePoolsPrefix() },
+  { part: 'nodeCommands', prefix: keys.nodeCommandsPrefix() },
+  { part: 'nodeRunStates', prefix: keys.nodeRunStatesPrefix() },
 ];
 
 export class InventoryReader implements InventorySource {
@@ -193,6 +201,8 @@ function assemble(revision: string, cluster: IRangeResponse, maps: Map<Part, Par
     presence: get<PresenceRecord>('presence'),
     controlPlanes: get<ControlPlaneRecord>('controlPlanes'),
     nodePools: get<NodePoolRecord>('nodePools'),
+    nodeCommands: get<NodeCommandRecord>('nodeCommands'),
+    nodeRunStates: get<NodeRunStateRecord>('nodeRunStates'),
   };
 }
 

@@ -320,7 +320,14 @@ function nodeEvent(view: InventoryView, stored: Stored<NodeRecord>, state: 'Acti
   const associated = previousEventID ? { associatedEventID: previousEventID } : {};
   return state === 'Active'
     ? catalogued('NodeEnteredActiveState', { component, ...associated, description: `node ${node.name} (${node.UUID}) on ${where} entered the Active state: its agent is connected` })
-    : catalogued('NodeEnteredInactiveState', { component, ...associated, description: `node ${node.name} (${node.UUID}) on ${where} entered the Inactive state: its agent is not connected to the cluster` });
+    : catalogued('NodeEnteredInactiveState', {
+        component,
+        ...associated,
+        // The agent runs but left the node out of its presence: an administrator stopped it.
+        description: view.isServerPresent(node.serverUUID)
+          ? `node ${node.name} (${node.UUID}) on ${where} entered the Inactive state: it was stopped (node stop) and serves nothing`
+          : `node ${node.name} (${node.UUID}) on ${where} entered the Inactive state: its agent is not connected to the cluster`,
+      });
 }
 
 function deviceEvent(view: InventoryView, device: DeviceRecord, present: boolean, previousEventID: string): EventInput {

@@ -1,14 +1,21 @@
 // GET /api/v2/nodes and GET /api/v2/nodes/{UUID} (spec 4.8): cluster read.
-// Route pattern: params (400) → auth.require (401/403) → NodesService.
+// POST /api/v2/nodes/{UUID}/stop|start|restart|replace: node commands, system administrators
+// only (cluster write); If-Match: the node's ETag (docs/node-operations.md).
+// Route pattern: params and body (400) → auth.require (401/403) → NodesService / NodeCommandsService.
 import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
-import { parseNodeListQuery } from './nodes-schema.js';
+import { readJsonBody } from '../http/body.js';
+import { ifMatch } from '../http/etag.js';
+import type { NodeCommandsService } from './node-commands-service.js';
+import { parseNodeListQuery, parseNodeUUID, parseReplaceNode, parseRestartNode, parseStopNode } from './nodes-schema.js';
 import type { NodesService } from './nodes-service.js';
 
 export interface NodesRoutesDeps {
   readonly auth: Authenticator;
   readonly nodes: NodesService;
+  /** Absent (tests of the reads alone): the command routes answer the JSON 404. */
+  readonly commands?: NodeCommandsService;
 }
 
 export function createNodesRoutes(deps: NodesRoutesDeps): Router {
@@ -23,5 +30,21 @@ export function createNodesRoutes(deps: NodesRoutesDeps): Router {
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = await deps.nodes.get(uuid);
   });
+  const commands = deps.commands;
+  if (!commands) return router;
+  // Each command: the path's UUID and the body (400), then cluster write (401/403), then the service.
+  const command = <T>(verb: string, parse: (body: Record<string, unknown>) => T, run: (uuid: string, input: T, etag: string | undefined) => Promise<void>) =>
+    router.post(`/nodes/:uuid/${verb}`, async (ctx) => {
+      const uuid = parseNodeUUID(ctx.params['uuid'] ?? '');
+      const input = parse(await readJsonBody(ctx));
+      await deps.auth.require(ctx.headers, permissions.clusterWrite);
+      await run(uuid, input, ifMatch(ctx.headers));
+      ctx.body = {};
+    });
+  command('stop', parseStopNode, (uuid, input, etag) => commands.stop(uuid, input, etag));
+  // start takes an empty object; anything in it is ignored.
+  command('start', () => undefined, (uuid, _input, etag) => commands.start(uuid, etag));
+  command('restart', parseRestartNode, (uuid, input, etag) => commands.restart(uuid, input, etag));
+  command('replace', parseReplaceNode, (uuid, input, etag) => commands.replace(uuid, input, etag));
   return router;
 }

@@ -88,9 +88,55 @@ function matches(node: NodeRecord, filter: NodeFilter): boolean {
   }
 }
 
+/**
+ * A node's ETag: its record's mod_revision, or its command's when that is newer (a stop, start,
+ * restart or replace changes the node: its ETag moves).
+ */
+export function nodeETag(view: InventoryView, stored: Stored<NodeRecord>): string {
+  const command = view.snapshot.nodeCommands.get(stored.record.UUID);
+  if (!command) return etagOf(stored);
+  return BigInt(command.modRevision) > BigInt(stored.modRevision) ? etagOf(command) : etagOf(stored);
+}
+
+/**
+ * State (spec 2.12, 3.2) and failureInfo: Active iff its server's presence (the agent's lease)
+ * lists the node, Unattached instead for a node that takes no new volumes; a node an
+ * administrator stopped is left out of presence by its agent once stopped: Inactive, Activating
+ * while its agent starts it again. A replace in progress shows its source Detaching and its
+ * target Attaching (docs/node-operations.md).
+ */
+export function nodeStateAndInfo(view: InventoryView, stored: Stored<NodeRecord>): { state: NodeState; failureInfo: string } {
+  const node = stored.record;
+  const active = view.isNodeActive(node);
+  const command = view.snapshot.nodeCommands.get(node.UUID)?.record;
+  const run = view.snapshot.nodeRunStates.get(node.UUID)?.record;
+  if (command?.kind === 'replace' && !command.completedAt && !command.failure) {
+    return { state: 'Detaching', failureInfo: `being replaced by node ${command.targetNodeUUID}: its copies are re-created there` };
+  }
+  for (const other of view.snapshot.nodeCommands.values()) {
+    const c = other.record;
+    if (c.kind === 'replace' && c.targetNodeUUID === node.UUID && !c.completedAt && !c.failure) {
+      return { state: 'Attaching', failureInfo: '' };
+    }
+  }
+  if (active) return { state: node.unattached ? 'Unattached' : 'Active', failureInfo: '' };
+  const serverPresent = view.isServerPresent(node.serverUUID);
+  if (serverPresent && command && run?.commandId === command.id && run.state === 'Starting') {
+    return { state: 'Activating', failureInfo: `starting (command ${command.id}): ${run.detail}` };
+  }
+  if (command?.kind === 'replace' && command.completedAt) {
+    return { state: 'Inactive', failureInfo: `replaced by node ${command.targetNodeUUID}; detached` };
+  }
+  if (serverPresent && command && (command.desired === 'Stopped' || command.kind === 'restart')) {
+    return { state: 'Inactive', failureInfo: `stopped by an administrator (command ${command.id}, ${command.kind}); POST /api/v2/nodes/${node.UUID}/start serves it again` };
+  }
+  return { state: 'Inactive', failureInfo: `the agent of server ${node.serverUUID} is not connected to the cluster` };
+}
+
 export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): NodeWire {
   const node = stored.record;
   const active = view.isNodeActive(node);
+  const { state, failureInfo } = nodeStateAndInfo(view, stored);
   const journalSerial = node.journalDeviceSerial ?? '';
   const managed = node.managedDeviceSerials ?? [];
   const pool = view.snapshot.nodePools.get(node.UUID)?.record;
@@ -99,13 +145,11 @@ export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): Nod
   return {
     name: node.name,
     UUID: node.UUID,
-    // Active iff its server's presence (bound to the agent's lease) lists the node; a node of a
-    // server added with extendCluster false is Unattached while present (it takes no volumes).
-    state: active ? (node.unattached ? 'Unattached' : 'Active') : 'Inactive',
+    state,
     status: active ? 'ConnectivityOK' : 'ConnectivityProblem',
     nvmeEndpoint: node.nvmeEndpoint,
     failureDomains: [...(node.failureDomains ?? [])],
-    failureInfo: active ? '' : `the agent of server ${node.serverUUID} is not connected to the cluster`,
+    failureInfo,
     hostname: node.hostname,
     inLocalRebuild,
     localRebuildProgress: inLocalRebuild ? pool.rebuildProgressPercent : 0,
@@ -114,7 +158,7 @@ export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): Nod
     ec: node.ec,
     statistics: { ...storageStatisticsWire(nodeStorageFigures(view, node)), ...NO_INTEGRITY_ERRORS },
     serverUUID: node.serverUUID,
-    ETag: etagOf(stored),
+    ETag: nodeETag(view, stored),
     readOnly: false,
     powerupProgress: 0,
     permanentFailure: false,

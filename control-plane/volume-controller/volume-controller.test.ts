@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { NodeCommandRecord, NodeRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { joinServer, markAbsent, markPresent, nodePoolRecord, putRecord, reportInventory } from '../../test/helpers/records.js';
 import { waitUntil } from '../../test/helpers/wait.js';
@@ -409,6 +409,67 @@ describe('volume controller', () => {
       for (const n of placed.nodeList) await report(v, n, 'Absent');
       await until('gone', async () => (await readVolume(v.UUID)) === null);
       assert.equal(await read(keys.replicaSet(v.UUID)), null);
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('node stop and replace: a primary its agent left out of a present server\'s presence fails over; a replace moves the copy to its target at once, then detaches the source', async () => {
+    const nodes = [await storageNode(), await storageNode()];
+    const spareSerial = `SN-${randomUUID().slice(0, 8)}`;
+    // The target: a node of a server added with extendCluster false (Unattached: placement skips it).
+    const spare = await joinServer(client, { nodes: [{ managedDeviceSerials: [spareSerial], unattached: true }] });
+    await reportInventory(client, spare.server.UUID, { devices: [{ serial: spareSerial, sizeBytes: String(100n * GiB), present: true }] });
+    const spareNode = spare.nodes[0]!.UUID;
+    await startController();
+    try {
+      const v = volume({ replicaCount: 2 });
+      await putRecord(client, keys.volume(v.UUID), v);
+      const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      assert.ok(!placed.nodeList.includes(spareNode), 'an Unattached node takes no new volume');
+      for (const n of placed.nodeList) await report(v, n, 'Served');
+      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+      const [p, r] = placed.nodeList as [string, string];
+      const serverOf = (n: string) => nodes.find((x) => x.node.UUID === n)!.server.UUID;
+
+      // Node stop: the agent handed the volume over and left the node out of its presence key;
+      // the server stays present (its agent runs). The in-sync copy is promoted.
+      await markPresent(client, serverOf(p), []);
+      const promoted = await until('promoted', async () => {
+        const got = await read<ReplicaSetRecord>(keys.replicaSet(v.UUID));
+        return got?.epoch === 2 && got;
+      });
+      assert.equal(promoted.primaryNodeUUID, r);
+
+      // The new primary recorded the stopped copy out of sync; the node's server is then lost for
+      // good (Inactive) and an administrator replaces the node with the spare.
+      await putRecord(client, keys.replicaSet(v.UUID), { ...promoted, inSync: [r] });
+      await markAbsent(client, serverOf(p));
+      const command: NodeCommandRecord = {
+        nodeUUID: p, id: randomUUID(), kind: 'replace', desired: 'Stopped', force: false, considerBackend: false, targetNodeUUID: spareNode, requestedAt: new Date().toISOString(),
+      };
+      await putRecord(client, keys.nodeCommand(p), command);
+      const moved = await until('the copy moved to the target', async () => {
+        const got = await readVolume(v.UUID);
+        return got?.placement?.nodeList.includes(spareNode) && got;
+      });
+      assert.deepEqual(moved.placement!.nodeList, placed.nodeList.map((n) => (n === p ? spareNode : n)), 'the target takes the source\'s place');
+      assert.ok(events.some((e) => e.eventName === 'VolumeReplicaReplaced' && /replaced by an administrator/.test(e.description)));
+      const assigned = await until('the target\'s assignment', async () => (await read<VolumeAssignment>(keys.assignment(spareNode, v.UUID))) ?? undefined);
+      assert.equal(assigned.role, 'replica');
+      await settle();
+      assert.equal((await read<NodeCommandRecord>(keys.nodeCommand(p)))?.completedAt, undefined, 'not finished while the target\'s copy resynchronizes');
+
+      // The primary resynchronized the target in full and recorded it in sync: the source is detached.
+      await putRecord(client, keys.replicaSet(v.UUID), { ...(await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!, inSync: [r, spareNode] });
+      const done = await until('replace completed', async () => {
+        const got = await read<NodeCommandRecord>(keys.nodeCommand(p));
+        return got?.completedAt ? got : undefined;
+      });
+      assert.ok(done.completedAt);
+      assert.equal((await read<NodeRecord>(keys.node(p)))?.unattached, true, 'the source is detached');
+      assert.equal((await read<NodeRecord>(keys.node(spareNode)))?.unattached, undefined, 'the target is attached');
+      assert.ok(events.some((e) => e.eventName === 'NodeReplaced'));
     } finally {
       await stopController();
     }

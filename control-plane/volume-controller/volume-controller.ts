@@ -17,6 +17,7 @@ import { PrefixMirror, type MirrorChange } from '../../lib/etcd/prefix-mirror.js
 import type { Logger } from '../../lib/logger.js';
 import type {
   DeviceRecord,
+  NodeCommandRecord,
   NodePoolRecord,
   NodeRecord,
   PresenceRecord,
@@ -79,6 +80,7 @@ const PREFIXES = {
   ports: keys.volumePortsPrefix(),
   replicaSets: keys.replicaSetsPrefix(),
   featureFlags: keys.featureFlagsPrefix(),
+  nodeCommands: keys.nodeCommandsPrefix(),
 };
 
 export class VolumeController {
@@ -103,6 +105,8 @@ export class VolumeController {
    * starts counting afresh, which only delays re-creating copies, never hastens it.
    */
   private readonly absentSince = new Map<string, number>();
+  /** Node replaces may have progressed: look whether one can finish. */
+  private replacesDue = false;
 
   constructor(private readonly options: VolumeControllerOptions) {
     this.mirror = new PrefixMirror(options.etcd, Object.values(PREFIXES), options.logger);
@@ -119,6 +123,11 @@ export class VolumeController {
     this.mirror.onChange((changes, reloaded) => this.onChanges(changes, reloaded));
     await this.mirror.start();
     this.timer = setInterval(() => {
+      if (this.replacing().size > 0) {
+        this.replacesDue = true;
+        for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
+        this.schedule();
+      }
       this.markWaiting();
       // Copies on nodes gone for good are re-created once the timeout passes: look again.
       if (this.absentSince.size > 0 && this.options.permanentFailureTimeoutMs) {
@@ -170,6 +179,11 @@ export class VolumeController {
           if (volume) this.dirty.add(volume);
           break;
         }
+        case PREFIXES.nodeCommands:
+          // A replace moves copies (replaceLostCopies) and then finishes (finishReplaces).
+          for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
+          this.replacesDue = true;
+          break;
         case PREFIXES.nodes:
         case PREFIXES.presence:
           // Replicated volumes follow their nodes: replication endpoints, and failover.
@@ -196,7 +210,7 @@ export class VolumeController {
   }
 
   private schedule(): void {
-    if (this.scheduled || this.stopped || this.dirty.size === 0) return;
+    if (this.scheduled || this.stopped || (this.dirty.size === 0 && !this.replacesDue)) return;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
@@ -212,6 +226,15 @@ export class VolumeController {
   }
 
   private async pass(): Promise<void> {
+    if (this.replacesDue) {
+      this.replacesDue = false;
+      try {
+        await this.finishReplaces();
+      } catch (err) {
+        if (err instanceof StrataError && err.code === 'NOT_LEADER') return;
+        this.options.logger.error({ err }, 'finishing node replaces failed; the periodic pass retries');
+      }
+    }
     const batch = [...this.dirty];
     this.dirty.clear();
     this.passCandidates = undefined;
@@ -409,7 +432,12 @@ export class VolumeController {
     // this promotion or makes it fail here (docs/replication.md, "Fencing").
     const oldServer = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(set.primaryNodeUUID))?.record.serverUUID;
     const compares: FenceCompare[] = [[keys.replicaSet(volume.UUID), 'Mod', revision]];
-    if (oldServer) compares.push([keys.presence(oldServer), 'Create', '0']);
+    // A node stopped by an administrator (docs/node-operations.md) left its server's presence key
+    // after handing the volume over, while the agent keeps the key for its other nodes: then the
+    // promotion compares that key's revision, whose record does not list the old primary.
+    const oldPresence = oldServer ? this.mirror.get<PresenceRecord>(PREFIXES.presence, keys.presence(oldServer)) : undefined;
+    if (oldServer && oldPresence) compares.push([keys.presence(oldServer), 'Mod', oldPresence.revision]);
+    else if (oldServer) compares.push([keys.presence(oldServer), 'Create', '0']);
     const event = this.event(volume, 'VolumePrimaryChanged', `volume ${volume.name}: primary moved from node ${set.primaryNodeUUID} to ${candidate} (epoch ${next.epoch})`);
     const ok = await this.commit(compares, [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event);
     if (ok) this.options.logger.warn({ volumeUUID: volume.UUID, from: set.primaryNodeUUID, to: candidate, epoch: next.epoch }, 'volume failed over');
@@ -437,14 +465,25 @@ export class VolumeController {
    */
   private async replaceLostCopies(volume: VolumeRecord, set: ReplicaSetRecord, fence: FenceCompare): Promise<'none' | 'done' | 'retry'> {
     const timeout = this.options.permanentFailureTimeoutMs ?? 0;
-    if (!timeout || volume.state !== 'Available' || this.featureFlag('fail-in-place')) return 'none';
+    if (volume.state !== 'Available') return 'none';
+    // An administrator's replace (docs/node-operations.md) names the node that takes the copies,
+    // at once and whatever fail-in-place says; otherwise a node gone for good is replaced by placement.
+    const replacing = this.replacing();
+    const automatic = timeout > 0 && !this.featureFlag('fail-in-place');
     const nodeList = volume.placement!.nodeList;
     const now = this.now();
-    const lost = nodeList.filter((n) => n !== set.primaryNodeUUID && !set.inSync.includes(n) && now - (this.absentSince.get(n) ?? now) >= timeout);
+    const lost = nodeList.filter(
+      (n) => n !== set.primaryNodeUUID && !set.inSync.includes(n) && (replacing.has(n) || (automatic && now - (this.absentSince.get(n) ?? now) >= timeout)),
+    );
     if (lost.length === 0) return 'none';
     const candidates = (this.passCandidates ??= this.candidates());
     const next = [...nodeList];
     for (const node of lost) {
+      const target = replacing.get(node);
+      if (target !== undefined) {
+        if (!next.includes(target)) next[next.indexOf(node)] = target;
+        continue;
+      }
       const others = next.filter((n) => n !== node).map((n) => candidates.find((c) => c.UUID === n)).filter((c): c is NodeCandidate => c !== undefined);
       const replacement = chooseReplacement({ sizeBytes: BigInt(volume.sizeBytes), overcommitRatio: this.options.overcommitRatio }, candidates, others);
       if (!replacement) continue;
@@ -452,13 +491,68 @@ export class VolumeController {
     }
     if (next.every((n, i) => n === nodeList[i])) return 'none';
     const moved: VolumeRecord = { ...volume, placement: { ...volume.placement!, nodeList: next } };
-    const description = `volume ${volume.name}: copies on node(s) ${lost.filter((n) => !next.includes(n)).join(', ')} (Inactive over ${timeout / 1000} s) re-created on ${next.filter((n) => !nodeList.includes(n)).join(', ')}`;
+    const gone = lost.filter((n) => !next.includes(n));
+    const why = gone.every((n) => replacing.has(n)) ? 'replaced by an administrator' : `Inactive over ${timeout / 1000} s`;
+    const description = `volume ${volume.name}: copies on node(s) ${gone.join(', ')} (${why}) re-created on ${next.filter((n) => !nodeList.includes(n)).join(', ')}`;
     const ok = await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(moved))], this.event(volume, 'VolumeReplicaReplaced', description));
     if (ok) {
       this.passCandidates = undefined;
       this.options.logger.warn({ volumeUUID: volume.UUID, from: nodeList, to: next }, 'lost copies re-created on other nodes');
     }
     return ok ? 'done' : 'retry';
+  }
+
+  /** Replaces in progress: source node → target node. */
+  private replacing(): Map<string, string> {
+    const result = new Map<string, string>();
+    for (const { record } of this.mirror.all<NodeCommandRecord>(PREFIXES.nodeCommands).values()) {
+      if (record.kind === 'replace' && record.targetNodeUUID && !record.completedAt && !record.failure) result.set(record.nodeUUID, record.targetNodeUUID);
+    }
+    return result;
+  }
+
+  /**
+   * A replace is done once no volume has a copy on the source any more and every copy moved to the
+   * target is in sync (its full resync finished): then the source is detached (Unattached: it takes
+   * no volumes, and stays stopped), the target attached (it takes new volumes), the command
+   * completed, with NodeReplaced, in one fenced transaction.
+   */
+  private async finishReplaces(): Promise<void> {
+    const etcd = this.options.etcd;
+    for (const [source, target] of this.replacing()) {
+      let pending = false;
+      for (const { record: volume } of this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()) {
+        const nodeList = volume.placement?.nodeList ?? [];
+        if (nodeList.includes(source)) pending = true;
+        else if (nodeList.includes(target) && volume.replicaCount > 1) {
+          const set = this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volume.UUID))?.record;
+          if (set && !set.inSync.includes(target)) pending = true;
+        }
+        if (pending) break;
+      }
+      if (pending) continue;
+      const command = this.mirror.get<NodeCommandRecord>(PREFIXES.nodeCommands, keys.nodeCommand(source))!;
+      const sourceNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(source));
+      const targetNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(target));
+      const compares: FenceCompare[] = [[keys.nodeCommand(source), 'Mod', command.revision]];
+      const ops: IOperation[] = [etcd.put(keys.nodeCommand(source)).value(JSON.stringify({ ...command.record, completedAt: new Date(this.now()).toISOString() }))];
+      if (sourceNode) {
+        compares.push([keys.node(source), 'Mod', sourceNode.revision]);
+        ops.push(etcd.put(keys.node(source)).value(JSON.stringify({ ...sourceNode.record, unattached: true })));
+      }
+      if (targetNode) {
+        const { unattached: _attached, ...attached } = targetNode.record;
+        compares.push([keys.node(target), 'Mod', targetNode.revision]);
+        ops.push(etcd.put(keys.node(target)).value(JSON.stringify(attached)));
+      }
+      const name = (n: { record: NodeRecord } | undefined, uuid: string) => `${n?.record.name ?? uuid} (${uuid})`;
+      const event = catalogued('NodeReplaced', {
+        component: { kind: 'node', ID: source, Name: sourceNode?.record.name ?? '' },
+        description: `node ${name(sourceNode, source)} was replaced by node ${name(targetNode, target)}: every copy it held is in sync on the target; the source is detached`,
+      });
+      // A lost race is looked at again by the periodic pass (every 2 s while a replace runs).
+      if (await this.commit(compares, ops, event)) this.options.logger.info({ source, target }, 'node replaced');
+    }
   }
 
   private featureFlag(name: string): boolean {

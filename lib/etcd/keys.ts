@@ -29,6 +29,13 @@ export const keys = {
   nodesPrefix: () => `${ROOT}nodes/`,
   node: (nodeUUID: string) => `${ROOT}nodes/${nodeUUID}`,
 
+  /** The command an administrator last gave a node (stop/start/restart/replace): its desired run state. */
+  nodeCommandsPrefix: () => `${ROOT}node-commands/`,
+  nodeCommand: (nodeUUID: string) => `${ROOT}node-commands/${nodeUUID}`,
+  /** What the node's agent did about it (Stopping, Stopped, Starting, Running), written by the agent. */
+  nodeRunStatesPrefix: () => `${ROOT}node-run-states/`,
+  nodeRunState: (nodeUUID: string) => `${ROOT}node-run-states/${nodeUUID}`,
+
   /** NVMe devices as reported by agents, keyed by serial. */
   devicesPrefix: () => `${ROOT}devices/`,
   device: (serial: string) => `${ROOT}devices/${encodeURIComponent(serial)}`,

@@ -10,28 +10,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveAgentConfig, agentSettings } from '../../agent/config.js';
 import { startAgent, type RunningAgent } from '../../agent/agent.js';
-import { FilePool } from '../../agent/datapath/storage-pool.js';
 import { loadConfig } from '../../lib/config.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
 import { silentLogger } from '../helpers/silent-logger.js';
-import { createFakeSysfs, type FakeSysfs } from '../helpers/sysfs-fixture.js';
+import { createFakeSysfs } from '../helpers/sysfs-fixture.js';
 import { waitUntil } from '../helpers/wait.js';
-import { emulatedDataPath } from '../kits/datapath/emulated-datapath.js';
+import { createEmulatedStorageServer, removeEmulatedStorageServer, startEmulatedAgent, type EmulatedStorageServer } from '../kits/datapath/emulated-storage-server.js';
 
 const GiB = 1024n ** 3n;
 const HOST_NQN = 'nqn.2014-08.org.nvmexpress:uuid:2b2b7a7e-8d31-4f4e-9f64-1c2a3b4c5d6e';
 
-interface StorageServer {
-  readonly hostname: string;
-  readonly sysfs: FakeSysfs;
-  readonly stateDir: string;
-  readonly nvmetRoot: string;
-  readonly poolDir: string;
-  /** Started as a user would: the real kernel target, whatever this host has. */
-  readonly realDataPath?: boolean;
-  agent?: RunningAgent;
-}
+type StorageServer = EmulatedStorageServer;
 
 interface Volume {
   UUID: string;
@@ -51,43 +41,9 @@ describe('volume lifecycle with agents (nvmet tree in a temp directory)', () => 
   let plane: ControlPlaneProcess;
   const servers: StorageServer[] = [];
 
-  async function startServerAgent(server: StorageServer): Promise<void> {
-    const config = resolveAgentConfig(
-      loadConfig(agentSettings, {
-        program: 'strata-agent',
-        summary: 'test',
-        env: {},
-        argv: [
-          '--etcd-endpoints', etcd.endpoint,
-          '--control-plane-endpoints', plane.grpcEndpoint,
-          '--state-dir', server.stateDir,
-          '--sysfs-root', server.sysfs.root,
-          '--mounts-path', server.sysfs.mountsPath,
-          '--swaps-path', server.sysfs.swapsPath,
-          '--hostname', server.hostname,
-          '--data-devices', `${server.hostname}-SN0`,
-          '--lease-ttl-seconds', '2',
-          '--pool-dir', server.poolDir,
-          // No host test listens on 0.0.0.0:8009: a free loopback port.
-          '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1',
-        ],
-      }),
-    );
-    const logger = silentLogger(server.hostname);
-    server.agent = await startAgent(
-      config,
-      logger,
-      server.realDataPath
-        ? {}
-        : {
-            dataPath: emulatedDataPath({
-              nvmetRoot: server.nvmetRoot,
-              openPool: (nodeUUID, cluster) => FilePool.open({ dir: join(server.poolDir, nodeUUID), clusterUUID: cluster.clusterUUID, logger }),
-            }),
-          },
-    );
-    await server.agent.ready;
-  }
+  const startServerAgent = async (server: StorageServer) => {
+    await startEmulatedAgent(server, etcd.endpoint, plane.grpcEndpoint);
+  };
 
   async function api<T>(method: string, path: string, body?: unknown, expected = 200): Promise<T> {
     const res = await fetch(`${plane.apiUrl}/api/v2${path}`, {
@@ -115,17 +71,7 @@ describe('volume lifecycle with agents (nvmet tree in a temp directory)', () => 
   before(async () => {
     etcd = await startEtcd();
     plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint });
-    for (const hostname of ['storage-a', 'storage-b']) {
-      const sysfs = createFakeSysfs();
-      sysfs.addController({ name: 'nvme0', serial: `${hostname}-SN0`, namespaces: [{ name: 'nvme0n1', sectors: (200n * GiB) / 512n }] });
-      servers.push({
-        hostname,
-        sysfs,
-        stateDir: mkdtempSync(join(tmpdir(), `strata-${hostname}-`)),
-        nvmetRoot: mkdtempSync(join(tmpdir(), `strata-nvmet-${hostname}-`)),
-        poolDir: mkdtempSync(join(tmpdir(), `strata-pool-${hostname}-`)),
-      });
-    }
+    for (const hostname of ['storage-a', 'storage-b']) servers.push(createEmulatedStorageServer(hostname));
     for (const server of servers) await startServerAgent(server);
     await until('both nodes Active', async () => {
       const { nodes } = await api<{ nodes: { state: string }[] }>('GET', '/nodes');
@@ -133,13 +79,9 @@ describe('volume lifecycle with agents (nvmet tree in a temp directory)', () => 
     });
   });
   after(async () => {
-    for (const server of servers) await server.agent?.stop();
+    for (const server of servers) await removeEmulatedStorageServer(server);
     await plane.stop();
     await etcd.stop();
-    for (const server of servers) {
-      server.sysfs.cleanup();
-      for (const dir of [server.stateDir, server.nvmetRoot, server.poolDir]) removeDir(dir);
-    }
     removeDir(plane.stateDir);
   });
 

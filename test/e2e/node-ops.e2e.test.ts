@@ -1,0 +1,243 @@
+// Node stop / start on the real kernel (issue 15 item 1; docs/node-operations.md), through the
+// REST API: a real etcd and control plane on this host, three storage guests running the real
+// agent on Debian's kernel (nvmet, md raid1, device-mapper, the NVMe/TCP initiator), and an
+// initiator guest playing the host with native multipath. One replicated volume (2 copies):
+// POST stop of its primary's node under host write load hands it over to the other copy with no
+// I/O error and no acknowledged write lost; the node shows its stopped state and serves nothing,
+// also after its agent restarts; the last in-sync copy's node cannot be stopped (400 naming the
+// volume); POST start brings the node back, its copy resyncs and the volume is FullyProtected.
+// Lean on purpose (one volume, guests booted once): about 3-4 minutes of CI.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import type { Etcd3 } from 'etcd3';
+import type { NodeWire } from '../../control-plane/nodes/nodes-service.js';
+import type { VolumeWire as Volume } from '../../control-plane/volumes/volume-wire.js';
+import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
+import { createEtcdClient } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { NodeRunStateRecord, ReplicaSetRecord } from '../../lib/records.js';
+import { adminApi } from '../helpers/admin-api.js';
+import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
+import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
+import { startStorageGuest, type StorageGuest } from './cluster-lab.js';
+import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, startGuest, StepTimer, type Guest } from './lab/index.js';
+import { connectPaths, startAckedWrites } from './replication-host.js';
+
+const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
+const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
+const FROM_GUESTS = '10.0.2.2';
+const VOLUME_PORTS = 16;
+const NAMES = ['ops-a', 'ops-b', 'ops-c'] as const;
+
+describe('node stop / start end to end (three storage guests, one initiator, QEMU)', { timeout: 1_200_000, skip }, () => {
+  let etcd: TestEtcd;
+  let client: Etcd3;
+  let plane: ControlPlaneProcess;
+  const storage: StorageGuest[] = [];
+  let initiator: Guest | undefined;
+  let subsystemNQN = '';
+  let portMin = 0;
+  const { step, timings } = new StepTimer();
+  const logDir = process.env['STRATA_E2E_LOG_DIR'] ?? join(tmpdir(), 'strata-e2e-logs');
+  const persistDir = mkdtempSync(join(tmpdir(), 'strata-ops-e2e-'));
+
+  const { api, request } = adminApi(() => plane);
+  const getVolume = (uuid: string) => api<Volume>('GET', `/volumes/${uuid}`);
+  const getNode = (uuid: string) => api<NodeWire>('GET', `/nodes/${uuid}`);
+  const record = async <T>(key: string): Promise<T | null> => JSON.parse((await client.get(key).string()) ?? 'null') as T | null;
+  const agentLogs = () => storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(3000)}`).join('\n');
+  async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
+    let last: unknown;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        const value = await probe();
+        if (value) return value;
+      } catch (err) {
+        last = err;
+      }
+      if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms (${String(last ?? '')})\n${agentLogs()}`);
+      await sleep(500);
+    }
+  }
+  const host = (): Guest => {
+    assert.ok(initiator, 'the initiator guest did not start');
+    return initiator;
+  };
+  const indexOf = (nodeUUID: string) => storage.findIndex((s) => s.nodeUUID() === nodeUUID);
+  const storageOf = (nodeUUID: string): StorageGuest => {
+    const found = storage[indexOf(nodeUUID)];
+    assert.ok(found, `no storage guest serves node ${nodeUUID}`);
+    return found;
+  };
+  /** The volume's subsystems (host path and replication exports) in a node's kernel target. */
+  const subsystemsOf = async (nodeUUID: string, volumeUUID: string) =>
+    (await storageOf(nodeUUID).guest.runOk(['ls', '/sys/kernel/config/nvmet/subsystems'], { timeoutMs: 30_000 })).stdout
+      .split('\n')
+      .filter((nqn) => nqn.includes(volumeUUID));
+
+  before(async () => {
+    const lab = await step('lab', () => prepareLab());
+    etcd = await startEtcd();
+    client = createEtcdClient([etcd.endpoint]);
+    portMin = await freeLoopbackPortRange(VOLUME_PORTS * NAMES.length);
+    plane = await startControlPlaneProcess({
+      etcdEndpoint: etcd.endpoint,
+      extraArgs: ['--volume-port-min', String(portMin), '--volume-port-max', String(portMin + VOLUME_PORTS - 1), '--creating-timeout-seconds', '300'],
+    });
+    subsystemNQN = (await api<{ subsystemNQN: string }>('GET', '/cluster')).subsystemNQN;
+    const grpcPort = Number(plane.grpcEndpoint.split(':')[1]);
+    const started = await step('boot four guests', async () =>
+      Promise.allSettled([
+        ...(await Promise.all(
+          NAMES.map(async (name, i) => ({
+            name,
+            drives: [{ serial: `STRATA-O${i}-DATA0`, sizeMiB: 384, image: join(persistDir, `${name}-data0.img`) }],
+            dataSerials: [`STRATA-O${i}-DATA0`],
+            etcdPort: etcd.clientPort,
+            controlPlaneGrpcPort: grpcPort,
+            advertiseAddress: FROM_GUESTS,
+            replicationHostPort: await freeLoopbackPort(),
+            volumePortMin: portMin,
+            volumePortMax: portMin + VOLUME_PORTS - 1,
+            agentStateDir: join(persistDir, `${name}-state`),
+            agentLogFile: join(persistDir, 'logs', `${name}.agent.log`),
+            // 20 s lease as in the replication suite: an emulated guest can miss keep-alives for seconds.
+            agentArgs: ['--reconcile-interval-seconds', '5', '--log-level', 'debug', '--lease-ttl-seconds', '20'],
+            memoryMiB: 768,
+            lab,
+            bootTimeoutMs: 240_000,
+          })),
+        )).map((options) => {
+          mkdirSync(options.agentStateDir, { recursive: true });
+          return startStorageGuest(options);
+        }),
+        startGuest({ name: 'ops-host', memoryMiB: 512, lab, bootTimeoutMs: 240_000 }),
+      ]),
+    );
+    for (const r of started.slice(0, NAMES.length)) if (r.status === 'fulfilled') storage.push(r.value as StorageGuest);
+    storage.sort((x, y) => NAMES.indexOf(x.name as (typeof NAMES)[number]) - NAMES.indexOf(y.name as (typeof NAMES)[number]));
+    const last = started[NAMES.length];
+    if (last?.status === 'fulfilled') initiator = last.value as Guest;
+    for (const r of started) if (r.status === 'rejected') throw r.reason;
+    await step('start three agents', () => Promise.all(storage.map((s) => s.startAgent({ timeoutMs: 240_000 }))));
+    await step('three nodes Active', () =>
+      until('three nodes Active with capacity', async () => {
+        const list = (await api<{ nodes: NodeWire[] }>('GET', '/nodes')).nodes;
+        return list.length === 3 && list.every((n) => n.state === 'Active' && BigInt(n.statistics.managedPhysicalStorage) > 0n);
+      }, 180_000),
+    );
+  }, { timeout: 600_000 });
+
+  after(async () => {
+    await initiator?.run(['nvme', 'disconnect-all'], { timeoutMs: 30_000 }).catch(() => undefined);
+    mkdirSync(logDir, { recursive: true });
+    for (const s of storage) writeFileSync(join(logDir, `${s.name}.${process.pid}.agent.log`), s.agentLogTail(2_000_000));
+    await Promise.all([...storage.map((s) => s.stop().catch(() => undefined)), initiator?.stop()]);
+    if (plane) {
+      writeFileSync(join(logDir, `node-ops-control-plane.${process.pid}.log`), plane.logs.map((l) => JSON.stringify(l)).join('\n'));
+      await plane.stop();
+      removeDir(plane.stateDir);
+    }
+    client?.close();
+    await etcd?.stop();
+    removeDir(persistDir);
+    console.log(`# node-ops e2e timings: ${timings.join(', ')}`);
+  }, { timeout: 180_000 });
+
+  it('stop of a replicated volume\'s primary node under load: another copy takes over, no I/O error, no acknowledged write lost; stopped across an agent restart; the last in-sync copy\'s node refuses to stop; start resyncs it', async () => {
+    const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'ops', size: '64MiB', replicaCount: 2, acl: { values: [HOST] } });
+    const volume = await step('create 2 copies → Available', () =>
+      until('volume FullyProtected', async () => {
+        const v = await getVolume(created.UUID);
+        if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+        return v.state === 'Available' && v.protectionState === 'FullyProtected' && v;
+      }, 300_000),
+    );
+    const port = (JSON.parse((await client.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
+    const device = await step('connect a path to each copy', () =>
+      connectPaths({
+        host: host(),
+        nodes: volume.nodeList.map((n) => ({ index: indexOf(n), guest: storageOf(n).guest })),
+        port,
+        subsystemNQN: volumeSubsystemNQN(subsystemNQN, volume.UUID),
+        volumeUUID: volume.UUID,
+        hostNQN: HOST,
+        pathPort: (i, p) => portMin + i * VOLUME_PORTS + (p - portMin),
+      }),
+    );
+    const set = (await record<ReplicaSetRecord>(keys.replicaSet(volume.UUID)))!;
+    const primary = set.primaryNodeUUID;
+    const other = volume.nodeList.find((n) => n !== primary)!;
+    const writes = startAckedWrites(host(), device, 'node-stop');
+    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+
+    // POST stop (no force: the other copy is in sync and alive).
+    const stoppedAt = Date.now() / 1000;
+    await step('POST stop of the primary\'s node', () => api('POST', `/nodes/${primary}/stop`, {}));
+    const next = await step('the other copy is promoted', () =>
+      until('new primary', async () => {
+        const s = await record<ReplicaSetRecord>(keys.replicaSet(volume.UUID));
+        return s && s.epoch > set.epoch ? s : undefined;
+      }, 120_000),
+    );
+    assert.equal(next.primaryNodeUUID, other);
+    const acked = await writes.acked();
+    await step('host I/O resumes on the new primary', () =>
+      until('writes acknowledged again', async () => (await writes.acked()) > acked + 50 && (await writes.lastAckAt()) > stoppedAt, 240_000),
+    );
+    const stopped = await step('the node is stopped and serves nothing', () =>
+      until('node stopped', async () => {
+        const run = await record<NodeRunStateRecord>(keys.nodeRunState(primary));
+        const n = await getNode(primary);
+        return run?.state === 'Stopped' && n.state === 'Inactive' && n;
+      }, 120_000),
+    );
+    assert.match(stopped.failureInfo, /stopped by an administrator/);
+    await until('its exports gone', async () => (await subsystemsOf(primary, volume.UUID)).length === 0, 60_000);
+
+    // The last in-sync copy's node refuses to stop, naming the volume; nothing changes.
+    const refused = await request('POST', `/nodes/${other}/stop`, {});
+    assert.equal(refused.status, 400, refused.text);
+    assert.ok(refused.text.includes(`default/ops (${volume.UUID})`), refused.text);
+    assert.equal((await getNode(other)).state, 'Active');
+
+    // The stopped node's agent restarts: the node stays stopped.
+    const stoppedNode = storageOf(primary);
+    await step('restart the stopped node\'s agent', async () => {
+      await stoppedNode.stopAgent('TERM', 120_000);
+      await stoppedNode.startAgent({ timeoutMs: 240_000 });
+    });
+    await step('its agent is back and passed once', () =>
+      until('a data path pass after the restart', async () => {
+        const log = stoppedNode.agentLogTail(400_000);
+        const ready = log.lastIndexOf('strata-agent ready');
+        return ready >= 0 && /data path (pass|reconciled)/.test(log.slice(ready)) && log.slice(0, ready).includes('node stopped by an administrator: not serving it');
+      }, 240_000),
+    );
+    assert.deepEqual(await subsystemsOf(primary, volume.UUID), [], 'still serving nothing');
+    assert.equal((await getNode(primary)).state, 'Inactive');
+
+    const result = await step('stop the writes and verify', () => writes.stopAndVerify());
+    assert.equal(result.errors, '', 'no write failed on the host');
+    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+    const gaps = result.times.slice(1).map((t, i) => t - result.times[i]!);
+    console.log(`# node stop: ${result.checked} acknowledged writes checked, longest gap ${Math.max(...gaps).toFixed(3)} s`);
+
+    // POST start: the node serves again, its copy resyncs by bitmap and rejoins.
+    await step('POST start', () => api('POST', `/nodes/${primary}/start`, {}));
+    await step('the node is Active again', () => until('Active', async () => (await getNode(primary)).state === 'Active', 120_000));
+    await step('its copy resyncs and rejoins', () =>
+      until('FullyProtected', async () => {
+        const s = await record<ReplicaSetRecord>(keys.replicaSet(volume.UUID));
+        return s?.inSync.length === 2 && (await getVolume(volume.UUID)).protectionState === 'FullyProtected';
+      }, 300_000),
+    );
+    assert.equal((await record<NodeRunStateRecord>(keys.nodeRunState(primary)))?.state, 'Running');
+  });
+});
