@@ -16,13 +16,13 @@ import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
-import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
+import type { ClusterRecord, ReplicaSetRecord, VolumeAssignment } from '../../lib/records.js';
 import { mapLimit } from '../../lib/concurrency.js';
 import { sleep } from '../../lib/retry.js';
 import type { ConnectedHostsProbe, ConnectionsByPort } from './connected-hosts.js';
 import type { DataPathState } from './datapath-state.js';
 import { assignmentProblem, desiredExportOf, replicationExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
-import { DEFAULT_REPLICATION_PORT, replicaBackingBytes } from '../../lib/replication.js';
+import { DEFAULT_REPLICATION_PORT, replicaBackingBytes, withReplicaSet } from '../../lib/replication.js';
 import { NotReadyYet, type ReplicaLegStatus, type ReplicaManager } from './replication/replica-manager.js';
 import { ipAclOf, type IpAcl } from './ip-acl.js';
 import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
@@ -141,6 +141,9 @@ export class DataPathReconciler implements VolumeReportSource {
   private assignments: Map<string, Map<string, AssignmentEntry>> | undefined;
   private readonly loadedRevision = new Map<string, bigint>();
   private readonly watchers = new Map<string, Watcher>();
+  /** Replica sets whose epoch moved ahead of this node's assignments (a promotion in flight). */
+  private readonly promotions = new Map<string, ReplicaSetRecord>();
+  private replicaSetWatcher: Watcher | undefined;
   private watchBroken = false;
   private readonly pools = new Map<string, StoragePool>();
   private readonly poolErrors = new Map<string, string>();
@@ -189,6 +192,7 @@ export class DataPathReconciler implements VolumeReportSource {
     this.options.replicas?.start();
     // A copy's state changed between passes: publish it (a pass with nothing to apply is cheap).
     this.options.replicas?.onChange(() => this.schedule(false));
+    if (this.options.replicas) this.watchReplicaSets();
     this.resyncTimer = setInterval(() => this.onInterval(), this.options.resyncIntervalMs);
     this.schedule(true, 0);
   }
@@ -200,7 +204,7 @@ export class DataPathReconciler implements VolumeReportSource {
     await this.options.replicas?.stop();
     clearTimeout(this.timer);
     clearInterval(this.resyncTimer);
-    const watchers = [...this.watchers.values()];
+    const watchers = [...this.watchers.values(), ...(this.replicaSetWatcher ? [this.replicaSetWatcher] : [])];
     this.watchers.clear();
     await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
     await this.running;
@@ -240,22 +244,23 @@ export class DataPathReconciler implements VolumeReportSource {
 
   /**
    * Planned stop (after stop()): hands every replicated volume this node is the primary of to
-   * another copy. The host paths turn inaccessible (hosts queue their I/O) and the device-mapper
-   * devices drain; the caller then revokes the lease, the leader promotes an in-sync copy, and
-   * finishHandOver() stops the mirrors here.
+   * another copy. The host paths turn inaccessible (hosts queue their I/O), the device-mapper
+   * devices drain, and the primary moves to an in-sync copy by compare-and-swap (whose agent
+   * promotes it on that change); the caller then revokes the lease (the leader promotes a copy of
+   * a volume that could not be moved so), and finishHandOver() stops the mirrors here.
    */
   async handOver(): Promise<void> {
     const replicas = this.options.replicas;
     if (!replicas || replicas.primaryVolumes().length === 0) return;
     replicas.fenceAll();
     await this.writeFencedAnaStates();
-    for (const volumeUUID of replicas.primaryVolumes()) {
+    await mapLimit(replicas.primaryVolumes(), BACKINGS_PREPARED_AT_ONCE, async (volumeUUID) => {
       try {
         await replicas.handOver(volumeUUID);
       } catch (err) {
         this.options.logger.error({ err, volumeUUID }, 'handing the volume over failed; its lease expiry fences it');
       }
-    }
+    });
   }
 
   /** After the lease is revoked: the handed-over mirrors stop cleanly. */
@@ -319,7 +324,8 @@ export class DataPathReconciler implements VolumeReportSource {
   private schedule(resync: boolean, delayMs = this.options.debounceMs ?? 100): void {
     if (this.stopped) return;
     if (resync) this.resyncDue = true;
-    if (this.timer) return;
+    if (this.timer && delayMs > 0) return;
+    clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.runPasses();
@@ -395,11 +401,61 @@ export class DataPathReconciler implements VolumeReportSource {
     if (!volumeUUID || volumeUUID.includes('/')) return undefined;
     try {
       const assignment = parseRecord<VolumeAssignment>(key, kv.value);
-      return { nodeUUID, volumeUUID, assignment: assignment ?? undefined };
+      return { nodeUUID, volumeUUID, assignment: assignment ? this.promoted(assignment) : undefined };
     } catch (err) {
       this.options.logger.warn({ err, key }, 'ignoring a corrupt assignment record');
       return { nodeUUID, volumeUUID, assignment: undefined };
     }
+  }
+
+  /**
+   * Promotion without waiting for the leader (docs/replication.md, "Failover"): the replica set
+   * is etcd's word on a volume's epoch, primary and in-sync copies, and the leader only derives
+   * assignments from it. When it moves ahead of this node's assignment of the volume, the
+   * volume is served at once as the leader's next assignment will say (its own pass, at once,
+   * only that volume prepared). The assignment that follows is the same, and prepares nothing.
+   * Changes missed while the watch reconnects arrive as that assignment, as before.
+   */
+  private watchReplicaSets(): void {
+    const prefix = keys.replicaSetsPrefix();
+    const watcher = this.options.etcd.watch().prefix(prefix).watcher();
+    watcher.on('put', (kv: IKeyValue) => {
+      const volumeUUID = kv.key.toString('utf8').slice(prefix.length);
+      let set: ReplicaSetRecord | null;
+      try {
+        set = parseRecord<ReplicaSetRecord>(kv.key.toString('utf8'), kv.value);
+      } catch {
+        return;
+      }
+      if (!set || !this.assignments || !this.cluster) return;
+      let changed = false;
+      for (const byVolume of this.assignments.values()) {
+        const entry = byVolume.get(volumeUUID);
+        const epoch = entry?.assignment?.replication?.epoch;
+        if (!entry?.assignment || epoch === undefined || set.epoch <= epoch) continue;
+        this.promotions.set(volumeUUID, set);
+        byVolume.set(volumeUUID, { ...entry, assignment: this.promoted(entry.assignment) });
+        changed = true;
+      }
+      if (!changed) return;
+      this.options.logger.info({ volumeUUID, epoch: set.epoch, primary: set.primaryNodeUUID }, 'replica set moved ahead of the assignment: serving it now');
+      this.pendingChanges = true;
+      this.givingWay?.abort(new PassPreempted());
+      this.schedule(false, 0);
+    });
+    watcher.on('error', (err) => this.options.logger.debug({ err }, 'replica set watch failed; assignments carry the changes'));
+    this.replicaSetWatcher = watcher;
+  }
+
+  /** The assignment with a newer replica set seen by the watch applied (dropped once the assignment has caught up). */
+  private promoted(a: VolumeAssignment): VolumeAssignment {
+    const set = this.promotions.get(a.volumeUUID);
+    if (!set || !a.replication || !this.cluster) return a;
+    if (set.epoch <= a.replication.epoch) {
+      this.promotions.delete(a.volumeUUID);
+      return a;
+    }
+    return withReplicaSet(a, set, this.cluster.subsystemNQN);
   }
 
   private async startWatchers(revisions: Map<string, bigint>): Promise<void> {

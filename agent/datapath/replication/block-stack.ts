@@ -112,16 +112,13 @@ export class BlockStack {
     if (current === '') {
       await this.run('dmsetup', ['create', name, '--noudevsync', '--table', table]);
     } else if (current !== table) {
-      // suspend flushes I/O in flight to the old table; resume swaps in the new one.
-      await this.run('dmsetup', ['suspend', '--noudevsync', name]);
-      try {
-        await this.run('dmsetup', ['load', name, '--table', table]);
-      } finally {
-        await this.run('dmsetup', ['resume', '--noudevsync', name]);
-      }
+      // The new table is loaded inactive while the old one serves; resume swaps it in, and
+      // suspends the device first, which waits for the I/O in flight to the old table.
+      await this.run('dmsetup', ['load', name, '--table', table]);
+      await this.run('dmsetup', ['resume', '--noudevsync', name]);
     }
-    // Without udev nothing makes the node under /dev/mapper; with udev this is a no-op.
-    await this.run('dmsetup', ['mknodes', name]);
+    // Without udev nothing makes the node under /dev/mapper; with udev it is there already.
+    if (!(await exists(this.hostDevicePath(volumeUUID)))) await this.run('dmsetup', ['mknodes', name]);
   }
 
   errorTable(sizeBytes: bigint): string {
@@ -383,6 +380,13 @@ const COMMAND_TIMEOUT_MS = 60_000;
 
 async function readDir(path: string): Promise<string[]> {
   return fs.readdir(path).catch(() => [] as string[]);
+}
+
+async function exists(path: string): Promise<boolean> {
+  return fs.access(path).then(
+    () => true,
+    () => false,
+  );
 }
 
 async function readText(path: string): Promise<string> {

@@ -151,24 +151,38 @@ export class ReplicaManager {
 
   /**
    * Planned stop, first half: after the host path is inaccessible, the device-mapper device is
-   * suspended (which waits for the writes in flight: they reach every copy) and switched to the
-   * error target. Nothing writes through this node any more; another copy can take over.
+   * switched to the error target (the reload suspends it first, which waits for the writes in
+   * flight: they reach every copy). Nothing writes through this node any more. Then the replicas'
+   * connections go (nothing this node's mirror still writes, its superblock on stop included, can
+   * reach a copy another primary may already use), and the primary moves, by this node itself,
+   * to an in-sync copy whose server is alive (epoch + 1, this copy out of the in-sync set): the new
+   * primary's agent promotes it on that change, without waiting for this lease to go. When no
+   * copy can take it, the leader's failover does once the lease is revoked. Returns the new primary.
    */
-  async handOver(volumeUUID: string): Promise<void> {
-    await this.locked(volumeUUID, async () => {
+  async handOver(volumeUUID: string): Promise<string | undefined> {
+    return this.locked(volumeUUID, async () => {
       const state = this.primaries.get(volumeUUID);
-      if (!state) return;
-      await this.options.stack.ensureDm(volumeUUID, this.options.stack.errorTable(state.input.sizeBytes));
+      if (!state) return undefined;
+      const { stack, writer, logger } = this.options;
+      const { replication, nodeUUID } = state.input;
+      await stack.ensureDm(volumeUUID, stack.errorTable(state.input.sizeBytes));
       this.primaries.delete(volumeUUID);
       this.handedOver.add(volumeUUID);
-      this.options.logger.info({ volumeUUID }, 'handed over: this node writes nothing more to the volume');
+      await stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
+      const candidates = replication.legs.map((l) => l.nodeUUID).filter((n) => n !== nodeUUID && state.inSync.has(n));
+      const moved = await writer.handOver(volumeUUID, replication.epoch, nodeUUID, candidates).catch((err: unknown) => {
+        logger.warn({ err, volumeUUID }, 'moving the primary failed; the leader promotes a copy once the lease is revoked');
+        return undefined;
+      });
+      const to = moved?.outcome === 'moved' ? moved.primaryNodeUUID : undefined;
+      logger.info({ volumeUUID, to, epoch: moved?.outcome === 'moved' ? moved.epoch : undefined, outcome: moved?.outcome }, 'handed over: this node writes nothing more to the volume');
+      return to;
     });
   }
 
   /**
-   * Second half, once the lease is revoked (hosts are waiting for the promotion meanwhile): the
-   * mirror stops cleanly. A copy that already admits the new primary has dropped this node, and
-   * its leg here only waits; the connections go last.
+   * Second half, once the lease is revoked (off the hosts' critical path: the new primary serves
+   * meanwhile): the mirror, left with the local leg alone, stops; then the loop device goes.
    */
   async finishHandOver(): Promise<void> {
     for (const volumeUUID of [...this.handedOver]) {
@@ -212,15 +226,18 @@ export class ReplicaManager {
     const remotes = this.remoteTargets(input).filter((t) => inSync.has(t.nodeUUID));
     let array = await stack.arrayOf(loop);
     if (!array) {
-      const reached: { target: LegTarget; block: string }[] = [];
-      for (const target of remotes) {
-        if (!target.endpoint) continue;
-        const leg = await stack.connectLeg(target, this.hostNQNOf(input)).catch((err: unknown) => {
-          logger.warn({ err, volumeUUID, replica: target.nodeUUID }, 'cannot reach a replica');
-          return undefined;
-        });
-        if (leg?.block && leg.controllerState === 'live') reached.push({ target, block: leg.block });
-      }
+      // Every copy at once: a promotion waits for the slowest, not for their sum.
+      const connected = await Promise.all(
+        remotes.map(async (target) => {
+          if (!target.endpoint) return undefined;
+          const leg = await stack.connectLeg(target, this.hostNQNOf(input)).catch((err: unknown) => {
+            logger.warn({ err, volumeUUID, replica: target.nodeUUID }, 'cannot reach a replica');
+            return undefined;
+          });
+          return leg?.block && leg.controllerState === 'live' ? { target, block: leg.block } : undefined;
+        }),
+      );
+      const reached = connected.filter((r): r is { target: LegTarget; block: string } => r !== undefined);
       const fresh = !(await stack.hasSuperblock(loop));
       if (fresh && reached.length < remotes.length) {
         // A new volume's array is created whole: every copy must be there to start equal.
