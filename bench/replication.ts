@@ -57,13 +57,15 @@ const { values } = parseArgs({
     'fio-seconds': { type: 'string', default: '20' },
     'resync-mib': { type: 'string', default: '0,8,32,128' },
     skip: { type: 'string', default: '' },
+    /** The agents' md bitmap chunk (KiB) for the volumes this run creates; default: the agent's. */
+    'bitmap-chunk-kib': { type: 'string', default: '' },
   },
 });
 const KILLS = Number(values.kills);
 const SHORT_TTL = Number(values['short-ttl']);
 const FIO_SECONDS = Number(values['fio-seconds']);
 const RESYNC_MIB = (values['resync-mib'] ?? '').split(',').filter(Boolean).map(Number);
-/** Parts to leave out: fio, unplanned, planned, resync (comma-separated). */
+/** Parts to leave out: fio, unplanned, planned, resync, short-ttl (the unplanned rounds with --short-ttl) (comma-separated). */
 const SKIP = new Set((values.skip ?? '').split(',').filter(Boolean));
 if (!Number.isInteger(KILLS) || KILLS < 1) throw new Error('--kills must be a positive integer');
 if (!Number.isInteger(SHORT_TTL) || SHORT_TTL < 2) throw new Error('--short-ttl must be an integer of at least 2 (the agent\'s minimum)');
@@ -79,7 +81,7 @@ const DRIVE_MIB = 4096;
 const FIO_MIB = 256;
 const FAILOVER_MIB = 256;
 const RESYNC_VOLUME_MIB = 1024;
-const DEFAULT_TTL = 10;
+const DEFAULT_TTL = 5;
 
 const started = Date.now();
 const say = (message: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s] ${message}`);
@@ -393,7 +395,7 @@ async function main(): Promise<void> {
           volumePortMax: portMin + VOLUME_PORTS - 1,
           agentStateDir: stateDir,
           agentLogFile: join(persistDir, 'logs', `${name}.agent.log`),
-          agentArgs: ['--log-level', 'debug'],
+          agentArgs: ['--log-level', 'debug', ...(values['bitmap-chunk-kib'] ? ['--replica-bitmap-chunk-kib', values['bitmap-chunk-kib']] : [])],
           memoryMiB: 1024,
           lab,
           bootTimeoutMs: 300_000,
@@ -430,7 +432,7 @@ async function main(): Promise<void> {
       for (let k = 1; k <= KILLS; k++) rounds.push(await step(`planned round ${k}`, 1_800_000, () => failoverRound('planned', volume, device, `stop-${k}`)));
       summarize('planned failover, SIGTERM of the primary\'s agent', rounds, 1);
     }
-    if (!SKIP.has('unplanned')) {
+    if (!SKIP.has('unplanned') && !SKIP.has('short-ttl')) {
       const rounds: Round[] = [];
       for (let k = 1; k <= KILLS; k++) rounds.push(await step(`unplanned round ${k} (lease TTL ${SHORT_TTL} s)`, 1_800_000, () => failoverRound('unplanned', volume, device, `kill-ttl${SHORT_TTL}-${k}`)));
       summarize(`unplanned failover, SIGKILL of the primary's QEMU, lease TTL ${SHORT_TTL} s`, rounds, 6);

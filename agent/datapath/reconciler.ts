@@ -16,7 +16,7 @@ import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
-import type { ClusterRecord, ReplicaSetRecord, VolumeAssignment } from '../../lib/records.js';
+import type { ClusterRecord, PresenceRecord, ReplicaSetRecord, VolumeAssignment } from '../../lib/records.js';
 import { mapLimit } from '../../lib/concurrency.js';
 import { sleep } from '../../lib/retry.js';
 import type { ConnectedHostsProbe, ConnectionsByPort } from './connected-hosts.js';
@@ -143,7 +143,8 @@ export class DataPathReconciler implements VolumeReportSource {
   private readonly watchers = new Map<string, Watcher>();
   /** Replica sets whose epoch moved ahead of this node's assignments (a promotion in flight). */
   private readonly promotions = new Map<string, ReplicaSetRecord>();
-  private replicaSetWatcher: Watcher | undefined;
+  /** The replica-set and presence watches of replication. */
+  private readonly replicaSetWatchers: Watcher[] = [];
   private watchBroken = false;
   private readonly pools = new Map<string, StoragePool>();
   private readonly poolErrors = new Map<string, string>();
@@ -204,7 +205,7 @@ export class DataPathReconciler implements VolumeReportSource {
     await this.options.replicas?.stop();
     clearTimeout(this.timer);
     clearInterval(this.resyncTimer);
-    const watchers = [...this.watchers.values(), ...(this.replicaSetWatcher ? [this.replicaSetWatcher] : [])];
+    const watchers = [...this.watchers.values(), ...this.replicaSetWatchers];
     this.watchers.clear();
     await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
     await this.running;
@@ -444,7 +445,19 @@ export class DataPathReconciler implements VolumeReportSource {
       this.schedule(false, 0);
     });
     watcher.on('error', (err) => this.options.logger.debug({ err }, 'replica set watch failed; assignments carry the changes'));
-    this.replicaSetWatcher = watcher;
+    this.replicaSetWatchers.push(watcher);
+    // A server registering again may bring back copies this node's mirrors miss.
+    const presence = this.options.etcd.watch().prefix(keys.presencePrefix()).watcher();
+    presence.on('put', (kv: IKeyValue) => {
+      try {
+        const record = parseRecord<PresenceRecord>(kv.key.toString('utf8'), kv.value);
+        if (record) this.options.replicas?.rejoinSoon(record.nodeUUIDs);
+      } catch {
+        // not a presence record this agent understands: its copies are retried every rejoin interval
+      }
+    });
+    presence.on('error', (err) => this.options.logger.debug({ err }, 'presence watch failed; copies are retried every rejoin interval'));
+    this.replicaSetWatchers.push(presence);
   }
 
   /** The assignment with a newer replica set seen by the watch applied (dropped once the assignment has caught up). */
