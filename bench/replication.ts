@@ -48,6 +48,7 @@ import { connectPaths, startAckedWrites } from '../test/e2e/replication-host.js'
 import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, startGuest, type Guest } from '../test/e2e/lab/index.js';
 import { withTimeout } from '../test/e2e/lab/util.js';
 import { startEtcd, type TestEtcd } from '../test/helpers/etcd.js';
+import { waitUntil } from '../test/helpers/wait.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../test/helpers/processes.js';
 
 const { values } = parseArgs({
@@ -97,20 +98,7 @@ async function step<T>(label: string, timeoutMs: number, work: () => Promise<T>)
   say(`${label}: ${s2((performance.now() - t) / 1000)}`);
   return result;
 }
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number, intervalMs = 250): Promise<T> {
-  let last: unknown;
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value) return value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms (${String(last ?? '')})`);
-    await sleep(intervalMs);
-  }
-}
+const until = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number, intervalMs = 250): Promise<T> => waitUntil(probe, what, timeoutMs, intervalMs);
 
 let etcd: TestEtcd | undefined;
 let client: Etcd3 | undefined;
@@ -303,8 +291,7 @@ async function failoverRound(kind: 'unplanned' | 'planned', volume: Volume, devi
     return next.epoch > set.epoch && next;
   }, 240_000);
   const promotedAfter = Date.now() / 1000 - faultAt;
-  const ackedThen = await writes.acked();
-  await until('host writes resume', async () => (await writes.acked()) > ackedThen + 30, 240_000, 500);
+  await writes.resumed(0, 30); // by count: the initiator's clock drifts from this host's under TCG
   await sleep(1000);
   const result = await writes.stopAndVerify();
   if (result.errors) throw new Error(`${tag}: a write failed on the host: ${result.errors}`);
@@ -316,6 +303,7 @@ async function failoverRound(kind: 'unplanned' | 'planned', volume: Volume, devi
   else await step(`  ${NAMES[i]}'s agent starts again`, 600_000, async () => {
     await stopped;
     await storage[i]!.startAgent({ timeoutMs: 300_000, extraArgs: agentFlags });
+    await until('node Active', () => nodeActive(storage[i]!.nodeUUID()), 300_000);
   });
   await step('  its copy rejoins; every host path live', 900_000, () =>
     until('rejoined', async () => (await replicaSet(volume.UUID)).inSync.length === volume.nodeList.length && (await allPathsLive(volume.UUID, volume.nodeList.length)), 900_000, 1000),
@@ -336,6 +324,8 @@ async function restartAgents(flags: string[], volume: Volume): Promise<void> {
   for (const s of storage) {
     await s.stopAgent('TERM', 180_000);
     await s.startAgent({ timeoutMs: 300_000, extraArgs: agentFlags });
+    // Registered again (presence), or the next stop finds no live copy to hand over to.
+    await until('node Active', () => nodeActive(s.nodeUUID()), 300_000);
     await until('every copy in sync', async () => (await replicaSet(volume.UUID)).inSync.length === volume.nodeList.length && (await allPathsLive(volume.UUID, volume.nodeList.length)), 900_000, 1000);
   }
 }
