@@ -478,6 +478,33 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     await step('its copy resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
   });
 
+  it('etcd killed (kill -9) mid-failover and started again: the failover completes once; no acknowledged write lost', async () => {
+    const set = await replicaSet(volume.UUID);
+    assert.equal(set.inSync.length, 3, 'starts FullyProtected');
+    const primary = set.primaryNodeUUID;
+    const writes = await ackedWrites(device, 'etcd-kill');
+    const killedAt = Date.now() / 1000;
+    await step('kill the primary\'s guest, then etcd; start etcd again', async () => {
+      await killGuest(primary);
+      await etcd.kill();
+      await sleep(3000);
+      await etcd.restart();
+    });
+    const next = await step('an in-sync copy is promoted', () =>
+      until('new primary', async () => {
+        const s = await replicaSet(volume.UUID);
+        return s.epoch > set.epoch && s;
+      }, 240_000),
+    );
+    assert.notEqual(next.primaryNodeUUID, primary);
+    assert.equal(next.epoch, set.epoch + 1, 'promoted once');
+    await step('host I/O resumes on the new primary', () => writes.resumed(killedAt));
+    assert.ok(!(await replicaSet(volume.UUID)).inSync.includes(primary), 'the lost primary was recorded out of sync');
+    await writes.noneLost();
+    await step('the old primary\'s server comes back', () => rebootGuest(primary));
+    await step('its copy resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
+  });
+
   it('a node down for good: its copy is re-created on the spare node, resynced in full, and the volume is FullyProtected again', async () => {
     const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'pair', size: '32MiB', replicaCount: 2, acl: { values: [HOST] } });
     const pair = await until('pair Available', async () => {
