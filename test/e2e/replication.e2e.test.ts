@@ -446,19 +446,20 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     await step('the old primary resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
   });
 
-  it('the control plane killed (kill -9) right after the primary\'s guest: started again, the failover completes; no acknowledged write lost', async () => {
+  /**
+   * The primary's guest killed under load, and `fault` right after it (mid-failover): an in-sync
+   * copy is promoted once, host I/O resumes, no acknowledged write is lost; then the old primary's
+   * server comes back and its copy rejoins (FullyProtected again for the next scenario).
+   */
+  async function failoverThrough(tag: string, label: string, fault: () => Promise<void>): Promise<ReplicaSetRecord> {
     const set = await replicaSet(volume.UUID);
     assert.equal(set.inSync.length, 3, 'starts FullyProtected');
     const primary = set.primaryNodeUUID;
-    const writes = await ackedWrites(device, 'leader-kill');
+    const writes = await ackedWrites(device, tag);
     const killedAt = Date.now() / 1000;
-    await step('kill the primary\'s guest, then the control plane (the leader)', async () => {
+    await step(`kill the primary's guest, then ${label}`, async () => {
       await killGuest(primary);
-      killedPlaneLogs.push(...plane.logs.map((l) => JSON.stringify(l)));
-      await plane.kill();
-    });
-    await step('the control plane starts again', async () => {
-      plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, stateDir: plane.stateDir, grpcPort: Number(plane.grpcEndpoint.split(':')[1]), extraArgs: planeArgs });
+      await fault();
     });
     const next = await step('an in-sync copy is promoted', () =>
       until('new primary', async () => {
@@ -469,40 +470,29 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     assert.notEqual(next.primaryNodeUUID, primary);
     assert.equal(next.epoch, set.epoch + 1, 'promoted once');
     await step('host I/O resumes on the new primary', () => writes.resumed(killedAt));
-    const settled = await replicaSet(volume.UUID);
-    assert.ok(!settled.inSync.includes(primary), 'the lost primary was recorded out of sync before the new one served');
+    assert.ok(!(await replicaSet(volume.UUID)).inSync.includes(primary), 'the lost primary was recorded out of sync before the new one served');
     const states = await pathStates(volume.UUID);
     assert.deepEqual([...states].filter(([, st]) => st === 'live/optimized').map(([n]) => n), [indexOf(next.primaryNodeUUID)], `one optimized path, the new primary's: ${[...states].join(' ')}`);
     await writes.noneLost();
     await step('the old primary\'s server comes back', () => rebootGuest(primary));
     await step('its copy resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
+    return next;
+  }
+
+  it('the control plane killed (kill -9) right after the primary\'s guest, started again: the failover completes once; no acknowledged write lost', async () => {
+    await failoverThrough('leader-kill', 'the control plane (the leader); start it again', async () => {
+      killedPlaneLogs.push(...plane.logs.map((l) => JSON.stringify(l)));
+      await plane.kill();
+      plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, stateDir: plane.stateDir, grpcPort: Number(plane.grpcEndpoint.split(':')[1]), extraArgs: planeArgs });
+    });
   });
 
-  it('etcd killed (kill -9) mid-failover and started again: the failover completes once; no acknowledged write lost', async () => {
-    const set = await replicaSet(volume.UUID);
-    assert.equal(set.inSync.length, 3, 'starts FullyProtected');
-    const primary = set.primaryNodeUUID;
-    const writes = await ackedWrites(device, 'etcd-kill');
-    const killedAt = Date.now() / 1000;
-    await step('kill the primary\'s guest, then etcd; start etcd again', async () => {
-      await killGuest(primary);
+  it('etcd killed (kill -9) mid-failover and started again on its data: the failover completes once; no acknowledged write lost', async () => {
+    await failoverThrough('etcd-kill', 'etcd; start it again', async () => {
       await etcd.kill();
       await sleep(3000);
       await etcd.restart();
     });
-    const next = await step('an in-sync copy is promoted', () =>
-      until('new primary', async () => {
-        const s = await replicaSet(volume.UUID);
-        return s.epoch > set.epoch && s;
-      }, 240_000),
-    );
-    assert.notEqual(next.primaryNodeUUID, primary);
-    assert.equal(next.epoch, set.epoch + 1, 'promoted once');
-    await step('host I/O resumes on the new primary', () => writes.resumed(killedAt));
-    assert.ok(!(await replicaSet(volume.UUID)).inSync.includes(primary), 'the lost primary was recorded out of sync');
-    await writes.noneLost();
-    await step('the old primary\'s server comes back', () => rebootGuest(primary));
-    await step('its copy resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
   });
 
   it('a node down for good: its copy is re-created on the spare node, resynced in full, and the volume is FullyProtected again', async () => {
