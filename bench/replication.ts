@@ -1,7 +1,7 @@
 // bench/replication: replication on the real kernel (issue 11), each figure printed beside a
 // baseline measured in the same run.
 //
-//   npm run bench:replication [-- --kills 5 --short-ttl 4 --fio-seconds 20 --resync-mib 0,8,32,128]
+//   npm run bench:replication [-- --kills 5 --ttl 5 --short-ttl 4 --fio-seconds 20 --resync-mib 0,8,32,128 --bitmap-chunk-kib 1024]
 //
 // Bed: a private etcd and the real control plane on this host; three storage guests running the
 // real agent (dist/agent/main.js) on Debian's kernel (nvmet, md raid1, device-mapper, the NVMe/TCP
@@ -55,6 +55,8 @@ const { values } = parseArgs({
   options: {
     kills: { type: 'string', default: '5' },
     'short-ttl': { type: 'string', default: '4' },
+    /** The agents' lease TTL until the short-TTL phase (default: the agent's own default, 5 s). */
+    ttl: { type: 'string', default: '' },
     'fio-seconds': { type: 'string', default: '20' },
     'resync-mib': { type: 'string', default: '0,8,32,128' },
     skip: { type: 'string', default: '' },
@@ -82,7 +84,10 @@ const DRIVE_MIB = 4096;
 const FIO_MIB = 256;
 const FAILOVER_MIB = 256;
 const RESYNC_VOLUME_MIB = 1024;
-const DEFAULT_TTL = 5;
+/** The agent's default lease TTL (agent/config.ts). */
+const AGENT_DEFAULT_TTL = 5;
+const TTL = values.ttl ? Number(values.ttl) : AGENT_DEFAULT_TTL;
+if (!Number.isInteger(TTL) || TTL < 2) throw new Error('--ttl must be an integer of at least 2');
 
 const started = Date.now();
 const say = (message: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s] ${message}`);
@@ -107,7 +112,7 @@ let initiator: Guest | undefined;
 const storage: StorageGuest[] = [];
 const guestOptions: StorageGuestOptions[] = [];
 /** Agent flags every start gets now (the lease TTL of the current phase). */
-let agentFlags: string[] = [];
+let agentFlags: string[] = values.ttl ? ['--lease-ttl-seconds', values.ttl] : [];
 /** Volume ports forwarded to each node's guest (host port → guest port), re-added when it boots again. */
 const forwards: Map<number, number>[] = NAMES.map(() => new Map());
 const persistDir = mkdtempSync(join(tmpdir(), 'strata-bench-replication-'));
@@ -401,7 +406,7 @@ async function main(): Promise<void> {
   if (last?.status === 'fulfilled') initiator = last.value as Guest;
   for (const r of booted) if (r.status === 'rejected') throw r.reason;
   await step('start three agents; three nodes Active', 600_000, async () => {
-    await Promise.all(storage.map((s) => s.startAgent({ timeoutMs: 300_000 })));
+    await Promise.all(storage.map((s) => s.startAgent({ timeoutMs: 300_000, extraArgs: agentFlags })));
     await until('three nodes Active', async () => (await api<{ nodes: { state: string; statistics: { managedPhysicalStorage: string } }[] }>('GET', '/nodes')).nodes.filter((n) => n.state === 'Active' && BigInt(n.statistics.managedPhysicalStorage) > 0n).length === 3, 300_000, 1000);
   });
 
@@ -412,8 +417,8 @@ async function main(): Promise<void> {
     const device = await step('connect its paths', 180_000, () => connectAllPaths(volume));
     if (!SKIP.has('unplanned')) {
       const rounds: Round[] = [];
-      for (let k = 1; k <= KILLS; k++) rounds.push(await step(`unplanned round ${k} (lease TTL ${DEFAULT_TTL} s)`, 1_800_000, () => failoverRound('unplanned', volume, device, `kill-ttl${DEFAULT_TTL}-${k}`)));
-      summarize(`unplanned failover, SIGKILL of the primary's QEMU, lease TTL ${DEFAULT_TTL} s (default)`, rounds, 6);
+      for (let k = 1; k <= KILLS; k++) rounds.push(await step(`unplanned round ${k} (lease TTL ${TTL} s)`, 1_800_000, () => failoverRound('unplanned', volume, device, `kill-ttl${TTL}-${k}`)));
+      summarize(`unplanned failover, SIGKILL of the primary's QEMU, lease TTL ${TTL} s${TTL === AGENT_DEFAULT_TTL ? ' (default)' : ''}`, rounds, 6);
     }
     // Planned failover does not wait for a lease (the stopping agent revokes it); its restarts switch the agents to the short TTL.
     await step(`every agent restarted with --lease-ttl-seconds ${SHORT_TTL}`, 1_800_000, () => restartAgents(['--lease-ttl-seconds', String(SHORT_TTL)], volume));
