@@ -486,7 +486,10 @@ export class DataPathReconciler implements VolumeReportSource {
         const byVolume = this.assignments?.get(nodeUUID);
         if (!byVolume) return;
         const volumeUUID = kv.key.toString('utf8').slice(keys.assignmentsPrefix(nodeUUID).length);
-        if (kind === 'delete') byVolume.delete(volumeUUID);
+        if (kind === 'delete') {
+          byVolume.delete(volumeUUID);
+          this.promotions.delete(volumeUUID);
+        }
         else {
           const entry = this.entryOf(nodeUUID, kv);
           if (entry) byVolume.set(entry.volumeUUID, entry);
