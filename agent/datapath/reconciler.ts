@@ -244,7 +244,7 @@ export class DataPathReconciler implements VolumeReportSource {
   }
 
   /**
-   * Planned stop (after stop()): hands every replicated volume this node is the primary of to
+   * Planned stop (with stop(), which it need not wait for): hands every replicated volume this node is the primary of to
    * another copy. The host paths turn inaccessible (hosts queue their I/O), the device-mapper
    * devices drain, and the primary moves to an in-sync copy by compare-and-swap (whose agent
    * promotes it on that change); the caller then revokes the lease (the leader promotes a copy of

@@ -216,7 +216,11 @@ export class ReplicaManager {
   }
 
   serve(input: ServeInput): Promise<ServeResult> {
-    return this.locked(input.volumeUUID, () => (input.replication.primaryNodeUUID === input.nodeUUID ? this.servePrimary(input) : this.serveReplica(input)));
+    return this.locked(input.volumeUUID, () => {
+      // A pass that was running when the agent began to stop must not serve what it handed over.
+      if (this.handedOver.has(input.volumeUUID)) throw new NotReadyYet(`volume ${input.volumeUUID} was handed over: this agent is stopping`);
+      return input.replication.primaryNodeUUID === input.nodeUUID ? this.servePrimary(input) : this.serveReplica(input);
+    });
   }
 
   /** Takes down whatever serves the volume on this node (after its namespace is gone, before its backing is). */
