@@ -68,7 +68,10 @@ const KILLS = Number(values.kills);
 const SHORT_TTL = Number(values['short-ttl']);
 const FIO_SECONDS = Number(values['fio-seconds']);
 const RESYNC_MIB = (values['resync-mib'] ?? '').split(',').filter(Boolean).map(Number);
-/** Parts to leave out: fio, unplanned, planned, resync, short-ttl (the unplanned rounds with --short-ttl) (comma-separated). */
+/**
+ * Parts to leave out (comma-separated): fio, unplanned, planned, resync; ttl or short-ttl: the
+ * unplanned rounds at --ttl (before the agents restart with --short-ttl) or at --short-ttl.
+ */
 const SKIP = new Set((values.skip ?? '').split(',').filter(Boolean));
 if (!Number.isInteger(KILLS) || KILLS < 1) throw new Error('--kills must be a positive integer');
 if (!Number.isInteger(SHORT_TTL) || SHORT_TTL < 2) throw new Error('--short-ttl must be an integer of at least 2 (the agent\'s minimum)');
@@ -415,7 +418,7 @@ async function main(): Promise<void> {
   if (!SKIP.has('unplanned') || !SKIP.has('planned')) {
     const volume = await step('create a 2-copy volume for failovers → Available', 360_000, () => createVolume('failover', FAILOVER_MIB, 2));
     const device = await step('connect its paths', 180_000, () => connectAllPaths(volume));
-    if (!SKIP.has('unplanned')) {
+    if (!SKIP.has('unplanned') && !SKIP.has('ttl')) {
       const rounds: Round[] = [];
       for (let k = 1; k <= KILLS; k++) rounds.push(await step(`unplanned round ${k} (lease TTL ${TTL} s)`, 1_800_000, () => failoverRound('unplanned', volume, device, `kill-ttl${TTL}-${k}`)));
       summarize(`unplanned failover, SIGKILL of the primary's QEMU, lease TTL ${TTL} s${TTL === AGENT_DEFAULT_TTL ? ' (default)' : ''}`, rounds, 6);
