@@ -95,6 +95,8 @@ interface PreparedVolume {
   readonly ipAcl: WantedIpAcl;
   readonly snapshots: VolumeStatusEntry['snapshots'];
   readonly warning?: string;
+  /** The backing file the pool made (a replicated volume's copy). */
+  readonly backing: { readonly devicePath: string; readonly bufferedIo: boolean; readonly warning?: string };
   /** Last measured; undefined until measured. */
   usage?: VolumeUsage;
 }
@@ -128,6 +130,12 @@ function failedStatus(e: AssignmentEntry, error: string): VolumeStatusEntry {
     logicalUsedBytes: '0',
     physicalUsedBytes: '0',
   };
+}
+
+/** Whether two assignments of a volume differ only in what a change of its replica set changes. */
+function onlyReplicationChanged(a: VolumeAssignment, b: VolumeAssignment): boolean {
+  const rest = (x: VolumeAssignment) => JSON.stringify({ ...x, role: '', anaState: '', replication: null });
+  return a.replication != null && b.replication != null && rest(a) === rest(b);
 }
 
 function replicaLegsOf(legs: readonly ReplicaLegStatus[] | undefined): Pick<VolumeStatusEntry, 'replicaLegs'> {
@@ -641,7 +649,11 @@ export class DataPathReconciler implements VolumeReportSource {
     await mapLimit(toPrepare, BACKINGS_PREPARED_AT_ONCE, async (v) => {
       if (preempted()) return;
       try {
-        this.prepared.set(v.key, await this.prepareVolume(v.entry, v.assignment, v.fingerprint, cluster));
+        // A promotion or demotion (only the replica set's part changed) in an incremental pass:
+        // the pool work stands as it was; only the block stack changes (the failover's critical path).
+        const before = this.prepared.get(v.key);
+        const poolWorkDone = !full && before?.entry.assignment && onlyReplicationChanged(before.entry.assignment, v.assignment) ? before : undefined;
+        this.prepared.set(v.key, await this.prepareVolume(v.entry, v.assignment, v.fingerprint, cluster, poolWorkDone));
         touchedVolumes.add(v.entry.volumeUUID);
       } catch (err) {
         this.prepared.delete(v.key);
@@ -922,8 +934,33 @@ export class DataPathReconciler implements VolumeReportSource {
     return summary;
   }
 
-  /** Pool work for one volume: backing, growth, snapshots, rollback. */
-  private async prepareVolume(entry: AssignmentEntry, a: VolumeAssignment, fingerprint: string, cluster: ClusterFacts): Promise<PreparedVolume> {
+  /** Pool work for one volume: backing, growth, snapshots, rollback (taken from `poolWorkDone` when given), then the block stack. */
+  private async prepareVolume(entry: AssignmentEntry, a: VolumeAssignment, fingerprint: string, cluster: ClusterFacts, poolWorkDone?: PreparedVolume): Promise<PreparedVolume> {
+    const { pool, backing, snapshots } = poolWorkDone ?? (await this.preparePool(entry, a, cluster));
+    const replication = a.replication ?? null;
+    let hostPath: { devicePath: string; bufferedIo: boolean } = backing;
+    const extra: DesiredExport[] = [];
+    if (replication) {
+      if (!this.options.replicas) throw new Error('this agent does not serve replicated volumes');
+      const served = await this.options.replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), replication, backing });
+      hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
+      if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, this.options.settings));
+    }
+    return {
+      entry,
+      fingerprint,
+      pool,
+      backing,
+      generation: a.generation,
+      desired: desiredExportOf(a, hostPath, cluster, this.options.settings),
+      extra,
+      ipAcl: { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl },
+      snapshots,
+      ...(backing.warning ? { warning: backing.warning } : {}),
+    };
+  }
+
+  private async preparePool(entry: AssignmentEntry, a: VolumeAssignment, cluster: ClusterFacts): Promise<Pick<PreparedVolume, 'pool' | 'backing' | 'snapshots'>> {
     const state = this.options.state;
     const log = this.options.logger;
     const nqn = `${volumeNqnPrefix(cluster.subsystemNQN)}${a.volumeUUID}`;
@@ -961,25 +998,7 @@ export class DataPathReconciler implements VolumeReportSource {
       await pool.removeSnapshot(a.volumeUUID, snapshotUUID);
       log.info({ volumeUUID: a.volumeUUID, snapshotUUID }, 'snapshot removed');
     }
-    let hostPath: { devicePath: string; bufferedIo: boolean } = backing;
-    const extra: DesiredExport[] = [];
-    if (replication) {
-      if (!this.options.replicas) throw new Error('this agent does not serve replicated volumes');
-      const served = await this.options.replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: size, replication, backing });
-      hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
-      if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, this.options.settings));
-    }
-    return {
-      entry,
-      fingerprint,
-      pool,
-      generation: a.generation,
-      desired: desiredExportOf(a, hostPath, cluster, this.options.settings),
-      extra,
-      ipAcl: { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl },
-      snapshots,
-      ...(backing.warning ? { warning: backing.warning } : {}),
-    };
+    return { pool, backing, snapshots };
   }
 
   /** The subsystems of a volume on this node: desired now, or present in the kernel tree. */

@@ -259,7 +259,9 @@ export class ReplicaManager {
         }),
       );
       const reached = connected.filter((r): r is { target: LegTarget; block: string } => r !== undefined);
-      const fresh = !(await stack.hasSuperblock(loop));
+      // Only the first primary creates the mirror (a promotion, epoch 2 on, finds it made): the
+      // superblock is looked for then only, one command less on a failover's critical path.
+      const fresh = replication.epoch === 1 && !(await stack.hasSuperblock(loop));
       if (fresh && reached.length < remotes.length) {
         // A new volume's array is created whole: every copy must be there to start equal.
         throw new NotReadyYet(`waiting for replica(s) ${remotes.filter((r) => !reached.some((x) => x.target === r)).map((r) => r.nodeUUID).join(', ')} to create the volume's mirror`);
