@@ -240,11 +240,13 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     await nodeOps.stop();
     unwatchPasses();
     unobserve();
-    await dataPath.stop();
-    // Planned failover: replicated volumes this node is the primary of go to another copy, which
-    // the leader promotes as soon as the lease is revoked, so that comes right after: hosts wait
-    // from the hand-over to the promotion.
+    // Planned failover first: replicated volumes this node is the primary of go to another copy
+    // (hosts wait from the hand-over to the promotion), while the data path stops; a pass that is
+    // still running changes nothing more (it neither applies nor serves a handed-over volume).
+    // Waiting for that pass first could take longer than the stop's deadline on a slow server.
+    const dataPathStopped = dataPath.stop();
     await dataPath.handOver();
+    await dataPathStopped;
     await membership.stop();
     await dataPath.finishHandOver();
     await session.stop();

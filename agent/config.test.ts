@@ -13,7 +13,7 @@ describe('agent config', () => {
     assert.equal(config.advertiseAddress, '127.0.0.1');
     assert.equal(config.nvmePort, 4420);
     assert.equal(config.discoveryPort, 8009);
-    assert.equal(config.leaseTtlSeconds, 10);
+    assert.equal(config.leaseTtlSeconds, 5);
     assert.equal(config.heartbeatSeconds, 5);
     assert.equal(config.inventoryRescanSeconds, 30);
     assert.equal(config.nodesPerServer, 1);

@@ -69,9 +69,9 @@ export const agentSettings = {
     default: 1024,
   },
   leaseTtlSeconds: {
-    description: 'TTL of the membership lease: how long after the agent dies its server turns Inactive',
+    description: 'TTL of the membership lease: how long after the agent dies its server turns Inactive and its replicated volumes fail over; the agent fences itself after 65% of it without a renewal (docs/replication.md, "Timeouts")',
     schema: z.coerce.number().int().min(2).max(300),
-    default: 10,
+    default: 5,
   },
   heartbeatSeconds: {
     description: 'interval of heartbeats on the control-plane session',
@@ -142,6 +142,11 @@ export const agentSettings = {
     description: 'a primary waits this long for a lost replica to come back before it records the copy out of sync and writes on without it (writes wait meanwhile)',
     schema: z.coerce.number().min(0.5).max(60),
     default: 2,
+  },
+  replicaBitmapChunkKib: {
+    description: "md write-intent bitmap chunk of a new replicated volume's mirror: a copy that was away resyncs every chunk written meanwhile, in whole (a power of two, 64 KiB-64 MiB)",
+    schema: z.coerce.number().int().min(64).max(65536).refine((v) => (v & (v - 1)) === 0, 'must be a power of two'),
+    default: 1024,
   },
   reconcileIntervalSeconds: {
     description: 'interval of the full data-path pass (assignments re-read, kernel target and pool checked); changes apply at once',

@@ -22,7 +22,8 @@ const logger = createLogger('strata-agent', config.logLevel);
 await runDaemon({
   name: 'strata-agent',
   logger,
-  stopTimeoutMs: 5_000,
+  // The planned hand-over of replicated volumes runs in the stop (systemd allows 60 s).
+  stopTimeoutMs: 30_000,
   start: async (attach) => {
     const agent = await startAgent(config, logger);
     attach(agent);

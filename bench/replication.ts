@@ -1,7 +1,7 @@
 // bench/replication: replication on the real kernel (issue 11), each figure printed beside a
 // baseline measured in the same run.
 //
-//   npm run bench:replication [-- --kills 5 --short-ttl 4 --fio-seconds 20 --resync-mib 0,8,32,128]
+//   npm run bench:replication [-- --kills 5 --ttl 5 --short-ttl 4 --fio-seconds 20 --resync-mib 0,8,32,128 --bitmap-chunk-kib 1024]
 //
 // Bed: a private etcd and the real control plane on this host; three storage guests running the
 // real agent (dist/agent/main.js) on Debian's kernel (nvmet, md raid1, device-mapper, the NVMe/TCP
@@ -48,22 +48,30 @@ import { connectPaths, startAckedWrites } from '../test/e2e/replication-host.js'
 import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, startGuest, type Guest } from '../test/e2e/lab/index.js';
 import { withTimeout } from '../test/e2e/lab/util.js';
 import { startEtcd, type TestEtcd } from '../test/helpers/etcd.js';
+import { waitUntil } from '../test/helpers/wait.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../test/helpers/processes.js';
 
 const { values } = parseArgs({
   options: {
     kills: { type: 'string', default: '5' },
     'short-ttl': { type: 'string', default: '4' },
+    /** The agents' lease TTL until the short-TTL phase (default: the agent's own default, 5 s). */
+    ttl: { type: 'string', default: '' },
     'fio-seconds': { type: 'string', default: '20' },
     'resync-mib': { type: 'string', default: '0,8,32,128' },
     skip: { type: 'string', default: '' },
+    /** The agents' md bitmap chunk (KiB) for the volumes this run creates; default: the agent's. */
+    'bitmap-chunk-kib': { type: 'string', default: '' },
   },
 });
 const KILLS = Number(values.kills);
 const SHORT_TTL = Number(values['short-ttl']);
 const FIO_SECONDS = Number(values['fio-seconds']);
 const RESYNC_MIB = (values['resync-mib'] ?? '').split(',').filter(Boolean).map(Number);
-/** Parts to leave out: fio, unplanned, planned, resync (comma-separated). */
+/**
+ * Parts to leave out (comma-separated): fio, unplanned, planned, resync; ttl or short-ttl: the
+ * unplanned rounds at --ttl (before the agents restart with --short-ttl) or at --short-ttl.
+ */
 const SKIP = new Set((values.skip ?? '').split(',').filter(Boolean));
 if (!Number.isInteger(KILLS) || KILLS < 1) throw new Error('--kills must be a positive integer');
 if (!Number.isInteger(SHORT_TTL) || SHORT_TTL < 2) throw new Error('--short-ttl must be an integer of at least 2 (the agent\'s minimum)');
@@ -79,7 +87,10 @@ const DRIVE_MIB = 4096;
 const FIO_MIB = 256;
 const FAILOVER_MIB = 256;
 const RESYNC_VOLUME_MIB = 1024;
-const DEFAULT_TTL = 10;
+/** The agent's default lease TTL (agent/config.ts). */
+const AGENT_DEFAULT_TTL = 5;
+const TTL = values.ttl ? Number(values.ttl) : AGENT_DEFAULT_TTL;
+if (!Number.isInteger(TTL) || TTL < 2) throw new Error('--ttl must be an integer of at least 2');
 
 const started = Date.now();
 const say = (message: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s] ${message}`);
@@ -95,20 +106,7 @@ async function step<T>(label: string, timeoutMs: number, work: () => Promise<T>)
   say(`${label}: ${s2((performance.now() - t) / 1000)}`);
   return result;
 }
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number, intervalMs = 250): Promise<T> {
-  let last: unknown;
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value) return value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms (${String(last ?? '')})`);
-    await sleep(intervalMs);
-  }
-}
+const until = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number, intervalMs = 250): Promise<T> => waitUntil(probe, what, timeoutMs, intervalMs);
 
 let etcd: TestEtcd | undefined;
 let client: Etcd3 | undefined;
@@ -117,7 +115,7 @@ let initiator: Guest | undefined;
 const storage: StorageGuest[] = [];
 const guestOptions: StorageGuestOptions[] = [];
 /** Agent flags every start gets now (the lease TTL of the current phase). */
-let agentFlags: string[] = [];
+let agentFlags: string[] = values.ttl ? ['--lease-ttl-seconds', values.ttl] : [];
 /** Volume ports forwarded to each node's guest (host port → guest port), re-added when it boots again. */
 const forwards: Map<number, number>[] = NAMES.map(() => new Map());
 const persistDir = mkdtempSync(join(tmpdir(), 'strata-bench-replication-'));
@@ -301,8 +299,7 @@ async function failoverRound(kind: 'unplanned' | 'planned', volume: Volume, devi
     return next.epoch > set.epoch && next;
   }, 240_000);
   const promotedAfter = Date.now() / 1000 - faultAt;
-  const ackedThen = await writes.acked();
-  await until('host writes resume', async () => (await writes.acked()) > ackedThen + 30, 240_000, 500);
+  await writes.resumed(0, 30); // by count: the initiator's clock drifts from this host's under TCG
   await sleep(1000);
   const result = await writes.stopAndVerify();
   if (result.errors) throw new Error(`${tag}: a write failed on the host: ${result.errors}`);
@@ -314,6 +311,7 @@ async function failoverRound(kind: 'unplanned' | 'planned', volume: Volume, devi
   else await step(`  ${NAMES[i]}'s agent starts again`, 600_000, async () => {
     await stopped;
     await storage[i]!.startAgent({ timeoutMs: 300_000, extraArgs: agentFlags });
+    await until('node Active', () => nodeActive(storage[i]!.nodeUUID()), 300_000);
   });
   await step('  its copy rejoins; every host path live', 900_000, () =>
     until('rejoined', async () => (await replicaSet(volume.UUID)).inSync.length === volume.nodeList.length && (await allPathsLive(volume.UUID, volume.nodeList.length)), 900_000, 1000),
@@ -334,6 +332,8 @@ async function restartAgents(flags: string[], volume: Volume): Promise<void> {
   for (const s of storage) {
     await s.stopAgent('TERM', 180_000);
     await s.startAgent({ timeoutMs: 300_000, extraArgs: agentFlags });
+    // Registered again (presence), or the next stop finds no live copy to hand over to.
+    await until('node Active', () => nodeActive(s.nodeUUID()), 300_000);
     await until('every copy in sync', async () => (await replicaSet(volume.UUID)).inSync.length === volume.nodeList.length && (await allPathsLive(volume.UUID, volume.nodeList.length)), 900_000, 1000);
   }
 }
@@ -393,7 +393,7 @@ async function main(): Promise<void> {
           volumePortMax: portMin + VOLUME_PORTS - 1,
           agentStateDir: stateDir,
           agentLogFile: join(persistDir, 'logs', `${name}.agent.log`),
-          agentArgs: ['--log-level', 'debug'],
+          agentArgs: ['--log-level', 'debug', ...(values['bitmap-chunk-kib'] ? ['--replica-bitmap-chunk-kib', values['bitmap-chunk-kib']] : [])],
           memoryMiB: 1024,
           lab,
           bootTimeoutMs: 300_000,
@@ -409,7 +409,7 @@ async function main(): Promise<void> {
   if (last?.status === 'fulfilled') initiator = last.value as Guest;
   for (const r of booted) if (r.status === 'rejected') throw r.reason;
   await step('start three agents; three nodes Active', 600_000, async () => {
-    await Promise.all(storage.map((s) => s.startAgent({ timeoutMs: 300_000 })));
+    await Promise.all(storage.map((s) => s.startAgent({ timeoutMs: 300_000, extraArgs: agentFlags })));
     await until('three nodes Active', async () => (await api<{ nodes: { state: string; statistics: { managedPhysicalStorage: string } }[] }>('GET', '/nodes')).nodes.filter((n) => n.state === 'Active' && BigInt(n.statistics.managedPhysicalStorage) > 0n).length === 3, 300_000, 1000);
   });
 
@@ -418,10 +418,10 @@ async function main(): Promise<void> {
   if (!SKIP.has('unplanned') || !SKIP.has('planned')) {
     const volume = await step('create a 2-copy volume for failovers → Available', 360_000, () => createVolume('failover', FAILOVER_MIB, 2));
     const device = await step('connect its paths', 180_000, () => connectAllPaths(volume));
-    if (!SKIP.has('unplanned')) {
+    if (!SKIP.has('unplanned') && !SKIP.has('ttl')) {
       const rounds: Round[] = [];
-      for (let k = 1; k <= KILLS; k++) rounds.push(await step(`unplanned round ${k} (lease TTL ${DEFAULT_TTL} s)`, 1_800_000, () => failoverRound('unplanned', volume, device, `kill-ttl${DEFAULT_TTL}-${k}`)));
-      summarize(`unplanned failover, SIGKILL of the primary's QEMU, lease TTL ${DEFAULT_TTL} s (default)`, rounds, 6);
+      for (let k = 1; k <= KILLS; k++) rounds.push(await step(`unplanned round ${k} (lease TTL ${TTL} s)`, 1_800_000, () => failoverRound('unplanned', volume, device, `kill-ttl${TTL}-${k}`)));
+      summarize(`unplanned failover, SIGKILL of the primary's QEMU, lease TTL ${TTL} s${TTL === AGENT_DEFAULT_TTL ? ' (default)' : ''}`, rounds, 6);
     }
     // Planned failover does not wait for a lease (the stopping agent revokes it); its restarts switch the agents to the short TTL.
     await step(`every agent restarted with --lease-ttl-seconds ${SHORT_TTL}`, 1_800_000, () => restartAgents(['--lease-ttl-seconds', String(SHORT_TTL)], volume));
@@ -430,7 +430,7 @@ async function main(): Promise<void> {
       for (let k = 1; k <= KILLS; k++) rounds.push(await step(`planned round ${k}`, 1_800_000, () => failoverRound('planned', volume, device, `stop-${k}`)));
       summarize('planned failover, SIGTERM of the primary\'s agent', rounds, 1);
     }
-    if (!SKIP.has('unplanned')) {
+    if (!SKIP.has('unplanned') && !SKIP.has('short-ttl')) {
       const rounds: Round[] = [];
       for (let k = 1; k <= KILLS; k++) rounds.push(await step(`unplanned round ${k} (lease TTL ${SHORT_TTL} s)`, 1_800_000, () => failoverRound('unplanned', volume, device, `kill-ttl${SHORT_TTL}-${k}`)));
       summarize(`unplanned failover, SIGKILL of the primary's QEMU, lease TTL ${SHORT_TTL} s`, rounds, 6);

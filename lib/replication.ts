@@ -10,6 +10,7 @@
 // the volume's size.
 
 import { volumeSubsystemNQN } from './contract/nqn.js';
+import type { AssignmentReplication, ReplicaSetRecord, VolumeAssignment } from './records.js';
 
 /** md's data offset on every leg (superblock + internal bitmap live in front of it). */
 export const REPLICA_DATA_OFFSET_BYTES = 4n * 1024n * 1024n;
@@ -35,3 +36,35 @@ export function replicationSubsystemNQN(clusterSubsystemNQN: string, volumeUUID:
 
 /** Default TCP port of a node's replication listener (one per node, shared by all volumes). */
 export const DEFAULT_REPLICATION_PORT = 4421;
+
+/**
+ * The replication part of a node's assignment: the replica set's epoch, primary and in-sync set
+ * over the volume's copies (nodeList order, with their replication endpoints).
+ */
+export function replicationOf(
+  set: Pick<ReplicaSetRecord, 'epoch' | 'primaryNodeUUID' | 'inSync'>,
+  clusterSubsystemNQN: string,
+  copies: readonly { readonly nodeUUID: string; readonly endpoint: string }[],
+): AssignmentReplication {
+  return {
+    epoch: set.epoch,
+    primaryNodeUUID: set.primaryNodeUUID,
+    primaryHostNQN: nodeHostNQN(clusterSubsystemNQN, set.primaryNodeUUID),
+    legs: copies.map(({ nodeUUID, endpoint }) => ({ nodeUUID, endpoint, inSync: set.inSync.includes(nodeUUID) })),
+  };
+}
+
+/**
+ * The assignment as the leader will write it once it has seen a newer replica set (a promotion):
+ * what an agent serves at once on the replica set's change, without waiting for that write.
+ */
+export function withReplicaSet(a: VolumeAssignment, set: ReplicaSetRecord, clusterSubsystemNQN: string): VolumeAssignment {
+  if (!a.replication) return a;
+  const primary = set.primaryNodeUUID === a.nodeUUID;
+  return {
+    ...a,
+    role: primary ? 'primary' : 'replica',
+    anaState: primary ? 'optimized' : 'inaccessible',
+    replication: replicationOf(set, clusterSubsystemNQN, a.replication.legs),
+  };
+}

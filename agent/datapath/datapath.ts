@@ -34,6 +34,7 @@ export interface DataPathConfig {
   readonly reconcileIntervalSeconds: number;
   readonly replicationPort: number;
   readonly replicaLossGraceSeconds: number;
+  readonly replicaBitmapChunkKib?: number;
 }
 
 /**
@@ -95,7 +96,7 @@ export async function createDataPathAndPools(
   const replicas =
     parts.backend === undefined
       ? new ReplicaManager({
-          stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', reconnectDelaySeconds: 1, keepAliveSeconds: 5 }),
+          stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', reconnectDelaySeconds: 1, keepAliveSeconds: 5, ...(config.replicaBitmapChunkKib ? { bitmapChunkKiB: config.replicaBitmapChunkKib } : {}) }),
           writer: new ReplicaSetStore(deps.etcd),
           clusterSubsystemNQN: () => dataPath.clusterSubsystemNQN(),
           logger: logger.child({ component: 'replication' }),

@@ -16,14 +16,14 @@ import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
-import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
+import type { ClusterRecord, PresenceRecord, ReplicaSetRecord, VolumeAssignment } from '../../lib/records.js';
 import { mapLimit } from '../../lib/concurrency.js';
 import { sleep } from '../../lib/retry.js';
 import { resolveHostNqn, type ConnectedHostsProbe, type ConnectionsByPort } from './connected-hosts.js';
 import type { PresentedHostsView } from '../discovery/presented-hosts.js';
 import type { DataPathState } from './datapath-state.js';
 import { assignmentProblem, desiredExportOf, replicationExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
-import { DEFAULT_REPLICATION_PORT, replicaBackingBytes } from '../../lib/replication.js';
+import { DEFAULT_REPLICATION_PORT, replicaBackingBytes, withReplicaSet } from '../../lib/replication.js';
 import { NotReadyYet, type ReplicaLegStatus, type ReplicaManager } from './replication/replica-manager.js';
 import { ipAclOf, type IpAcl } from './ip-acl.js';
 import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
@@ -98,6 +98,8 @@ interface PreparedVolume {
   readonly ipAcl: WantedIpAcl;
   readonly snapshots: VolumeStatusEntry['snapshots'];
   readonly warning?: string;
+  /** The backing file the pool made (a replicated volume's copy). */
+  readonly backing: { readonly devicePath: string; readonly bufferedIo: boolean; readonly warning?: string };
   /** Last measured; undefined until measured. */
   usage?: VolumeUsage;
 }
@@ -133,6 +135,12 @@ function failedStatus(e: AssignmentEntry, error: string): VolumeStatusEntry {
   };
 }
 
+/** Whether two assignments of a volume differ only in what a change of its replica set changes. */
+function onlyReplicationChanged(a: VolumeAssignment, b: VolumeAssignment): boolean {
+  const rest = (x: VolumeAssignment) => JSON.stringify({ ...x, role: '', anaState: '', replication: null });
+  return a.replication != null && b.replication != null && rest(a) === rest(b);
+}
+
 function replicaLegsOf(legs: readonly ReplicaLegStatus[] | undefined): Pick<VolumeStatusEntry, 'replicaLegs'> {
   return legs ? { replicaLegs: legs.map((l) => ({ ...l })) } : {};
 }
@@ -144,6 +152,10 @@ export class DataPathReconciler implements VolumeReportSource {
   private assignments: Map<string, Map<string, AssignmentEntry>> | undefined;
   private readonly loadedRevision = new Map<string, bigint>();
   private readonly watchers = new Map<string, Watcher>();
+  /** Replica sets whose epoch moved ahead of this node's assignments (a promotion in flight). */
+  private readonly promotions = new Map<string, ReplicaSetRecord>();
+  /** The replica-set and presence watches of replication. */
+  private readonly replicaSetWatchers: Watcher[] = [];
   private watchBroken = false;
   private readonly pools = new Map<string, StoragePool>();
   private readonly poolErrors = new Map<string, string>();
@@ -201,6 +213,7 @@ export class DataPathReconciler implements VolumeReportSource {
     this.options.replicas?.start();
     // A copy's state changed between passes: publish it (a pass with nothing to apply is cheap).
     this.options.replicas?.onChange(() => this.schedule(false));
+    if (this.options.replicas) this.watchReplicaSets();
     this.resyncTimer = setInterval(() => this.onInterval(), this.options.resyncIntervalMs);
     this.schedule(true, 0);
   }
@@ -212,7 +225,7 @@ export class DataPathReconciler implements VolumeReportSource {
     await this.options.replicas?.stop();
     clearTimeout(this.timer);
     clearInterval(this.resyncTimer);
-    const watchers = [...this.watchers.values()];
+    const watchers = [...this.watchers.values(), ...this.replicaSetWatchers];
     this.watchers.clear();
     await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
     await this.running;
@@ -251,23 +264,24 @@ export class DataPathReconciler implements VolumeReportSource {
   }
 
   /**
-   * Planned stop (after stop()): hands every replicated volume this node is the primary of to
-   * another copy. The host paths turn inaccessible (hosts queue their I/O) and the device-mapper
-   * devices drain; the caller then revokes the lease, the leader promotes an in-sync copy, and
-   * finishHandOver() stops the mirrors here.
+   * Planned stop (with stop(), which it need not wait for): hands every replicated volume this node is the primary of to
+   * another copy. The host paths turn inaccessible (hosts queue their I/O), the device-mapper
+   * devices drain, and the primary moves to an in-sync copy by compare-and-swap (whose agent
+   * promotes it on that change); the caller then revokes the lease (the leader promotes a copy of
+   * a volume that could not be moved so), and finishHandOver() stops the mirrors here.
    */
   async handOver(): Promise<void> {
     const replicas = this.options.replicas;
     if (!replicas || replicas.primaryVolumes().length === 0) return;
     replicas.fenceAll();
     await this.writeFencedAnaStates();
-    for (const volumeUUID of replicas.primaryVolumes()) {
+    await mapLimit(replicas.primaryVolumes(), BACKINGS_PREPARED_AT_ONCE, async (volumeUUID) => {
       try {
         await replicas.handOver(volumeUUID);
       } catch (err) {
         this.options.logger.error({ err, volumeUUID }, 'handing the volume over failed; its lease expiry fences it');
       }
-    }
+    });
   }
 
   /** After the lease is revoked: the handed-over mirrors stop cleanly. */
@@ -400,7 +414,8 @@ export class DataPathReconciler implements VolumeReportSource {
   private schedule(resync: boolean, delayMs = this.options.debounceMs ?? 100): void {
     if (this.stopped) return;
     if (resync) this.resyncDue = true;
-    if (this.timer) return;
+    if (this.timer && delayMs > 0) return;
+    clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.runPasses();
@@ -476,11 +491,73 @@ export class DataPathReconciler implements VolumeReportSource {
     if (!volumeUUID || volumeUUID.includes('/')) return undefined;
     try {
       const assignment = parseRecord<VolumeAssignment>(key, kv.value);
-      return { nodeUUID, volumeUUID, assignment: assignment ?? undefined };
+      return { nodeUUID, volumeUUID, assignment: assignment ? this.promoted(assignment) : undefined };
     } catch (err) {
       this.options.logger.warn({ err, key }, 'ignoring a corrupt assignment record');
       return { nodeUUID, volumeUUID, assignment: undefined };
     }
+  }
+
+  /**
+   * Promotion without waiting for the leader (docs/replication.md, "Failover"): the replica set
+   * is etcd's word on a volume's epoch, primary and in-sync copies, and the leader only derives
+   * assignments from it. When it moves ahead of this node's assignment of the volume, the
+   * volume is served at once as the leader's next assignment will say (its own pass, at once,
+   * only that volume prepared). The assignment that follows is the same, and prepares nothing.
+   * Changes missed while the watch reconnects arrive as that assignment, as before.
+   */
+  private watchReplicaSets(): void {
+    const prefix = keys.replicaSetsPrefix();
+    const watcher = this.options.etcd.watch().prefix(prefix).watcher();
+    watcher.on('put', (kv: IKeyValue) => {
+      const volumeUUID = kv.key.toString('utf8').slice(prefix.length);
+      let set: ReplicaSetRecord | null;
+      try {
+        set = parseRecord<ReplicaSetRecord>(kv.key.toString('utf8'), kv.value);
+      } catch {
+        return;
+      }
+      if (!set || !this.assignments || !this.cluster) return;
+      let changed = false;
+      for (const byVolume of this.assignments.values()) {
+        const entry = byVolume.get(volumeUUID);
+        const epoch = entry?.assignment?.replication?.epoch;
+        if (!entry?.assignment || epoch === undefined || set.epoch <= epoch) continue;
+        this.promotions.set(volumeUUID, set);
+        byVolume.set(volumeUUID, { ...entry, assignment: this.promoted(entry.assignment) });
+        changed = true;
+      }
+      if (!changed) return;
+      this.options.logger.info({ volumeUUID, epoch: set.epoch, primary: set.primaryNodeUUID }, 'replica set moved ahead of the assignment: serving it now');
+      this.pendingChanges = true;
+      this.givingWay?.abort(new PassPreempted());
+      this.schedule(false, 0);
+    });
+    watcher.on('error', (err) => this.options.logger.debug({ err }, 'replica set watch failed; assignments carry the changes'));
+    this.replicaSetWatchers.push(watcher);
+    // A server registering again may bring back copies this node's mirrors miss.
+    const presence = this.options.etcd.watch().prefix(keys.presencePrefix()).watcher();
+    presence.on('put', (kv: IKeyValue) => {
+      try {
+        const record = parseRecord<PresenceRecord>(kv.key.toString('utf8'), kv.value);
+        if (record) this.options.replicas?.rejoinSoon(record.nodeUUIDs);
+      } catch {
+        // not a presence record this agent understands: its copies are retried every rejoin interval
+      }
+    });
+    presence.on('error', (err) => this.options.logger.debug({ err }, 'presence watch failed; copies are retried every rejoin interval'));
+    this.replicaSetWatchers.push(presence);
+  }
+
+  /** The assignment with a newer replica set seen by the watch applied (dropped once the assignment has caught up). */
+  private promoted(a: VolumeAssignment): VolumeAssignment {
+    const set = this.promotions.get(a.volumeUUID);
+    if (!set || !a.replication || !this.cluster) return a;
+    if (set.epoch <= a.replication.epoch) {
+      this.promotions.delete(a.volumeUUID);
+      return a;
+    }
+    return withReplicaSet(a, set, this.cluster.subsystemNQN);
   }
 
   private async startWatchers(revisions: Map<string, bigint>): Promise<void> {
@@ -498,7 +575,10 @@ export class DataPathReconciler implements VolumeReportSource {
         const byVolume = this.assignments?.get(nodeUUID);
         if (!byVolume) return;
         const volumeUUID = kv.key.toString('utf8').slice(keys.assignmentsPrefix(nodeUUID).length);
-        if (kind === 'delete') byVolume.delete(volumeUUID);
+        if (kind === 'delete') {
+          byVolume.delete(volumeUUID);
+          this.promotions.delete(volumeUUID);
+        }
         else {
           const entry = this.entryOf(nodeUUID, kv);
           if (entry) byVolume.set(entry.volumeUUID, entry);
@@ -657,7 +737,11 @@ export class DataPathReconciler implements VolumeReportSource {
     await mapLimit(toPrepare, BACKINGS_PREPARED_AT_ONCE, async (v) => {
       if (preempted()) return;
       try {
-        this.prepared.set(v.key, await this.prepareVolume(v.entry, v.assignment, v.fingerprint, cluster));
+        // A promotion or demotion (only the replica set's part changed) in an incremental pass:
+        // the pool work stands as it was; only the block stack changes (the failover's critical path).
+        const before = this.prepared.get(v.key);
+        const poolWorkDone = !full && before?.entry.assignment && onlyReplicationChanged(before.entry.assignment, v.assignment) ? before : undefined;
+        this.prepared.set(v.key, await this.prepareVolume(v.entry, v.assignment, v.fingerprint, cluster, poolWorkDone));
         touchedVolumes.add(v.entry.volumeUUID);
       } catch (err) {
         this.prepared.delete(v.key);
@@ -950,8 +1034,33 @@ export class DataPathReconciler implements VolumeReportSource {
     return summary;
   }
 
-  /** Pool work for one volume: backing, growth, snapshots, rollback. */
-  private async prepareVolume(entry: AssignmentEntry, a: VolumeAssignment, fingerprint: string, cluster: ClusterFacts): Promise<PreparedVolume> {
+  /** Pool work for one volume: backing, growth, snapshots, rollback (taken from `poolWorkDone` when given), then the block stack. */
+  private async prepareVolume(entry: AssignmentEntry, a: VolumeAssignment, fingerprint: string, cluster: ClusterFacts, poolWorkDone?: PreparedVolume): Promise<PreparedVolume> {
+    const { pool, backing, snapshots } = poolWorkDone ?? (await this.preparePool(entry, a, cluster));
+    const replication = a.replication ?? null;
+    let hostPath: { devicePath: string; bufferedIo: boolean } = backing;
+    const extra: DesiredExport[] = [];
+    if (replication) {
+      if (!this.options.replicas) throw new Error('this agent does not serve replicated volumes');
+      const served = await this.options.replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), replication, backing });
+      hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
+      if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, this.options.settings));
+    }
+    return {
+      entry,
+      fingerprint,
+      pool,
+      backing,
+      generation: a.generation,
+      desired: desiredExportOf(a, hostPath, cluster, this.options.settings),
+      extra,
+      ipAcl: { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl },
+      snapshots,
+      ...(backing.warning ? { warning: backing.warning } : {}),
+    };
+  }
+
+  private async preparePool(entry: AssignmentEntry, a: VolumeAssignment, cluster: ClusterFacts): Promise<Pick<PreparedVolume, 'pool' | 'backing' | 'snapshots'>> {
     const state = this.options.state;
     const log = this.options.logger;
     const nqn = `${volumeNqnPrefix(cluster.subsystemNQN)}${a.volumeUUID}`;
@@ -989,25 +1098,7 @@ export class DataPathReconciler implements VolumeReportSource {
       await pool.removeSnapshot(a.volumeUUID, snapshotUUID);
       log.info({ volumeUUID: a.volumeUUID, snapshotUUID }, 'snapshot removed');
     }
-    let hostPath: { devicePath: string; bufferedIo: boolean } = backing;
-    const extra: DesiredExport[] = [];
-    if (replication) {
-      if (!this.options.replicas) throw new Error('this agent does not serve replicated volumes');
-      const served = await this.options.replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: size, replication, backing });
-      hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
-      if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, this.options.settings));
-    }
-    return {
-      entry,
-      fingerprint,
-      pool,
-      generation: a.generation,
-      desired: desiredExportOf(a, hostPath, cluster, this.options.settings),
-      extra,
-      ipAcl: { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl },
-      snapshots,
-      ...(backing.warning ? { warning: backing.warning } : {}),
-    };
+    return { pool, backing, snapshots };
   }
 
   /** The subsystems of a volume on this node: desired now, or present in the kernel tree. */

@@ -3,7 +3,7 @@
 // difference.
 import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import type { AssignmentReplication, NodeRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord } from '../../lib/records.js';
-import { nodeHostNQN } from '../../lib/replication.js';
+import { replicationOf } from '../../lib/replication.js';
 
 /** Each node exporting a volume gets its own controller-ID window (multipath needs them disjoint). */
 export const CNTLID_WINDOW = 1000;
@@ -51,16 +51,11 @@ export function replicationFor(
   nodeOf: (nodeUUID: string) => NodeRecord | undefined,
 ): AssignmentReplication | null {
   if (!replicaSet || !volume.placement) return null;
-  return {
-    epoch: replicaSet.epoch,
-    primaryNodeUUID: replicaSet.primaryNodeUUID,
-    primaryHostNQN: nodeHostNQN(clusterSubsystemNQN, replicaSet.primaryNodeUUID),
-    legs: volume.placement.nodeList.map((nodeUUID) => ({
-      nodeUUID,
-      endpoint: nodeOf(nodeUUID)?.replicationEndpoint ?? '',
-      inSync: replicaSet.inSync.includes(nodeUUID),
-    })),
-  };
+  return replicationOf(
+    replicaSet,
+    clusterSubsystemNQN,
+    volume.placement.nodeList.map((nodeUUID) => ({ nodeUUID, endpoint: nodeOf(nodeUUID)?.replicationEndpoint ?? '' })),
+  );
 }
 
 export function sameAssignment(a: VolumeAssignment, b: VolumeAssignment): boolean {

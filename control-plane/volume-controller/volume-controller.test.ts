@@ -14,6 +14,8 @@ import { waitUntil } from '../../test/helpers/wait.js';
 import type { EventInput } from '../events/event-recorder.js';
 import { LeaderElection } from '../leadership/leader-election.js';
 import { VolumeController } from './volume-controller.js';
+import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
+import { withReplicaSet } from '../../lib/replication.js';
 
 const logger = pino({ level: 'silent' });
 const GiB = 1024n ** 3n;
@@ -470,6 +472,42 @@ describe('volume controller', () => {
       assert.equal((await read<NodeRecord>(keys.node(p)))?.unattached, true, 'the source is detached');
       assert.equal((await read<NodeRecord>(keys.node(spareNode)))?.unattached, undefined, 'the target is attached');
       assert.ok(events.some((e) => e.eventName === 'NodeReplaced'));
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('a primary\'s hand-over (it moves the replica set itself): assignments follow as the agents served them at once, VolumePrimaryChanged once', async () => {
+    await Promise.all([storageNode(), storageNode()]);
+    await startController();
+    try {
+      const v = volume({ replicaCount: 2 });
+      await putRecord(client, keys.volume(v.UUID), v);
+      const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      const [p, r] = [placed.primaryNodeUUID, placed.nodeList.find((n) => n !== placed.primaryNodeUUID)!];
+      for (const n of placed.nodeList) await report(v, n, 'Served');
+      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+      const before = await read<VolumeAssignment>(keys.assignment(r, v.UUID));
+      const changedBefore = events.filter((e) => e.eventName === 'VolumePrimaryChanged').length;
+
+      const moved = await new ReplicaSetStore(client).handOver(v.UUID, 1, p, [r]);
+      assert.deepEqual(moved, { outcome: 'moved', primaryNodeUUID: r, epoch: 2 });
+      const set = (await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!;
+      // What the promoted agent serves on the replica set's change, before the leader writes.
+      const servedAtOnce = withReplicaSet(before!, set, CLUSTER_NQN);
+      assert.deepEqual([servedAtOnce.role, servedAtOnce.anaState, servedAtOnce.replication?.epoch], ['primary', 'optimized', 2]);
+      const written = await until('assignments of epoch 2', async () => {
+        const got = await read<VolumeAssignment>(keys.assignment(r, v.UUID));
+        return got?.replication?.epoch === 2 && got;
+      });
+      assert.equal(JSON.stringify(written), JSON.stringify(servedAtOnce), 'the leader\'s assignment is the one served already (nothing prepared again)');
+      const old = await read<VolumeAssignment>(keys.assignment(p, v.UUID));
+      assert.deepEqual([old?.role, old?.replication?.legs.find((l) => l.nodeUUID === p)?.inSync], ['replica', false]);
+      await settle();
+      const changed = events.filter((e) => e.eventName === 'VolumePrimaryChanged').slice(changedBefore);
+      assert.equal(changed.length, 1, 'one VolumePrimaryChanged for the hand-over');
+      assert.match(changed[0]!.description ?? '', /handed over/);
+      assert.equal((await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))?.epoch, 2, 'the leader does not promote again');
     } finally {
       await stopController();
     }

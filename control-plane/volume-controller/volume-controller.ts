@@ -33,6 +33,7 @@ import type { EventPreparer } from '../events/etcd-event-log.js';
 import { TxnBatcher } from './txn-batcher.js';
 import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
 import { assignmentFor, replicationFor, sameAssignment } from './assignments.js';
+import { HANDED_OVER } from '../../lib/etcd/replica-set-store.js';
 import { protectionOf } from '../volumes/protection.js';
 import { chooseNodes, chooseReplacement, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
@@ -289,7 +290,7 @@ export class VolumeController {
     }
     const assignmentOps = this.assignmentChanges(volume);
     if (assignmentOps.length > 0) {
-      return (await this.commit([fence], assignmentOps)) ? 'done' : 'retry';
+      return (await this.commit([fence], assignmentOps, this.handOverEvent(volume, replicaSet?.record))) ? 'done' : 'retry';
     }
     const snapshotsDone = await this.reconcileSnapshots(volume);
     if (snapshotsDone === 'retry') return 'retry';
@@ -405,6 +406,19 @@ export class VolumeController {
     const nodeOf = (uuid: string) => this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(uuid))?.record;
     const replication = replicationFor(volume, replicaSet, this.options.clusterSubsystemNQN, nodeOf);
     return assignmentFor(volume, node, this.options.clusterSubsystemNQN, this.snapshotsOf(volume.UUID).map((s) => s.record), replication);
+  }
+
+  /**
+   * A primary that handed its volume over moved the replica set itself (docs/replication.md,
+   * "Planned failover"): its VolumePrimaryChanged goes with the first assignments of that epoch.
+   */
+  private handOverEvent(volume: VolumeRecord, set: ReplicaSetRecord | undefined): EventInput | undefined {
+    if (!set?.reason.startsWith(HANDED_OVER)) return undefined;
+    const before = volume.placement!.nodeList
+      .map((node) => this.mirror.get<VolumeAssignment>(PREFIXES.assignments, keys.assignment(node, volume.UUID))?.record.replication)
+      .find((r) => r && r.epoch < set.epoch && r.primaryNodeUUID !== set.primaryNodeUUID);
+    if (!before) return undefined;
+    return this.event(volume, 'VolumePrimaryChanged', `volume ${volume.name}: primary moved from node ${before.primaryNodeUUID} to ${set.primaryNodeUUID} (epoch ${set.epoch}, handed over)`);
   }
 
   /**

@@ -3,7 +3,7 @@
 // record's mod_revision that also checks the epoch and primary the caller acts for, so a primary
 // that was replaced behind its back cannot change the set (it learns it is fenced instead).
 import type { Etcd3 } from 'etcd3';
-import type { ReplicaSetRecord } from '../records.js';
+import type { NodeRecord, ReplicaSetRecord } from '../records.js';
 import { keys } from './keys.js';
 import { RecordStore, type Versioned } from './record-store.js';
 
@@ -16,14 +16,26 @@ export interface ReplicaSetWriter {
   markOutOfSync(volumeUUID: string, epoch: number, primaryNodeUUID: string, nodes: readonly string[], reason: string): Promise<ReplicaSetChange>;
   /** Puts a copy back once its resync finished. */
   markInSync(volumeUUID: string, epoch: number, primaryNodeUUID: string, node: string, reason: string): Promise<ReplicaSetChange>;
+  /**
+   * Planned failover, by the primary itself once it has drained and fenced its host path: the
+   * primary moves to an in-sync copy whose server is alive (epoch + 1), and the handing-over copy
+   * leaves the in-sync set in the same transaction (the new primary writes without it).
+   */
+  handOver(volumeUUID: string, epoch: number, primaryNodeUUID: string, candidates: readonly string[]): Promise<HandOverOutcome>;
 }
 
+/** moved: the new primary (and epoch) is durable; none: no in-sync copy alive; fenced: not the epoch's primary. */
+export type HandOverOutcome = { readonly outcome: 'moved'; readonly primaryNodeUUID: string; readonly epoch: number } | { readonly outcome: 'none' | 'fenced' };
+
 const CAS_ATTEMPTS = 20;
+
+/** How a replica set moved by its primary's hand-over begins its reason (the leader announces it). */
+export const HANDED_OVER = 'handed over';
 
 export class ReplicaSetStore implements ReplicaSetWriter {
   private readonly records: RecordStore;
 
-  constructor(etcd: Etcd3, private readonly now: () => Date = () => new Date()) {
+  constructor(private readonly etcd: Etcd3, private readonly now: () => Date = () => new Date()) {
     this.records = new RecordStore(etcd);
   }
 
@@ -37,6 +49,41 @@ export class ReplicaSetStore implements ReplicaSetWriter {
 
   markInSync(volumeUUID: string, epoch: number, primaryNodeUUID: string, node: string, reason: string): Promise<ReplicaSetChange> {
     return this.change(volumeUUID, epoch, primaryNodeUUID, (inSync) => (inSync.includes(node) ? inSync : [...inSync, node]), reason);
+  }
+
+  async handOver(volumeUUID: string, epoch: number, primaryNodeUUID: string, candidates: readonly string[]): Promise<HandOverOutcome> {
+    const key = keys.replicaSet(volumeUUID);
+    const dead = new Set<string>();
+    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+      const stored = await this.get(volumeUUID);
+      if (!stored || stored.record.epoch !== epoch || stored.record.primaryNodeUUID !== primaryNodeUUID) return { outcome: 'fenced' };
+      const candidate = candidates.find((n) => n !== primaryNodeUUID && !dead.has(n) && stored.record.inSync.includes(n));
+      if (!candidate) return { outcome: 'none' };
+      const node = await this.records.get<NodeRecord>(keys.node(candidate));
+      if (!node) {
+        dead.add(candidate);
+        continue;
+      }
+      const record: ReplicaSetRecord = {
+        ...stored.record,
+        epoch: epoch + 1,
+        primaryNodeUUID: candidate,
+        inSync: stored.record.inSync.filter((n) => n !== primaryNodeUUID),
+        reason: `${HANDED_OVER} to in-sync copy on ${candidate} by primary ${primaryNodeUUID}`,
+        updatedAt: this.now().toISOString(),
+      };
+      // Only while nothing else changed the set and the candidate's server is alive (its presence
+      // key exists); otherwise the next candidate, or the leader's failover once the lease is gone.
+      const result = await this.etcd
+        .if(key, 'Mod', '==', stored.revision)
+        .and(keys.presence(node.record.serverUUID), 'Create', '>', '0')
+        .then(this.records.put(key, record))
+        .commit();
+      if (result.succeeded) return { outcome: 'moved', primaryNodeUUID: candidate, epoch: epoch + 1 };
+      const again = await this.get(volumeUUID);
+      if (again?.revision === stored.revision) dead.add(candidate); // the set held: the candidate's server is gone
+    }
+    throw new Error(`the replica set of volume ${volumeUUID} kept changing under ${CAS_ATTEMPTS} attempts`);
   }
 
   /**

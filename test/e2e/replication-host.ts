@@ -2,6 +2,7 @@
 // bench/replication.ts: one path per node (every node is 10.0.2.2 to the initiator guest, so node
 // i's path to a volume port is forwarded from its own host port), and the acknowledged-write log
 // (test/e2e/scripts/acked-writes.py) that failover checks and measures.
+import { waitUntil } from '../helpers/wait.js';
 import type { Guest } from './lab/index.js';
 import { script } from './lab/index.js';
 
@@ -35,6 +36,8 @@ export interface AckedWrites {
   acked(): Promise<number>;
   /** The initiator's clock at the last acknowledgement (unix seconds; 0 before the first). */
   lastAckAt(): Promise<number>;
+  /** Until more than `more` writes are acknowledged from now on, the last after `since` (initiator clock, unix seconds). */
+  resumed(since: number, more?: number, timeoutMs?: number): Promise<void>;
   /** Stops the writer and reads back every acknowledged block; `times` are the acknowledgements' (initiator clock). */
   stopAndVerify(): Promise<{ checked: number; bad: number; errors: string; times: number[] }>;
 }
@@ -45,9 +48,15 @@ export function startAckedWrites(host: Guest, device: string, tag: string): Acke
   const log = `/tmp/acked-${tag}.log`;
   const stop = `/tmp/acked-${tag}.stop`;
   const writer = host.run(['python3', script('acked-writes.py'), 'write', device, log, stop], { timeoutMs: 900_000 });
+  const acked = async () => Number((await sh(`grep -c -v '^error' ${log} 2>/dev/null || true`)).trim() || '0');
+  const lastAckAt = async () => Number((await sh(`grep -v '^error' ${log} | tail -1 | cut -d' ' -f2`)).trim() || '0');
   return {
-    acked: async () => Number((await sh(`grep -c -v '^error' ${log} 2>/dev/null || true`)).trim() || '0'),
-    lastAckAt: async () => Number((await sh(`grep -v '^error' ${log} | tail -1 | cut -d' ' -f2`)).trim() || '0'),
+    acked,
+    lastAckAt,
+    async resumed(since, more = 50, timeoutMs = 240_000) {
+      const from = await acked();
+      await waitUntil(async () => (await acked()) > from + more && (await lastAckAt()) > since, `host writes acknowledged again (${tag})`, timeoutMs, 500);
+    },
     async stopAndVerify() {
       await sh(`touch ${stop}`);
       await writer;

@@ -32,6 +32,7 @@ import { adminApi } from '../helpers/admin-api.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitUntil } from '../helpers/wait.js';
 import { startStorageGuest, type StorageGuest, type StorageGuestOptions } from './cluster-lab.js';
+import { connectPaths, startAckedWrites } from './replication-host.js';
 import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
@@ -59,26 +60,18 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
   const persistDir = mkdtempSync(join(tmpdir(), 'strata-rep-e2e-'));
   const guestOptions: StorageGuestOptions[] = [];
   const proxies: { etcd: TcpProxy; controlPlane: TcpProxy }[] = [];
+  let planeArgs: string[] = [];
+  /** Logs of control planes killed by a scenario (written out with the last one's). */
+  const killedPlaneLogs: string[] = [];
 
   // ---- the API -------------------------------------------------------------------------------
   const { api } = adminApi(() => plane);
   const getVolume = (uuid: string) => api<Volume>('GET', `/volumes/${uuid}`);
   const replicaSet = async (uuid: string): Promise<ReplicaSetRecord> => JSON.parse((await client.get(keys.replicaSet(uuid)).string()) ?? 'null') as ReplicaSetRecord;
   const agentLogs = () => storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(3000)}`).join('\n');
-  async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
-    let last: unknown;
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      try {
-        const value = await probe();
-        if (value) return value;
-      } catch (err) {
-        last = err;
-      }
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms (${String(last ?? '')})\n${agentLogs()}`);
-      await sleep(500);
-    }
-  }
+  /** Polls every 0.5 s; a timeout names what it waited for, with the agents' recent logs. */
+  const until = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> =>
+    waitUntil(probe, () => `${what}\n${agentLogs()}`, timeoutMs, 500);
 
   // ---- guests --------------------------------------------------------------------------------
   const host = (): Guest => {
@@ -101,11 +94,8 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
   async function connectAllPaths(volume: Volume): Promise<string> {
     const port = (JSON.parse((await client.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
     volumePort = port;
-    for (const [i, s] of storage.entries()) await s.guest.addHostForward(pathPort(i, port), port);
-    for (const i of storage.keys()) {
-      await host().runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(pathPort(i, port)), '-n', nqnOf(volume.UUID), '-q', HOST, '--reconnect-delay', '1'], { timeoutMs: 60_000 });
-    }
-    return (await host().runOk(['sh', script('nvme-ns-by-uuid.sh'), volume.UUID, '30'], { timeoutMs: 45_000 })).stdout.trim();
+    const nodes = storage.map((s, index) => ({ index, guest: s.guest }));
+    return connectPaths({ host: host(), nodes, port, subsystemNQN: nqnOf(volume.UUID), volumeUUID: volume.UUID, hostNQN: HOST, pathPort });
   }
   /** ANA state of the host's path to each node, by the node's index (from the path's port). */
   async function pathStates(uuid: string): Promise<Map<number, string>> {
@@ -140,28 +130,16 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
    * it and asserts that no write failed on the host and every acknowledged write reads back.
    */
   async function ackedWrites(device: string, tag: string) {
-    const log = `/tmp/acked-${tag}.log`;
-    const stop = `/tmp/acked-${tag}.stop`;
-    const writer = host().run(['python3', script('acked-writes.py'), 'write', device, log, stop], { timeoutMs: 900_000 });
-    const acked = async () => Number((await sh(host(), `grep -c -v '^error' ${log} 2>/dev/null || true`)).trim() || '0');
-    const lastAckAt = async () => Number((await sh(host(), `grep -v '^error' ${log} | tail -1 | cut -d' ' -f2`)).trim() || '0');
-    await until('writes flowing', async () => (await acked()) > 50, 60_000);
+    const writes = startAckedWrites(host(), device, tag);
+    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
     return {
-      acked,
-      lastAckAt,
-      /** Until more than `more` writes are acknowledged after `since` (unix seconds). */
-      resumed: (since: number, more = 50) =>
-        acked().then((from) => until('writes acknowledged again', async () => (await acked()) > from + more && (await lastAckAt()) > since, 240_000)),
+      ...writes,
       async noneLost(): Promise<number> {
         return step(`verify every acknowledged write (${tag})`, async () => {
-          await sh(host(), `touch ${stop}`);
-          await writer;
-          const out = await sh(host(), `python3 ${script('acked-writes.py')} verify ${device} ${log}`, 300_000);
-          const m = /checked=(\d+) bad=(\d+)/.exec(out);
-          assert.ok(m, out);
-          assert.equal((await sh(host(), `grep '^error' ${log} || true`)).trim(), '', 'no write failed on the host');
-          assert.equal(Number(m[2]), 0, 'every acknowledged write reads back');
-          return Number(m[1]);
+          const { checked, bad, errors } = await writes.stopAndVerify();
+          assert.equal(errors, '', 'no write failed on the host');
+          assert.equal(bad, 0, 'every acknowledged write reads back');
+          return checked;
         });
       },
     };
@@ -191,14 +169,12 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
     portMin = await freeLoopbackPortRange(VOLUME_PORTS * NAMES.length);
-    plane = await startControlPlaneProcess({
-      etcdEndpoint: etcd.endpoint,
-      extraArgs: [
-        '--volume-port-min', String(portMin), '--volume-port-max', String(portMin + VOLUME_PORTS - 1), '--creating-timeout-seconds', '300',
-        // Short, for the last scenario; the 3-copy volume of the others has no spare node to move to.
-        '--permanent-failure-timeout-seconds', String(PERMANENT_FAILURE_S),
-      ],
-    });
+    planeArgs = [
+      '--volume-port-min', String(portMin), '--volume-port-max', String(portMin + VOLUME_PORTS - 1), '--creating-timeout-seconds', '300',
+      // Short, for the last scenario; the 3-copy volume of the others has no spare node to move to.
+      '--permanent-failure-timeout-seconds', String(PERMANENT_FAILURE_S),
+    ];
+    plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, extraArgs: planeArgs });
     subsystemNQN = (await api<{ subsystemNQN: string }>('GET', '/cluster')).subsystemNQN;
     const grpcPort = Number(plane.grpcEndpoint.split(':')[1]);
     // Each server reaches etcd and the control plane through its own proxy: cutting both
@@ -254,7 +230,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     for (const s of storage) writeFileSync(join(logDir, `${s.name}.${process.pid}.agent.log`), s.agentLogTail(2_000_000));
     await Promise.all([...storage.map((s) => s.stop().catch(() => undefined)), initiator?.stop()]);
     if (plane) {
-      writeFileSync(join(logDir, `replication-control-plane.${process.pid}.log`), plane.logs.map((l) => JSON.stringify(l)).join('\n'));
+      writeFileSync(join(logDir, `replication-control-plane.${process.pid}.log`), [...killedPlaneLogs, ...plane.logs.map((l) => JSON.stringify(l))].join('\n'));
       await plane.stop();
       removeDir(plane.stateDir);
     }
@@ -304,6 +280,10 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     );
     const digests = await step('read each backing', () => Promise.all(volume.nodeList.map((n) => backingDigest(n, volume.UUID, 8))));
     assert.deepEqual(digests, volume.nodeList.map(() => sha256(data)), 'byte for byte on all three backings');
+
+    // The mirror's write-intent bitmap chunk (the unit a returning copy resyncs): 1 MiB by default.
+    const chunk = await sh(storageOf(volume.primaryNodeUUID).guest, `cat /sys/dev/block/$(dmsetup table strata-${volume.UUID} | awk '{print $4}')/md/bitmap/chunksize`);
+    assert.equal(chunk.trim(), String(MiB), 'md bitmap chunk of 1 MiB');
 
     const before = await remoteLegReads(volume.primaryNodeUUID);
     const read = (await host().runOk(['dd', `if=${device}`, 'bs=1M', 'count=8', 'iflag=direct', 'status=none'], { timeoutMs: 120_000 })).stdoutBytes;
@@ -416,6 +396,11 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
       }, 120_000),
     );
     assert.notEqual(next.primaryNodeUUID, primary);
+    // The stopping primary moved the set itself (not the leader after its lease): one epoch on,
+    // its own copy out of the in-sync set in the same change.
+    assert.match(next.reason, /^handed over/, `moved by the primary's hand-over: ${next.reason}`);
+    assert.equal(next.epoch, set.epoch + 1);
+    assert.ok(!next.inSync.includes(primary), 'the handing-over copy left the in-sync set with the move');
     await step('host I/O resumes', () => writes.resumed(stoppedAt));
     const pause = await sh(host(), `awk 'NR>1 && $1 != "error" { d = $2 - prev; if (d > max) max = d } { prev = $2 } END { printf "%.3f", max }' /tmp/acked-planned.log`);
     console.log(`# planned failover: longest gap between acknowledged writes ${pause} s`);
@@ -459,6 +444,55 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     proxies[i]!.controlPlane.restore();
     await writes.noneLost();
     await step('the old primary resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
+  });
+
+  /**
+   * The primary's guest killed under load, and `fault` right after it (mid-failover): an in-sync
+   * copy is promoted once, host I/O resumes, no acknowledged write is lost; then the old primary's
+   * server comes back and its copy rejoins (FullyProtected again for the next scenario).
+   */
+  async function failoverThrough(tag: string, label: string, fault: () => Promise<void>): Promise<ReplicaSetRecord> {
+    const set = await replicaSet(volume.UUID);
+    assert.equal(set.inSync.length, 3, 'starts FullyProtected');
+    const primary = set.primaryNodeUUID;
+    const writes = await ackedWrites(device, tag);
+    const killedAt = Date.now() / 1000;
+    await step(`kill the primary's guest, then ${label}`, async () => {
+      await killGuest(primary);
+      await fault();
+    });
+    const next = await step('an in-sync copy is promoted', () =>
+      until('new primary', async () => {
+        const s = await replicaSet(volume.UUID);
+        return s.epoch > set.epoch && s;
+      }, 240_000),
+    );
+    assert.notEqual(next.primaryNodeUUID, primary);
+    assert.equal(next.epoch, set.epoch + 1, 'promoted once');
+    await step('host I/O resumes on the new primary', () => writes.resumed(killedAt));
+    assert.ok(!(await replicaSet(volume.UUID)).inSync.includes(primary), 'the lost primary was recorded out of sync before the new one served');
+    const states = await pathStates(volume.UUID);
+    assert.deepEqual([...states].filter(([, st]) => st === 'live/optimized').map(([n]) => n), [indexOf(next.primaryNodeUUID)], `one optimized path, the new primary's: ${[...states].join(' ')}`);
+    await writes.noneLost();
+    await step('the old primary\'s server comes back', () => rebootGuest(primary));
+    await step('its copy resyncs and rejoins', () => until('3 in sync', async () => (await replicaSet(volume.UUID)).inSync.length === 3, 300_000));
+    return next;
+  }
+
+  it('the control plane killed (kill -9) right after the primary\'s guest, started again: the failover completes once; no acknowledged write lost', async () => {
+    await failoverThrough('leader-kill', 'the control plane (the leader); start it again', async () => {
+      killedPlaneLogs.push(...plane.logs.map((l) => JSON.stringify(l)));
+      await plane.kill();
+      plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, stateDir: plane.stateDir, grpcPort: Number(plane.grpcEndpoint.split(':')[1]), extraArgs: planeArgs });
+    });
+  });
+
+  it('etcd killed (kill -9) mid-failover and started again on its data: the failover completes once; no acknowledged write lost', async () => {
+    await failoverThrough('etcd-kill', 'etcd; start it again', async () => {
+      await etcd.kill();
+      await sleep(3000);
+      await etcd.restart();
+    });
   });
 
   it('a node down for good: its copy is re-created on the spare node, resynced in full, and the volume is FullyProtected again', async () => {

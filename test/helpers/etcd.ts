@@ -11,12 +11,16 @@ export interface TestEtcd {
   readonly clientPort: number;
   readonly dataDir: string;
   stop(): Promise<void>;
+  /** SIGKILL (a crash): the data stays for restart(). */
+  kill(): Promise<void>;
+  /** Starts it again on the same data and ports. */
+  restart(): Promise<void>;
 }
 
 export async function startEtcd(): Promise<TestEtcd> {
   const dataDir = mkdtempSync(join(tmpdir(), 'strata-etcd-'));
   const [clientPort, peerPort] = [await freePort(), await freePort()];
-  const etcd = await startLocalEtcd({ dataDir, clientPort, peerPort });
+  let etcd = await startLocalEtcd({ dataDir, clientPort, peerPort });
   return {
     endpoint: etcd.endpoint,
     clientPort,
@@ -24,6 +28,16 @@ export async function startEtcd(): Promise<TestEtcd> {
     async stop() {
       await etcd.stop();
       rmSync(dataDir, { recursive: true, force: true });
+    },
+    async kill() {
+      const { child } = etcd;
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    },
+    async restart() {
+      etcd = await startLocalEtcd({ dataDir, clientPort, peerPort });
     },
   };
 }

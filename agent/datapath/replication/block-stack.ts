@@ -57,6 +57,12 @@ export interface ArrayState {
   readonly degraded: number;
 }
 
+/** One read of the kernel's loop devices and replica connections (BlockStack.snapshot). */
+export interface StackSnapshot {
+  loopOf(file: string): string | undefined;
+  leg(target: LegTarget): LegDevice;
+}
+
 export interface BlockStackOptions {
   readonly run: CommandRunner;
   /** /sys */
@@ -67,6 +73,8 @@ export interface BlockStackOptions {
   readonly reconnectDelaySeconds: number;
   /** nvme connect: keep-alive timeout, how long a silent replica takes to notice. */
   readonly keepAliveSeconds: number;
+  /** md write-intent bitmap chunk of new arrays (mdadm's default otherwise: 64 MiB for these). */
+  readonly bitmapChunkKiB?: number;
 }
 
 /** Device-mapper name of a volume's host-path device. */
@@ -112,16 +120,13 @@ export class BlockStack {
     if (current === '') {
       await this.run('dmsetup', ['create', name, '--noudevsync', '--table', table]);
     } else if (current !== table) {
-      // suspend flushes I/O in flight to the old table; resume swaps in the new one.
-      await this.run('dmsetup', ['suspend', '--noudevsync', name]);
-      try {
-        await this.run('dmsetup', ['load', name, '--table', table]);
-      } finally {
-        await this.run('dmsetup', ['resume', '--noudevsync', name]);
-      }
+      // The new table is loaded inactive while the old one serves; resume swaps it in, and
+      // suspends the device first, which waits for the I/O in flight to the old table.
+      await this.run('dmsetup', ['load', name, '--table', table]);
+      await this.run('dmsetup', ['resume', '--noudevsync', name]);
     }
-    // Without udev nothing makes the node under /dev/mapper; with udev this is a no-op.
-    await this.run('dmsetup', ['mknodes', name]);
+    // Without udev nothing makes the node under /dev/mapper; with udev it is there already.
+    if (!(await exists(this.hostDevicePath(volumeUUID)))) await this.run('dmsetup', ['mknodes', name]);
   }
 
   errorTable(sizeBytes: bigint): string {
@@ -176,6 +181,43 @@ export class BlockStack {
   }
 
   // --- remote legs (NVMe/TCP initiator) -----------------------------------------------------------
+
+  /**
+   * Loop devices and replica connections as the kernel shows them now, read once: the replica
+   * monitor looks at every primary volume's legs from one read per interval (a few files per
+   * device) instead of scanning every controller for every leg.
+   */
+  async snapshot(): Promise<StackSnapshot> {
+    const sys = this.options.sysfsRoot;
+    const loops = new Map<string, string>();
+    for (const entry of await readDir(join(sys, 'block'))) {
+      if (!entry.startsWith('loop')) continue;
+      const backing = (await readText(join(sys, 'block', entry, 'loop', 'backing_file'))).trim();
+      if (backing && !loops.has(backing)) loops.set(backing, entry);
+    }
+    const heads = new Map<string, string>();
+    const subsystems = join(sys, 'class', 'nvme-subsystem');
+    for (const subsystem of await readDir(subsystems)) {
+      const head = (await readDir(join(subsystems, subsystem))).find((e) => /^nvme\d+n1$/.test(e));
+      if (head) heads.set((await readText(join(subsystems, subsystem, 'subsysnqn'))).trim(), head);
+    }
+    const controllers = new Map<string, { controller: string; state: string; block: string | undefined }>();
+    const classDir = join(sys, 'class', 'nvme');
+    for (const controller of await readDir(classDir)) {
+      const nqn = (await readText(join(classDir, controller, 'subsysnqn'))).trim();
+      if (controllers.has(nqn)) continue;
+      const state = (await readText(join(classDir, controller, 'state'))).trim();
+      const block = heads.get(nqn) ?? (await readDir(join(classDir, controller))).find((e) => e === `${controller}n1`);
+      controllers.set(nqn, { controller, state, block });
+    }
+    return {
+      loopOf: (file) => loops.get(file),
+      leg: (target) => {
+        const c = controllers.get(target.nqn);
+        return c ? { nodeUUID: target.nodeUUID, controller: c.controller, controllerState: c.state, block: c.block } : { nodeUUID: target.nodeUUID, controller: undefined, controllerState: '', block: undefined };
+      },
+    };
+  }
 
   /** Every controller this node's initiator holds to the subsystem `nqn`. */
   async leg(target: LegTarget): Promise<LegDevice> {
@@ -326,6 +368,7 @@ export class BlockStack {
     const device = join(this.options.devRoot, 'md', mdNameOf(volumeUUID));
     await this.run('mdadm', [
       '--create', device, '--run', '--level=1', `--raid-devices=${1 + remotes.length}`, '--metadata=1.2', '--bitmap=internal',
+      ...(this.options.bitmapChunkKiB ? [`--bitmap-chunk=${this.options.bitmapChunkKiB}K`] : []),
       `--data-offset=${REPLICA_DATA_OFFSET_KIB}K`, '--assume-clean', '--homehost=<none>', `--name=${mdNameOf(volumeUUID)}`,
       join(this.options.devRoot, local), ...(remotes.length > 0 ? ['--write-mostly', ...remotes.map((r) => join(this.options.devRoot, r))] : []),
     ]);
@@ -383,6 +426,13 @@ const COMMAND_TIMEOUT_MS = 60_000;
 
 async function readDir(path: string): Promise<string[]> {
   return fs.readdir(path).catch(() => [] as string[]);
+}
+
+async function exists(path: string): Promise<boolean> {
+  return fs.access(path).then(
+    () => true,
+    () => false,
+  );
 }
 
 async function readText(path: string): Promise<string> {

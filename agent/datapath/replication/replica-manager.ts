@@ -17,7 +17,7 @@ import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication } from '../../../lib/records.js';
-import type { ArrayState, BlockStack, LegTarget } from './block-stack.js';
+import type { ArrayState, BlockStack, LegTarget, StackSnapshot } from './block-stack.js';
 import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
 /**
@@ -86,6 +86,8 @@ export class ReplicaManager {
   private leaseFenced = false;
   /** Volumes handed over by a planned stop whose mirror still runs here. */
   private readonly handedOver = new Set<string>();
+  /** node → until when its out-of-sync copies are tried at every look instead of every rejoinIntervalMs. */
+  private readonly rejoinEager = new Map<string, number>();
 
   constructor(private readonly options: ReplicaManagerOptions) {}
 
@@ -100,6 +102,21 @@ export class ReplicaManager {
     clearInterval(this.timer);
     this.timer = undefined;
     await this.monitoring;
+  }
+
+  /**
+   * A server came back (its presence key is there again): its nodes' copies may be exported again
+   * within its first pass, so their out-of-sync copies are tried at every look (each monitor
+   * interval) for a while, and re-added as soon as they answer, not at the next rejoin interval.
+   */
+  rejoinSoon(nodeUUIDs: readonly string[]): void {
+    const until = Date.now() + REJOIN_EAGER_MS;
+    for (const n of nodeUUIDs) this.rejoinEager.set(n, until);
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.timer && !this.monitoring) this.monitoring = this.monitor().finally(() => (this.monitoring = undefined));
   }
 
   /** Called when leg states change (the reconciler then publishes a new report). */
@@ -151,24 +168,38 @@ export class ReplicaManager {
 
   /**
    * Planned stop, first half: after the host path is inaccessible, the device-mapper device is
-   * suspended (which waits for the writes in flight: they reach every copy) and switched to the
-   * error target. Nothing writes through this node any more; another copy can take over.
+   * switched to the error target (the reload suspends it first, which waits for the writes in
+   * flight: they reach every copy). Nothing writes through this node any more. Then the replicas'
+   * connections go (nothing this node's mirror still writes, its superblock on stop included, can
+   * reach a copy another primary may already use), and the primary moves, by this node itself,
+   * to an in-sync copy whose server is alive (epoch + 1, this copy out of the in-sync set): the new
+   * primary's agent promotes it on that change, without waiting for this lease to go. When no
+   * copy can take it, the leader's failover does once the lease is revoked. Returns the new primary.
    */
-  async handOver(volumeUUID: string): Promise<void> {
-    await this.locked(volumeUUID, async () => {
+  async handOver(volumeUUID: string): Promise<string | undefined> {
+    return this.locked(volumeUUID, async () => {
       const state = this.primaries.get(volumeUUID);
-      if (!state) return;
-      await this.options.stack.ensureDm(volumeUUID, this.options.stack.errorTable(state.input.sizeBytes));
+      if (!state) return undefined;
+      const { stack, writer, logger } = this.options;
+      const { replication, nodeUUID } = state.input;
+      await stack.ensureDm(volumeUUID, stack.errorTable(state.input.sizeBytes));
       this.primaries.delete(volumeUUID);
       this.handedOver.add(volumeUUID);
-      this.options.logger.info({ volumeUUID }, 'handed over: this node writes nothing more to the volume');
+      await stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
+      const candidates = replication.legs.map((l) => l.nodeUUID).filter((n) => n !== nodeUUID && state.inSync.has(n));
+      const moved = await writer.handOver(volumeUUID, replication.epoch, nodeUUID, candidates).catch((err: unknown) => {
+        logger.warn({ err, volumeUUID }, 'moving the primary failed; the leader promotes a copy once the lease is revoked');
+        return undefined;
+      });
+      const to = moved?.outcome === 'moved' ? moved.primaryNodeUUID : undefined;
+      logger.info({ volumeUUID, to, epoch: moved?.outcome === 'moved' ? moved.epoch : undefined, outcome: moved?.outcome }, 'handed over: this node writes nothing more to the volume');
+      return to;
     });
   }
 
   /**
-   * Second half, once the lease is revoked (hosts are waiting for the promotion meanwhile): the
-   * mirror stops cleanly. A copy that already admits the new primary has dropped this node, and
-   * its leg here only waits; the connections go last.
+   * Second half, once the lease is revoked (off the hosts' critical path: the new primary serves
+   * meanwhile): the mirror, left with the local leg alone, stops; then the loop device goes.
    */
   async finishHandOver(): Promise<void> {
     for (const volumeUUID of [...this.handedOver]) {
@@ -185,7 +216,11 @@ export class ReplicaManager {
   }
 
   serve(input: ServeInput): Promise<ServeResult> {
-    return this.locked(input.volumeUUID, () => (input.replication.primaryNodeUUID === input.nodeUUID ? this.servePrimary(input) : this.serveReplica(input)));
+    return this.locked(input.volumeUUID, () => {
+      // A pass that was running when the agent began to stop must not serve what it handed over.
+      if (this.handedOver.has(input.volumeUUID)) throw new NotReadyYet(`volume ${input.volumeUUID} was handed over: this agent is stopping`);
+      return input.replication.primaryNodeUUID === input.nodeUUID ? this.servePrimary(input) : this.serveReplica(input);
+    });
   }
 
   /** Takes down whatever serves the volume on this node (after its namespace is gone, before its backing is). */
@@ -212,16 +247,21 @@ export class ReplicaManager {
     const remotes = this.remoteTargets(input).filter((t) => inSync.has(t.nodeUUID));
     let array = await stack.arrayOf(loop);
     if (!array) {
-      const reached: { target: LegTarget; block: string }[] = [];
-      for (const target of remotes) {
-        if (!target.endpoint) continue;
-        const leg = await stack.connectLeg(target, this.hostNQNOf(input)).catch((err: unknown) => {
-          logger.warn({ err, volumeUUID, replica: target.nodeUUID }, 'cannot reach a replica');
-          return undefined;
-        });
-        if (leg?.block && leg.controllerState === 'live') reached.push({ target, block: leg.block });
-      }
-      const fresh = !(await stack.hasSuperblock(loop));
+      // Every copy at once: a promotion waits for the slowest, not for their sum.
+      const connected = await Promise.all(
+        remotes.map(async (target) => {
+          if (!target.endpoint) return undefined;
+          const leg = await stack.connectLeg(target, this.hostNQNOf(input)).catch((err: unknown) => {
+            logger.warn({ err, volumeUUID, replica: target.nodeUUID }, 'cannot reach a replica');
+            return undefined;
+          });
+          return leg?.block && leg.controllerState === 'live' ? { target, block: leg.block } : undefined;
+        }),
+      );
+      const reached = connected.filter((r): r is { target: LegTarget; block: string } => r !== undefined);
+      // Only the first primary creates the mirror (a promotion, epoch 2 on, finds it made): the
+      // superblock is looked for then only, one command less on a failover's critical path.
+      const fresh = replication.epoch === 1 && !(await stack.hasSuperblock(loop));
       if (fresh && reached.length < remotes.length) {
         // A new volume's array is created whole: every copy must be there to start equal.
         throw new NotReadyYet(`waiting for replica(s) ${remotes.filter((r) => !reached.some((x) => x.target === r)).map((r) => r.nodeUUID).join(', ')} to create the volume's mirror`);
@@ -253,7 +293,7 @@ export class ReplicaManager {
       throw new Error(`this node is no longer the primary of volume ${volumeUUID}`);
     }
     await stack.ensureDm(volumeUUID, await stack.linearTable(input.sizeBytes, array));
-    state.legs = await this.legStates(state, arrayState);
+    state.legs = this.legStates(state, arrayState, await stack.snapshot());
     return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
   }
 
@@ -331,9 +371,11 @@ export class ReplicaManager {
 
   private async monitor(): Promise<void> {
     let changed = false;
+    if (this.primaries.size === 0) return;
+    const view = await this.options.stack.snapshot();
     for (const volumeUUID of [...this.primaries.keys()]) {
       try {
-        changed = (await this.locked(volumeUUID, () => this.watchLegs(volumeUUID))) || changed;
+        changed = (await this.locked(volumeUUID, () => this.watchLegs(volumeUUID, view))) || changed;
       } catch (err) {
         this.options.logger.warn({ err, volumeUUID }, 'checking replicas failed');
       }
@@ -341,12 +383,15 @@ export class ReplicaManager {
     if (changed) for (const l of this.listeners) l();
   }
 
-  /** One look at a primary's legs; true when what it reports changed. */
-  private async watchLegs(volumeUUID: string): Promise<boolean> {
+  /**
+   * One look at a primary's legs, from the interval's snapshot (the kernel is read again only
+   * after this look changed something); true when what it reports changed.
+   */
+  private async watchLegs(volumeUUID: string, view: StackSnapshot): Promise<boolean> {
     const state = this.primaries.get(volumeUUID);
     if (!state || isFencedAt(state) || this.leaseFenced) return false;
     const { stack } = this.options;
-    const loop = await stack.loopOf(state.input.backing.devicePath);
+    const loop = view.loopOf(state.input.backing.devicePath) ?? (await stack.loopOf(state.input.backing.devicePath));
     const array = loop ? await stack.arrayOf(loop) : undefined;
     if (!array) return false;
     const now = Date.now();
@@ -354,7 +399,7 @@ export class ReplicaManager {
     const lost: string[] = [];
     for (const target of this.remoteTargets(state.input)) {
       if (!state.inSync.has(target.nodeUUID)) continue;
-      const leg = await stack.leg(target);
+      const leg = view.leg(target);
       const member = leg.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
       if (member?.flags.includes('faulty') || !member) {
         lost.push(target.nodeUUID);
@@ -366,27 +411,34 @@ export class ReplicaManager {
         state.downSince.delete(target.nodeUUID);
       }
     }
+    let current = view;
     if (lost.length > 0) {
       if (!(await this.takeOutOfSync(state, lost, `replica(s) ${lost.join(', ')} stopped answering the primary`))) return true;
       for (const n of lost) state.downSince.delete(n);
       arrayState = await stack.readArray(array);
+      current = await stack.snapshot();
     }
-    await this.rejoin(state, array, arrayState, now);
-    const legs = await this.legStates(state, await stack.readArray(array));
+    if (await this.rejoin(state, array, arrayState, now, current)) {
+      arrayState = await stack.readArray(array);
+      current = await stack.snapshot();
+    }
+    const legs = this.legStates(state, arrayState, current);
     const changed = JSON.stringify(legs) !== JSON.stringify(state.legs);
     state.legs = legs;
     return changed;
   }
 
-  /** Out-of-sync copies that can be reached: connect, re-add, and once in sync, record it. */
-  private async rejoin(state: PrimaryVolume, array: string, arrayState: ArrayState, now: number): Promise<void> {
+  /** Out-of-sync copies that can be reached: connect, re-add, and once in sync, record it. True when it changed something. */
+  private async rejoin(state: PrimaryVolume, array: string, arrayState: ArrayState, now: number, view: StackSnapshot): Promise<boolean> {
     const { stack, logger } = this.options;
     const { volumeUUID, replication, nodeUUID } = state.input;
+    let acted = false;
     for (const target of this.remoteTargets(state.input)) {
       if (state.inSync.has(target.nodeUUID) || !target.endpoint) continue;
-      let leg = await stack.leg(target);
+      let leg = view.leg(target);
       const member = leg.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
       if (member && member.flags.includes('in_sync') && !member.flags.includes('faulty') && arrayState.syncAction === 'idle') {
+        acted = true;
         const outcome = await this.options.writer.markInSync(volumeUUID, replication.epoch, nodeUUID, target.nodeUUID, `replica ${target.nodeUUID} resynchronized`);
         if (outcome === 'fenced') await this.fence(state);
         else {
@@ -398,13 +450,18 @@ export class ReplicaManager {
       }
       if (member && !member.flags.includes('faulty')) continue; // recovering
       if (member?.flags.includes('faulty')) {
+        acted = true;
         await stack.removeGoneLegs(array);
         continue;
       }
-      if (now - (state.lastRejoinAttempt.get(target.nodeUUID) ?? 0) < this.options.rejoinIntervalMs) continue;
+      const eagerUntil = this.rejoinEager.get(target.nodeUUID) ?? 0;
+      if (eagerUntil <= now) this.rejoinEager.delete(target.nodeUUID);
+      const interval = now < eagerUntil ? 0 : this.options.rejoinIntervalMs;
+      if (now - (state.lastRejoinAttempt.get(target.nodeUUID) ?? 0) < interval) continue;
       state.lastRejoinAttempt.set(target.nodeUUID, now);
       try {
         if (leg.controller && leg.controllerState !== 'live') continue; // reconnecting by itself
+        acted = true;
         leg = await stack.connectLeg(target, this.hostNQNOf(state.input));
         if (!leg.block || leg.controllerState !== 'live') continue;
         await stack.addLeg(array, leg.block);
@@ -414,12 +471,13 @@ export class ReplicaManager {
         logger.debug({ err, volumeUUID, replica: target.nodeUUID }, 'replica not reachable yet');
       }
     }
+    return acted;
   }
 
-  private async legStates(state: PrimaryVolume, arrayState: ArrayState): Promise<ReplicaLegStatus[]> {
+  private legStates(state: PrimaryVolume, arrayState: ArrayState, view: StackSnapshot): ReplicaLegStatus[] {
     const statuses: ReplicaLegStatus[] = [{ nodeUUID: state.input.nodeUUID, state: 'InSync', syncPercent: 100 }];
     for (const target of this.remoteTargets(state.input)) {
-      const leg = await this.options.stack.leg(target);
+      const leg = view.leg(target);
       const member = leg.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
       if (state.inSync.has(target.nodeUUID)) statuses.push({ nodeUUID: target.nodeUUID, state: 'InSync', syncPercent: 100 });
       else if (member && !member.flags.includes('faulty') && arrayState.syncAction !== 'idle') {
@@ -461,6 +519,9 @@ export class ReplicaManager {
     return next;
   }
 }
+
+/** How long after a server's return its copies are tried at every monitor look. */
+const REJOIN_EAGER_MS = 120_000;
 
 /** Fenced by etcd at the epoch this node still serves (a newer assignment lifts it). */
 function isFencedAt(state: PrimaryVolume): boolean {
