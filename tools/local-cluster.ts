@@ -171,7 +171,9 @@ function guestNodeOptions(index: number, lab: Lab): StorageGuestOptions {
     volumePortMax: volumePorts.max,
     agentStateDir: join(dir, 'agent'),
     agentLogFile: join(logs, `agent${suffix}.log`),
-    agentArgs: ['--reconcile-interval-seconds', '10'],
+    // An emulated guest starves for seconds when this machine is busy: the 5 s lease meant for
+    // real servers would fence it and fail its volumes over for nothing (docs/replication.md).
+    agentArgs: ['--reconcile-interval-seconds', '10', '--lease-ttl-seconds', '20'],
     memoryMiB: 1024,
     // Two vCPUs for a lone node; one each when several share this machine's cores.
     cpus: nodeCount === 1 ? 2 : 1,

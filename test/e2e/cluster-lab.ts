@@ -15,6 +15,7 @@ import { keys } from '../../lib/etcd/keys.js';
 import type { VolumeRecord } from '../../lib/records.js';
 import { repoRoot, startGuest, type Guest, type Lab, type NvmeDriveSpec } from './lab/index.js';
 import { tail } from './lab/util.js';
+import { GUEST_AGENT_LEASE_ARGS } from './guest-agent.js';
 
 /** Where agents in guests put their pools (guest-local; the node's btrfs is mounted below it). */
 const GUEST_POOL_DIR = '/var/lib/strata/pool';
@@ -127,6 +128,7 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
     ...(options.replicationHostPort
       ? ['--replication-port', String(GUEST_REPLICATION_PORT), '--replication-advertise-endpoint', `${options.replicationAdvertiseAddress ?? options.advertiseAddress}:${options.replicationHostPort}`]
       : []),
+    ...GUEST_AGENT_LEASE_ARGS,
     ...(options.agentArgs ?? []),
   ];
   let node = '';

@@ -32,6 +32,7 @@ import { startGuest, StepTimer, type Guest } from '../lab/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
 import { guestAgent, type GuestAgent } from '../../kits/datapath/guest-agent.js';
 import { testAssignment } from '../../kits/datapath/test-assignment.js';
+import { GUEST_AGENT_LEASE_ARGS } from '../guest-agent.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const CLUSTER: ClusterRecord = {
@@ -149,7 +150,7 @@ describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli
     agent = guestAgent(g(), {
       etcdPort: etcd.clientPort,
       controlPlanePort: plane.port,
-      args: ['--state-dir', '/tmp/agent-state', '--pool-dir', '/mnt/pool', '--data-devices', POOL_SERIAL, '--volume-listen-address', '127.0.0.1', '--hostname', 'disc-guest', '--log-level', 'debug'],
+      args: ['--state-dir', '/tmp/agent-state', '--pool-dir', '/mnt/pool', '--data-devices', POOL_SERIAL, '--volume-listen-address', '127.0.0.1', '--hostname', 'disc-guest', '--log-level', 'debug', ...GUEST_AGENT_LEASE_ARGS],
     });
     agentLog = agent.start();
     const identity = await waitUntil(async () => (await g().run(['cat', '/tmp/agent-state/identity.json'])).stdout || false, 'the agent’s identity in the guest', 180_000, 250).catch(

@@ -22,6 +22,7 @@ import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapat
 import { controllersOf, guestAgent, nvmeConnect, type GuestAgent } from '../../kits/datapath/guest-agent.js';
 import { testAssignment } from '../../kits/datapath/test-assignment.js';
 import { testCluster, volumeNqn } from '../../kits/datapath/test-cluster.js';
+import { GUEST_AGENT_LEASE_ARGS } from '../guest-agent.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const CLUSTER = testCluster('ac', 'e2e-ipacl');
@@ -93,6 +94,7 @@ describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { time
         '--hostname', 'ipacl-guest',
         '--reconcile-interval-seconds', '5',
         '--log-level', 'debug',
+      ...GUEST_AGENT_LEASE_ARGS,
       ],
     });
     agentLog = agent.start();

@@ -23,6 +23,7 @@ import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
 import { waitUntil } from '../../helpers/wait.js';
 import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
+import { GUEST_AGENT_LEASE_ARGS } from '../guest-agent.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const CLUSTER: ClusterRecord = {
@@ -86,6 +87,7 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
       '--hostname', 'dp-guest',
       '--reconcile-interval-seconds', '5',
       '--log-level', 'debug',
+      ...GUEST_AGENT_LEASE_ARGS,
     ];
     void g()
       .run(['sh', '-c', 'echo $$ > /tmp/agent.pid; exec node "$0" "$@" > "$LOG" 2>&1', `${repoRoot}/dist/agent/main.js`, ...args], {

@@ -24,6 +24,7 @@ import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
 import { startControlPlaneProcess, type ControlPlaneProcess } from '../../helpers/processes.js';
 import { waitUntil } from '../../helpers/wait.js';
 import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { GUEST_AGENT_LEASE_ARGS } from '../guest-agent.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const MiB = 1024 * 1024;
@@ -93,6 +94,7 @@ describe('node storage pool on the real kernel (QEMU guest, real control plane)'
       '--hostname', 'pool-guest',
       '--reconcile-interval-seconds', '5',
       '--log-level', 'debug',
+      ...GUEST_AGENT_LEASE_ARGS,
     ];
     void g()
       .run(['sh', '-c', 'echo $$ > /tmp/agent.pid; exec node "$0" "$@" > "$LOG" 2>&1', `${repoRoot}/dist/agent/main.js`, ...args], { timeoutMs: 1_200_000, env: { LOG: log } })
