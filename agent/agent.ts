@@ -4,7 +4,7 @@
 // and tests call startAgent directly.
 import { randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
+import { createEtcdClient, etcdTlsOf, parseRecord } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
 import type { Logger } from '../lib/logger.js';
 import { hostPort } from '../lib/endpoints.js';
@@ -14,6 +14,7 @@ import { ReplicaSetStore } from '../lib/etcd/replica-set-store.js';
 import { retry } from '../lib/retry.js';
 import type { AgentConfig } from './config.js';
 import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
+import { clusterCaCredentials, controlPlaneChannelOptions } from './control-plane-session/cluster-ca-credentials.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
 import { createDataPathAndPools, type DataPathParts } from './datapath/datapath.js';
 import { BundleCollector } from './diagnostics/bundle-collector.js';
@@ -79,7 +80,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     'strata-agent starting',
   );
 
-  const etcd = createEtcdClient(config.etcdEndpoints);
+  const etcd = createEtcdClient(config.etcdEndpoints, undefined, etcdTlsOf(config));
   // Listen before registering: the node record advertises the discovery endpoint only when the
   // controller really listens (a port taken by another process is logged, not advertised).
   const metrics: MetricsServer = await startMetricsServer(config.metricsHost, config.metricsPort, logger.child({ component: 'metrics' }));
@@ -203,6 +204,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     },
     // Proof of membership for the control plane's gRPC port, from the secret in etcd.
     tokens: new EtcdAgentTokenIssuer({ etcd, identity, logger: logger.child({ component: 'agent-token' }) }),
+    // TLS, the control plane verified against the cluster CA in etcd.
+    credentials: clusterCaCredentials(etcd),
+    channelOptions: controlPlaneChannelOptions,
     heartbeatMs: config.heartbeatSeconds * 1000,
     logger: logger.child({ component: 'control-plane-session' }),
   });

@@ -89,6 +89,8 @@ export interface ResourceContext {
   readonly cluster: ClusterRecord;
   readonly config: ControlPlaneConfig;
   readonly ports: { readonly api: number; readonly grpc: number };
+  /** How a local client verifies the REST API (undefined: it is plain HTTP, apiInsecureHttp). */
+  readonly apiCaFile: string | undefined;
   /** The agents' live sessions on this instance: commands (LEDs) and diagnostic bundles go down them. */
   readonly sessions: AgentSessions;
   readonly logger: Logger;
@@ -158,7 +160,7 @@ export function buildResources(ctx: ResourceContext): Resources {
         inventory,
         sessions: ctx.sessions,
         dumpEtcd: (file) => writeEtcdDump(etcd, file),
-        api: { endpoint: ownApiEndpoint(config, ctx.ports.api), caFile: config.tlsCert },
+        api: { endpoint: ownApiEndpoint(config, ctx.ports.api, ctx.apiCaFile !== undefined), caFile: ctx.apiCaFile },
         hostname: hostname(),
         logger: logger.child({ component: 'diagnostics' }),
       }),
@@ -206,7 +208,7 @@ export function buildResources(ctx: ResourceContext): Resources {
 }
 
 /** This instance's REST API as a local client reaches it (the CLI outputs of the bundle). */
-function ownApiEndpoint(config: ControlPlaneConfig, port: number): string {
+function ownApiEndpoint(config: ControlPlaneConfig, port: number, https: boolean): string {
   const host = config.apiHost === '0.0.0.0' || config.apiHost === '::' || config.apiHost === '' ? '127.0.0.1' : config.apiHost;
-  return `${config.tlsCert && config.tlsKey ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  return `${https ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

@@ -80,7 +80,7 @@ describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { time
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
     await client.put(keys.cluster()).value(JSON.stringify(CLUSTER));
-    plane = await startFakeControlPlane(CLUSTER.UUID);
+    plane = await startFakeControlPlane(client, CLUSTER.UUID);
     guest = await step('boot', () => startGuest({ name: 'ipacl', nvmeDrives: [{ serial: 'STRATA-IPACL-A', sizeMiB: 512 }], memoryMiB: 1536, cpus: 2 }));
     agent = guestAgent(guest, {
       etcdPort: etcd.clientPort,
