@@ -242,7 +242,7 @@ function transportError(err: unknown, method: HttpMethod, url: string, timeoutMs
       return new ConnectionError(`connection to ${origin} lost (${code})${method === 'GET' ? '' : '; the request may or may not have been applied'}`);
     default: {
       const detail = typeof cause?.message === 'string' && cause.message !== '' ? cause.message : err instanceof Error ? err.message : String(err);
-      const tls = code !== undefined && /CERT|SSL|TLS|SELF_SIGNED|HOSTNAME|ALTNAME/i.test(code)
+      const tls = code !== undefined && /CERT|SSL|TLS|SELF_SIGNED|HOSTNAME|ALTNAME|VERIFY|ISSUER/i.test(code)
         ? ' (the server\'s certificate is not verified: give the cluster CA with --ca-file or STRATA_CA_FILE (the launcher and the control plane write it as ca.pem), or --insecure to skip verification)'
         : '';
       return new ConnectionError(`cannot connect to ${origin}: ${detail}${code && !detail.includes(code) ? ` (${code})` : ''}${tls}`);
