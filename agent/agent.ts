@@ -13,6 +13,7 @@ import type { ClusterRecord } from '../lib/records.js';
 import { ReplicaSetStore } from '../lib/etcd/replica-set-store.js';
 import { retry } from '../lib/retry.js';
 import type { AgentConfig } from './config.js';
+import { AdminEndpointsEnforcer } from './admin-endpoints/admin-endpoints-enforcer.js';
 import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
 import { clusterCaCredentials, controlPlaneChannelOptions } from './control-plane-session/cluster-ca-credentials.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
@@ -142,11 +143,18 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   };
   membership.on('registered', () => void refreshClusterUUID());
 
-  const { dataPath, pools, backend } = await createDataPathAndPools(
+  const { dataPath, pools, backend, ipAcls } = await createDataPathAndPools(
     config,
     { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }) },
     options.dataPath,
   );
+  // Admin endpoints: nftables entries in the same table as the volumes' IP ACLs.
+  const adminEndpoints = new AdminEndpointsEnforcer({
+    etcd,
+    target: ipAcls,
+    resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
+    logger: logger.child({ component: 'admin-endpoints' }),
+  });
   // Fencing (docs/replication.md): a primary whose lease may expire stops serving before it can,
   // and serves again only when the lease was renewed in time, or when etcd, read after the new
   // registration, still names it the primary.
@@ -226,6 +234,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     fencing.abort();
     unwatchPasses();
     unobserve();
+    await adminEndpoints.stop();
     await dataPath.stop();
     // Planned failover: replicated volumes this node is the primary of go to another copy, which
     // the leader promotes as soon as the lease is revoked, so that comes right after: hosts wait
@@ -255,6 +264,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     // target simply keeps serving what it serves.
     pools.start();
     dataPath.start();
+    await adminEndpoints.start();
     session.start();
     logger.info(
       {
