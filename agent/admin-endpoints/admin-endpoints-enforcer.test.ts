@@ -5,11 +5,13 @@
 // nothing; volume ports' IP ACLs in the same table are left alone.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { IpAclEnforcer } from '../datapath/ip-acl-enforcer.js';
 import { ipAclOf, type IpAcl } from '../datapath/ip-acl.js';
 import { NftablesDriver } from '../datapath/nftables.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
+import { packageRoot } from '../../lib/paths.js';
 import { adminApi, type AdminApi } from '../../test/helpers/admin-api.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { createNetns, type TestNetns } from '../../test/helpers/netns.js';
@@ -22,6 +24,9 @@ const PORT = 2222;
 const ALLOWED = '10.77.0.1';
 const OTHER = '10.77.0.2';
 const VOLUME_PORT = 20001;
+
+/** The same TCP service and client as the lab's admin-endpoint scenario. */
+const PROBE = join(packageRoot, 'test', 'e2e', 'scripts', 'tcp-probe.py');
 
 const netns = await createNetns();
 
@@ -37,31 +42,13 @@ describe('admin endpoints on a server (real control plane, real nft in a network
   let client: ReturnType<typeof createEtcdClient>;
 
   /** Connects to PORT from `source` inside the namespace: 'open' or 'refused'. */
-  async function reach(source: string): Promise<string> {
-    const script = [
-      'import socket, sys',
-      's = socket.socket()',
-      's.settimeout(3)',
-      `s.bind(('${source}', 0))`,
-      'try:',
-      `    s.connect(('127.0.0.1', ${PORT})); s.sendall(b'x'); print('open' if s.recv(2) == b'ok' else 'closed')`,
-      'except OSError as e:',
-      "    print('refused')",
-    ].join('\n');
-    return (await ns.run('python3', ['-c', script])).stdout.trim();
-  }
+  const reach = async (source: string) => (await ns.run('python3', [PROBE, 'connect', source, '127.0.0.1', String(PORT)])).stdout.trim();
 
   before(async () => {
     await ns.run('ip', ['addr', 'add', `${ALLOWED}/32`, 'dev', 'lo']);
     await ns.run('ip', ['addr', 'add', `${OTHER}/32`, 'dev', 'lo']);
     // An administrative service on PORT that answers "ok" to every connection.
-    listener = spawn('nsenter', [`--net=/run/netns/${ns.name}`, 'python3', '-c', [
-      'import socket',
-      's = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)',
-      `s.bind(('0.0.0.0', ${PORT})); s.listen(16)`,
-      'while True:',
-      '    c, _ = s.accept(); c.sendall(b"ok"); c.close()',
-    ].join('\n')], { stdio: 'ignore' });
+    listener = spawn('nsenter', [`--net=/run/netns/${ns.name}`, 'python3', PROBE, 'serve', String(PORT)], { stdio: 'ignore' });
     await waitUntil(async () => ((await reach(OTHER)) === 'open' ? true : undefined), 'the test service listens', 10_000);
 
     etcd = await startEtcd();
