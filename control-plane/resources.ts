@@ -129,8 +129,9 @@ export function buildResources(ctx: ResourceContext): Resources {
     clusterSubsystemNQN: ctx.cluster.subsystemNQN,
   });
   const snapshots = new SnapshotService({ store: snapshotStore, projects: projectDirectory, clones: volumeUsage, events, logger: logger.child({ component: 'snapshots' }) });
+  // The REST API's port is not reserved: an admin endpoint there protects it like any other
+  // administrative port (issue 12 item 6). The gRPC port is: agents must always reach it.
   const reservedPorts = [
-    { from: ctx.ports.api, to: ctx.ports.api, purpose: 'the REST API' },
     { from: ctx.ports.grpc, to: ctx.ports.grpc, purpose: 'the agents gRPC service' },
     { from: NVME_PORT, to: NVME_PORT, purpose: 'NVMe/TCP' },
     { from: DISCOVERY_PORT, to: DISCOVERY_PORT, purpose: 'NVMe/TCP discovery' },

@@ -100,6 +100,18 @@ describe('admin endpoints on a server (real control plane, real nft in a network
     assert.equal((await tableOf()).has(2223), false);
   });
 
+  it('the REST API\'s own port may be an admin endpoint (protected the same way); the gRPC port may not', async () => {
+    const apiPort = Number(new URL(plane.apiUrl).port);
+    await api.api('POST', '/adminEndpoints', { port: apiPort, ips: ['127.0.0.1'] });
+    await waitUntil(async () => ((await tableOf()).get(apiPort)?.restricted ? true : undefined), 'the API port in nftables', 5000, 50);
+    await api.api('DELETE', `/adminEndpoints/${apiPort}`);
+    await waitUntil(async () => (!(await tableOf()).has(apiPort) ? true : undefined), 'the API port released', 5000, 50);
+    const grpcPort = Number(plane.grpcEndpoint.split(':')[1]);
+    const refused = await api.request('POST', '/adminEndpoints', { port: grpcPort, ips: ['127.0.0.1'] });
+    assert.equal(refused.status, 409, refused.text);
+    assert.match(refused.text, /agents gRPC service/);
+  });
+
   it('deleting the endpoint removes its entries; entries left by a deleted endpoint while the agent was away go at its start', async () => {
     await api.api('DELETE', `/adminEndpoints/${PORT}`);
     await waitUntil(async () => (!(await tableOf()).has(PORT) ? true : undefined), 'the endpoint gone from nftables', 5000, 50);
