@@ -13,6 +13,7 @@ import { connect } from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
+import { controlPlaneChannelOptions } from '../../agent/control-plane-session/cluster-ca-credentials.js';
 import { send } from '../../cli/transport.js';
 import { createEtcdClient, etcdTlsOf } from '../../lib/etcd/client.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
@@ -188,7 +189,7 @@ describe('HTTPS by default and TLS on the agents\' channel', () => {
     const plain = await sessionError(grpc.credentials.createInsecure());
     assert.equal(plain.code, grpc.status.UNAVAILABLE, `plain text is refused before any RPC: ${plain.message}`);
     // The same call over TLS verified by the cluster CA reaches the service, which wants a token.
-    const overTls = await sessionError(grpc.credentials.createSsl(Buffer.from(ca)), { 'grpc.ssl_target_name_override': CONTROL_PLANE_TLS_NAME });
+    const overTls = await sessionError(grpc.credentials.createSsl(Buffer.from(ca)), controlPlaneChannelOptions);
     assert.equal(overTls.code, grpc.status.UNAUTHENTICATED, overTls.message);
   });
 
