@@ -35,11 +35,14 @@ export class AdminEndpointsEnforcer {
   constructor(private readonly options: AdminEndpointsEnforcerOptions) {}
 
   async start(): Promise<void> {
+    if (this.stopped || this.watcher) return;
     const schedule = () => this.schedule();
     this.watcher = this.options.etcd.watch().prefix(keys.adminEndpointsPrefix()).watcher();
     this.watcher.on('put', schedule).on('delete', schedule).on('connected', schedule);
     this.watcher.on('error', (err) => this.options.logger.warn({ err: err.message }, 'admin endpoints watch failed; it reconnects, and the resync re-reads'));
-    this.resync = setInterval(schedule, this.options.resyncIntervalMs);
+    // Neither timer keeps a stopping process alive (stop() clears them; unref covers a stop that
+    // never comes, as in tests that drop an agent).
+    this.resync = setInterval(schedule, this.options.resyncIntervalMs).unref();
     this.schedule(0);
   }
 
@@ -48,6 +51,7 @@ export class AdminEndpointsEnforcer {
     clearTimeout(this.timer);
     clearInterval(this.resync);
     await this.watcher?.cancel().catch(() => undefined);
+    this.watcher?.removeAllListeners();
     await this.running;
   }
 
@@ -57,7 +61,7 @@ export class AdminEndpointsEnforcer {
     clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.running = this.running.then(() => this.pass());
-    }, delayMs);
+    }, delayMs).unref();
   }
 
   private async pass(): Promise<void> {
