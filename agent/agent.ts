@@ -4,7 +4,7 @@
 // and tests call startAgent directly.
 import { randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
+import { createEtcdClient, etcdTlsOf, parseRecord } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
 import type { Logger } from '../lib/logger.js';
 import { hostPort } from '../lib/endpoints.js';
@@ -13,7 +13,9 @@ import type { ClusterRecord } from '../lib/records.js';
 import { ReplicaSetStore } from '../lib/etcd/replica-set-store.js';
 import { retry } from '../lib/retry.js';
 import type { AgentConfig } from './config.js';
+import { AdminEndpointsEnforcer } from './admin-endpoints/admin-endpoints-enforcer.js';
 import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
+import { clusterCaCredentials, controlPlaneChannelOptions } from './control-plane-session/cluster-ca-credentials.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
 import { createDataPathAndPools, type DataPathParts } from './datapath/datapath.js';
 import { BundleCollector } from './diagnostics/bundle-collector.js';
@@ -82,7 +84,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     'strata-agent starting',
   );
 
-  const etcd = createEtcdClient(config.etcdEndpoints);
+  const etcd = createEtcdClient(config.etcdEndpoints, undefined, etcdTlsOf(config));
   // Listen before registering: the node record advertises the discovery endpoint only when the
   // controller really listens (a port taken by another process is logged, not advertised).
   const metrics: MetricsServer = await startMetricsServer(config.metricsHost, config.metricsPort, logger.child({ component: 'metrics' }));
@@ -148,11 +150,18 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   };
   membership.on('registered', () => void refreshClusterUUID());
 
-  const { dataPath, pools, backend } = await createDataPathAndPools(
+  const { dataPath, pools, backend, ipAcls } = await createDataPathAndPools(
     config,
     { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }) },
     { presentedHosts, ...options.dataPath },
   );
+  // Admin endpoints: nftables entries in the same table as the volumes' IP ACLs.
+  const adminEndpoints = new AdminEndpointsEnforcer({
+    etcd,
+    target: ipAcls,
+    resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
+    logger: logger.child({ component: 'admin-endpoints' }),
+  });
   // Fencing (docs/replication.md): a primary whose lease may expire stops serving before it can,
   // and serves again only when the lease was renewed in time, or when etcd, read after the new
   // registration, still names it the primary.
@@ -220,6 +229,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     },
     // Proof of membership for the control plane's gRPC port, from the secret in etcd.
     tokens: new EtcdAgentTokenIssuer({ etcd, identity, logger: logger.child({ component: 'agent-token' }) }),
+    // TLS, the control plane verified against the cluster CA in etcd.
+    credentials: clusterCaCredentials(etcd),
+    channelOptions: controlPlaneChannelOptions,
     heartbeatMs: config.heartbeatSeconds * 1000,
     logger: logger.child({ component: 'control-plane-session' }),
   });
@@ -240,6 +252,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     await nodeOps.stop();
     unwatchPasses();
     unobserve();
+    await adminEndpoints.stop();
     // Planned failover first: replicated volumes this node is the primary of go to another copy
     // (hosts wait from the hand-over to the promotion), while the data path stops; a pass that is
     // still running changes nothing more (it neither applies nor serves a handed-over volume).
@@ -272,6 +285,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     // target simply keeps serving what it serves.
     pools.start();
     dataPath.start();
+    await adminEndpoints.start();
     session.start();
     nodeOps.start();
     logger.info(

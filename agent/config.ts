@@ -2,6 +2,7 @@
 // Defaults fit a single-node lab on 127.0.0.1; production units override the endpoints.
 import { hostname as osHostname } from 'node:os';
 import { z } from 'zod';
+import { etcdTlsSettings } from '../lib/etcd/client.js';
 import { loadConfig, settings, type ConfigOf, type LoadOptions, type SettingsSpec } from '../lib/config.js';
 import { StrataError } from '../lib/errors.js';
 import { UUID_PATTERN } from '../lib/contract/uuid.js';
@@ -19,6 +20,7 @@ export const agentSettings = {
     schema: endpointList(),
     default: ['127.0.0.1:2379'],
   },
+  ...etcdTlsSettings,
   controlPlaneEndpoints: {
     description: 'control-plane gRPC endpoints (host:port) the agent reports to, tried in order',
     schema: endpointList(),

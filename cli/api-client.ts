@@ -9,6 +9,7 @@
 //   - transport failures are never retried: "cannot connect" should come back at once (exit 3).
 import { retry } from '../lib/retry.js';
 import { ApiError, ConnectionError } from './errors.js';
+import { send, type TlsTrust } from './transport.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -28,6 +29,8 @@ export interface ApiClientOptions {
   /** Told before each retry (the CLI prints it on stderr). */
   readonly onRetry?: (message: string) => void;
   readonly userAgent?: string;
+  /** How an https:// endpoint is verified (default: the system's CAs). */
+  readonly tls?: TlsTrust;
 }
 
 export interface RequestOptions {
@@ -127,7 +130,7 @@ export class ApiClient {
     signal?.addEventListener('abort', abort, { once: true });
     let response: Response;
     try {
-      response = await fetch(url, { headers: this.headers('*/*'), signal: headersIn.signal, redirect: 'error' });
+      response = await send(url, { method: 'GET', headers: this.headers('*/*'), signal: headersIn.signal }, this.options.tls);
     } catch (err) {
       throw transportError(err, 'GET', url, this.options.requestTimeoutMs);
     } finally {
@@ -157,13 +160,13 @@ export class ApiClient {
     let response: Response;
     let text: string;
     try {
-      response = await fetch(url, {
+      // A redirect is never followed: it would resend the token to wherever it points.
+      response = await send(url, {
         method,
         headers,
         ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
         signal: AbortSignal.timeout(this.options.requestTimeoutMs),
-        redirect: 'error', // a redirect would resend the token to wherever it points
-      });
+      }, this.options.tls);
       text = await response.text();
     } catch (err) {
       throw transportError(err, method, url, this.options.requestTimeoutMs);
@@ -239,7 +242,9 @@ function transportError(err: unknown, method: HttpMethod, url: string, timeoutMs
       return new ConnectionError(`connection to ${origin} lost (${code})${method === 'GET' ? '' : '; the request may or may not have been applied'}`);
     default: {
       const detail = typeof cause?.message === 'string' && cause.message !== '' ? cause.message : err instanceof Error ? err.message : String(err);
-      const tls = code !== undefined && /CERT|SSL|TLS|SELF_SIGNED/i.test(code) ? ' (to trust a private CA: NODE_EXTRA_CA_CERTS=/path/ca.pem)' : '';
+      const tls = code !== undefined && /CERT|SSL|TLS|SELF_SIGNED|HOSTNAME|ALTNAME|VERIFY|ISSUER/i.test(code)
+        ? ' (the server\'s certificate is not verified: give the cluster CA with --ca-file or STRATA_CA_FILE (the launcher and the control plane write it as ca.pem), or --insecure to skip verification)'
+        : '';
       return new ConnectionError(`cannot connect to ${origin}: ${detail}${code && !detail.includes(code) ? ` (${code})` : ''}${tls}`);
     }
   }

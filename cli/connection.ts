@@ -11,27 +11,37 @@ import { registerSecret, UsageError } from './errors.js';
  * not imported, so the CLI does not load the daemon's code; cli.test.ts checks they agree.
  */
 export const DEFAULT_API_PORT = 8080;
-export const DEFAULT_ENDPOINT = `http://127.0.0.1:${DEFAULT_API_PORT}`;
+export const DEFAULT_ENDPOINT = `https://127.0.0.1:${DEFAULT_API_PORT}`;
 
 export interface ConnectionFlags {
   readonly endpoint?: string | undefined;
   readonly token?: string | undefined;
   readonly tokenFile?: string | undefined;
+  readonly caFile?: string | undefined;
+  readonly insecure?: boolean | undefined;
 }
 
 export interface Connection {
   /** http(s)://host[:port][/prefix], without /api/v2. */
   readonly endpoint: string;
   readonly token: string;
+  /** How an https:// endpoint is verified. */
+  readonly tls: { readonly ca?: string; readonly insecure: boolean };
 }
 
 export function defaultTokenFile(env: NodeJS.ProcessEnv = process.env): string {
   return join(env['HOME'] || homedir(), '.config', 'strata', 'token');
 }
 
+export function defaultCaFile(env: NodeJS.ProcessEnv = process.env): string {
+  return join(env['HOME'] || homedir(), '.config', 'strata', 'ca.pem');
+}
+
 /**
  * Endpoint: --endpoint, else STRATA_ENDPOINT, else http://127.0.0.1:8080.
  * Token: --token, else --token-file, else STRATA_TOKEN, else ~/.config/strata/token if present.
+ * CA (trusted besides the system's for https://): --ca-file, else STRATA_CA_FILE, else
+ * ~/.config/strata/ca.pem if present. --insecure: no verification at all.
  */
 export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv = process.env): Connection {
   const endpoint = normalizeEndpoint(flags.endpoint ?? nonEmpty(env['STRATA_ENDPOINT']) ?? DEFAULT_ENDPOINT);
@@ -49,7 +59,23 @@ export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv
   registerSecret(token);
   // A character an HTTP header cannot carry would make fetch throw a message quoting the header.
   if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError('the API token contains whitespace or control characters; it must be one line');
-  return { endpoint, token };
+  return { endpoint, token, tls: resolveTrust(flags, env) };
+}
+
+function resolveTrust(flags: ConnectionFlags, env: NodeJS.ProcessEnv): Connection['tls'] {
+  const insecure = flags.insecure === true;
+  const explicit = flags.caFile ?? nonEmpty(env['STRATA_CA_FILE']);
+  if (insecure && flags.caFile !== undefined) throw new UsageError('give --ca-file or --insecure, not both');
+  const path = explicit ?? (existsSync(defaultCaFile(env)) ? defaultCaFile(env) : undefined);
+  if (path === undefined || insecure) return { insecure };
+  let ca: string;
+  try {
+    ca = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read the CA file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  if (!ca.includes('-----BEGIN CERTIFICATE-----')) throw new UsageError(`the CA file ${path} holds no PEM certificate`);
+  return { ca, insecure };
 }
 
 function readTokenFile(path: string): string {
@@ -64,15 +90,15 @@ function readTokenFile(path: string): string {
   return token;
 }
 
-/** Accepts host:port (http assumed) and a URL that already ends in /api/v2. */
+/** Accepts host:port (https assumed) and a URL that already ends in /api/v2. */
 export function normalizeEndpoint(raw: string): string {
   const text = raw.trim();
-  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`;
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `https://${text}`;
   let url: URL;
   try {
     url = new URL(withScheme);
   } catch {
-    throw new UsageError(`invalid endpoint "${raw}": use http://host:port`);
+    throw new UsageError(`invalid endpoint "${raw}": use https://host:port`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`invalid endpoint "${raw}": only http:// and https:// are supported`);
   if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {

@@ -10,6 +10,8 @@ export interface GlobalOptions {
   endpoint?: string;
   token?: string;
   tokenFile?: string;
+  caFile?: string;
+  insecure?: boolean;
   output: OutputFormat;
   bytes?: boolean;
   timeout: string;
@@ -23,13 +25,14 @@ export interface CommandContext {
 export function contextOf(command: Command): CommandContext {
   const options = command.optsWithGlobals<GlobalOptions>();
   const print = createPrinter(options.output, options.bytes === true);
-  const connection = resolveConnection({ endpoint: options.endpoint, token: options.token, tokenFile: options.tokenFile });
+  const connection = resolveConnection({ endpoint: options.endpoint, token: options.token, tokenFile: options.tokenFile, caFile: options.caFile, insecure: options.insecure });
   const client = new ApiClient({
     endpoint: connection.endpoint,
     token: connection.token,
     requestTimeoutMs: parseDurationMs(options.timeout, '--timeout'),
     onRetry: (message) => print.note(`strata: ${message}`),
     userAgent: `strata-cli/${productVersion}`,
+    tls: connection.tls,
   });
   return { client, print };
 }

@@ -36,6 +36,8 @@ export function buildProgram(): Command {
     // No .env() or default for the token options: commander would show the value in --help.
     .addOption(new Option('--token <token>', 'API token (visible to other users in `ps`: prefer --token-file or STRATA_TOKEN)'))
     .addOption(new Option('--token-file <file>', 'file holding the API token [env STRATA_TOKEN holds the token itself] (default: ~/.config/strata/token if present)'))
+    .addOption(new Option('--ca-file <file>', 'PEM CA certificate the API\'s certificate is verified with, besides the system\'s: the cluster CA (ca.pem in the control plane\'s state directory) [env STRATA_CA_FILE] (default: ~/.config/strata/ca.pem if present)'))
+    .addOption(new Option('--insecure', 'do not verify the API\'s TLS certificate (the token is still sent: only for a server you trust)'))
     .addOption(new Option('-o, --output <format>', 'output format: human tables, or the API\'s JSON as received').choices(['table', 'json']).default('table'))
     .addOption(new Option('--bytes', 'print sizes in tables as bytes instead of binary units'))
     .addOption(new Option('--timeout <duration>', 'give up on one API request after this long').default('30s'));

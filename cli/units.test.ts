@@ -50,7 +50,7 @@ describe('cli units', () => {
 
   it('defaults to the control plane\'s default API port and normalizes endpoints', () => {
     assert.equal(DEFAULT_API_PORT, controlPlaneSettings.apiPort.default);
-    assert.equal(normalizeEndpoint('127.0.0.1:8080'), 'http://127.0.0.1:8080');
+    assert.equal(normalizeEndpoint('127.0.0.1:8080'), 'https://127.0.0.1:8080', 'host:port means https now that the API is HTTPS by default');
     assert.equal(normalizeEndpoint('https://cp.example:8443/'), 'https://cp.example:8443');
     assert.equal(normalizeEndpoint('http://cp:8080/api/v2/'), 'http://cp:8080');
     assert.throws(() => normalizeEndpoint('ftp://cp'), UsageError);
@@ -62,7 +62,7 @@ describe('cli units', () => {
     assert.equal(resolveConnection({ token: 'flag-token' }, env).token, 'flag-token');
     assert.equal(resolveConnection({}, env).token, 'env-token');
     assert.equal(resolveConnection({}, { ...env, STRATA_ENDPOINT: 'http://cp:9000' }).endpoint, 'http://cp:9000');
-    assert.equal(resolveConnection({}, env).endpoint, `http://127.0.0.1:${DEFAULT_API_PORT}`);
+    assert.equal(resolveConnection({}, env).endpoint, `https://127.0.0.1:${DEFAULT_API_PORT}`);
     assert.throws(() => resolveConnection({}, { HOME: '/nonexistent-home' }), /no API token/);
     assert.throws(() => resolveConnection({ tokenFile: '/nonexistent-home/token' }, env), /cannot read the token file/);
     assert.throws(() => resolveConnection({ token: 'a', tokenFile: 'b' }, env), /not both/);

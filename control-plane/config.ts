@@ -2,9 +2,11 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { loadConfigOrExit, settings, type ConfigOf, type LoadOptions } from '../lib/config.js';
+import { etcdTlsSettings } from '../lib/etcd/client.js';
 
 export const controlPlaneSettings = {
   etcdEndpoints: { description: 'etcd client endpoints (host:port, comma-separated)', schema: settings.list(), default: ['127.0.0.1:2379'] },
+  ...etcdTlsSettings,
   apiHost: { description: 'address the REST API listens on', schema: settings.string(), default: '127.0.0.1' },
   apiPort: { description: 'port of the REST API', schema: settings.port(), default: 8080 },
   metricsHost: { description: 'address the Prometheus metrics endpoint (GET /metrics) listens on', schema: settings.string(), default: '127.0.0.1' },
@@ -18,8 +20,10 @@ export const controlPlaneSettings = {
   adminTokenTtlDays: { description: 'lifetime of the admin token minted at bootstrap', schema: settings.positiveInt(), default: 365 },
   leaseTtlSeconds: { description: 'TTL of this instance\'s etcd lease (leadership and registration)', schema: settings.positiveInt().min(2), default: 10 },
   instanceId: { description: 'stable id of this instance (default: hostname:apiPort)', schema: z.string().optional(), default: undefined },
-  tlsCert: { description: 'PEM certificate file: serve the REST API over HTTPS when set with tlsKey', schema: z.string().optional(), default: undefined },
+  tlsCert: { description: 'PEM certificate file (with its chain) the REST API serves instead of the one this instance issues from the cluster CA; set with tlsKey', schema: z.string().optional(), default: undefined },
   tlsKey: { description: 'PEM private key file for tlsCert', schema: z.string().optional(), default: undefined },
+  tlsNames: { description: 'more host names or IP addresses for the certificate this instance issues itself (it always has advertiseAddress, apiHost, grpcHost, the hostname, localhost and 127.0.0.1)', schema: settings.list(), default: [] },
+  apiInsecureHttp: { description: 'DEVELOPMENT ONLY: serve the REST API over plain HTTP (tokens travel in clear text)', schema: settings.boolean(), default: false },
   apiHeadersTimeoutSeconds: { description: 'the REST API closes a connection with 408 when a request line and headers take longer than this', schema: settings.positiveInt().max(3600), default: 10 },
   apiRequestTimeoutSeconds: { description: 'the REST API closes a connection with 408 when a whole request (headers and body) takes longer than this', schema: settings.positiveInt().max(3600), default: 30 },
   apiKeepAliveTimeoutSeconds: { description: 'the REST API closes a kept-alive connection idle this long', schema: settings.positiveInt().max(3600), default: 65 },

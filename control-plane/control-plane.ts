@@ -1,12 +1,11 @@
 // The control plane's composition root: the etcd client, bootstrap, the two transports (REST
 // and the agents' gRPC), leadership and its tasks, and the order of start and stop.
 // resources.ts builds the resources' services and routers. main.ts adds the process concerns.
-import { readFileSync } from 'node:fs';
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { StrataError, toStrataError } from '../lib/errors.js';
-import { createEtcdClient } from '../lib/etcd/client.js';
+import { createEtcdClient, etcdTlsOf } from '../lib/etcd/client.js';
 import { KeptLease } from '../lib/etcd/lease.js';
 import { startMetricsServer } from '../lib/metrics.js';
 import type { Logger } from '../lib/logger.js';
@@ -32,6 +31,7 @@ import { LeaderElection } from './leadership/leader-election.js';
 import { LeaderTasks } from './leadership/leader-tasks.js';
 import { observeControlPlane } from './metrics/control-plane-metrics.js';
 import { buildResources } from './resources.js';
+import { prepareControlPlaneTls } from './tls/control-plane-tls.js';
 import { WatchCache } from './watch-cache/watch-cache.js';
 
 export interface RunningControlPlane {
@@ -50,7 +50,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     throw new StrataError('CONFIG_INVALID', `volumePortMin ${config.volumePortMin} is above volumePortMax ${config.volumePortMax}`);
   }
   const instanceId = instanceIdOf(config);
-  const etcd = createEtcdClient(config.etcdEndpoints);
+  const etcd = createEtcdClient(config.etcdEndpoints, undefined, etcdTlsOf(config));
   const bootstrap = await untilEtcdAnswers(logger, () =>
     bootstrapCluster({
       etcd,
@@ -63,6 +63,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     }),
   );
   const child = (component: string) => logger.child({ component });
+  const tls = await untilEtcdAnswers(logger, () => prepareControlPlaneTls(config, etcd, bootstrap.cluster.UUID, instanceId));
 
   // The agents' gRPC service. Listen first so advertised endpoints carry real ports (0 in tests).
   // The agent secret is read (created, on a cluster that has none yet) before agents can call.
@@ -79,10 +80,9 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     instanceId,
     clusterUUID: bootstrap.cluster.UUID,
   });
-  const grpcPort = await bindGrpcServer(grpcServer, config.grpcHost, config.grpcPort);
+  const grpcPort = await bindGrpcServer(grpcServer, config.grpcHost, config.grpcPort, tls.grpc);
 
   // The REST API: bound before the routes exist, so the registry can advertise its port.
-  const tls = config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined;
   // Until the routes exist (the watch cache loads first), every request gets a 503 with the JSON
   // error body and Retry-After, never silence: a client polling a starting control plane retries.
   let handle: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
@@ -91,7 +91,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
     keepAliveTimeoutMs: config.apiKeepAliveTimeoutSeconds * 1000,
     maxConnections: config.apiMaxConnections,
-  }, tls);
+  }, tls.rest);
   httpServer.on('request', (req, res) => {
     if (handle) return handle(req, res);
     writeError(res, new StrataError('UNAVAILABLE', 'the control plane is starting; retry'), { 'Retry-After': '1' });
@@ -123,6 +123,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     cluster: bootstrap.cluster,
     config,
     ports: { api: apiPort, grpc: grpcPort },
+    apiCaFile: tls.restCaFile,
     sessions,
     logger,
   });
@@ -144,7 +145,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   const unobserve = observeControlPlane({ cache, inventory: new InventoryReader(etcd), sessions, election, etcd });
   const metrics = await startMetricsServer(config.metricsHost, config.metricsPort, child('metrics'));
   logger.info(
-    { instanceId, api: `${tls ? 'https' : 'http'}://${config.apiHost}:${apiPort}`, grpc: `${config.grpcHost}:${grpcPort}`, clusterUUID: bootstrap.cluster.UUID },
+    { instanceId, api: `${tls.rest ? 'https' : 'http'}://${config.apiHost}:${apiPort}`, caFile: tls.caPath, grpc: `${config.grpcHost}:${grpcPort}`, clusterUUID: bootstrap.cluster.UUID },
     'control plane started',
   );
 

@@ -92,6 +92,8 @@ export interface ResourceContext {
   readonly cluster: ClusterRecord;
   readonly config: ControlPlaneConfig;
   readonly ports: { readonly api: number; readonly grpc: number };
+  /** How a local client verifies the REST API (undefined: it is plain HTTP, apiInsecureHttp). */
+  readonly apiCaFile: string | undefined;
   /** The agents' live sessions on this instance: commands (LEDs) and diagnostic bundles go down them. */
   readonly sessions: AgentSessions;
   readonly logger: Logger;
@@ -130,8 +132,9 @@ export function buildResources(ctx: ResourceContext): Resources {
     clusterSubsystemNQN: ctx.cluster.subsystemNQN,
   });
   const snapshots = new SnapshotService({ store: snapshotStore, projects: projectDirectory, clones: volumeUsage, events, logger: logger.child({ component: 'snapshots' }) });
+  // The REST API's port is not reserved: an admin endpoint there protects it like any other
+  // administrative port (issue 12 item 6). The gRPC port is: agents must always reach it.
   const reservedPorts = [
-    { from: ctx.ports.api, to: ctx.ports.api, purpose: 'the REST API' },
     { from: ctx.ports.grpc, to: ctx.ports.grpc, purpose: 'the agents gRPC service' },
     { from: NVME_PORT, to: NVME_PORT, purpose: 'NVMe/TCP' },
     { from: DISCOVERY_PORT, to: DISCOVERY_PORT, purpose: 'NVMe/TCP discovery' },
@@ -171,7 +174,7 @@ export function buildResources(ctx: ResourceContext): Resources {
         inventory,
         sessions: ctx.sessions,
         dumpEtcd: (file) => writeEtcdDump(etcd, file),
-        api: { endpoint: ownApiEndpoint(config, ctx.ports.api), caFile: config.tlsCert },
+        api: { endpoint: ownApiEndpoint(config, ctx.ports.api, ctx.apiCaFile !== undefined), caFile: ctx.apiCaFile },
         hostname: hostname(),
         logger: logger.child({ component: 'diagnostics' }),
       }),
@@ -219,7 +222,7 @@ export function buildResources(ctx: ResourceContext): Resources {
 }
 
 /** This instance's REST API as a local client reaches it (the CLI outputs of the bundle). */
-function ownApiEndpoint(config: ControlPlaneConfig, port: number): string {
+function ownApiEndpoint(config: ControlPlaneConfig, port: number, https: boolean): string {
   const host = config.apiHost === '0.0.0.0' || config.apiHost === '::' || config.apiHost === '' ? '127.0.0.1' : config.apiHost;
-  return `${config.tlsCert && config.tlsKey ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  return `${https ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

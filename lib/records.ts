@@ -438,3 +438,10 @@ export interface NodePoolRecord {
   measuredAt: string;
   reportedAt: string;
 }
+
+/** /strata/admin-endpoints/<port>: which addresses may reach an administrative TCP port; written by the API, enforced by every agent (nftables). */
+export interface AdminEndpointRecord {
+  port: number;
+  ips: string[];
+  createdAt: string;
+}

@@ -21,6 +21,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, Option } from 'commander';
 import type { Etcd3 } from 'etcd3';
+import { send } from '../cli/transport.js';
 import { volumeSubsystemNQN } from '../lib/contract/nqn.js';
 import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
@@ -110,7 +111,8 @@ try {
     '--volume-port-min', String(volumePorts.min), '--volume-port-max', String(volumePorts.max),
   ]);
   await waitForApi(controlPlane);
-  say(`control plane  http://127.0.0.1:${apiPort}/api/v2  (gRPC 127.0.0.1:${ports.grpc})`);
+  say(`control plane  https://127.0.0.1:${apiPort}/api/v2  (gRPC over TLS 127.0.0.1:${ports.grpc})`);
+  say(`cluster CA     ${caPath()}  (the API's and the agents' channel's certificates are signed by it)`);
 
   const run = (file: string, args: string[]) => execArgv(file, args, { timeoutMs: 30_000 });
   const inGuest = nodeCount > 1 || options.agent === 'guest' || (options.agent === 'auto' && !(await hostHasNvmet(run)));
@@ -130,7 +132,8 @@ try {
   watcher = watchVolumes(etcdClient, inGuest);
   say('');
   say(`admin token    ${join(home, 'admin.jwt')}`);
-  say(`try            curl -s -H "Authorization: Bearer $(cat ${join(home, 'admin.jwt')})" http://127.0.0.1:${apiPort}/api/v2/cluster`);
+  say(`try            curl -s --cacert ${caPath()} -H "Authorization: Bearer $(cat ${join(home, 'admin.jwt')})" https://127.0.0.1:${apiPort}/api/v2/cluster`);
+  say(`cli            STRATA_ENDPOINT=https://127.0.0.1:${apiPort} STRATA_CA_FILE=${caPath()} STRATA_TOKEN=$(cat ${join(home, 'admin.jwt')}) npm run --silent cli -- cluster info`);
   say(`logs           ${logs}/`);
   say('Ctrl-C stops the cluster; run the same command again to resume it.');
 } catch (err) {
@@ -377,12 +380,18 @@ function adminToken(): string | undefined {
   return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
 }
 
+/** The cluster CA the control plane writes to its state directory (this home). */
+function caPath(): string {
+  return join(home, 'ca.pem');
+}
+
 async function api(path: string): Promise<Response | undefined> {
   const token = adminToken();
-  if (!token) return undefined;
+  if (!token || !existsSync(caPath())) return undefined;
   try {
     // Bounded: a request that reaches a control plane still starting must not hang the launcher.
-    return await fetch(`http://127.0.0.1:${apiPort}${path}`, { headers: { Authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(5000) });
+    // Verified against the cluster CA, as any client should.
+    return await send(`https://127.0.0.1:${apiPort}${path}`, { method: 'GET', headers: { Authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(5000) }, { ca: readFileSync(caPath(), 'utf8') });
   } catch {
     return undefined;
   }

@@ -60,7 +60,8 @@ export interface ControlPlaneSessionOptions {
   /** A dialed endpoint that does not answer Welcome within this time is given up for the next. */
   readonly welcomeTimeoutMs?: number;
   readonly logger: Logger;
-  readonly credentials?: grpc.ChannelCredentials;
+  /** The channel's credentials, or how to get them before each dial (the agent reads the cluster CA from etcd); default: plain text (tests only). */
+  readonly credentials?: grpc.ChannelCredentials | (() => Promise<grpc.ChannelCredentials>);
   readonly channelOptions?: grpc.ChannelOptions;
 }
 
@@ -216,15 +217,23 @@ export class ControlPlaneSession extends EventEmitter<SessionEvents> {
       this.abort.signal.removeEventListener('abort', onStop);
     }
     if (this.stopped || !token) return { welcomed: false, reason: 'agent stopping' };
-    return this.runStream(endpoint, token);
+    let credentials: grpc.ChannelCredentials;
+    try {
+      const given = this.options.credentials;
+      credentials = typeof given === 'function' ? await given() : (given ?? grpc.credentials.createInsecure());
+    } catch (err) {
+      return { welcomed: false, reason: `cannot set up TLS to the control plane: ${(err as Error).message}` };
+    }
+    if (this.stopped) return { welcomed: false, reason: 'agent stopping' };
+    return this.runStream(endpoint, token, credentials);
   }
 
-  private runStream(endpoint: string, token: SignedAgentToken): Promise<{ welcomed: boolean; reason: string }> {
+  private runStream(endpoint: string, token: SignedAgentToken, credentials: grpc.ChannelCredentials): Promise<{ welcomed: boolean; reason: string }> {
     return new Promise((resolve) => {
       const proto = loadStrataProto();
       const client = new proto.strata.v1.AgentReporting(
         endpoint,
-        this.options.credentials ?? grpc.credentials.createInsecure(),
+        credentials,
         {
           // A dead peer behind a silent network (no RST) is noticed by pings, not by writes.
           'grpc.keepalive_time_ms': 15_000,

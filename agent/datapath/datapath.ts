@@ -71,7 +71,7 @@ export async function createDataPathAndPools(
   config: DataPathConfig,
   deps: DataPathDeps,
   parts: DataPathParts = {},
-): Promise<{ dataPath: DataPathReconciler; pools: NodePools; backend: () => Promise<DataPathBackend> }> {
+): Promise<{ dataPath: DataPathReconciler; pools: NodePools; backend: () => Promise<DataPathBackend>; ipAcls: IpAclEnforcer }> {
   const run = parts.run ?? runCommand;
   const state = await DataPathState.load(config.stateDir);
   const logger = deps.logger;
@@ -105,6 +105,8 @@ export async function createDataPathAndPools(
           rejoinIntervalMs: 5000,
         })
       : undefined;
+  // The volume ports' IP ACLs and the admin endpoints (ports outside the volume range): one table.
+  const ipAcls = new IpAclEnforcer(parts.ipAcls ?? new NftablesDriver(), logger, { min: config.volumePortMin, max: config.volumePortMax });
   const dataPath: DataPathReconciler = new DataPathReconciler({
     etcd: deps.etcd,
     nodeUUIDs: deps.nodeUUIDs,
@@ -115,11 +117,11 @@ export async function createDataPathAndPools(
     ...(replicas ? { replicas } : {}),
     connectedHosts: parts.connectedHosts ?? new SsConnectedHostsProbe(run),
     ...(parts.presentedHosts ? { presentedHosts: parts.presentedHosts } : {}),
-    ipAcls: new IpAclEnforcer(parts.ipAcls ?? new NftablesDriver(), logger),
+    ipAcls,
     resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
     logger,
   });
-  return { dataPath, pools, backend };
+  return { dataPath, pools, backend, ipAcls };
 }
 
 /**

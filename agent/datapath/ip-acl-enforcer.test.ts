@@ -73,6 +73,27 @@ describe('IP ACL enforcement (real nft, private network namespace)', { skip: typ
     await new IpAclEnforcer(driver, silentLogger()).enforce(new Map());
   });
 
+  it('keeps admin endpoints (ports outside the volume range) through volume passes, and drops admin-range entries no endpoint wants', async () => {
+    const range = { min: 20000, max: 20999 };
+    const enforcer = new IpAclEnforcer(driver, silentLogger(), range);
+    // Left from an endpoint deleted while no agent ran.
+    await new IpAclEnforcer(driver, silentLogger(), range).enforceAdminEndpoints(new Map([[2200, ipAclOf(['10.1.1.1']) as IpAcl]]));
+    assert.deepEqual((await enforcer.enforceAdminEndpoints(new Map([[22, ipAclOf(['10.0.0.9']) as IpAcl]]))).size, 0);
+    await enforcer.enforce(want([[20001, V1, ['10.0.0.1']]]));
+    await enforcer.release(new Set([20001]), new Set([20001]));
+    assert.deepEqual((await driver.read()).ports, new Map([[22, { restricted: true, v4: ['10.0.0.9'], v6: [] }], [20001, { restricted: true, v4: ['10.0.0.1'], v6: [] }]]));
+    // A fresh process's first volume pass (before the admin endpoints are read) removes nothing of
+    // the volume range and drops the admin range only for ports no endpoint has.
+    const restarted = new IpAclEnforcer(driver, silentLogger(), range);
+    await restarted.enforceAdminEndpoints(new Map([[22, ipAclOf(['10.0.0.9']) as IpAcl]]));
+    await restarted.enforce(want([]));
+    await restarted.release(new Set(), new Set([20001]));
+    assert.deepEqual([...(await driver.read()).ports.keys()], [22, 20001]);
+    await restarted.enforceAdminEndpoints(new Map());
+    await restarted.release(new Set(), new Set());
+    assert.equal((await driver.read()).present, false, 'nothing left: no table');
+  });
+
   it('repairs a table deleted or changed behind its back', async () => {
     const enforcer = new IpAclEnforcer(driver, silentLogger());
     const wanted = want([[20001, V1, ['10.0.0.1']]]);

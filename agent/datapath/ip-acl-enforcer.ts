@@ -10,6 +10,12 @@
 // reads again to verify. A transaction the kernel refuses is retried port by port, so one bad
 // port fails only its volume. When nftables cannot be used at all, only volumes that have an
 // IP ACL fail: a volume is never reported served while its ACL is not enforced.
+//
+// Admin endpoints (docs/admin-endpoints.md) live in the same table, on ports outside the volume
+// port range (the API refuses an admin endpoint inside it): enforceAdminEndpoints() makes the
+// entries of every such port exactly the endpoints', whenever they change, and the two data path
+// steps keep them. Every step runs alone (one at a time), since each reads, plans and applies the
+// whole table.
 import type { Logger } from '../../lib/logger.js';
 import {
   describeIpAclChange,
@@ -35,20 +41,66 @@ export interface IpAclPassResult {
   readonly changes: number;
 }
 
+/** Admin endpoints: port → the addresses allowed to reach it. */
+export type AdminEndpointAcls = ReadonlyMap<number, IpAcl>;
+
 export class IpAclEnforcer {
   private lastUnavailable: string | undefined;
   /** Ports the last enforce() left as they were (not wanted): release() looks at them. */
   private kept = new Set<number>();
+  private admin: AdminEndpointAcls = new Map();
+  private queue: Promise<unknown> = Promise.resolve();
 
-  /** `driver` is a reason string when this process has no way to enforce IP ACLs. */
+  /**
+   * `driver` is a reason string when this process has no way to enforce IP ACLs. Ports outside
+   * `volumePorts` belong to admin endpoints (default: every port is a volume port).
+   */
   constructor(
     private readonly driver: IpAclDriver | string,
     private readonly logger: Logger,
+    private readonly volumePorts: { readonly min: number; readonly max: number } = { min: 1, max: 65535 },
   ) {}
 
+  private isAdminPort(port: number): boolean {
+    return port < this.volumePorts.min || port > this.volumePorts.max;
+  }
+
+  /** Runs `step` after every step before it: each reads, plans and applies the whole table. */
+  private alone<T>(step: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(step, step);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Makes the entries of the admin endpoints' ports (those outside the volume port range) exactly
+   * `endpoints`: new and changed endpoints are applied, deleted ones removed. Resolves with the
+   * ports left not as wanted (port → why), an empty map when all are enforced.
+   */
+  enforceAdminEndpoints(endpoints: AdminEndpointAcls): Promise<ReadonlyMap<number, string>> {
+    return this.alone(async () => {
+      const outside = [...endpoints.keys()].filter((p) => !this.isAdminPort(p));
+      if (outside.length > 0) this.logger.warn({ ports: outside }, 'admin endpoints inside the volume port range are not enforced');
+      this.admin = new Map([...endpoints].filter(([port]) => this.isAdminPort(port)));
+      const observed = await this.read();
+      if (typeof observed === 'string') return new Map([...this.admin.keys()].map((port) => [port, observed]));
+      const desired = wantedTable(this.admin, observed.ports, (port) => !this.isAdminPort(port));
+      const atRisk = new Set([...this.admin.keys()].filter(() => !(observed.present && observed.intact)));
+      const result = await this.converge(desired, observed, atRisk);
+      const failed = new Map([...result.byPort].filter(([port]) => this.isAdminPort(port)));
+      if (failed.size > 0) this.logger.warn({ failed: Object.fromEntries(failed) }, 'admin endpoints not enforced; retrying');
+      else if (result.changes > 0) this.logger.info({ ports: [...this.admin.keys()] }, 'admin endpoints enforced');
+      return failed;
+    });
+  }
+
   /** Puts the ACL of every wanted port (port → volume + ACL) in place. */
-  async enforce(wanted: ReadonlyMap<number, WantedIpAcl>): Promise<IpAclPassResult> {
-    const acls = new Map([...wanted].map(([port, w]) => [port, w.acl]));
+  enforce(wanted: ReadonlyMap<number, WantedIpAcl>): Promise<IpAclPassResult> {
+    return this.alone(() => this.enforceAlone(wanted));
+  }
+
+  private async enforceAlone(wanted: ReadonlyMap<number, WantedIpAcl>): Promise<IpAclPassResult> {
+    const acls = new Map([...this.admin, ...[...wanted].map(([port, w]) => [port, w.acl] as const)]);
     const volumeOf = (port: number) => wanted.get(port)?.volumeUUID;
     const restricted = [...wanted.values()].filter((w) => w.acl.restricted);
     const observed = await this.read();
@@ -56,8 +108,9 @@ export class IpAclEnforcer {
       // Volumes without an IP ACL are not affected by nftables being unusable here.
       return { failed: new Map(restricted.map((w) => [w.volumeUUID, `the IP ACL cannot be enforced: ${observed}`])), changes: 0 };
     }
-    const desired = wantedTable(acls, observed.ports);
-    this.kept = new Set([...desired.keys()].filter((p) => !wanted.has(p)));
+    // Ports of admin endpoints that no longer exist go too.
+    const desired = wantedTable(acls, observed.ports, (port) => !this.isAdminPort(port));
+    this.kept = new Set([...desired.keys()].filter((p) => !wanted.has(p) && !this.admin.has(p)));
     // A damaged or missing table leaves every restricted port unprotected, not just those whose
     // entries differ.
     const atRisk = new Set([...wanted].filter(([, w]) => w.acl.restricted && !(observed.present && observed.intact)).map(([port]) => port));
@@ -71,15 +124,19 @@ export class IpAclEnforcer {
   }
 
   /** Drops the entries of ports that are not wanted and no longer exist in the kernel target. */
-  async release(wantedPorts: ReadonlySet<number>, livePorts: ReadonlySet<number>): Promise<void> {
+  release(wantedPorts: ReadonlySet<number>, livePorts: ReadonlySet<number>): Promise<void> {
+    return this.alone(() => this.releaseAlone(wantedPorts, livePorts));
+  }
+
+  private async releaseAlone(wantedPorts: ReadonlySet<number>, livePorts: ReadonlySet<number>): Promise<void> {
     // Only when the last enforce() kept ports that may go now: a pass that changes nothing reads
     // the table once.
     if (![...this.kept].some((p) => !wantedPorts.has(p) && !livePorts.has(p))) return;
     const observed = await this.read();
     if (typeof observed === 'string') return;
-    const desired = wantedTable(new Map(), observed.ports, (port) => wantedPorts.has(port) || livePorts.has(port));
+    const desired = wantedTable(new Map(), observed.ports, (port) => wantedPorts.has(port) || livePorts.has(port) || this.admin.has(port));
     const result = await this.converge(desired, observed, new Set());
-    this.kept = new Set([...desired.keys()].filter((p) => !wantedPorts.has(p)));
+    this.kept = new Set([...desired.keys()].filter((p) => !wantedPorts.has(p) && !this.admin.has(p)));
     for (const [port, reason] of result.byPort) this.logger.warn({ port, reason }, 'removing the IP ACL of a port no longer served failed; retrying at the next pass');
   }
 

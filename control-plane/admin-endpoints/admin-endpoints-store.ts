@@ -2,14 +2,10 @@
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import type { AdminEndpointRecord } from '../../lib/records.js';
 import { commitGuarded, type CommitResult } from '../projects/etcd-guards.js';
 
-/** /strata/admin-endpoints/<port>. Lives here until lib/records.ts takes it. */
-export interface AdminEndpointRecord {
-  port: number;
-  ips: string[];
-  createdAt: string;
-}
+export type { AdminEndpointRecord };
 
 export class AdminEndpointsStore {
   private readonly records: RecordStore;

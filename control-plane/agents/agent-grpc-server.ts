@@ -163,8 +163,9 @@ export function createAgentGrpcServer(deps: AgentGrpcServerDeps): grpc.Server {
   return server;
 }
 
-export async function bindGrpcServer(server: grpc.Server, host: string, port: number): Promise<number> {
+/** Binds the agents' service: over TLS with the control plane's certificate (plain text only in tests that pass none). */
+export async function bindGrpcServer(server: grpc.Server, host: string, port: number, credentials: grpc.ServerCredentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
+    server.bindAsync(`${host}:${port}`, credentials, (err, bound) => (err ? reject(err) : resolve(bound)));
   });
 }

@@ -7,14 +7,14 @@
 //   node /opt/strata/dist/control-plane/agents/rotate-agent-secret.js --config /etc/strata/control-plane.json
 // Prints the ids (never the keys) of the current and previous secrets.
 import { rotateAgentSecret } from '../../lib/agent-token.js';
-import { createEtcdClient } from '../../lib/etcd/client.js';
+import { createEtcdClient, etcdTlsOf } from '../../lib/etcd/client.js';
 import { loadControlPlaneConfig } from '../config.js';
 
 const config = loadControlPlaneConfig({
   program: 'strata-rotate-agent-secret',
   summary: 'Rotate the secret agents sign their control-plane tokens with (reads etcdEndpoints from the control plane settings)',
 });
-const etcd = createEtcdClient(config.etcdEndpoints);
+const etcd = createEtcdClient(config.etcdEndpoints, undefined, etcdTlsOf(config));
 try {
   const rotated = await rotateAgentSecret(etcd);
   process.stdout.write(`${JSON.stringify({ current: rotated.current.id, previous: rotated.previous?.id ?? null })}\n`);

@@ -1,11 +1,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { existsSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { ensureClusterCa, readClusterCa } from '../../lib/tls/cluster-ca.js';
 import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess } from '../../test/helpers/processes.js';
@@ -116,6 +118,32 @@ describe('cluster bootstrap', () => {
         await scratch2.stop();
         rmSync(otherDir, { recursive: true, force: true });
       }
+    } finally {
+      client.close();
+      await scratch.stop();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('creates the cluster CA in the bootstrap transaction; an older cluster without one gets exactly one from racing control planes', async () => {
+    const scratch = await startEtcd();
+    const client = createEtcdClient([scratch.endpoint]);
+    const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+    try {
+      const created = await bootstrapCluster({ etcd: client, logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+      const clusterKv = (await client.get(keys.cluster()).exec()).kvs[0]!;
+      const caKv = (await client.get(keys.clusterCa()).exec()).kvs[0]!;
+      assert.equal(caKv.create_revision, clusterKv.create_revision, 'the CA was written in the same transaction as the cluster record');
+      const ca = (await readClusterCa(client))!;
+      assert.match(new X509Certificate(ca.certificate).subject, new RegExp(created.cluster.UUID));
+      assert.ok(new X509Certificate(ca.certificate).ca);
+      assert.ok(new X509Certificate(ca.certificate).checkPrivateKey(createPrivateKey(ca.privateKey)));
+
+      // A cluster bootstrapped before the CA existed: racing creators agree on one.
+      await client.delete().key(keys.clusterCa());
+      const raced = await Promise.all([0, 1, 2].map(() => ensureClusterCa(client, created.cluster.UUID)));
+      assert.equal(new Set(raced.map((r) => r.certificate)).size, 1);
+      assert.equal((await readClusterCa(client))!.certificate, raced[0]!.certificate);
     } finally {
       client.close();
       await scratch.stop();

@@ -7,6 +7,10 @@
 // place after it succeeds, so a crash in between loses nothing: on the next start, a pending
 // key whose public half matches the stored system:root credential is finished; any other
 // pending key (from an instance that lost the race) is deleted.
+//
+// The cluster CA (docs/security.md) is created in the same transaction, in etcd: a cluster never
+// exists without it, and nothing of it is on local disk to finish after a crash. (A cluster
+// bootstrapped before the CA existed gets one from lib/tls/cluster-ca.ts's ensureClusterCa.)
 import { randomUUID, createPublicKey } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,6 +19,7 @@ import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
 import { keys } from '../../lib/etcd/keys.js';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { writeFileAtomic } from '../../lib/files.js';
+import { newClusterCa } from '../../lib/tls/cluster-ca.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
 import { DEFAULT_PROJECT, ROLE_CLUSTER_ADMIN, SYSTEM_PROJECT } from '../auth/permissions.js';
@@ -77,10 +82,13 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Boots
     project: SYSTEM_PROJECT, name: ROOT_CREDENTIAL, type: 'RS256PubKey', payload: await exportSPKI(publicKey), createdAt: now,
   };
 
+  const ca = await newClusterCa(clusterUUID);
+
   const result = await etcd
     .if(keys.cluster(), 'Create', '==', 0)
     .then(
       etcd.put(keys.cluster()).value(JSON.stringify(cluster)),
+      etcd.put(keys.clusterCa()).value(JSON.stringify(ca)),
       etcd.put(keys.bootstrap()).value(JSON.stringify({ by: options.instanceId, at: now })),
       etcd.put(keys.project(DEFAULT_PROJECT)).value(JSON.stringify(project(DEFAULT_PROJECT, 'Default project'))),
       etcd.put(keys.project(SYSTEM_PROJECT)).value(JSON.stringify(project(SYSTEM_PROJECT, 'System project: installation credentials'))),

@@ -202,7 +202,7 @@ export class LogsService {
       PATH: process.env['PATH'] ?? '/usr/bin:/bin',
       STRATA_ENDPOINT: this.deps.api.endpoint,
       STRATA_TOKEN: token,
-      ...(this.deps.api.caFile ? { NODE_EXTRA_CA_CERTS: this.deps.api.caFile } : {}),
+      ...(this.deps.api.caFile ? { STRATA_CA_FILE: this.deps.api.caFile } : {}),
     };
     return new Promise((resolve) => {
       execFile(process.execPath, [join(packageRoot, 'dist/cli/main.js'), ...args], { env, timeout: CLI_TIMEOUT_MS, maxBuffer: 32 * 1024 * 1024 }, (err, stdout, stderr) => {

@@ -11,6 +11,8 @@ export const keys = {
   bootstrap: () => `${ROOT}bootstrap`,
   /** The secret agent tokens are signed with (current and previous); created once, rotated by CAS. */
   agentSecret: () => `${ROOT}agent-secret`,
+  /** The cluster CA (certificate and private key): created with the cluster, or once by the first control plane that finds none. */
+  clusterCa: () => `${ROOT}cluster-ca`,
 
   projectsPrefix: () => `${ROOT}projects/`,
   project: (name: string) => `${ROOT}projects/${name}`,

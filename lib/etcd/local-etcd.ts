@@ -12,6 +12,11 @@ export interface LocalEtcdOptions {
   readonly peerPort: number;
   /** File that receives etcd's own log; default: discarded (kept in memory for errors). */
   readonly logFile?: string;
+  /**
+   * Serve clients over TLS and require client certificates signed by `caFile` (etcd's
+   * --client-cert-auth). Health is then read from a plain-HTTP metrics listener on `metricsPort`.
+   */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string; readonly caFile: string; readonly metricsPort: number };
 }
 
 export interface LocalEtcd {
@@ -26,7 +31,8 @@ process.on('exit', () => {
 });
 
 export async function startLocalEtcd(options: LocalEtcdOptions): Promise<LocalEtcd> {
-  const client = `http://127.0.0.1:${options.clientPort}`;
+  const client = `${options.tls ? 'https' : 'http'}://127.0.0.1:${options.clientPort}`;
+  const health = options.tls ? `http://127.0.0.1:${options.tls.metricsPort}` : client;
   const peer = `http://127.0.0.1:${options.peerPort}`;
   const args = [
     '--name', 'strata', '--data-dir', join(options.dataDir, 'data'),
@@ -34,6 +40,9 @@ export async function startLocalEtcd(options: LocalEtcdOptions): Promise<LocalEt
     '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
     '--initial-cluster', `strata=${peer}`, '--initial-cluster-state', 'new',
     '--log-level', 'warn', '--logger', 'zap',
+    ...(options.tls
+      ? ['--cert-file', options.tls.certFile, '--key-file', options.tls.keyFile, '--trusted-ca-file', options.tls.caFile, '--client-cert-auth', '--listen-metrics-urls', health]
+      : []),
   ];
   const stderrTarget = options.logFile ? openSync(options.logFile, 'a') : 'pipe';
   const stdio: ['ignore', 'ignore', typeof stderrTarget] = ['ignore', 'ignore', stderrTarget];
@@ -59,7 +68,7 @@ export async function startLocalEtcd(options: LocalEtcdOptions): Promise<LocalEt
     if (failure) throw new Error(`cannot run etcd (install Debian's etcd-server): ${failure.message}`);
     if (child.exitCode !== null) throw new Error(`etcd exited during start: ${stderr || `see ${options.logFile}`}`);
     try {
-      const res = await fetch(`${client}/health`);
+      const res = await fetch(`${health}/health`);
       if (res.ok && ((await res.json()) as { health?: string }).health === 'true') break;
     } catch {
       // not listening yet

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
+import { send } from '../../cli/transport.js';
 import { packageRoot } from '../../lib/paths.js';
 import { freePort } from '../../lib/ports.js';
 import { removeDir } from '../helpers/processes.js';
@@ -60,13 +61,19 @@ describe('npm run cluster -- --nodes 2 (the launcher, two storage guests)', { ti
     }
 
     const token = readFileSync(join(home, 'admin.jwt'), 'utf8').trim();
-    const api = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
-      const res = await fetch(`http://127.0.0.1:${apiPort}/api/v2${path}`, {
+    // The API is HTTPS, verified against the CA whose path the launcher printed.
+    const caFile = /^cluster CA\s+(\S+)/m.exec(output)?.[1];
+    assert.ok(caFile, `the launcher prints the CA path:\n${output}`);
+    const ca = readFileSync(caFile, 'utf8');
+    const request = (method: string, path: string, body?: unknown) =>
+      send(`https://127.0.0.1:${apiPort}/api/v2${path}`, {
         method,
         headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: AbortSignal.timeout(30_000),
-      });
+      }, { ca });
+    const api = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
+      const res = await request(method, path, body);
       const text = await res.text();
       assert.equal(res.status, 200, `${method} ${path}: ${text}`);
       return JSON.parse(text) as T;
@@ -95,7 +102,7 @@ describe('npm run cluster -- --nodes 2 (the launcher, two storage guests)', { ti
       const reason = readFileSync(join(home, 'logs', 'control-plane.log'), 'utf8').split('\n').find((l) => l.includes(created.UUID) && l.includes('"volume failed"')) ?? '(no reason logged)';
       assert.ok(attempt < 5 && /waiting for replica\(s\)/.test(reason), `volume Failed: ${reason}`);
       console.log(`# volume two-${attempt} Failed on the known creation race, deleted and replaced: ${reason}`);
-      await fetch(`http://127.0.0.1:${apiPort}/api/v2/projects/default/volumes/${created.UUID}`, { method: 'DELETE', headers: { Authorization: `Bearer ${token}` } });
+      await request('DELETE', `/projects/default/volumes/${created.UUID}`);
     }
     const { volumePorts } = JSON.parse(readFileSync(join(home, 'ports.json'), 'utf8')) as { volumePorts: { min: number; max: number } };
     const stride = volumePorts.max - volumePorts.min + 1;

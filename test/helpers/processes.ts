@@ -107,7 +107,10 @@ export function spawnDaemon(script: string, args: string[], env: NodeJS.ProcessE
 }
 
 export interface ControlPlaneProcess extends DaemonProcess {
+  /** https://127.0.0.1:<port> (with `https`), else http://. */
   readonly apiUrl: string;
+  /** The cluster CA certificate the instance wrote (<stateDir>/ca.pem): what verifies its API and gRPC certificates. */
+  readonly caPath: string;
   readonly grpcEndpoint: string;
   readonly stateDir: string;
   readonly instanceId: string;
@@ -123,6 +126,13 @@ export interface ControlPlaneOptions {
   readonly apiPort?: number;
   readonly grpcPort?: number;
   readonly extraArgs?: string[];
+  /**
+   * Serve the REST API as production does, over HTTPS. Default false: suites about other things
+   * talk to it with Node's fetch, which cannot be given the cluster CA, so the helper starts it
+   * with the development setting --api-insecure-http (the agents' gRPC is TLS either way).
+   * test/integration/tls.test.ts covers the HTTPS default.
+   */
+  readonly https?: boolean;
 }
 
 /** Starts a control plane on free ports and waits until it serves. */
@@ -141,12 +151,14 @@ export async function startControlPlaneProcess(options: ControlPlaneOptions): Pr
     '--log-level', 'debug',
     // Many control planes on one machine: metrics on a free port each (a test may name one).
     '--metrics-port', '0',
+    ...(options.https ? [] : ['--api-insecure-http', 'true']),
     ...(options.extraArgs ?? []),
   ]);
   await daemon.waitForLog((r) => r['msg'] === 'control plane started');
   return {
     ...daemon,
-    apiUrl: `http://127.0.0.1:${apiPort}`,
+    apiUrl: `${options.https ? 'https' : 'http'}://127.0.0.1:${apiPort}`,
+    caPath: join(stateDir, 'ca.pem'),
     grpcEndpoint: `127.0.0.1:${grpcPort}`,
     stateDir,
     instanceId,

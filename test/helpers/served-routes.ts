@@ -28,6 +28,7 @@ export function servedRoutes(): ServedRoute[] {
     config,
     ports: { api: 8080, grpc: 8081 },
     sessions: inert,
+    apiCaFile: undefined,
     logger: silentLogger('served-routes'),
   };
   try {

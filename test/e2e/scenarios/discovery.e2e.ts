@@ -145,7 +145,7 @@ describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
     await put(keys.cluster(), CLUSTER);
-    plane = await startFakeControlPlane(CLUSTER.UUID);
+    plane = await startFakeControlPlane(client, CLUSTER.UUID);
     guest = await step('boot', () => startGuest({ name: 'discovery', nvmeDrives: [{ serial: POOL_SERIAL, sizeMiB: 512 }], memoryMiB: 1536, cpus: 2, udev: true }));
     agent = guestAgent(g(), {
       etcdPort: etcd.clientPort,

@@ -2,7 +2,8 @@
 // Debian's 6.1 kernel, against an etcd and a fake control plane on this host, and enforces each
 // volume's IP ACL with nftables on the volume's port. The initiator in the same guest connects
 // from two source addresses: 127.0.0.1 (to 127.0.0.1) and 10.0.2.15 (to the guest's own eth0
-// address), so one can be allowed while the other is not.
+// address), so one can be allowed while the other is not. The same two source addresses prove
+// an admin endpoint (a port outside the volume range, in the same nftables table).
 //
 // Not a *.test.ts (host runs must not boot QEMU): run it with
 //   node --test --test-reporter=spec dist/test/e2e/ip-acl.e2e.test.js
@@ -29,6 +30,8 @@ const CLUSTER = testCluster('ac', 'e2e-ipacl');
 const V1 = '11111111-1111-4111-8111-1111111111ac';
 const NQN1 = volumeNqn(CLUSTER, V1);
 const PORT = 20001;
+/** An admin endpoint's port: outside the agent's volume port range. */
+const ADMIN_PORT = 2222;
 const HOST = 'nqn.2014-08.org.nvmexpress:uuid:e2e00000-0000-4000-8000-0000000000ac';
 /** The guest's eth0 address: a connection to it comes from it. */
 const GUEST_IP = '10.0.2.15';
@@ -81,7 +84,7 @@ describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { time
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
     await client.put(keys.cluster()).value(JSON.stringify(CLUSTER));
-    plane = await startFakeControlPlane(CLUSTER.UUID);
+    plane = await startFakeControlPlane(client, CLUSTER.UUID);
     guest = await step('boot', () => startGuest({ name: 'ipacl', nvmeDrives: [{ serial: 'STRATA-IPACL-A', sizeMiB: 512 }], memoryMiB: 1536, cpus: 2 }));
     agent = guestAgent(guest, {
       etcdPort: etcd.clientPort,
@@ -194,5 +197,32 @@ describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { time
     await step('teardown', () => plane.waitAbsent(V1, reportsBeforeV1));
     assert.equal(await table(), undefined, 'no volume restricted: no table');
     assert.doesNotMatch(await sh('nft list tables'), /strata/);
+  });
+
+  it('enforces an admin endpoint: its port is reachable from an allowed address and reset from another; updates and deletion apply within seconds', { timeout: 180_000 }, async () => {
+    // An administrative service in the guest on ADMIN_PORT (outside the volume port range).
+    void g().run(['sh', '-c', 'echo $$ > /tmp/probe.pid; exec python3 "$0" serve "$1"', script('tcp-probe.py'), String(ADMIN_PORT)], { timeoutMs: 900_000 }).catch(() => undefined);
+    const reach = async (source: string) => (await g().runOk(['python3', script('tcp-probe.py'), 'connect', source, source, String(ADMIN_PORT)])).stdout.trim();
+    await waitUntil(async () => (await reach(LOOPBACK)) === 'open' && (await reach(GUEST_IP)) === 'open', 'the service reachable from both addresses', 30_000, 250);
+    const endpoint = (ips: string[]) => client.put(keys.adminEndpoint(ADMIN_PORT)).value(JSON.stringify({ port: ADMIN_PORT, ips, createdAt: new Date().toISOString() }));
+    const allowedOf = async () => (await table())?.allowed.filter((a) => a.endsWith(` ${ADMIN_PORT}`)) ?? [];
+
+    await endpoint([GUEST_IP]);
+    const applied = await step('admin endpoint applied', () => waitUntil(async () => (await allowedOf()).join() === `${GUEST_IP} ${ADMIN_PORT}`, 'the admin endpoint in nftables', 10_000, 100));
+    assert.ok(applied);
+    assert.ok((await table())?.restricted.includes(ADMIN_PORT));
+    assert.equal(await reach(GUEST_IP), 'open', `${GUEST_IP} is allowed`);
+    assert.equal(await reach(LOOPBACK), 'refused', `${LOOPBACK} is not`);
+
+    await endpoint([LOOPBACK]);
+    await step('admin endpoint updated', () => waitUntil(async () => (await allowedOf()).join() === `${LOOPBACK} ${ADMIN_PORT}`, 'the update in nftables', 10_000, 100));
+    assert.equal(await reach(LOOPBACK), 'open');
+    assert.equal(await reach(GUEST_IP), 'refused');
+
+    await client.delete().key(keys.adminEndpoint(ADMIN_PORT));
+    await step('admin endpoint deleted', () => waitUntil(async () => (await table()) === undefined, 'the entry gone (and with it the table: nothing else restricted)', 10_000, 100));
+    assert.equal(await reach(LOOPBACK), 'open');
+    assert.equal(await reach(GUEST_IP), 'open');
+    await sh('kill "$(cat /tmp/probe.pid)"');
   });
 });

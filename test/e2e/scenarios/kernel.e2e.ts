@@ -124,7 +124,7 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
     await client.put(keys.cluster()).value(JSON.stringify(CLUSTER));
-    plane = await startFakeControlPlane(CLUSTER.UUID);
+    plane = await startFakeControlPlane(client, CLUSTER.UUID);
     const drives = [
       ...POOL_SERIALS.map((serial) => ({ serial, sizeMiB: 512 })),
       ...[...MD_SERIALS.data, MD_SERIALS.journal, MD_SERIALS.foreign].map((serial) => ({ serial, sizeMiB: 160 })),

@@ -1,6 +1,9 @@
 // Tests only: a minimal AgentReporting server that welcomes any agent and records (and acks)
 // its VolumeReports, for the data path's end-to-end tests on the host and in QEMU guests.
 import * as grpc from '@grpc/grpc-js';
+import type { Etcd3 } from 'etcd3';
+import { CONTROL_PLANE_TLS_NAME, issueServerCertificate } from '../../../lib/tls/certificates.js';
+import { ensureClusterCa } from '../../../lib/tls/cluster-ca.js';
 import { loadStrataProto } from '../../../lib/grpc/proto.js';
 import type { AgentMessage__Output } from '../../../proto/gen/strata/v1/AgentMessage.js';
 import type { AgentReportingHandlers } from '../../../proto/gen/strata/v1/AgentReporting.js';
@@ -26,7 +29,11 @@ export interface FakeControlPlane {
   kill(): void;
 }
 
-export async function startFakeControlPlane(clusterUUID: string, host = '127.0.0.1'): Promise<FakeControlPlane> {
+/** Serves TLS with a certificate from the cluster CA in `etcd` (created when missing), as a real control plane does: agents accept nothing else. */
+export async function startFakeControlPlane(etcd: Etcd3, clusterUUID: string, host = '127.0.0.1'): Promise<FakeControlPlane> {
+  const ca = await ensureClusterCa(etcd, clusterUUID);
+  const issued = await issueServerCertificate(ca, 'fake control plane', [CONTROL_PLANE_TLS_NAME]);
+  const credentials = grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(issued.certificate), private_key: Buffer.from(issued.privateKey) }], false);
   const proto = loadStrataProto();
   const server = new grpc.Server();
   const reports: VolumeReport__Output[] = [];
@@ -67,7 +74,7 @@ export async function startFakeControlPlane(clusterUUID: string, host = '127.0.0
   };
   server.addService(proto.strata.v1.AgentReporting.service, handlers);
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${host}:0`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    server.bindAsync(`${host}:0`, credentials, (err, p) => (err ? reject(err) : resolve(p))),
   );
   return Object.assign(plane, { endpoint: `${host}:${port}`, port });
 }

@@ -30,7 +30,7 @@ export async function startHostAgentHarness(cluster: ClusterRecord, name: string
   const etcd = await startEtcd();
   const client = createEtcdClient([etcd.endpoint]);
   await client.put(keys.cluster()).value(JSON.stringify(cluster));
-  const plane = await startFakeControlPlane(cluster.UUID);
+  const plane = await startFakeControlPlane(client, cluster.UUID);
   const sysfs = createFakeSysfs();
   const work = mkdtempSync(join(tmpdir(), `strata-${name}-`));
   return {
