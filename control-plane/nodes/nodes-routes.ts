@@ -3,7 +3,8 @@
 import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
-import { parseNodeListQuery } from './nodes-schema.js';
+import { route } from '../http/routes.js';
+import { nodeAnswer, nodeListAnswer, nodeListQuery, nodeParams, parseNodeListQuery } from './nodes-schema.js';
 import type { NodesService } from './nodes-service.js';
 
 export interface NodesRoutesDeps {
@@ -13,12 +14,12 @@ export interface NodesRoutesDeps {
 
 export function createNodesRoutes(deps: NodesRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/nodes', async (ctx) => {
+  route(router, 'get', '/nodes', { summary: 'List nodes (spec 4.8)', query: nodeListQuery, response: nodeListAnswer }, async (ctx) => {
     const filter = parseNodeListQuery(ctx.query);
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = { nodes: await deps.nodes.list(filter) };
   });
-  router.get('/nodes/:uuid', async (ctx) => {
+  route(router, 'get', '/nodes/:uuid', { summary: 'One node', params: nodeParams, malformedParamIsNotFound: 'node', response: nodeAnswer }, async (ctx) => {
     const uuid = ctx.params['uuid'] ?? '';
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = await deps.nodes.get(uuid);
