@@ -31,6 +31,12 @@ export interface RouteSchemas {
   readonly query?: z.ZodObject;
   /** The JSON request body. */
   readonly body?: z.ZodType;
+  /**
+   * On a router that is not strict about trailing slashes, the path with a trailing slash reaches
+   * this route too; where that form means something of its own (one object by name, `…/?name=X`),
+   * its summary here documents it as an operation of its own.
+   */
+  readonly trailingSlash?: string;
   /** The 200 answer: a JSON schema, or a file (`binary`: the media types it may have). */
   readonly response: z.ZodType | { readonly binary: readonly string[] };
 }

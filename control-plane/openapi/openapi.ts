@@ -91,6 +91,10 @@ export function openApiDocument(routers: readonly Router[], info: OpenApiInfo): 
       const item = (paths[openApiPath(path)] ??= {});
       if (item[definition.method]) throw new Error(`route ${definition.method.toUpperCase()} ${path} is defined twice`);
       item[definition.method] = operation(definition, path);
+      if (definition.trailingSlash !== undefined) {
+        const slashItem = (paths[`${openApiPath(path)}/`] ??= {});
+        slashItem[definition.method] = operation({ ...definition, summary: definition.trailingSlash }, `${path}/`);
+      }
     }
   }
   const sorted = Object.fromEntries(Object.entries(paths).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));

@@ -36,7 +36,7 @@ export function createPoliciesRoutes(deps: PoliciesRoutesDeps): Router {
     return readScopeOf(await deps.auth.require(ctx.headers, permission));
   };
 
-  route(router, 'get', '/policies', { summary: 'List policies; with a trailing slash and UUID or name: one policy', query: policyQuery, response: z.union([policyListAnswer, policyWithEtagAnswer]) }, async (ctx) => {
+  route(router, 'get', '/policies', { summary: 'List policies', trailingSlash: 'One policy by UUID or name (?UUID=, ?name=); without either, the list', query: policyQuery, response: z.union([policyListAnswer, policyWithEtagAnswer]) }, async (ctx) => {
     ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
     const lookup = parsePolicyQuery(ctx.query);
     const scope = await readerScope(ctx, lookup);

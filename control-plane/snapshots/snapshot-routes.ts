@@ -41,7 +41,7 @@ export function createSnapshotRoutes(deps: SnapshotRoutesDeps): Router {
     ctx.body = await deps.snapshots.create(project, input);
   });
 
-  route(router, 'get', COLLECTION, { summary: 'List snapshots; with a trailing slash and ?Name=: one snapshot', params: snapshotsParams, query: snapshotListQuery, response: snapshotCollectionAnswer }, async (ctx) => {
+  route(router, 'get', COLLECTION, { summary: 'List snapshots', trailingSlash: 'One snapshot by name (?Name=, capital N)', params: snapshotsParams, query: snapshotListQuery, response: snapshotCollectionAnswer }, async (ctx) => {
     const project = parseProjectParam(ctx.params['project']);
     if (isByName(ctx)) {
       const address = parseGetAddress(undefined, ctx.query);
@@ -70,7 +70,7 @@ export function createSnapshotRoutes(deps: SnapshotRoutesDeps): Router {
     ctx.body = {};
   };
   // With or without the trailing slash, a DELETE on the collection addresses one snapshot by name.
-  route(router, 'delete', COLLECTION, { summary: 'Delete a snapshot by name (?name=)', params: snapshotsParams, query: snapshotDeleteQuery, response: emptyAnswer }, async (ctx) => remove(ctx, undefined));
+  route(router, 'delete', COLLECTION, { summary: 'Delete a snapshot by name (?name=, lower-case n)', trailingSlash: 'Delete a snapshot by name (?name=, lower-case n)', params: snapshotsParams, query: snapshotDeleteQuery, response: emptyAnswer }, async (ctx) => remove(ctx, undefined));
   route(router, 'delete', ITEM, { summary: 'Delete a snapshot (If-Match)', params: snapshotParams, query: snapshotDeleteQuery, response: emptyAnswer }, async (ctx) => remove(ctx, ctx.params['uuid']));
 
   return router;
