@@ -70,6 +70,8 @@ export const size = z.unknown().transform((v, ctx) => {
 
 /** Names: 1 to 253 of a-z A-Z 0-9 - _ . (spec §8: volume names, label keys and values). */
 export const NAME_PATTERN = /^[A-Za-z0-9._-]{1,253}$/;
+/** What the OpenAPI document says of a name field whose schema checks NAME_PATTERN in a refinement. */
+export const NAME_DOC = { pattern: NAME_PATTERN.source, description: '1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period' } as const;
 export const name = z.string({ error: 'must be a string' }).regex(NAME_PATTERN, 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period');
 
 /** A UUID, lower-cased as every stored UUID is (the one schema of lib/contract/uuid.ts). */

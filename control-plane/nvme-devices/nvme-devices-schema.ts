@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { errors } from '../../lib/errors.js';
 import { queryList, queryValue } from '../http/body.js';
 import { optional, parseInput } from '../http/lenient.js';
-import { UUID_PATTERN, uuidSchema } from '../../lib/contract/uuid.js';
+import { UUID_DOC, UUID_PATTERN, uuidSchema } from '../../lib/contract/uuid.js';
 import { deviceUsages } from '../inventory/inventory-view.js';
 import { parseEnum } from '../inventory/wire.js';
 import { object } from '../projects/projects-schema.js';
@@ -37,8 +37,10 @@ const text = z.union([z.string(), z.number().transform(String)], { error: 'must 
 // characters); a node UUID is a UUID. "" stays "not given" (required below).
 /** NVMe serial numbers: at most 20 printable ASCII characters (the SN field of Identify Controller). */
 export const SERIAL_PATTERN = /^[\x20-\x7e]{1,20}$/;
-const serial = text.refine((v) => v === '' || SERIAL_PATTERN.test(v), 'must be at most 20 printable ASCII characters (an NVMe serial number)');
-const nodeUuid = text.refine((v) => v === '' || UUID_PATTERN.test(v), 'must be a UUID').transform((v) => v.toLowerCase());
+const serial = text.refine((v) => v === '' || SERIAL_PATTERN.test(v), 'must be at most 20 printable ASCII characters (an NVMe serial number)')
+  .meta({ description: 'an NVMe serial number: at most 20 printable ASCII characters', pattern: SERIAL_PATTERN.source, maxLength: 20 });
+const nodeUuid = text.refine((v) => v === '' || UUID_PATTERN.test(v), 'must be a UUID').transform((v) => v.toLowerCase())
+  .meta(UUID_DOC);
 export const attachNvmeDeviceBody = object({ serialNumber: optional(serial), nodeUUID: optional(nodeUuid) });
 
 export interface AttachNvmeDeviceInput {

@@ -219,6 +219,9 @@ describe('OpenAPI document of /api/v2 (issue 16 item 3) and typed identifiers (i
     const body = (template: string, method: string) => document.paths[template]![method]!.requestBody!.content['application/json']!.schema.properties!;
     for (const field of ['qosPolicyUUID', 'sourceSnapshotUUID']) assert.equal(body('/api/v2/volumes', 'post')[field]!['format'], 'uuid', field);
     assert.equal(body('/api/v2/projects/{project}/snapshots', 'post')['sourceVolumeUUID']!['format'], 'uuid');
+    assert.equal(body('/api/v2/nvmeDevices', 'post')['serialNumber']!['maxLength'], 20);
+    assert.equal(body('/api/v2/nvmeDevices', 'post')['nodeUUID']!['format'], 'uuid');
+    assert.equal(body('/api/v2/nvmeDevices/{serial}', 'post')['serverUUID']!['format'], 'uuid');
     assert.match(String(body('/api/v2/projects/{project}/snapshots', 'post')['sourceVolumeName']!['pattern']), /\{1,253\}/);
   });
 

@@ -3,7 +3,7 @@
 // spelling, so a client can send back what it read.
 import { z } from 'zod';
 import { StrataError, errors, quote } from '../../lib/errors.js';
-import { NAME_PATTERN, enumeration, integer, optional, parseInput } from '../http/lenient.js';
+import { NAME_DOC, NAME_PATTERN, enumeration, integer, optional, parseInput } from '../http/lenient.js';
 import { queryValue } from '../http/body.js';
 import { UUID_PATTERN, uuidSchema } from '../../lib/contract/uuid.js';
 import { description, object, objectName, requiredString, uniqueList } from '../projects/projects-schema.js';
@@ -24,7 +24,7 @@ import {
 export const MAX_SCOPE_PROJECTS = 1000;
 
 const NAME_RULE = 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period';
-const policyName = () => requiredString().refine((s) => NAME_PATTERN.test(s), NAME_RULE);
+const policyName = () => requiredString().refine((s) => NAME_PATTERN.test(s), NAME_RULE).meta(NAME_DOC);
 
 const limitValue = optional(integer({ min: 0, max: MAX_LIMIT }));
 const limitSchema = (kind: LimitKind) => {

@@ -2,9 +2,9 @@
 // policies share (wire-conventions §1: null = not given, unknown keys ignored, enums by name or
 // number). Every failure is one 400 naming each bad field (lenient.parseInput).
 import { z } from 'zod';
-import { uuidSchema } from '../../lib/contract/uuid.js';
+import { UUID_DOC, uuidSchema } from '../../lib/contract/uuid.js';
 import { errors, quote } from '../../lib/errors.js';
-import { NAME_PATTERN, optional, parseInput } from '../http/lenient.js';
+import { NAME_DOC, NAME_PATTERN, optional, parseInput } from '../http/lenient.js';
 
 export const MAX_DESCRIPTION_BYTES = 256;
 
@@ -23,8 +23,8 @@ export function requiredString() {
   );
 }
 
-export const requiredName = () => requiredString().refine(isObjectName, NAME_RULE);
-export const objectName = z.string({ error: 'must be a string' }).refine(isObjectName, NAME_RULE);
+export const requiredName = () => requiredString().refine(isObjectName, NAME_RULE).meta(NAME_DOC);
+export const objectName = z.string({ error: 'must be a string' }).refine(isObjectName, NAME_RULE).meta(NAME_DOC);
 
 export const description = z
   .string({ error: 'must be a string' })
@@ -72,7 +72,7 @@ export const policyType = z.preprocess(
 
 const defaultPolicy = object({
   policyType: optional(policyType),
-  policyUUID: requiredString().pipe(uuid),
+  policyUUID: requiredString().pipe(uuid).meta(UUID_DOC),
 });
 
 /** At most one default per policy type. */

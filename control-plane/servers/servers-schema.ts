@@ -1,7 +1,7 @@
 // Query of GET /api/v2/servers (spec 4.12): UUID, Name (capital N), RiskOfServiceLoss (an enum
 // name or number; anything else is a 400). Names are case-sensitive; unknown names are ignored.
 import { z } from 'zod';
-import { UUID_PATTERN, uuidSchema } from '../../lib/contract/uuid.js';
+import { UUID_DOC, UUID_PATTERN, uuidSchema } from '../../lib/contract/uuid.js';
 import { errors } from '../../lib/errors.js';
 import { queryValue } from '../http/body.js';
 import { boolean, optional, parseInput } from '../http/lenient.js';
@@ -42,7 +42,7 @@ export function parseServerListQuery(query: Query): ServerFilters {
 const endpoint = z.string({ error: 'must be a string' }).trim();
 export const addServerBody = object({
   serverEndpoints: optional(z.array(endpoint, { error: 'must be an array of strings' })),
-  serverUUID: optional(z.string({ error: 'must be a string' }).trim()),
+  serverUUID: optional(z.string({ error: 'must be a string' }).trim().meta(UUID_DOC)),
   reuseIP: optional(boolean),
   extendCluster: optional(boolean),
 });

@@ -18,6 +18,9 @@ export const uuidSchema = z
   .transform((v) => v.toLowerCase())
   .meta({ format: 'uuid', description: 'a UUID (8-4-4-4-12 hex digits, either case)' });
 
+/** What the OpenAPI document says of a UUID field: for a composed schema that ends in uuidSchema. */
+export const UUID_DOC = { format: 'uuid', pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$', description: 'a UUID (8-4-4-4-12 hex digits, either case)' } as const;
+
 export function isUuid(value: unknown): boolean {
   return typeof value === 'string' && UUID_PATTERN.test(value);
 }
