@@ -12,13 +12,24 @@ const encryptionStatus = z.object({
 });
 const inBandAuthMode = z.enum(['UnKnown', 'Enabled', 'Disabled']);
 
-export const clusterAnswer = z.object({
+/** The fields the cluster and its tenant view share. */
+const common = {
   UUID: z.string(),
   subsystemNQN: z.string(),
   currentMaxReplicas: z.number().int(),
   supportedMaxReplicas: z.number().int(),
-  statistics: z.object({ ...storageStatisticsShape, installedPhysicalStorage: int64String }),
   ETag: z.string(),
+  apiEndpoints: z.array(z.string()),
+  discoveryEndpoints: z.array(z.string()),
+  clusterName: z.string(),
+  lastUpgrade: lastUpgradeSchema,
+  inBandAuthMode,
+  encryptionStatus,
+};
+
+export const clusterAnswer = z.object({
+  ...common,
+  statistics: z.object({ ...storageStatisticsShape, installedPhysicalStorage: int64String }),
   health: z.object({
     state: z.enum(['None', 'OK', 'Warning', 'Error']),
     numDegradedVolumes: z.number().int(),
@@ -30,29 +41,10 @@ export const clusterAnswer = z.object({
   MinVersionInCluster: z.string(),
   MinAllowedVersion: z.string(),
   MaxAllowedVersion: z.string(),
-  apiEndpoints: z.array(z.string()),
-  discoveryEndpoints: z.array(z.string()),
-  clusterName: z.string(),
-  lastUpgrade: lastUpgradeSchema,
-  inBandAuthMode,
-  encryptionStatus,
   federatedAuthenticationStatus: z.object({
     federatedAuthenticationEnabled: z.boolean(),
     idpHealthInfos: z.array(z.object({ serverName: z.string(), idpHealthStatus: z.string(), timestamp: optionalTime, healthErrorMessage: z.string() })),
   }),
 });
 
-export const clusterInfoAnswer = z.object({
-  UUID: z.string(),
-  subsystemNQN: z.string(),
-  currentMaxReplicas: z.number().int(),
-  supportedMaxReplicas: z.number().int(),
-  ETag: z.string(),
-  apiEndpoints: z.array(z.string()),
-  discoveryEndpoints: z.array(z.string()),
-  nvmeEndpoints: z.array(z.string()),
-  clusterName: z.string(),
-  lastUpgrade: lastUpgradeSchema,
-  encryptionStatus,
-  inBandAuthMode,
-});
+export const clusterInfoAnswer = z.object({ ...common, nvmeEndpoints: z.array(z.string()) });
