@@ -49,6 +49,7 @@ import { NodeCommandsStore } from './nodes/node-commands-store.js';
 import { WatchedNodeCopies } from './nodes/node-copies.js';
 import { NvmeDevicesService } from './nvme-devices/nvme-devices-service.js';
 import { createNvmeDevicesRoutes } from './nvme-devices/nvme-devices-routes.js';
+import { createOpenApiRoutes } from './openapi/openapi-routes.js';
 import { NvmeDevicesStore } from './nvme-devices/nvme-devices-store.js';
 import { PoliciesService } from './policies/policies-service.js';
 import { PoliciesStore } from './policies/policies-store.js';
@@ -181,6 +182,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     }),
     createEtcdCorruptionRoutes({ auth, etcdCorruption: new EtcdCorruptionService(etcd) }),
   ];
+  routers.push(createOpenApiRoutes({ auth, routers })); // the document of every router above, and its own
 
   const child = (component: string) => logger.child({ component });
   const leaderTasks: LeaderTask[] = [

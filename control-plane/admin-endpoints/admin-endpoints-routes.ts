@@ -6,7 +6,11 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
 import { queryValue, readJsonBody } from '../http/body.js';
 import { ifMatch } from '../http/etag.js';
-import { parseCreateAdminEndpoint, parsePort, parseUpdateAdminEndpoint } from './admin-endpoints-schema.js';
+import { emptyAnswer, route } from '../http/routes.js';
+import {
+  adminEndpointAnswer, adminEndpointListAnswer, adminEndpointListQuery, adminEndpointParams, createAdminEndpointBody,
+  parseCreateAdminEndpoint, parsePort, parseUpdateAdminEndpoint, updateAdminEndpointBody,
+} from './admin-endpoints-schema.js';
 import type { AdminEndpointsService } from './admin-endpoints-service.js';
 
 export interface AdminEndpointsRoutesDeps {
@@ -16,28 +20,28 @@ export interface AdminEndpointsRoutesDeps {
 
 export function createAdminEndpointsRoutes(deps: AdminEndpointsRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/adminEndpoints', async (ctx) => {
+  route(router, 'get', '/adminEndpoints', { summary: 'List admin endpoints (spec 4.2)', query: adminEndpointListQuery, response: adminEndpointListAnswer }, async (ctx) => {
     const raw = queryValue(ctx.query, 'port');
     // proto3 semantics: port 0 is "not given", i.e. no filter.
     const port = raw === undefined || raw.trim() === '0' ? undefined : parsePort(raw, 'query parameter port');
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = { adminEndpoints: await deps.adminEndpoints.list(port) };
   });
-  router.post('/adminEndpoints', async (ctx) => {
+  route(router, 'post', '/adminEndpoints', { summary: 'Create an admin endpoint', body: createAdminEndpointBody, response: adminEndpointAnswer }, async (ctx) => {
     const input = parseCreateAdminEndpoint(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     const endpoint = await deps.adminEndpoints.create(input);
     ctx.set('ETag', `"${endpoint.ETag}"`);
     ctx.body = endpoint;
   });
-  router.get('/adminEndpoints/:port', async (ctx) => {
+  route(router, 'get', '/adminEndpoints/:port', { summary: 'One admin endpoint', params: adminEndpointParams, response: adminEndpointAnswer }, async (ctx) => {
     const port = parsePort(ctx.params['port']);
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     const endpoint = await deps.adminEndpoints.get(port);
     ctx.set('ETag', `"${endpoint.ETag}"`);
     ctx.body = endpoint;
   });
-  router.put('/adminEndpoints/:port', async (ctx) => {
+  route(router, 'put', '/adminEndpoints/:port', { summary: 'Replace an admin endpoint\'s addresses', params: adminEndpointParams, body: updateAdminEndpointBody, response: adminEndpointAnswer }, async (ctx) => {
     const port = parsePort(ctx.params['port']);
     const ips = parseUpdateAdminEndpoint(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
@@ -45,7 +49,7 @@ export function createAdminEndpointsRoutes(deps: AdminEndpointsRoutesDeps): Rout
     ctx.set('ETag', `"${endpoint.ETag}"`);
     ctx.body = endpoint;
   });
-  router.delete('/adminEndpoints/:port', async (ctx) => {
+  route(router, 'delete', '/adminEndpoints/:port', { summary: 'Delete an admin endpoint', params: adminEndpointParams, response: emptyAnswer }, async (ctx) => {
     const port = parsePort(ctx.params['port']);
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     await deps.adminEndpoints.delete(port, ifMatch(ctx.headers));

@@ -15,8 +15,8 @@ const ips = uniqueList(
   MAX_IPS,
 ).refine((list) => list.length > 0, 'must list at least one IP address');
 
-const createSchema = object({ port: optional(port), ips: optional(ips) });
-const updateSchema = object({ ips: optional(ips) });
+export const createAdminEndpointBody = object({ port: optional(port), ips: optional(ips) });
+export const updateAdminEndpointBody = object({ ips: optional(ips) });
 
 export interface AdminEndpointInput {
   readonly port: number;
@@ -24,7 +24,7 @@ export interface AdminEndpointInput {
 }
 
 export function parseCreateAdminEndpoint(body: Record<string, unknown>): AdminEndpointInput {
-  const input = parseInput(createSchema, body);
+  const input = parseInput(createAdminEndpointBody, body);
   const missing = [input.port === undefined ? 'port is required' : '', input.ips === undefined ? 'ips is required' : ''].filter((s) => s !== '');
   if (missing.length > 0) throw errors.invalid(`invalid request: ${missing.join('; ')}`);
   return { port: input.port!, ips: input.ips! };
@@ -32,7 +32,7 @@ export function parseCreateAdminEndpoint(body: Record<string, unknown>): AdminEn
 
 /** PUT body: the path's port names the endpoint (a `port` in the body is ignored). */
 export function parseUpdateAdminEndpoint(body: Record<string, unknown>): readonly string[] {
-  const input = parseInput(updateSchema, body);
+  const input = parseInput(updateAdminEndpointBody, body);
   if (input.ips === undefined) throw errors.invalid('invalid request: ips is required');
   return input.ips;
 }
@@ -44,3 +44,11 @@ export function parsePort(raw: string | undefined, where = 'port'): number {
   if (!(parsed >= 1 && parsed <= 65535)) throw errors.invalid(`${where} must be an integer from 1 to 65535; got "${value.slice(0, 100)}"`);
   return parsed;
 }
+
+/** The path's port (and the list's filter): an integer from 1 to 65535, as text. */
+const portText = z.string().regex(/^\s*\d{1,5}\s*$/, 'must be an integer from 1 to 65535').refine((v) => Number(v) >= 1 && Number(v) <= 65535, 'must be an integer from 1 to 65535');
+export const adminEndpointParams = z.object({ port: portText });
+export const adminEndpointListQuery = z.object({ port: optional(z.string().meta({ description: 'an integer from 1 to 65535 (0: no filter)' })) });
+
+export const adminEndpointAnswer = z.object({ port: z.number().int(), ips: z.array(z.string()), ETag: z.string() });
+export const adminEndpointListAnswer = z.object({ adminEndpoints: z.array(adminEndpointAnswer) });

@@ -4,6 +4,8 @@
 import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
+import { route } from '../http/routes.js';
+import { clusterAnswer, clusterInfoAnswer } from './cluster-schema.js';
 import type { ClusterService } from './cluster-service.js';
 
 export interface ClusterRoutesDeps {
@@ -13,11 +15,11 @@ export interface ClusterRoutesDeps {
 
 export function createClusterRoutes(deps: ClusterRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/cluster', async (ctx) => {
+  route(router, 'get', '/cluster', { summary: 'The cluster (spec 2.7)', response: clusterAnswer }, async (ctx) => {
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = await deps.cluster.cluster();
   });
-  router.get('/clusterinfo', async (ctx) => {
+  route(router, 'get', '/clusterinfo', { summary: 'The cluster, tenant view (spec 2.8)', response: clusterInfoAnswer }, async (ctx) => {
     await deps.auth.require(ctx.headers, permissions.authenticated);
     ctx.body = await deps.cluster.clusterInfo();
   });

@@ -2,15 +2,24 @@
 // which one is the active cluster manager. GET /healthz: liveness, no authentication.
 import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
+import { z } from 'zod';
 import { permissions } from '../auth/permissions.js';
+import { route } from '../http/routes.js';
 import type { ControlPlaneRegistry } from './control-plane-registry.js';
+
+const controlPlanesAnswer = z.object({
+  controlPlanes: z.array(z.object({
+    instanceId: z.string(), hostname: z.string(), apiEndpoint: z.string(), grpcEndpoint: z.string(), version: z.string(), since: z.string(),
+    isActiveClusterManager: z.boolean(),
+  })),
+});
 
 export function createControlPlaneRoutes(deps: { readonly auth: Authenticator; readonly registry: ControlPlaneRegistry }): Router {
   const router = new Router();
   router.get('/healthz', (ctx) => {
     ctx.body = { status: 'ok' };
   });
-  router.get('/api/v2/controlPlanes', async (ctx) => {
+  route(router, 'get', '/api/v2/controlPlanes', { summary: 'The control-plane instances (Strata extension)', response: controlPlanesAnswer }, async (ctx) => {
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = { controlPlanes: await deps.registry.list() };
   });

@@ -11,7 +11,8 @@ import { SYSTEM_PROJECT, permissions, type Permission } from '../auth/permission
 import { readJsonBody } from '../http/body.js';
 import { ifMatch } from '../http/etag.js';
 import { parsePathName } from '../projects/projects-schema.js';
-import { parseCreateCredential, parseCredentialName } from './credentials-schema.js';
+import { emptyAnswer, route } from '../http/routes.js';
+import { createCredentialBody, credentialAnswer, credentialListAnswer, credentialParams, credentialsParams, parseCreateCredential, parseCredentialName } from './credentials-schema.js';
 import type { CredentialsService } from './credentials-service.js';
 
 export interface CredentialsRoutesDeps {
@@ -25,12 +26,12 @@ export function credentialsPermission(project: string): Permission {
 
 export function createCredentialsRoutes(deps: CredentialsRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/projects/:project/credentials', async (ctx) => {
+  route(router, 'get', '/projects/:project/credentials', { summary: 'A project\'s credentials (wire-conventions §6)', params: credentialsParams, response: credentialListAnswer }, async (ctx) => {
     const project = parsePathName(ctx.params['project'], 'project');
     await deps.auth.require(ctx.headers, credentialsPermission(project));
     ctx.body = { credentials: await deps.credentials.list(project) };
   });
-  router.post('/projects/:project/credentials', async (ctx) => {
+  route(router, 'post', '/projects/:project/credentials', { summary: 'Add a credential (an RS256 public key)', params: credentialsParams, body: createCredentialBody, response: credentialAnswer }, async (ctx) => {
     const project = parsePathName(ctx.params['project'], 'project');
     const input = parseCreateCredential(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, credentialsPermission(project));
@@ -38,7 +39,7 @@ export function createCredentialsRoutes(deps: CredentialsRoutesDeps): Router {
     ctx.set('ETag', `"${etag}"`);
     ctx.body = credential;
   });
-  router.get('/projects/:project/credentials/:name', async (ctx) => {
+  route(router, 'get', '/projects/:project/credentials/:name', { summary: 'One credential', params: credentialParams, response: credentialAnswer }, async (ctx) => {
     const project = parsePathName(ctx.params['project'], 'project');
     const name = parseCredentialName(ctx.params['name']);
     await deps.auth.require(ctx.headers, credentialsPermission(project));
@@ -46,7 +47,7 @@ export function createCredentialsRoutes(deps: CredentialsRoutesDeps): Router {
     ctx.set('ETag', `"${etag}"`);
     ctx.body = credential;
   });
-  router.delete('/projects/:project/credentials/:name', async (ctx) => {
+  route(router, 'delete', '/projects/:project/credentials/:name', { summary: 'Delete a credential (If-Match)', params: credentialParams, response: emptyAnswer }, async (ctx) => {
     const project = parsePathName(ctx.params['project'], 'project');
     const name = parseCredentialName(ctx.params['name']);
     await deps.auth.require(ctx.headers, credentialsPermission(project));

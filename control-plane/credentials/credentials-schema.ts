@@ -4,7 +4,7 @@
 // `type` is the reference's CredsType enum (UnknownType, RS256PubKey, TlsCertChainPem,
 // TlsPrivKeyPem) by name or number; only RS256PubKey exists in Strata, and it is the default.
 import { z } from 'zod';
-import { errors } from '../../lib/errors.js';
+import { errors, quote } from '../../lib/errors.js';
 import { enumeration, optional, parseInput } from '../http/lenient.js';
 import { isObjectName, objectName } from '../projects/projects-schema.js';
 
@@ -13,7 +13,7 @@ export const MAX_PAYLOAD_CHARS = 16 * 1024;
 
 const CREDS_TYPES = ['UnknownType', 'RS256PubKey', 'TlsCertChainPem', 'TlsPrivKeyPem'] as const;
 
-const createSchema = z.object(
+export const createCredentialBody = z.object(
   {
     name: optional(objectName),
     ID: optional(objectName),
@@ -31,7 +31,7 @@ export interface CreateCredentialInput {
 }
 
 export function parseCreateCredential(body: Record<string, unknown>): CreateCredentialInput {
-  const input = parseInput(createSchema, body);
+  const input = parseInput(createCredentialBody, body);
   const problems: string[] = [];
   if (input.name !== undefined && input.ID !== undefined && input.name !== input.ID) problems.push('name and ID differ (give one)');
   const name = input.name ?? input.ID;
@@ -44,6 +44,13 @@ export function parseCreateCredential(body: Record<string, unknown>): CreateCred
 
 export function parseCredentialName(raw: string | undefined): string {
   const value = raw ?? '';
-  if (!isObjectName(value)) throw errors.invalid(`invalid credential name "${value.slice(0, 300)}"`);
+  if (!isObjectName(value)) throw errors.invalid(`invalid credential name ${quote(value)}`);
   return value;
 }
+
+/** `/projects/{project}/credentials[/{name}]`. */
+export const credentialsParams = z.object({ project: objectName });
+export const credentialParams = z.object({ project: objectName, name: objectName });
+
+export const credentialAnswer = z.object({ projectName: z.string(), name: z.string(), ID: z.string(), type: z.literal('RS256PubKey'), payload: z.string() });
+export const credentialListAnswer = z.object({ credentials: z.array(credentialAnswer) });

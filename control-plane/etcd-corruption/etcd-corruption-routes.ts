@@ -4,6 +4,7 @@
 import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
+import { emptyAnswer, route } from '../http/routes.js';
 import type { EtcdCorruptionService } from './etcd-corruption-service.js';
 
 export interface EtcdCorruptionRoutesDeps {
@@ -13,7 +14,7 @@ export interface EtcdCorruptionRoutesDeps {
 
 export function createEtcdCorruptionRoutes(deps: EtcdCorruptionRoutesDeps): Router {
   const router = new Router();
-  router.post('/api/v2/cluster/etcdCorruption/scan', async (ctx) => {
+  route(router, 'post', '/api/v2/cluster/etcdCorruption/scan', { summary: 'Start an etcd corruption scan (the body is ignored)', response: emptyAnswer }, async (ctx) => {
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     await deps.etcdCorruption.requestScan();
     ctx.body = {};

@@ -6,7 +6,8 @@
 import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
-import { parseEventsQuery } from './events-schema.js';
+import { route } from '../http/routes.js';
+import { eventPageAnswer, eventsParams, eventsQuery, parseEventsQuery } from './events-schema.js';
 import type { EventsService } from './events-service.js';
 
 export interface EventsRoutesDeps {
@@ -16,12 +17,12 @@ export interface EventsRoutesDeps {
 
 export function createEventsRoutes(deps: EventsRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/events', async (ctx) => {
+  route(router, 'get', '/events', { summary: 'The cluster event log (spec 4.5)', query: eventsQuery, response: eventPageAnswer }, async (ctx) => {
     const query = parseEventsQuery(ctx.query);
     await deps.auth.require(ctx.headers, query.projectName !== undefined ? permissions.projectRead(query.projectName) : permissions.clusterRead);
     ctx.body = await deps.events.list(query);
   });
-  router.get('/projects/:projectName/events', async (ctx) => {
+  route(router, 'get', '/projects/:projectName/events', { summary: 'A project\'s events', params: eventsParams, query: eventsQuery.omit({ projectName: true }), response: eventPageAnswer }, async (ctx) => {
     const projectName = ctx.params['projectName'] ?? '';
     const query = parseEventsQuery(ctx.query, projectName);
     await deps.auth.require(ctx.headers, permissions.projectRead(projectName));

@@ -3,8 +3,10 @@
 // componentType, projectName, nextToken. Invalid values are 400; more than one of
 // componentType, projectName, severity is 501 (the project-scoped route's path project counts
 // as projectName). Query names are case-sensitive; unknown names are ignored.
-import { StrataError, errors } from '../../lib/errors.js';
+import { z } from 'zod';
+import { StrataError, errors, quote } from '../../lib/errors.js';
 import { queryList, queryValue } from '../http/body.js';
+import { name, optional, parseInput } from '../http/lenient.js';
 import { parseEnum } from '../inventory/wire.js';
 import type { EventSeverity, EventType } from './event-recorder.js';
 import { isEventId } from './event-id.js';
@@ -28,13 +30,29 @@ export interface EventQuery {
   readonly projectName?: string;
 }
 
+/** The query as the document shows it; the identifiers (projectName, nextToken) are typed first. */
+export const eventsQuery = z.object({
+  projectName: optional(name),
+  nextToken: optional(z.string().max(64, 'must be at most 64 characters').meta({ description: 'the previous page\'s nextToken (an event ID)' })),
+  since: optional(z.string().meta({ description: 'ISO-8601 UTC time' })),
+  until: optional(z.string().meta({ description: 'ISO-8601 UTC time' })),
+  limit: optional(z.string().meta({ description: 'a decimal integer; 0 or absent: 100; at most 1000' })),
+  severity: optional(z.string().meta({ description: `repeated or comma-separated: ${eventSeverities.join(', ')}` })),
+  componentType: optional(z.string().meta({ description: eventTypes.join(', ') })),
+});
+const eventIdentifiers = eventsQuery.pick({ projectName: true, nextToken: true });
+
+/** The project-scoped route's path. */
+export const eventsParams = z.object({ projectName: name });
+
 export function parseEventsQuery(query: Query, pathProject?: string): EventQuery {
+  parseInput(eventIdentifiers, { projectName: queryValue(query, 'projectName'), nextToken: queryValue(query, 'nextToken') });
   const since = timeParam(query, 'since');
   const until = timeParam(query, 'until');
   if (since !== undefined && until !== undefined && since > until) throw errors.invalid('since must not be after until');
 
   const after = queryValue(query, 'nextToken');
-  if (after !== undefined && !isEventId(after)) throw errors.invalid(`nextToken "${after}" is not an event ID`);
+  if (after !== undefined && !isEventId(after)) throw errors.invalid(`nextToken ${quote(after)} is not an event ID`);
 
   const severities = queryList(query['severity']).map((s) => parseEnum('severity', s, eventSeverities));
   const typeText = queryValue(query, 'componentType');
@@ -65,7 +83,7 @@ export function parseEventsQuery(query: Query, pathProject?: string): EventQuery
 function limitParam(query: Query): number {
   const text = queryValue(query, 'limit');
   if (text === undefined) return DEFAULT_EVENT_LIMIT;
-  if (!/^\s*\+?\d+\s*$/.test(text)) throw errors.invalid(`limit must be a non-negative integer; got "${text}"`);
+  if (!/^\s*\+?\d+\s*$/.test(text)) throw errors.invalid(`limit must be a non-negative integer; got ${quote(text)}`);
   const n = Number(text);
   if (n === 0) return DEFAULT_EVENT_LIMIT;
   return Math.min(n, MAX_EVENT_LIMIT);
@@ -75,7 +93,7 @@ function timeParam(query: Query, name: string): bigint | undefined {
   const text = queryValue(query, name);
   if (text === undefined) return undefined;
   const ns = parseIsoTimeNs(text);
-  if (ns === undefined) throw errors.invalid(`${name} must be an ISO-8601 UTC time such as 2024-05-01T12:00:00Z; got "${text}"`);
+  if (ns === undefined) throw errors.invalid(`${name} must be an ISO-8601 UTC time such as 2024-05-01T12:00:00Z; got ${quote(text)}`);
   return ns;
 }
 
@@ -105,3 +123,27 @@ export function parseIsoTimeNs(text: string): bigint | undefined {
   const fraction = BigInt((m[7] ?? '').padEnd(9, '0') || '0');
   return (BigInt(ms) - BigInt(offsetMinutes) * 60_000n) * 1_000_000n + fraction;
 }
+
+// ---- the answer (wire-conventions §7; EventWire) ----
+
+const componentRef = z.object({ ID: z.string(), Name: z.string() });
+export const eventAnswer = z.object({
+  ID: z.string(),
+  Time: z.string(),
+  Type: z.enum(eventTypes),
+  Severity: z.enum(eventSeverities),
+  EventName: z.string(),
+  EventCode: z.number().int(),
+  ReportingService: z.enum(['CM', 'NM', 'API', 'UM']),
+  AssociatedEventID: z.string(),
+  Status: z.string(),
+  CauseCode: z.number().int(),
+  Description: z.string(),
+  ComponentVolumesInfo: z.object({ ProjectVolumesMap: z.record(z.string(), z.object({ VolumeComponentInfoList: z.array(componentRef) })) }).nullable(),
+  ComponentNVMeSSDInfo: componentRef.nullable(),
+  ComponentNodeInfo: componentRef.nullable(),
+  ComponentServerInfo: componentRef.nullable(),
+  ComponentClusterInfo: componentRef.nullable(),
+  ComponentDataIntegrityInfo: z.object({ NodeUUID: z.string(), ServerUUID: z.string(), SSDs: z.array(componentRef) }).nullable(),
+});
+export const eventPageAnswer = z.object({ events: z.array(eventAnswer), nextToken: z.string() });

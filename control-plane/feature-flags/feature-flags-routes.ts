@@ -6,7 +6,9 @@ import Router from '@koa/router';
 import { errors } from '../../lib/errors.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
+import { z } from 'zod';
 import { readJsonBody } from '../http/body.js';
+import { emptyAnswer, route } from '../http/routes.js';
 import { FEATURE_FLAG_NAMES, type FeatureFlagName } from '../volumes/volume-dependencies.js';
 import type { FeatureFlagsService } from './feature-flags-service.js';
 
@@ -23,19 +25,26 @@ export function parseFlagName(raw: string | undefined): FeatureFlagName {
   return name;
 }
 
+/** The path's flag name: one of FEATURE_FLAG_NAMES, any case (the router checks it first). */
+const flagParams = z.object({
+  name: z.string().refine((v) => (FEATURE_FLAG_NAMES as readonly string[]).includes(v.trim().toLowerCase()), `unknown feature flag; valid names: ${FEATURE_FLAG_NAMES.join(', ')}`)
+    .meta({ description: `one of ${FEATURE_FLAG_NAMES.join(', ')} (any case)` }),
+});
+const flagAnswer = z.object({ name: z.enum(FEATURE_FLAG_NAMES), enabled: z.boolean() });
+
 export function createFeatureFlagsRoutes(deps: FeatureFlagsRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/featureFlags', async (ctx) => {
+  route(router, 'get', '/featureFlags', { summary: 'Every feature flag, keyed by name (spec 4.6)', response: z.object({ featureFlags: z.record(z.enum(FEATURE_FLAG_NAMES), flagAnswer) }) }, async (ctx) => {
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = { featureFlags: await deps.flags.list() };
   });
-  router.get('/featureFlags/:name', async (ctx) => {
+  route(router, 'get', '/featureFlags/:name', { summary: 'One feature flag', params: flagParams, response: flagAnswer }, async (ctx) => {
     const name = parseFlagName(ctx.params['name']);
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = await deps.flags.get(name);
   });
   for (const action of ['enable', 'disable'] as const) {
-    router.post(`/featureFlags/:name/${action}`, async (ctx) => {
+    route(router, 'post', `/featureFlags/:name/${action}`, { summary: `${action === 'enable' ? 'Enable' : 'Disable'} a feature flag (an empty JSON object)`, params: flagParams, body: z.object({}), response: emptyAnswer }, async (ctx) => {
       const name = parseFlagName(ctx.params['name']);
       await readJsonBody(ctx); // an empty JSON object; its content is ignored, but it must be JSON
       const principal = await deps.auth.require(ctx.headers, permissions.clusterWrite);

@@ -17,7 +17,9 @@ import { StrataError, errors } from '../../lib/errors.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions, type Permission } from '../auth/permissions.js';
 import { queryValue, readJsonBody } from '../http/body.js';
-import { UUID_PATTERN } from '../../lib/contract/uuid.js';
+import { z } from 'zod';
+import { uuidSchema } from '../../lib/contract/uuid.js';
+import { route } from '../http/routes.js';
 
 export const FEDERATION_UNAVAILABLE = 'the cluster federation service is unavailable: cluster federation is reserved for future use and not offered by this release';
 
@@ -41,24 +43,28 @@ function unavailable(): StrataError {
   return new StrataError('FEDERATION_UNAVAILABLE', FEDERATION_UNAVAILABLE);
 }
 
+/** Every federation route but GET /clusters answers 500 (FEDERATION_UNAVAILABLE); the 200 shapes are the spec's. */
+const cidParams = z.object({ cid: uuidSchema });
+const workflowParams = z.object({ workflowId: uuidSchema });
+
 export function createFederationRoutes(deps: FederationRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
   const authorize = (ctx: Context, permission: Permission) => deps.auth.require(ctx.headers, permission);
 
-  router.get('/cf-service-credentials', async (ctx) => {
+  route(router, 'get', '/cf-service-credentials', { summary: 'Federation: service credentials (unavailable: 500)', response: z.object({ pubKeyId: z.string(), pubKey: z.string() }) }, async (ctx) => {
     await authorize(ctx, permissions.clusterRead);
     throw unavailable();
   });
-  router.post('/cflogin', async (ctx) => {
+  route(router, 'post', '/cflogin', { summary: 'Federation: login (unavailable: 500)', body: z.object({}), response: z.object({ tokenType: z.string(), expiresIn: z.number(), idToken: z.string() }) }, async (ctx) => {
     await authorize(ctx, permissions.authenticated);
     await readJsonBody(ctx);
     throw unavailable();
   });
-  router.get('/clusters', async (ctx) => {
+  route(router, 'get', '/clusters', { summary: 'Federation: attached clusters (none)', response: z.object({ clusters: z.array(z.unknown()) }) }, async (ctx) => {
     await authorize(ctx, permissions.clusterRead);
     ctx.body = { clusters: [] };
   });
-  router.post('/clusters', async (ctx) => {
+  route(router, 'post', '/clusters', { summary: 'Federation: attach a cluster (unavailable: 500)', body: z.object({ apiEndpoint: z.string().meta({ description: '<host>:<port>' }) }), response: z.object({ workflowId: z.string() }) }, async (ctx) => {
     await authorize(ctx, permissions.clusterWrite);
     const body = await readJsonBody(ctx);
     const apiEndpoint = body['apiEndpoint'];
@@ -67,12 +73,11 @@ export function createFederationRoutes(deps: FederationRoutesDeps): Router {
     }
     throw unavailable();
   });
-  router.delete('/clusters/:cid', async (ctx) => {
+  route(router, 'delete', '/clusters/:cid', { summary: 'Federation: detach a cluster (unavailable: 500)', params: cidParams, response: z.object({}) }, async (ctx) => {
     await authorize(ctx, permissions.clusterWrite);
-    if (!UUID_PATTERN.test(ctx.params['cid'] ?? '')) throw errors.invalid('cid must be a UUID');
     throw unavailable();
   });
-  router.get('/workflows', async (ctx) => {
+  route(router, 'get', '/workflows', { summary: 'Federation: workflows (unavailable: 500)', query: z.object({ pageSize: z.string().optional(), nextPageToken: z.string().optional() }), response: z.object({ workflows: z.array(z.unknown()), nextPageToken: z.string() }) }, async (ctx) => {
     await authorize(ctx, permissions.clusterRead);
     const pageSize = queryValue(ctx.query, 'pageSize');
     if (pageSize !== undefined && !(/^\d{1,10}$/.test(pageSize.trim()) && Number(pageSize) <= 2_147_483_647)) {
@@ -81,9 +86,8 @@ export function createFederationRoutes(deps: FederationRoutesDeps): Router {
     queryValue(ctx.query, 'nextPageToken'); // a repeated token is a 400 like any repeated parameter
     throw unavailable();
   });
-  router.get('/workflows/:workflowId', async (ctx) => {
+  route(router, 'get', '/workflows/:workflowId', { summary: 'Federation: one workflow (unavailable: 500)', params: workflowParams, response: z.object({ workflow: z.unknown() }) }, async (ctx) => {
     await authorize(ctx, permissions.clusterRead);
-    if (!UUID_PATTERN.test(ctx.params['workflowId'] ?? '')) throw errors.invalid('workflowId must be a UUID');
     throw unavailable();
   });
   return router;

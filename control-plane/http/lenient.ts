@@ -4,7 +4,7 @@
 // Validation failures become one 400 naming each bad field.
 import { z } from 'zod';
 import { parseSize } from '../../lib/contract/size.js';
-import { UUID_PATTERN } from '../../lib/contract/uuid.js';
+import { UUID_PATTERN, uuidSchema } from '../../lib/contract/uuid.js';
 import { StrataError, errors } from '../../lib/errors.js';
 
 /** `null` (and absence) mean "not given". */
@@ -70,17 +70,20 @@ export const size = z.unknown().transform((v, ctx) => {
 
 /** Names: 1 to 253 of a-z A-Z 0-9 - _ . (spec §8: volume names, label keys and values). */
 export const NAME_PATTERN = /^[A-Za-z0-9._-]{1,253}$/;
+/** What the OpenAPI document says of a name field whose schema checks NAME_PATTERN in a refinement. */
+export const NAME_DOC = { pattern: NAME_PATTERN.source, description: '1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period' } as const;
 export const name = z.string({ error: 'must be a string' }).regex(NAME_PATTERN, 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period');
 
-/** A UUID, lower-cased as every stored UUID is. */
-export const uuid = z.string({ error: 'must be a string' }).regex(UUID_PATTERN, 'must be a UUID').transform((v) => v.toLowerCase());
+/** A UUID, lower-cased as every stored UUID is (the one schema of lib/contract/uuid.ts). */
+export const uuid = uuidSchema;
 
 /**
  * An identifier field where "" and null count as not given (protobuf clients send "" for unset
  * strings), otherwise of the given type: every identifier is bounded (issue 17).
  */
 export function optionalIdentifier<T extends z.ZodType<unknown, string>>(schema: T) {
-  return optional(z.string({ error: 'must be a string' })).transform((v) => (v === '' ? undefined : v)).pipe(schema.optional());
+  // A preprocess (not a transform) so that the OpenAPI document shows the identifier's own type.
+  return z.preprocess((v) => (v === null || v === '' ? undefined : v), schema.optional());
 }
 
 /** A path or query identifier: a UUID (lower-cased) or a name; anything else is a 400 naming the field. */

@@ -7,7 +7,8 @@ import Router from '@koa/router';
 import type { Authenticator } from '../auth/authenticator.js';
 import { tokenFromHeaders } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
-import { parseBundleQuery } from './logs-schema.js';
+import { route } from '../http/routes.js';
+import { bundleQuery, parseBundleQuery } from './logs-schema.js';
 import type { LogsService } from './logs-service.js';
 
 export interface LogsRoutesDeps {
@@ -17,7 +18,7 @@ export interface LogsRoutesDeps {
 
 export function createLogsRoutes(deps: LogsRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/logs', async (ctx) => {
+  route(router, 'get', '/logs', { summary: 'The diagnostic bundle of one server (spec 4.5)', query: bundleQuery, response: { binary: ['application/gzip', 'application/x-xz', 'application/x-tar'] } }, async (ctx) => {
     const request = parseBundleQuery(ctx.query);
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     const bundle = await deps.logs.open(request, tokenFromHeaders(ctx.headers));

@@ -27,7 +27,7 @@ export interface BundleRequest {
 const single = (v: unknown) => (Array.isArray(v) ? { repeated: v } : v === '' ? undefined : v);
 const field = <T extends z.ZodType>(schema: T) => z.preprocess(single, optional(schema));
 
-const querySchema = z.object({
+export const bundleQuery = z.object({
   serverUUID: field(uuid),
   SkipStatistics: field(boolean),
   CaptureCpuAndTcpDump: field(boolean),
@@ -46,7 +46,7 @@ const querySchema = z.object({
 });
 
 export function parseBundleQuery(query: Query): BundleRequest {
-  const q = parseInput(querySchema, query);
+  const q = parseInput(bundleQuery, query);
   if (q.DontCompressOutput && q.UseHighCompression) throw errors.invalid('invalid request: UseHighCompression and DontCompressOutput exclude each other');
   return {
     serverUUID: q.serverUUID,

@@ -9,7 +9,8 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
 import { readJsonBody } from '../http/body.js';
 import { ifMatch } from '../http/etag.js';
-import { parseAttachNvmeDevice, parseNvmeDeviceListQuery, parseSetNvmeDeviceLed } from './nvme-devices-schema.js';
+import { emptyAnswer, route } from '../http/routes.js';
+import { attachNvmeDeviceBody, nvmeDeviceAnswer, nvmeDeviceListAnswer, nvmeDeviceListQuery, nvmeDeviceParams, nvmeDeviceReadParams, setNvmeDeviceLedBody, parseAttachNvmeDevice, parseNvmeDeviceListQuery, parseSetNvmeDeviceLed } from './nvme-devices-schema.js';
 import type { NvmeDevicesService } from './nvme-devices-service.js';
 
 export interface NvmeDevicesRoutesDeps {
@@ -19,24 +20,24 @@ export interface NvmeDevicesRoutesDeps {
 
 export function createNvmeDevicesRoutes(deps: NvmeDevicesRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/nvmeDevices', async (ctx) => {
+  route(router, 'get', '/nvmeDevices', { summary: 'List NVMe devices (spec 4.9)', query: nvmeDeviceListQuery, response: nvmeDeviceListAnswer }, async (ctx) => {
     const filters = parseNvmeDeviceListQuery(ctx.query);
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = { NvmeDevices: await deps.devices.list(filters) };
   });
-  router.post('/nvmeDevices', async (ctx) => {
+  route(router, 'post', '/nvmeDevices', { summary: 'Add a device to a node (If-Match: the node\'s ETag)', body: attachNvmeDeviceBody, response: emptyAnswer }, async (ctx) => {
     const input = parseAttachNvmeDevice(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     await deps.devices.attach(input, ifMatch(ctx.headers));
     ctx.body = {};
   });
-  router.post('/nvmeDevices/:serial', async (ctx) => {
+  route(router, 'post', '/nvmeDevices/:serial', { summary: 'Set a device\'s LED (If-Match: the device\'s ETag)', params: nvmeDeviceParams, body: setNvmeDeviceLedBody, response: emptyAnswer }, async (ctx) => {
     const input = parseSetNvmeDeviceLed(ctx.params['serial'] ?? '', await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     await deps.devices.setLed(input, ifMatch(ctx.headers));
     ctx.body = {};
   });
-  router.get('/nvmeDevices/:serial', async (ctx) => {
+  route(router, 'get', '/nvmeDevices/:serial', { summary: 'One NVMe device', params: nvmeDeviceReadParams, malformedParamIsNotFound: 'NVMe device', response: nvmeDeviceAnswer }, async (ctx) => {
     const serial = ctx.params['serial'] ?? '';
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = await deps.devices.get(serial);

@@ -10,13 +10,15 @@
 // GET /api/v2/policies/?name=X (trailing slash, empty UUID) addresses one policy, as the by-name
 // lookups of volumes do (wire-conventions §4); without a UUID or name it is the list.
 import Router from '@koa/router';
+import { z } from 'zod';
 import type { Context } from 'koa';
 import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
 import { readJsonBody } from '../http/body.js';
 import { ifMatch } from '../http/etag.js';
 import { readScopeOf } from '../projects/read-scope.js';
-import { parseCreatePolicy, parsePolicyQuery, parseUpdatePolicy, type PolicyLookup } from './policies-schema.js';
+import { emptyAnswer, route } from '../http/routes.js';
+import { createPolicyBody, policyAnswer, policyListAnswer, policyParams, policyQuery, policyWithEtagAnswer, updatePolicyBody, parseCreatePolicy, parsePolicyQuery, parseUpdatePolicy, type PolicyLookup } from './policies-schema.js';
 import type { PoliciesService } from './policies-service.js';
 
 export const QOS_ENFORCEMENT_HEADER = 'X-Strata-QoS-Enforced';
@@ -34,7 +36,7 @@ export function createPoliciesRoutes(deps: PoliciesRoutesDeps): Router {
     return readScopeOf(await deps.auth.require(ctx.headers, permission));
   };
 
-  router.get('/policies', async (ctx) => {
+  route(router, 'get', '/policies', { summary: 'List policies', trailingSlash: 'One policy by UUID or name (?UUID=, ?name=); without either, the list', query: policyQuery, response: z.union([policyListAnswer, policyWithEtagAnswer]) }, async (ctx) => {
     ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
     const lookup = parsePolicyQuery(ctx.query);
     const scope = await readerScope(ctx, lookup);
@@ -46,7 +48,7 @@ export function createPoliciesRoutes(deps: PoliciesRoutesDeps): Router {
     }
     ctx.body = { policies: await deps.policies.list(scope, lookup) };
   });
-  router.post('/policies', async (ctx) => {
+  route(router, 'post', '/policies', { summary: 'Create a QoS policy', body: createPolicyBody, response: policyAnswer }, async (ctx) => {
     ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
     const input = parseCreatePolicy(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
@@ -54,7 +56,7 @@ export function createPoliciesRoutes(deps: PoliciesRoutesDeps): Router {
     ctx.set('ETag', `"${ETag}"`);
     ctx.body = policy;
   });
-  router.get('/policies/:uuid', async (ctx) => {
+  route(router, 'get', '/policies/:uuid', { summary: 'One policy', params: policyParams, query: policyQuery.omit({ UUID: true }), response: policyWithEtagAnswer }, async (ctx) => {
     ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
     const lookup = parsePolicyQuery(ctx.query, ctx.params['uuid']);
     const scope = await readerScope(ctx, lookup);
@@ -62,7 +64,7 @@ export function createPoliciesRoutes(deps: PoliciesRoutesDeps): Router {
     ctx.set('ETag', `"${policy.ETag}"`);
     ctx.body = policy;
   });
-  router.put('/policies/:uuid', async (ctx) => {
+  route(router, 'put', '/policies/:uuid', { summary: 'Update a policy (If-Match)', params: policyParams, body: updatePolicyBody, response: emptyAnswer }, async (ctx) => {
     ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
     const { UUID } = parsePolicyQuery({}, ctx.params['uuid']);
     const input = parseUpdatePolicy(await readJsonBody(ctx));
@@ -71,7 +73,7 @@ export function createPoliciesRoutes(deps: PoliciesRoutesDeps): Router {
     ctx.set('ETag', `"${etag}"`);
     ctx.body = {};
   });
-  router.delete('/policies/:uuid', async (ctx) => {
+  route(router, 'delete', '/policies/:uuid', { summary: 'Delete a policy (If-Match)', params: policyParams, response: emptyAnswer }, async (ctx) => {
     ctx.set(QOS_ENFORCEMENT_HEADER, 'false');
     const { UUID } = parsePolicyQuery({}, ctx.params['uuid']);
     await deps.auth.require(ctx.headers, permissions.clusterWrite);

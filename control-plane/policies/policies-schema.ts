@@ -2,15 +2,16 @@
 // `qoSRateLimitPolicy` (responses say `QoSRateLimitPolicy`); input also accepts the response
 // spelling, so a client can send back what it read.
 import { z } from 'zod';
-import { StrataError, errors } from '../../lib/errors.js';
-import { NAME_PATTERN, enumeration, integer, optional, parseInput } from '../http/lenient.js';
+import { StrataError, errors, quote } from '../../lib/errors.js';
+import { NAME_DOC, NAME_PATTERN, enumeration, integer, optional, parseInput } from '../http/lenient.js';
 import { queryValue } from '../http/body.js';
-import { UUID_PATTERN } from '../../lib/contract/uuid.js';
+import { UUID_PATTERN, uuidSchema } from '../../lib/contract/uuid.js';
 import { description, object, objectName, requiredString, uniqueList } from '../projects/projects-schema.js';
 import {
   LIMIT_FIELDS,
   LIMIT_KINDS,
   MAX_LIMIT,
+  POLICY_STATES,
   POLICY_VISIBILITIES,
   type LimitKind,
   type PolicyRecord,
@@ -23,7 +24,7 @@ import {
 export const MAX_SCOPE_PROJECTS = 1000;
 
 const NAME_RULE = 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period';
-const policyName = () => requiredString().refine((s) => NAME_PATTERN.test(s), NAME_RULE);
+const policyName = () => requiredString().refine((s) => NAME_PATTERN.test(s), NAME_RULE).meta(NAME_DOC);
 
 const limitValue = optional(integer({ min: 0, max: MAX_LIMIT }));
 const limitSchema = (kind: LimitKind) => {
@@ -40,14 +41,14 @@ const qosSchema = object({
 });
 type QosBody = z.output<typeof qosSchema>;
 
-const createSchema = object({
+export const createPolicyBody = object({
   name: policyName(),
   description: optional(description),
   qoSRateLimitPolicy: optional(qosSchema),
   QoSRateLimitPolicy: optional(qosSchema),
 });
 
-const updateSchema = object({
+export const updatePolicyBody = object({
   description: optional(description),
   qoSRateLimitPolicy: optional(qosSchema),
   QoSRateLimitPolicy: optional(qosSchema),
@@ -72,7 +73,7 @@ export interface UpdatePolicyInput {
 }
 
 export function parseCreatePolicy(body: Record<string, unknown>): CreatePolicyInput {
-  const input = parseInput(createSchema, body);
+  const input = parseInput(createPolicyBody, body);
   const qos = input.qoSRateLimitPolicy ?? input.QoSRateLimitPolicy;
   if (!qos) throw errors.invalid('invalid request: qoSRateLimitPolicy is required');
   const parsed = qosInput(qos);
@@ -82,7 +83,7 @@ export function parseCreatePolicy(body: Record<string, unknown>): CreatePolicyIn
 
 /** PUT body; the path's UUID names the policy (a `name` in the body is ignored: no renames). */
 export function parseUpdatePolicy(body: Record<string, unknown>): UpdatePolicyInput {
-  const input = parseInput(updateSchema, body);
+  const input = parseInput(updatePolicyBody, body);
   const qos = input.qoSRateLimitPolicy ?? input.QoSRateLimitPolicy;
   const update: { description?: string; qos?: QosInput } = {};
   if (input.description !== undefined) update.description = input.description;
@@ -156,7 +157,7 @@ export function parsePolicyQuery(query: Query, pathUUID?: string): PolicyLookup 
   const bad: string[] = [];
   if (UUID !== undefined) {
     if (UUID_PATTERN.test(UUID)) lookup.UUID = UUID.toLowerCase();
-    else bad.push(`UUID "${UUID.slice(0, 100)}" is not a UUID`);
+    else bad.push(`UUID ${quote(UUID)} is not a UUID`);
   }
   if (name !== undefined) {
     if (NAME_PATTERN.test(name)) lookup.name = name;
@@ -169,3 +170,30 @@ export function parsePolicyQuery(query: Query, pathUUID?: string): PolicyLookup 
   if (bad.length > 0) throw new StrataError('INVALID_ARGUMENT', `invalid query: ${bad.join('; ')}`);
   return lookup;
 }
+
+/** The query as the document shows it (parsePolicyQuery checks the same rules). */
+export const policyQuery = z.object({
+  UUID: optional(uuidSchema),
+  name: optional(z.string().regex(NAME_PATTERN, NAME_RULE)),
+  projectName: optional(objectName),
+});
+export const policyParams = z.object({ uuid: uuidSchema });
+
+// ---- the answer (PolicyWire; GET of one adds its ETag) ----
+
+const policyFields = {
+  UUID: z.string(),
+  name: z.string(),
+  description: z.string(),
+  state: z.enum(POLICY_STATES),
+  QoSRateLimitPolicy: z.object({
+    projectsNamesScope: z.array(z.string()),
+    policyVisibility: z.enum(POLICY_VISIBILITIES),
+    limitIOPS: z.object({ writeIOPSLimit: z.number(), readIOPSLimit: z.number() }).optional(),
+    limitBw: z.object({ writeBWLimit: z.number(), readBWLimit: z.number() }).optional(),
+    limitIOPSPerGB: z.object({ writeIOPSPerGBLimit: z.number(), readIOPSPerGBLimit: z.number() }).optional(),
+  }),
+};
+export const policyAnswer = z.object(policyFields);
+export const policyWithEtagAnswer = z.object({ ...policyFields, ETag: z.string() });
+export const policyListAnswer = z.object({ policies: z.array(policyAnswer) });

@@ -7,7 +7,8 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
 import { readJsonBody } from '../http/body.js';
 import { ifMatch } from '../http/etag.js';
-import { parseCreateProject, parsePathName, parseUpdateProject } from './projects-schema.js';
+import { emptyAnswer, route } from '../http/routes.js';
+import { createProjectBody, projectAnswer, projectListAnswer, projectParams, updateProjectBody, parseCreateProject, parsePathName, parseUpdateProject } from './projects-schema.js';
 import type { ProjectsService } from './projects-service.js';
 import { readScopeOf } from './read-scope.js';
 
@@ -18,25 +19,25 @@ export interface ProjectsRoutesDeps {
 
 export function createProjectsRoutes(deps: ProjectsRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/projects', async (ctx) => {
+  route(router, 'get', '/projects', { summary: 'List the projects the caller may read', response: projectListAnswer }, async (ctx) => {
     const principal = await deps.auth.require(ctx.headers, permissions.authenticated);
     ctx.body = { projects: await deps.projects.list(readScopeOf(principal)) };
   });
-  router.post('/projects', async (ctx) => {
+  route(router, 'post', '/projects', { summary: 'Create a project', body: createProjectBody, response: projectAnswer }, async (ctx) => {
     const input = parseCreateProject(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     const project = await deps.projects.create(input);
     ctx.set('ETag', `"${project.ETag}"`);
     ctx.body = project;
   });
-  router.get('/projects/:name', async (ctx) => {
+  route(router, 'get', '/projects/:name', { summary: 'One project', params: projectParams, response: projectAnswer }, async (ctx) => {
     const name = parsePathName(ctx.params['name'], 'project');
     await deps.auth.require(ctx.headers, permissions.projectRead(name));
     const project = await deps.projects.get(name);
     ctx.set('ETag', `"${project.ETag}"`);
     ctx.body = project;
   });
-  router.put('/projects/:name', async (ctx) => {
+  route(router, 'put', '/projects/:name', { summary: 'Update a project (If-Match)', params: projectParams, body: updateProjectBody, response: emptyAnswer }, async (ctx) => {
     const name = parsePathName(ctx.params['name'], 'project');
     const input = parseUpdateProject(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
@@ -44,7 +45,7 @@ export function createProjectsRoutes(deps: ProjectsRoutesDeps): Router {
     ctx.set('ETag', `"${etag}"`);
     ctx.body = {};
   });
-  router.delete('/projects/:name', async (ctx) => {
+  route(router, 'delete', '/projects/:name', { summary: 'Delete a project (If-Match)', params: projectParams, response: emptyAnswer }, async (ctx) => {
     const name = parsePathName(ctx.params['name'], 'project');
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     await deps.projects.delete(name, ifMatch(ctx.headers));

@@ -2,9 +2,9 @@
 // policies share (wire-conventions §1: null = not given, unknown keys ignored, enums by name or
 // number). Every failure is one 400 naming each bad field (lenient.parseInput).
 import { z } from 'zod';
-import { UUID_PATTERN } from '../../lib/contract/uuid.js';
-import { errors } from '../../lib/errors.js';
-import { NAME_PATTERN, optional, parseInput } from '../http/lenient.js';
+import { UUID_DOC, uuidSchema } from '../../lib/contract/uuid.js';
+import { errors, quote } from '../../lib/errors.js';
+import { NAME_DOC, NAME_PATTERN, optional, parseInput } from '../http/lenient.js';
 
 export const MAX_DESCRIPTION_BYTES = 256;
 
@@ -23,14 +23,15 @@ export function requiredString() {
   );
 }
 
-export const requiredName = () => requiredString().refine(isObjectName, NAME_RULE);
-export const objectName = z.string({ error: 'must be a string' }).refine(isObjectName, NAME_RULE);
+export const requiredName = () => requiredString().refine(isObjectName, NAME_RULE).meta(NAME_DOC);
+export const objectName = z.string({ error: 'must be a string' }).refine(isObjectName, NAME_RULE).meta(NAME_DOC);
 
 export const description = z
   .string({ error: 'must be a string' })
   .refine((s) => Buffer.byteLength(s, 'utf8') <= MAX_DESCRIPTION_BYTES, `must be at most ${MAX_DESCRIPTION_BYTES} bytes`);
 
-export const uuid = z.string({ error: 'must be a string' }).regex(UUID_PATTERN, 'must be a UUID');
+/** The one UUID schema (lib/contract/uuid.ts). */
+export const uuid = uuidSchema;
 
 /** A JSON object (zod strips unknown keys). */
 export function object<T extends z.core.$ZodLooseShape>(shape: T) {
@@ -71,7 +72,7 @@ export const policyType = z.preprocess(
 
 const defaultPolicy = object({
   policyType: optional(policyType),
-  policyUUID: requiredString().pipe(uuid),
+  policyUUID: requiredString().pipe(uuid).meta(UUID_DOC),
 });
 
 /** At most one default per policy type. */
@@ -95,13 +96,13 @@ export interface UpdateProjectInput {
   readonly defaultPolicies?: readonly DefaultPolicyInput[];
 }
 
-const createSchema = object({
+export const createProjectBody = object({
   name: requiredName(),
   description: optional(description),
   defaultPolicies: optional(defaultPolicies),
 });
 
-const updateSchema = object({
+export const updateProjectBody = object({
   description: optional(description),
   defaultPolicies: optional(defaultPolicies),
 });
@@ -110,13 +111,13 @@ const normalizeDefaults = (list: readonly { policyUUID: string }[] | undefined):
   list?.map((p) => ({ policyType: POLICY_TYPE_QOS, policyUUID: p.policyUUID.toLowerCase() }));
 
 export function parseCreateProject(body: Record<string, unknown>): CreateProjectInput {
-  const input = parseInput(createSchema, body);
+  const input = parseInput(createProjectBody, body);
   return { name: input.name, description: input.description ?? '', defaultPolicies: normalizeDefaults(input.defaultPolicies) ?? [] };
 }
 
 /** PUT body; the path names the project (a `name` in the body is ignored: no renames). */
 export function parseUpdateProject(body: Record<string, unknown>): UpdateProjectInput {
-  const input = parseInput(updateSchema, body);
+  const input = parseInput(updateProjectBody, body);
   const update: { description?: string; defaultPolicies?: DefaultPolicyInput[] } = {};
   if (input.description !== undefined) update.description = input.description;
   const defaults = normalizeDefaults(input.defaultPolicies);
@@ -127,6 +128,20 @@ export function parseUpdateProject(body: Record<string, unknown>): UpdateProject
 /** A name in the path: 400 when it cannot be a name at all. */
 export function parsePathName(raw: string | undefined, what: string): string {
   const value = raw ?? '';
-  if (!isObjectName(value)) throw errors.invalid(`invalid ${what} name "${value.slice(0, 300)}": ${NAME_RULE}`);
+  if (!isObjectName(value)) throw errors.invalid(`invalid ${what} name ${quote(value)}: ${NAME_RULE}`);
   return value;
 }
+
+/** A project's name in the path (`/projects/{name}`). */
+export const projectParams = z.object({ name: objectName });
+
+// ---- the answer (ProjectWire) ----
+
+export const projectAnswer = z.object({
+  UUID: z.string(),
+  name: z.string(),
+  description: z.string(),
+  defaultPolicies: z.array(z.object({ policyType: z.string(), policyUUID: z.string() })),
+  ETag: z.string(),
+});
+export const projectListAnswer = z.object({ projects: z.array(projectAnswer) });

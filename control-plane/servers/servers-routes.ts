@@ -7,7 +7,8 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
 import { readJsonBody } from '../http/body.js';
 import type { ServerAdder } from './server-add.js';
-import { parseAddServer, parseServerListQuery } from './servers-schema.js';
+import { route } from '../http/routes.js';
+import { addServerBody, parseAddServer, parseServerListQuery, serverAnswer, serverListAnswer, serverListQuery, serverParams } from './servers-schema.js';
 import type { ServersService } from './servers-service.js';
 
 export interface ServersRoutesDeps {
@@ -19,13 +20,13 @@ export interface ServersRoutesDeps {
 
 export function createServersRoutes(deps: ServersRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2' });
-  router.get('/servers', async (ctx) => {
+  route(router, 'get', '/servers', { summary: 'List servers (spec 4.12)', query: serverListQuery, response: serverListAnswer }, async (ctx) => {
     const filters = parseServerListQuery(ctx.query);
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = { servers: await deps.servers.list(filters) };
   });
   const adder = deps.adder;
-  if (adder) router.post('/servers', async (ctx) => {
+  if (adder) route(router, 'post', '/servers', { summary: 'Add a server and its etcd member', body: addServerBody, response: serverAnswer }, async (ctx) => {
     const input = parseAddServer(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     try {
@@ -36,7 +37,7 @@ export function createServersRoutes(deps: ServersRoutesDeps): Router {
       throw err;
     }
   });
-  router.get('/servers/:uuid', async (ctx) => {
+  route(router, 'get', '/servers/:uuid', { summary: 'One server', params: serverParams, response: serverAnswer }, async (ctx) => {
     const uuid = ctx.params['uuid'] ?? '';
     await deps.auth.require(ctx.headers, permissions.clusterRead);
     ctx.body = await deps.servers.get(uuid);

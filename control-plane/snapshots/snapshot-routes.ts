@@ -12,7 +12,11 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { permissions } from '../auth/permissions.js';
 import { readJsonBody } from '../http/body.js';
 import { ifMatch } from '../http/etag.js';
-import { parseCreateSnapshot, parseDeleteAddress, parseGetAddress, parseListQuery, parseProjectParam } from './snapshot-schema.js';
+import { emptyAnswer, route } from '../http/routes.js';
+import {
+  createSnapshotBody, parseCreateSnapshot, parseDeleteAddress, parseGetAddress, parseListQuery, parseProjectParam, snapshotAnswer, snapshotCollectionAnswer,
+  snapshotDeleteQuery, snapshotGetQuery, snapshotListQuery, snapshotParams, snapshotsParams,
+} from './snapshot-schema.js';
 import type { SnapshotService } from './snapshot-service.js';
 
 export interface SnapshotRoutesDeps {
@@ -30,14 +34,14 @@ export function createSnapshotRoutes(deps: SnapshotRoutesDeps): Router {
   // Not strict: COLLECTION matches with and without the trailing slash; handlers tell them apart.
   const router = new Router({ prefix: '/api/v2' });
 
-  router.post(COLLECTION, async (ctx) => {
+  route(router, 'post', COLLECTION, { summary: 'Create a snapshot of a volume', params: snapshotsParams, body: createSnapshotBody, response: snapshotAnswer }, async (ctx) => {
     const project = parseProjectParam(ctx.params['project']);
     const input = parseCreateSnapshot(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.projectWrite(project));
     ctx.body = await deps.snapshots.create(project, input);
   });
 
-  router.get(COLLECTION, async (ctx) => {
+  route(router, 'get', COLLECTION, { summary: 'List snapshots', trailingSlash: 'One snapshot by name (?Name=, capital N)', params: snapshotsParams, query: snapshotListQuery, response: snapshotCollectionAnswer }, async (ctx) => {
     const project = parseProjectParam(ctx.params['project']);
     if (isByName(ctx)) {
       const address = parseGetAddress(undefined, ctx.query);
@@ -50,7 +54,7 @@ export function createSnapshotRoutes(deps: SnapshotRoutesDeps): Router {
     ctx.body = { snapshots: await deps.snapshots.list(project, filter) };
   });
 
-  router.get(ITEM, async (ctx) => {
+  route(router, 'get', ITEM, { summary: 'One snapshot', params: snapshotParams, query: snapshotGetQuery, response: snapshotAnswer }, async (ctx) => {
     const project = parseProjectParam(ctx.params['project']);
     const address = parseGetAddress(ctx.params['uuid'], ctx.query);
     await deps.auth.require(ctx.headers, permissions.projectRead(project));
@@ -66,8 +70,8 @@ export function createSnapshotRoutes(deps: SnapshotRoutesDeps): Router {
     ctx.body = {};
   };
   // With or without the trailing slash, a DELETE on the collection addresses one snapshot by name.
-  router.delete(COLLECTION, async (ctx) => remove(ctx, undefined));
-  router.delete(ITEM, async (ctx) => remove(ctx, ctx.params['uuid']));
+  route(router, 'delete', COLLECTION, { summary: 'Delete a snapshot by name (?name=, lower-case n)', trailingSlash: 'Delete a snapshot by name (?name=, lower-case n)', params: snapshotsParams, query: snapshotDeleteQuery, response: emptyAnswer }, async (ctx) => remove(ctx, undefined));
+  route(router, 'delete', ITEM, { summary: 'Delete a snapshot (If-Match)', params: snapshotParams, query: snapshotDeleteQuery, response: emptyAnswer }, async (ctx) => remove(ctx, ctx.params['uuid']));
 
   return router;
 }

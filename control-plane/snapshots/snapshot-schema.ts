@@ -2,7 +2,7 @@
 // query, the by-name lookups (GET takes `Name`, DELETE takes `name`: the names clients send)
 // and retentionTime, a duration in any of the forms docs/snapshots.md lists.
 import { z } from 'zod';
-import { errors } from '../../lib/errors.js';
+import { errors, quote } from '../../lib/errors.js';
 import { queryValue, parseBoolean } from '../http/body.js';
 import { NAME_PATTERN, checkIdentifier, integer, name, optional, optionalIdentifier, parseInput, uuid } from '../http/lenient.js';
 
@@ -94,7 +94,7 @@ const retention = z.unknown().transform((v, ctx) => {
   }
 });
 
-const createSchema = z.object({
+export const createSnapshotBody = z.object({
   name: optional(name),
   sourceVolumeUUID: optionalIdentifier(uuid),
   sourceVolumeName: optionalIdentifier(name),
@@ -115,7 +115,7 @@ export interface CreateSnapshotInput {
 
 /** The create body. The path's project wins over any `projectName` in the body (§1). */
 export function parseCreateSnapshot(body: Record<string, unknown>): CreateSnapshotInput {
-  const parsed = parseInput(createSchema, body);
+  const parsed = parseInput(createSnapshotBody, body);
   const problems: string[] = [];
   if (parsed.name === undefined) problems.push('name is required');
   if (parsed.sourceVolumeUUID === undefined && parsed.sourceVolumeName === undefined) problems.push('sourceVolumeUUID or sourceVolumeName is required');
@@ -201,7 +201,7 @@ export function parseListQuery(query: Query): SnapshotListFilter {
   let limit = MAX_LIST_LIMIT;
   if (rawLimit !== undefined) {
     const parsed = limitSchema.safeParse(rawLimit);
-    if (!parsed.success) throw errors.invalid(`limit must be a non-negative integer; got "${rawLimit}"`);
+    if (!parsed.success) throw errors.invalid(`limit must be a non-negative integer; got ${quote(rawLimit)}`);
     limit = parsed.data === 0 ? MAX_LIST_LIMIT : Math.min(parsed.data, MAX_LIST_LIMIT);
   }
   const filter: { -readonly [K in keyof SnapshotListFilter]: SnapshotListFilter[K] } = {
@@ -219,3 +219,50 @@ export function parseListQuery(query: Query): SnapshotListFilter {
   if (offsetUUID !== undefined) filter.offsetUUID = checkIdentifier('offsetUUID', offsetUUID, 'UUID');
   return filter;
 }
+
+// ---- as the OpenAPI document shows them (the parsers above check the same rules) ----
+
+const optionalUuidQuery = optional(uuid);
+const optionalNameQuery = optional(name);
+export const snapshotsParams = z.object({ project: name });
+export const snapshotParams = z.object({ project: name, uuid });
+export const snapshotListQuery = z.object({
+  UUID: optionalUuidQuery, name: optionalNameQuery, Name: optionalNameQuery, sourceVolumeUUID: optionalUuidQuery, sourceVolumeName: optionalNameQuery,
+  showAll: optional(z.string()), limit: optional(z.string()), offsetUUID: optionalUuidQuery,
+});
+/** GET …/snapshots/?Name=X (capital N) or, with a UUID in the path, a Name that must match. */
+export const snapshotGetQuery = z.object({ Name: optionalNameQuery });
+/** DELETE …/snapshots/?name=X (lower-case n). */
+export const snapshotDeleteQuery = z.object({ name: optionalNameQuery });
+
+// ---- the answer (SnapshotWire) ----
+
+const counted = z.string();
+export const snapshotAnswer = z.object({
+  state: z.enum(['Creating', 'Available', 'Deleting', 'Deleted', 'Failed']),
+  UUID: z.string(),
+  name: z.string(),
+  description: z.string(),
+  creationTime: z.string(),
+  retentionTime: z.string(),
+  sourceVolumeUUID: z.string(),
+  sourceVolumeName: z.string(),
+  replicaCount: z.number().int(),
+  nodeList: z.array(z.string()),
+  nsid: z.number().int(),
+  acl: z.object({ values: z.array(z.string()) }),
+  compression: z.boolean(),
+  size: z.string(),
+  IPAcl: z.object({ values: z.array(z.string()) }),
+  sectorSize: z.number().int(),
+  statistics: z.object({ physicalCapacity: counted, physicalOwnedCapacity: counted, physicalOwnedMemory: counted, physicalMemory: counted, userWritten: counted }),
+  ETag: z.string(),
+  projectName: z.string(),
+  primaryNodeUUID: z.string(),
+  labels: z.array(z.object({ key: z.string(), value: z.string() })),
+  clusterId: z.string(),
+  pgUUID: z.string(),
+});
+export const snapshotListAnswer = z.object({ snapshots: z.array(snapshotAnswer) });
+/** GET on the collection: the list, or (trailing slash, ?Name=) one snapshot. */
+export const snapshotCollectionAnswer = z.union([snapshotListAnswer, snapshotAnswer]);

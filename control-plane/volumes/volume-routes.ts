@@ -14,7 +14,11 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { DEFAULT_PROJECT, authorize, isAllowed, permissions, type Access } from '../auth/permissions.js';
 import { readJsonBody } from '../http/body.js';
 import { ifMatch } from '../http/etag.js';
-import { parseCreateVolume, parseListQuery, parsePathProject, parsePathUuid, parseRollback, parseTargetQuery, parseUpdateVolume } from './volume-schema.js';
+import { emptyAnswer, route, type RouteSchemas } from '../http/routes.js';
+import {
+  createVolumeSchema, listQuerySchema, parseCreateVolume, parseListQuery, parsePathProject, parsePathUuid, parseRollback, parseTargetQuery, parseUpdateVolume,
+  rollbackSchema, targetQuerySchema, updateVolumeSchema, volumeAnswer, volumeConnectionAnswer, volumeListAnswer, volumePathParams,
+} from './volume-schema.js';
 import type { ProjectGuard, VolumeService, VolumeTarget } from './volume-service.js';
 
 export interface VolumeRoutesDeps {
@@ -33,6 +37,9 @@ const CREATE_RETRY_AFTER_SECONDS = 2;
 export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
   const router = new Router({ prefix: '/api/v2', strict: true });
   const both = (suffix: string) => [UNSCOPED + suffix, SCOPED + suffix];
+  /** The definition of one of the paths: its path parameters follow from the path. */
+  const on = (path: string, schemas: Omit<RouteSchemas, 'params'>): RouteSchemas => ({ ...schemas, params: volumePathParams(path) });
+  const byQuery = targetQuerySchema;
 
   const guardOf = async (ctx: Context, access: Access, target: VolumeTarget): Promise<ProjectGuard> => {
     const principal = await deps.auth.authenticate(ctx.headers);
@@ -47,7 +54,7 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
 
   // ---- create ----
   for (const path of [...both(''), ...both('/')]) {
-    router.post(path, async (ctx) => {
+    route(router, 'post', path, on(path, { summary: 'Create a volume (spec 2.15)', body: createVolumeSchema, response: volumeAnswer }), async (ctx) => {
       const pathProject = projectOf(ctx);
       const body = parseCreateVolume(await readJsonBody(ctx), pathProject);
       await deps.auth.require(ctx.headers, permissions.projectWrite(body.projectName ?? DEFAULT_PROJECT));
@@ -63,7 +70,7 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
 
   // ---- list: projectName is mandatory unless the caller has a cluster role (spec §5.5) ----
   for (const path of both('')) {
-    router.get(path, async (ctx) => {
+    route(router, 'get', path, on(path, { summary: 'List volumes', query: listQuerySchema, response: volumeListAnswer }), async (ctx) => {
       const query = parseListQuery(ctx.query, projectOf(ctx));
       const principal = await deps.auth.authenticate(ctx.headers);
       if (query.projectName !== undefined) authorize(principal, permissions.projectRead(query.projectName));
@@ -74,21 +81,21 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
 
   // ---- one volume: by UUID, or by name with an empty id ----
   for (const path of both('/:uuid')) {
-    router.get(path, async (ctx) => {
+    route(router, 'get', path, on(path, { summary: 'One volume', query: byQuery, response: volumeAnswer }), async (ctx) => {
       const target = byUuid(ctx);
       ctx.body = await deps.volumes.get(target, await guardOf(ctx, 'read', target));
     });
   }
   for (const path of both('/')) {
-    router.get(path, async (ctx) => {
-      const target = byQuery(ctx);
+    route(router, 'get', path, on(path, { summary: 'One volume by name (?name=)', query: byQuery, response: volumeAnswer }), async (ctx) => {
+      const target = targetOf(ctx);
       ctx.body = await deps.volumes.get(target, await guardOf(ctx, 'read', target));
     });
   }
 
   // ---- connection info for hosts (a Strata extension; docs/volumes.md) ----
   for (const path of both('/:uuid/connection')) {
-    router.get(path, async (ctx) => {
+    route(router, 'get', path, on(path, { summary: 'How hosts connect to a volume (Strata extension)', query: byQuery, response: volumeConnectionAnswer }), async (ctx) => {
       const target = byUuid(ctx);
       ctx.body = await deps.volumes.connection(target, await guardOf(ctx, 'read', target));
     });
@@ -96,7 +103,7 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
 
   // ---- update ----
   for (const path of both('/:uuid')) {
-    router.put(path, async (ctx) => {
+    route(router, 'put', path, on(path, { summary: 'Update a volume (If-Match)', query: byQuery, body: updateVolumeSchema, response: emptyAnswer }), async (ctx) => {
       const body = parseUpdateVolume(await readJsonBody(ctx));
       const target = byUuid(ctx, body.projectName);
       await deps.volumes.update(target, body, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
@@ -104,9 +111,9 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
     });
   }
   for (const path of [...both(''), ...both('/')]) {
-    router.put(path, async (ctx) => {
+    route(router, 'put', path, on(path, { summary: 'Update a volume by name or UUID in the query or body (If-Match)', query: byQuery, body: updateVolumeSchema, response: emptyAnswer }), async (ctx) => {
       const body = parseUpdateVolume(await readJsonBody(ctx));
-      const target = byQuery(ctx, body);
+      const target = targetOf(ctx, body);
       await deps.volumes.update(target, body, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
       ctx.body = {};
     });
@@ -114,15 +121,15 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
 
   // ---- delete ----
   for (const path of both('/:uuid')) {
-    router.delete(path, async (ctx) => {
+    route(router, 'delete', path, on(path, { summary: 'Delete a volume (If-Match)', query: byQuery, response: emptyAnswer }), async (ctx) => {
       const target = byUuid(ctx);
       await deps.volumes.delete(target, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
       ctx.body = {};
     });
   }
   for (const path of [...both(''), ...both('/')]) {
-    router.delete(path, async (ctx) => {
-      const target = byQuery(ctx);
+    route(router, 'delete', path, on(path, { summary: 'Delete a volume by name (?name=) (If-Match)', query: byQuery, response: emptyAnswer }), async (ctx) => {
+      const target = targetOf(ctx);
       await deps.volumes.delete(target, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
       ctx.body = {};
     });
@@ -130,7 +137,7 @@ export function createVolumeRoutes(deps: VolumeRoutesDeps): Router {
 
   // ---- rollback ----
   for (const path of both('/:uuid/rollback')) {
-    router.put(path, async (ctx) => {
+    route(router, 'put', path, on(path, { summary: 'Roll a volume back to a snapshot (If-Match)', query: byQuery, body: rollbackSchema, response: emptyAnswer }), async (ctx) => {
       const body = parseRollback(await readJsonBody(ctx));
       const target = byUuid(ctx, body.projectName);
       await deps.volumes.rollback(target, { UUID: body.srcSnapshotUUID, name: body.srcSnapshotName }, await guardOf(ctx, 'write', target), ifMatch(ctx.headers));
@@ -155,7 +162,7 @@ function byUuid(ctx: Context, bodyProject?: string): VolumeTarget {
 }
 
 /** `…/volumes/?name=X` (or a UUID in the query/body): identity fields, body before query. */
-function byQuery(ctx: Context, body: { UUID?: string | undefined; name?: string | undefined; projectName?: string | undefined } = {}): VolumeTarget {
+function targetOf(ctx: Context, body: { UUID?: string | undefined; name?: string | undefined; projectName?: string | undefined } = {}): VolumeTarget {
   const query = parseTargetQuery(ctx.query);
   const target: VolumeTarget = {
     UUID: body.UUID ?? query.UUID,

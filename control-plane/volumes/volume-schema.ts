@@ -9,7 +9,7 @@ import { queryValue } from '../http/body.js';
 import { NAME_PATTERN, boolean, compression, enumeration, integer, optional, parseInput, size } from '../http/lenient.js';
 import { ALLOW_ANY, ALLOW_NONE, isAclPseudoValue, mixesPseudoValues } from '../../lib/contract/acl.js';
 import { hostNqnProblem } from '../../lib/contract/nqn.js';
-import { UUID_PATTERN } from '../../lib/contract/uuid.js';
+import { uuidSchema } from '../../lib/contract/uuid.js';
 
 /** Entries per access list: far more hosts than a volume is shared with, small enough for a record. */
 export const MAX_ACCESS_LIST_ENTRIES = 1024;
@@ -34,9 +34,8 @@ const nameString = z.string({ error: (issue) => (issue.input === undefined ? 'is
 const requiredName = z.preprocess((v) => (v === null ? undefined : v), nameString);
 /** An optional name: absent, null or ''. */
 const optionalName = text(nameString);
-/** Ids of other resources (policies, snapshots): their owners define them; we only bound them. */
-const optionalId = text(z.string({ error: 'must be a string' }).regex(NAME_PATTERN, 'must be an identifier'));
-const optionalUuid = text(z.string({ error: 'must be a string' }).regex(UUID_PATTERN, 'must be a UUID').transform((v) => v.toLowerCase()));
+/** UUIDs of this and other resources (volumes, policies, snapshots): the one UUID schema. */
+const optionalUuid = text(uuidSchema);
 
 /**
  * `acl` / `IPAcl`: `{values: [...]}`. Either entries of one kind (validated by `problem`) or
@@ -116,7 +115,7 @@ const placementRestrictions = optional(
 
 // ---- create ----
 
-const createVolumeSchema = z
+export const createVolumeSchema = z
   .object(
     {
       name: requiredName,
@@ -129,10 +128,10 @@ const createVolumeSchema = z
       minReplicas: optional(integer({ min: 0 })),
       sectorSize,
       projectName: optionalName,
-      sourceSnapshotUUID: optionalId,
+      sourceSnapshotUUID: optionalUuid,
       sourceSnapshotName: optionalName,
       placementRestrictions,
-      qosPolicyUUID: optionalId,
+      qosPolicyUUID: optionalUuid,
       qosPolicyName: optionalName,
       labels,
       unencrypted: optional(boolean),
@@ -155,14 +154,14 @@ export function parseCreateVolume(body: unknown, pathProject?: string): CreateVo
 
 // ---- update ----
 
-const updateVolumeSchema = z.object(
+export const updateVolumeSchema = z.object(
   {
     acl: accessList(hostNqnProblem),
     IPAcl: accessList(ipProblem),
     size: optional(size),
     compression: optional(compression),
     projectName: optionalName,
-    qosPolicyUUID: optionalId,
+    qosPolicyUUID: optionalUuid,
     qosPolicyName: optionalName,
     Force: optional(boolean),
     name: optionalName,
@@ -183,8 +182,8 @@ export function parseUpdateVolume(body: unknown): UpdateVolumeBody {
 
 // ---- rollback ----
 
-const rollbackSchema = z
-  .object({ srcSnapshotUUID: optionalId, srcSnapshotName: optionalName, projectName: optionalName }, { error: 'must be a JSON object' })
+export const rollbackSchema = z
+  .object({ srcSnapshotUUID: optionalUuid, srcSnapshotName: optionalName, projectName: optionalName }, { error: 'must be a JSON object' })
   .superRefine((body, ctx) => {
     const given = [body.srcSnapshotUUID, body.srcSnapshotName].filter((v) => v !== undefined).length;
     if (given !== 1) ctx.addIssue({ code: 'custom', message: 'give exactly one of srcSnapshotUUID, srcSnapshotName', path: ['srcSnapshotUUID'] });
@@ -205,7 +204,7 @@ function pick(query: Query, names: readonly string[]): Record<string, string | u
   return Object.fromEntries(names.map((n) => [n, queryValue(query, n)]));
 }
 
-const listQuerySchema = z.object({
+export const listQuerySchema = z.object({
   UUID: optionalUuid,
   name: optionalName,
   failureDomain: text(z.string().max(253, 'must be at most 253 characters')),
@@ -213,7 +212,7 @@ const listQuerySchema = z.object({
   // 0 (a protobuf client's unset value) means the default; above the maximum is clamped.
   limit: optional(integer({ min: 0 })).transform((v) => (v === undefined || v === 0 ? MAX_PAGE : Math.min(v, MAX_PAGE))),
   projectName: optionalName,
-  snapshotUUID: optionalId,
+  snapshotUUID: optionalUuid,
   showAll: optional(boolean).transform((v) => v ?? false),
 });
 
@@ -224,7 +223,7 @@ export function parseListQuery(query: Query, pathProject?: string): ListVolumesQ
   return pathProject === undefined ? parsed : { ...parsed, projectName: pathProject };
 }
 
-const targetQuerySchema = z.object({ UUID: optionalUuid, name: optionalName, projectName: optionalName });
+export const targetQuerySchema = z.object({ UUID: optionalUuid, name: optionalName, projectName: optionalName });
 
 /** Identity fields in a GET/PUT/DELETE query string (`?name=X&projectName=P`, or `UUID`). */
 export function parseTargetQuery(query: Query): { UUID?: string; name?: string; projectName?: string } {
@@ -233,10 +232,83 @@ export function parseTargetQuery(query: Query): { UUID?: string; name?: string; 
 
 /** A volume UUID in the path: a 400 when it is not a UUID (no lookup for garbage). */
 export function parsePathUuid(value: string | undefined): string {
-  return parseInput(z.object({ UUID: z.string().regex(UUID_PATTERN, 'must be a UUID') }), { UUID: value ?? '' }).UUID.toLowerCase();
+  return parseInput(z.object({ UUID: uuidSchema }), { UUID: value ?? '' }).UUID;
 }
 
 /** A project name in the path. */
 export function parsePathProject(value: string | undefined): string {
   return parseInput(z.object({ projectName: nameString }), { projectName: value ?? '' }).projectName;
 }
+
+/** The path parameters of a volume route: `{projectName}` on project-scoped paths, `{uuid}` on item paths. */
+export function volumePathParams(path: string) {
+  return z.object({
+    ...(path.includes(':projectName') ? { projectName: nameString } : {}),
+    ...(path.includes(':uuid') ? { uuid: uuidSchema } : {}),
+  });
+}
+
+// ---- the answers (VolumeWire, VolumeConnectionWire) ----
+
+const byteCount = z.string();
+export const volumeAnswer = z.object({
+  name: z.string(),
+  size: byteCount,
+  acl: z.object({ values: z.array(z.string()) }),
+  IPAcl: z.object({ values: z.array(z.string()) }),
+  compression: z.enum(['true', 'false']),
+  replicaCount: z.number().int(),
+  minReplicas: z.number().int(),
+  sectorSize: z.number().int(),
+  projectName: z.string(),
+  sourceSnapshotUUID: z.string(),
+  sourceSnapshotName: z.string(),
+  placementRestrictions: z.array(z.object({ operator: z.enum(['Unknown', 'In']), labelValueKeyPairs: z.array(z.object({ key: z.enum(['Unknown', 'FD', 'PrimaryFD', 'ClusterID']), value: z.string() })) })),
+  qosPolicyUUID: z.string(),
+  qosPolicyName: z.string(),
+  labels: z.array(z.object({ key: z.string(), value: z.string() })),
+  state: z.enum(['Creating', 'Available', 'Deleting', 'Failed', 'Updating', 'Rollback']),
+  protectionState: z.enum(['Unknown', 'FullyProtected', 'Degraded', 'ReadOnly', 'NotAvailable']),
+  nodeList: z.array(z.string()),
+  UUID: z.string(),
+  nsid: z.number().int(),
+  rebuildProgress: z.string(),
+  statistics: z.object({
+    logicalUsedStorage: byteCount,
+    physicalUsedStorage: byteCount,
+    compressionRatio: z.number(),
+    totalCompressionRatio: z.number(),
+    physicalCapacity: byteCount,
+    physicalOwnedCapacity: byteCount,
+    physicalOwnedMemory: byteCount,
+    physicalMemory: byteCount,
+    userWritten: byteCount,
+    unrecoverableDataIntegrityErrors: z.number().int(),
+    recoverableDataIntegrityErrors: z.number().int(),
+  }),
+  ETag: z.string(),
+  connectedHosts: z.array(z.string()),
+  primaryNodeUUID: z.string(),
+  creationTime: z.string(),
+  clusterId: z.string(),
+  pgUUID: z.string(),
+  encrypted: z.boolean(),
+  missingNodesAccess: z.array(z.string()),
+});
+export const volumeListAnswer = z.object({ volumes: z.array(volumeAnswer) });
+export const volumeConnectionAnswer = z.object({
+  UUID: z.string(),
+  name: z.string(),
+  projectName: z.string(),
+  state: z.string(),
+  transport: z.literal('tcp'),
+  subsystemNQN: z.string(),
+  nsid: z.number().int(),
+  paths: z.array(z.object({ nodeUUID: z.string(), address: z.string(), port: z.number().int(), primary: z.boolean(), served: z.boolean() })),
+  discoveryEndpoints: z.array(z.string()),
+  devicePath: z.string(),
+  acl: z.array(z.string()),
+  IPAcl: z.array(z.string()),
+  commands: z.object({ connect: z.array(z.string()), discover: z.array(z.string()), connectAll: z.array(z.string()) }),
+  clusterSubsystem: z.object({ subsystemNQN: z.string(), directConnect: z.literal('refused'), reason: z.string(), instead: z.array(z.string()) }),
+});

@@ -1,9 +1,25 @@
 // UUIDs as every part of Strata reads them: 8-4-4-4-12 hex digits, either case on input; the
 // canonical (stored, compared, written into NQNs and file names) form is lower case.
 import { createHash } from 'node:crypto';
+import { z } from 'zod';
 
 /** Any-case UUID text. */
 export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * THE UUID schema of every API input (path, query, body): any-case text in, the canonical
+ * lower-case form out. 36 characters, so every UUID field is bounded; the OpenAPI document
+ * carries its pattern and `format: uuid`.
+ */
+export const uuidSchema = z
+  .string({ error: 'must be a string' })
+  // The same pattern as UUID_PATTERN with both cases spelt out: a JSON Schema pattern has no flags.
+  .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a UUID')
+  .transform((v) => v.toLowerCase())
+  .meta({ format: 'uuid', description: 'a UUID (8-4-4-4-12 hex digits, either case)' });
+
+/** What the OpenAPI document says of a UUID field: for a composed schema that ends in uuidSchema. */
+export const UUID_DOC = { format: 'uuid', pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$', description: 'a UUID (8-4-4-4-12 hex digits, either case)' } as const;
 
 export function isUuid(value: unknown): boolean {
   return typeof value === 'string' && UUID_PATTERN.test(value);

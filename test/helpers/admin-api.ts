@@ -1,5 +1,6 @@
 // The REST API of a running control plane as an admin calls it (tests that drive a whole cluster).
 import assert from 'node:assert/strict';
+import { checkAnswer } from './openapi-answers.js';
 
 export interface AdminApiTarget {
   readonly apiUrl: string;
@@ -30,6 +31,7 @@ export function adminApi(target: () => AdminApiTarget): AdminApi {
     } catch {
       json = undefined;
     }
+    checkAnswer(method, `/api/v2${path}`, { status: res.status, contentType: res.headers.get('content-type'), body: json });
     return { status: res.status, json, text };
   };
   return {

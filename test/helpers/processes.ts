@@ -166,6 +166,38 @@ export async function startControlPlaneProcess(options: ControlPlaneOptions): Pr
   };
 }
 
+export interface SysfsAgentOptions {
+  readonly etcdEndpoint: string;
+  readonly plane: Pick<ControlPlaneProcess, 'grpcEndpoint'>;
+  readonly stateDir: string;
+  /** A fake sysfs (test/helpers/sysfs-fixture.ts): the agent reads its devices there, with no kernel target. */
+  readonly sysfs: { readonly root: string; readonly mountsPath: string; readonly swapsPath: string };
+  readonly hostname: string;
+  readonly dataDevices: string;
+  readonly extraArgs?: string[];
+}
+
+/** Starts an agent over a fake sysfs on 127.0.0.1 (a 2 s lease) and waits until it is ready. */
+export async function startSysfsAgent(options: SysfsAgentOptions): Promise<DaemonProcess> {
+  const agent = spawnDaemon('agent/main.js', [
+    '--etcd-endpoints', options.etcdEndpoint,
+    '--control-plane-endpoints', options.plane.grpcEndpoint,
+    '--state-dir', options.stateDir,
+    '--sysfs-root', options.sysfs.root,
+    '--mounts-path', options.sysfs.mountsPath,
+    '--swaps-path', options.sysfs.swapsPath,
+    '--hostname', options.hostname,
+    '--advertise-address', '127.0.0.1',
+    '--discovery-listen-address', '127.0.0.1',
+    '--discovery-port', '0',
+    '--data-devices', options.dataDevices,
+    '--lease-ttl-seconds', '2',
+    ...(options.extraArgs ?? []),
+  ]);
+  await agent.waitForLog((r) => r['msg'] === 'strata-agent ready');
+  return agent;
+}
+
 export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -3,6 +3,7 @@
 // production; tests put and delete it); the control plane writes server facts and devices from
 // agent reports. Also an API harness: a real etcd, a bootstrapped cluster, tokens, and a Koa
 // app on 127.0.0.1 serving the routers under test.
+import { checkAnswer } from './openapi-answers.js';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -225,7 +226,9 @@ export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator
       async get(path, token) {
         const res = await fetch(baseUrl + path, { headers: token ? { Authorization: `Bearer ${token}` } : {} });
         const text = await res.text();
-        return { status: res.status, body: text ? JSON.parse(text) : undefined, contentType: res.headers.get('content-type') };
+        const answer = { status: res.status, body: text ? JSON.parse(text) : undefined, contentType: res.headers.get('content-type') };
+        checkAnswer('GET', path, answer);
+        return answer;
       },
       async close() {
         httpServer.closeAllConnections();

@@ -17,7 +17,7 @@ import { packageRoot } from '../../lib/paths.js';
 import type { NodeRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { freePort } from '../helpers/ports.js';
-import { removeDir, spawnDaemon, startControlPlaneProcess, type ControlPlaneProcess, type DaemonProcess } from '../helpers/processes.js';
+import { removeDir, spawnDaemon, startControlPlaneProcess, startSysfsAgent, type ControlPlaneProcess, type DaemonProcess } from '../helpers/processes.js';
 import { nodePoolRecord, putRecord } from '../helpers/records.js';
 import { createFakeSysfs, type FakeSysfs } from '../helpers/sysfs-fixture.js';
 import { waitUntil } from '../helpers/wait.js';
@@ -111,22 +111,9 @@ describe('Prometheus metrics of a running cluster (issue 16)', () => {
     agentState = mkdtempSync(join(tmpdir(), 'strata-metrics-agent-'));
     const agentPort = await freePort();
     agentMetrics = `http://127.0.0.1:${agentPort}/metrics`;
-    agent = spawnDaemon('agent/main.js', [
-      '--etcd-endpoints', etcd.endpoint,
-      '--control-plane-endpoints', plane.grpcEndpoint,
-      '--state-dir', agentState,
-      '--sysfs-root', sysfs.root,
-      '--mounts-path', sysfs.mountsPath,
-      '--swaps-path', sysfs.swapsPath,
-      '--hostname', 'metrics-host',
-      '--advertise-address', '127.0.0.1',
-      '--discovery-listen-address', '127.0.0.1',
-      '--discovery-port', '0',
-      '--data-devices', 'METRICS-DATA',
-      '--lease-ttl-seconds', '2',
-      '--metrics-port', String(agentPort),
-    ]);
-    await agent.waitForLog((r) => r['msg'] === 'strata-agent ready');
+    agent = await startSysfsAgent({
+      etcdEndpoint: etcd.endpoint, plane, stateDir: agentState, sysfs, hostname: 'metrics-host', dataDevices: 'METRICS-DATA', extraArgs: ['--metrics-port', String(agentPort)],
+    });
     // The agent has no kernel target here (no configfs): its pool never reports. Store a pool
     // record for its node as the control plane would from a PoolReport.
     const nodeUUID = await waitUntil(async () => (await observer.getAll().prefix(keys.nodesPrefix()).keys())[0]?.split('/').pop(), 'the agent registered its node');

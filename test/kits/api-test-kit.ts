@@ -11,6 +11,7 @@ import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
 import { ALLOW_ANY } from '../../lib/contract/acl.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { CredentialRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
+import { checkAnswer } from '../helpers/openapi-answers.js';
 import { startApiHarness, type ApiHarness } from '../helpers/records.js';
 import type { Authenticator } from '../../control-plane/auth/authenticator.js';
 import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
@@ -97,6 +98,7 @@ async function send(baseUrl: string, method: string, path: string, options: Requ
       parsed = text;
     }
   }
+  checkAnswer(method, path, { status: res.status, contentType: res.headers.get('content-type'), body: parsed });
   return { status: res.status, body: parsed, headers: res.headers };
 }
 

@@ -1,6 +1,7 @@
 // Test support for the volume tests: the volume routes served with the real directories of
 // projects, policies, snapshots and feature flags, project-scoped tokens, and writers that play
 // the active cluster manager and the agents (placement, status reports).
+import { checkAnswer } from '../helpers/openapi-answers.js';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
@@ -179,6 +180,7 @@ export async function startVolumesHarness(
     } catch {
       parsed = text;
     }
+    checkAnswer(method, path, { status: res.status, contentType: res.headers.get('content-type'), body: parsed });
     return { status: res.status, body: parsed, contentType: res.headers.get('content-type'), headers: res.headers };
   };
 
