@@ -100,6 +100,14 @@ export function registerClusterCommands(program: Command): void {
       print.done(answer, answer.apiVersion);
     });
   cluster
+    .command('openapi')
+    .description('the OpenAPI 3.1 document of /api/v2 the control plane serves (JSON)')
+    .action(async (_options: object, command: Command) => {
+      const { client, print } = contextOf(command);
+      const answer = await client.get<object>('/openapi.json');
+      print.done(answer, JSON.stringify(answer, null, 2));
+    });
+  cluster
     .command('control-planes')
     .description('the control plane instances and which one is the active cluster manager')
     .action(async (_options: object, command: Command) => {
