@@ -23,7 +23,7 @@ import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '.
 import { adminApi } from '../helpers/admin-api.js';
 import { waitUntil } from '../helpers/wait.js';
 import { readVolumePorts, startStorageGuest, VolumePortForwards, type StorageGuest } from './cluster-lab.js';
-import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, script, sha256, startGuest, StepTimer, type Guest, type RunResult } from './lab/index.js';
+import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, nvmeHostArgs, prepareLab, script, sha256, startGuest, StepTimer, type Guest, type RunResult } from './lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const MiB = 1024 * 1024;
@@ -53,7 +53,7 @@ interface Controller {
   hostnqn: string;
 }
 
-describe('cluster end to end through the REST API (two storage guests, one initiator, QEMU)', { timeout: 900_000, skip }, () => {
+describe(`cluster end to end through the REST API (two storage guests, one initiator, QEMU, ${labKernelLabel()})`, { timeout: 900_000, skip }, () => {
   let etcd: TestEtcd;
   let client: Etcd3;
   let plane: ControlPlaneProcess;
@@ -119,7 +119,7 @@ describe('cluster end to end through the REST API (two storage guests, one initi
   async function connect(uuid: string, hostnqn: string): Promise<RunResult> {
     const port = await forwardedPort(uuid);
     return host().run(
-      ['nvme', 'connect', '-t', 'tcp', '-a', FORWARDED_SOURCE, '-s', String(port), '-n', nqnOf(uuid), '-q', hostnqn, '--ctrl-loss-tmo', '2', '--reconnect-delay', '1'],
+      ['nvme', 'connect', '-t', 'tcp', '-a', FORWARDED_SOURCE, '-s', String(port), '-n', nqnOf(uuid), ...nvmeHostArgs(hostnqn), '--ctrl-loss-tmo', '2', '--reconnect-delay', '1'],
       { timeoutMs: 60_000 },
     );
   }
