@@ -3,6 +3,8 @@
 // agent/main.ts is the process entry around it (config, logger, signals, systemd); launchers
 // and tests call startAgent directly.
 import { randomUUID } from 'node:crypto';
+import { release } from 'node:os';
+import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
@@ -22,6 +24,7 @@ import { openDiscoveryService, type DiscoveryService } from './discovery/discove
 import type { DataPathReconciler } from './datapath/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
+import { probeKernelCapabilities } from './inventory/kernel-capabilities.js';
 import { Membership } from './membership/membership.js';
 import { observeAgent } from './metrics/agent-metrics.js';
 import { startMetricsServer, type MetricsServer } from '../lib/metrics.js';
@@ -126,6 +129,15 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     journalDeviceSerial: config.journalDevice,
     rescanIntervalMs: config.inventoryRescanSeconds * 1000,
     logger: logger.child({ component: 'inventory' }),
+    // After the data path decided on the kernel target (modules loaded): inventory starts later.
+    kernelCapabilities: async () => {
+      const decided = await backend();
+      return probeKernelCapabilities({
+        sysfsRoot: config.sysfsRoot,
+        nvmetRoot: decided.kind === 'nvmet' && !decided.configfs.emulated ? decided.configfs.root : undefined,
+        modulesDir: join('/lib/modules', release()),
+      });
+    },
   });
 
   // The cluster UUID goes in Hello so a control plane of another cluster refuses the agent;

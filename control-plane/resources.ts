@@ -60,6 +60,8 @@ import { startEtcdMemberPromotion } from './servers/etcd-member-promotion.js';
 import { EtcdMembership } from './servers/etcd-membership.js';
 import { ServerAdder } from './servers/server-add.js';
 import { ServersService } from './servers/servers-service.js';
+import { KernelCapabilitiesService } from './kernel-capabilities/kernel-capabilities-service.js';
+import { createKernelCapabilitiesRoutes } from './kernel-capabilities/kernel-capabilities-routes.js';
 import { createServersRoutes } from './servers/servers-routes.js';
 import { writeEtcdDump } from './logs/etcd-dump.js';
 import { LogsService } from './logs/logs-service.js';
@@ -106,6 +108,7 @@ export function buildResources(ctx: ResourceContext): Resources {
   // Inventory views share one reader: it keeps the last snapshot and reads only changes.
   const inventory = new InventoryReader(etcd);
   const cluster = new ClusterService(inventory, new WatchedVolumeHealth(cache));
+  const kernelCapabilities = new KernelCapabilitiesService(inventory);
 
   const projectsStore = new ProjectsStore(etcd);
   const policiesStore = new PoliciesStore(etcd);
@@ -141,6 +144,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createClusterRoutes({ auth, cluster }),
     createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd), new WatchedReplicationRisk(cache)), adder: new ServerAdder(etcd, inventory, new EtcdMembership(etcd)) }),
     createNodesRoutes({ auth, nodes: new NodesService(inventory) }),
+    createKernelCapabilitiesRoutes({ auth, capabilities: kernelCapabilities }),
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.sessions) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
     createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),

@@ -2,6 +2,8 @@
 // resource folders map them to the wire fields of the spec. Byte counts are decimal strings,
 // because JSON numbers lose precision past 2^53.
 
+import type { KernelCapabilities } from './contract/kernel-capabilities.js';
+
 export interface ClusterRecord {
   UUID: string;
   clusterName: string;
@@ -70,6 +72,8 @@ export interface ServerFactsRecord {
   memoryBytes: string;
   os: string;
   kernel: string;
+  /** Measured by the agent; absent when it did not report them (every capability counts as missing). */
+  kernelCapabilities?: KernelCapabilities;
   journalDeviceSerial: string;
   reportedAt: string;
   /** Control-plane instance that received the report. */
