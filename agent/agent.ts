@@ -25,6 +25,7 @@ import type { DataPathReconciler } from './datapath/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
 import { probeKernelCapabilities } from './inventory/kernel-capabilities.js';
+import { EtcdHostAuth } from './datapath/host-auth.js';
 import { Membership } from './membership/membership.js';
 import { observeAgent } from './metrics/agent-metrics.js';
 import { startMetricsServer, type MetricsServer } from '../lib/metrics.js';
@@ -153,9 +154,10 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   };
   membership.on('registered', () => void refreshClusterUUID());
 
+  const hostAuth = new EtcdHostAuth({ etcd, serverUUID: identity.serverUUID, stateDir: config.stateDir, logger: logger.child({ component: 'host-auth' }) });
   const { dataPath, pools, backend } = await createDataPathAndPools(
     config,
-    { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }) },
+    { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }), hostAuth },
     options.dataPath,
   );
   // Fencing (docs/replication.md): a primary whose lease may expire stops serving before it can,
@@ -235,6 +237,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     unwatchPasses();
     unobserve();
     await dataPath.stop();
+    await hostAuth.stop();
     // Planned failover: replicated volumes this node is the primary of go to another copy, which
     // the leader promotes as soon as the lease is revoked, so that comes right after: hosts wait
     // from the hand-over to the promotion.
@@ -262,6 +265,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     // After registration: a node's pool is described by its node record. Until then the kernel
     // target simply keeps serving what it serves.
     pools.start();
+    // The data path applies in-band authentication only once its state is known: starting with
+    // "disabled" would clear the keys of an enabled cluster's hosts.
+    await retry(() => hostAuth.start(), { signal: fencing.signal, onRetry: (err) => logger.warn({ err }, 'reading the in-band authentication state failed; retrying') });
     dataPath.start();
     session.start();
     logger.info(
