@@ -10,6 +10,7 @@
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import type { KernelCapabilities } from '../../lib/contract/kernel-capabilities.js';
+import { pathExists } from '../../lib/files.js';
 
 /** A host NQN that no real host uses, for the nvmet auth probe. */
 export const CAPABILITY_PROBE_HOST = 'nqn.2024-01.io.strata:kernel-capability-probe';
@@ -22,21 +23,12 @@ export interface KernelCapabilityProbeOptions {
   readonly modulesDir: string;
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await fs.access(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 async function nvmetHasAuth(nvmetRoot: string | undefined): Promise<boolean> {
   if (!nvmetRoot) return false;
   const hosts = join(nvmetRoot, 'hosts');
   const entries = await fs.readdir(hosts).catch(() => [] as string[]);
   const existing = entries.find((name) => name !== CAPABILITY_PROBE_HOST);
-  if (existing !== undefined) return exists(join(hosts, existing, 'dhchap_key'));
+  if (existing !== undefined) return pathExists(join(hosts, existing, 'dhchap_key'));
   const probe = join(hosts, CAPABILITY_PROBE_HOST);
   try {
     await fs.mkdir(probe);
@@ -44,14 +36,14 @@ async function nvmetHasAuth(nvmetRoot: string | undefined): Promise<boolean> {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return false;
   }
   try {
-    return await exists(join(probe, 'dhchap_key'));
+    return await pathExists(join(probe, 'dhchap_key'));
   } finally {
     await fs.rmdir(probe).catch(() => undefined);
   }
 }
 
 async function moduleAvailable(options: KernelCapabilityProbeOptions, name: string, file: string): Promise<boolean> {
-  if (await exists(join(options.sysfsRoot, 'module', name))) return true;
+  if (await pathExists(join(options.sysfsRoot, 'module', name))) return true;
   for (const list of ['modules.builtin', 'modules.order']) {
     const text = await fs.readFile(join(options.modulesDir, list), 'utf8').catch(() => '');
     if (text.split('\n').some((line) => line.trim().endsWith(`/${file}`))) return true;
@@ -62,7 +54,7 @@ async function moduleAvailable(options: KernelCapabilityProbeOptions, name: stri
 export async function probeKernelCapabilities(options: KernelCapabilityProbeOptions): Promise<KernelCapabilities> {
   const [nvmetInBandAuth, nvmeTcpTls, ublk, dmVdo] = await Promise.all([
     nvmetHasAuth(options.nvmetRoot),
-    exists(join(options.sysfsRoot, 'module', 'nvmet_tcp', 'parameters', 'tls_handshake_timeout')),
+    pathExists(join(options.sysfsRoot, 'module', 'nvmet_tcp', 'parameters', 'tls_handshake_timeout')),
     moduleAvailable(options, 'ublk_drv', 'ublk_drv.ko'),
     moduleAvailable(options, 'dm_vdo', 'dm-vdo.ko'),
   ]);
