@@ -168,6 +168,16 @@ describe('in-band authentication through the real control plane', () => {
     assert.ok(!(await etcdDump()).includes(s2));
   });
 
+  test('a project with trusted hosts cannot be deleted until they are', async () => {
+    assert.equal((await call('POST', '/api/v2/projects', { name: 'p2' })).status, 200);
+    assert.equal((await call('POST', '/api/v2/projects/p2/trustedHosts', { name: 'h2', hostNQN: H2, secret: s1 })).status, 200);
+    const refused = await call('DELETE', '/api/v2/projects/p2');
+    assert.equal(refused.status, 400);
+    assert.match(refused.body.message, /1 trusted host/);
+    assert.deepEqual(await call('DELETE', '/api/v2/projects/p2/trustedHosts/h2'), { status: 200, body: {} });
+    assert.equal((await call('DELETE', '/api/v2/projects/p2')).status, 200);
+  });
+
   test('without a valid token: 401', async () => {
     assert.equal((await call('POST', '/api/v2/cluster/inBandAuth/enable', {}, 'not-a-token')).status, 401);
   });
