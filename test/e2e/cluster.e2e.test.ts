@@ -421,8 +421,8 @@ describe(`cluster end to end through the REST API (two storage guests, one initi
     await api('POST', '/cluster/inBandAuth/enable', {});
     assert.equal((await api<{ inBandAuthMode: string }>('GET', '/cluster')).inBandAuthMode, 'Enabled');
     await untilKey('dhchap_key', s1, 'auth: enabled on the target');
-    await refused('no secret');
     await refused('a wrong secret', '--dhchap-secret', wrong);
+    await refused('no secret');
     assert.equal((await connectWith('--dhchap-secret', s1)).code, 0, 'the right secret connects');
     const device = (await host().runOk(['sh', script('nvme-ns-by-uuid.sh'), vol.UUID, '30'], { timeoutMs: 45_000 })).stdout.trim();
     const pattern = randomBytes(MiB);
