@@ -3,6 +3,8 @@
 // agent/main.ts is the process entry around it (config, logger, signals, systemd); launchers
 // and tests call startAgent directly.
 import { randomUUID } from 'node:crypto';
+import { release } from 'node:os';
+import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import { createEtcdClient, etcdTlsOf, parseRecord } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
@@ -25,6 +27,8 @@ import { PresentedHosts } from './discovery/presented-hosts.js';
 import type { DataPathReconciler } from './datapath/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
+import { probeKernelCapabilities } from './inventory/kernel-capabilities.js';
+import { EtcdHostAuth } from './datapath/host-auth.js';
 import { Membership } from './membership/membership.js';
 import { NodeCommandStore } from '../lib/etcd/node-command-store.js';
 import { NodeOperations } from './node-ops/node-operations.js';
@@ -135,6 +139,15 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     journalDeviceSerial: config.journalDevice,
     rescanIntervalMs: config.inventoryRescanSeconds * 1000,
     logger: logger.child({ component: 'inventory' }),
+    // After the data path decided on the kernel target (modules loaded): inventory starts later.
+    kernelCapabilities: async () => {
+      const decided = await backend();
+      return probeKernelCapabilities({
+        sysfsRoot: config.sysfsRoot,
+        nvmetRoot: decided.kind === 'nvmet' && !decided.configfs.emulated ? decided.configfs.root : undefined,
+        modulesDir: join('/lib/modules', release()),
+      });
+    },
   });
 
   // The cluster UUID goes in Hello so a control plane of another cluster refuses the agent;
@@ -150,9 +163,10 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   };
   membership.on('registered', () => void refreshClusterUUID());
 
+  const hostAuth = new EtcdHostAuth({ etcd, serverUUID: identity.serverUUID, stateDir: config.stateDir, logger: logger.child({ component: 'host-auth' }) });
   const { dataPath, pools, backend, ipAcls } = await createDataPathAndPools(
     config,
-    { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }) },
+    { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }), hostAuth },
     { presentedHosts, ...options.dataPath },
   );
   // Admin endpoints: nftables entries in the same table as the volumes' IP ACLs.
@@ -257,7 +271,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     // (hosts wait from the hand-over to the promotion), while the data path stops; a pass that is
     // still running changes nothing more (it neither applies nor serves a handed-over volume).
     // Waiting for that pass first could take longer than the stop's deadline on a slow server.
-    const dataPathStopped = dataPath.stop();
+    const dataPathStopped = dataPath.stop().then(() => hostAuth.stop());
     await dataPath.handOver();
     await dataPathStopped;
     await membership.stop();
@@ -284,6 +298,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     // After registration: a node's pool is described by its node record. Until then the kernel
     // target simply keeps serving what it serves.
     pools.start();
+    // The data path applies in-band authentication only once its state is known: starting with
+    // "disabled" would clear the keys of an enabled cluster's hosts.
+    await retry(() => hostAuth.start(), { signal: fencing.signal, onRetry: (err) => logger.warn({ err }, 'reading the in-band authentication state failed; retrying') });
     dataPath.start();
     await adminEndpoints.start();
     session.start();

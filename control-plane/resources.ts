@@ -64,6 +64,12 @@ import { startEtcdMemberPromotion } from './servers/etcd-member-promotion.js';
 import { EtcdMembership } from './servers/etcd-membership.js';
 import { ServerAdder } from './servers/server-add.js';
 import { ServersService } from './servers/servers-service.js';
+import { KernelCapabilitiesService } from './kernel-capabilities/kernel-capabilities-service.js';
+import { createKernelCapabilitiesRoutes } from './kernel-capabilities/kernel-capabilities-routes.js';
+import { HostSecretKey } from './in-band-auth/host-secret-key.js';
+import { InBandAuthService } from './in-band-auth/in-band-auth-service.js';
+import { createInBandAuthRoutes } from './in-band-auth/in-band-auth-routes.js';
+import { startResealTask } from './in-band-auth/reseal-task.js';
 import { createServersRoutes } from './servers/servers-routes.js';
 import { writeEtcdDump } from './logs/etcd-dump.js';
 import { LogsService } from './logs/logs-service.js';
@@ -111,7 +117,7 @@ export function buildResources(ctx: ResourceContext): Resources {
 
   // Inventory views share one reader: it keeps the last snapshot and reads only changes.
   const inventory = new InventoryReader(etcd);
-  const cluster = new ClusterService(inventory, new WatchedVolumeHealth(cache));
+  const kernelCapabilities = new KernelCapabilitiesService(inventory);
 
   const projectsStore = new ProjectsStore(etcd);
   const policiesStore = new PoliciesStore(etcd);
@@ -119,6 +125,9 @@ export function buildResources(ctx: ResourceContext): Resources {
   const volumeStore = new VolumeStore(new RecordStore(etcd), cache);
   const volumeUsage = new VolumeUsageCounter(volumeStore, () => cache.sync());
   const flags = new FeatureFlagsService(new FeatureFlagsStore(etcd), events);
+  const inBandAuth = new InBandAuthService(etcd, HostSecretKey.load(config.stateDir), kernelCapabilities, async (p) => (await projectsStore.get(p)) !== null);
+  flags.delegate('in-band-authentication', (enabled, actor) => inBandAuth.setEnabled(enabled, actor));
+  const cluster = new ClusterService(inventory, new WatchedVolumeHealth(cache), { inBandAuth });
   const snapshotStore = new SnapshotStore(etcd);
   const volumes = new VolumeService({
     store: volumeStore,
@@ -158,6 +167,8 @@ export function buildResources(ctx: ResourceContext): Resources {
         maxInProgress: config.maxNodeCommandsInProgress,
       }),
     }),
+    createKernelCapabilitiesRoutes({ auth, capabilities: kernelCapabilities }),
+    createInBandAuthRoutes({ auth, inBandAuth, flags }),
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.sessions) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
     createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),
@@ -187,6 +198,7 @@ export function buildResources(ctx: ResourceContext): Resources {
   const child = (component: string) => logger.child({ component });
   const leaderTasks: LeaderTask[] = [
     { name: 'event retention', start: async () => startEventRetention(etcd, child('event-retention')) },
+    { name: 'in-band auth sealing', start: async () => startResealTask(inBandAuth, child('in-band-auth')) },
     {
       name: 'membership events',
       start: async () => startMembershipEvents({ etcd, events, logger: child('membership-events'), fencedWrite: (ops) => ctx.election.fencedWrite(ops) }),

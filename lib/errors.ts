@@ -92,6 +92,7 @@ export const errorRegistry = {
   UNAVAILABLE: { grpc: GrpcCode.UNAVAILABLE, summary: 'A dependency (etcd, an agent) cannot be reached now; retry later.' },
   NOT_LEADER: { grpc: GrpcCode.FAILED_PRECONDITION, summary: 'A leader-only write was refused because this process no longer holds leadership.' },
   FEDERATION_UNAVAILABLE: { grpc: GrpcCode.INTERNAL, summary: 'Cluster-federation operations are reserved and their service is unavailable (spec 4.3).' },
+  KERNEL_CAPABILITY_MISSING: { grpc: GrpcCode.INVALID_ARGUMENT, summary: 'The request needs a kernel capability that the kernel of some involved node lacks (or its agent never reported); the message names the nodes.' },
   CONFIG_INVALID: { grpc: GrpcCode.INVALID_ARGUMENT, summary: 'The process configuration (file, environment, flags) is invalid.' },
   INTERNAL: { grpc: GrpcCode.INTERNAL, summary: 'An unexpected internal error; the log has the details.' },
 } as const satisfies Record<string, ErrorDefinition>;

@@ -1,6 +1,7 @@
 // Durable file writes: temp file, fsync, rename, fsync the directory. A crash leaves either the
 // old file or the new one, never a torn one.
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { lstat } from 'node:fs/promises';
 import { dirname, basename, join } from 'node:path';
 
 export function writeFileAtomic(path: string, content: string, mode = 0o644): void {
@@ -20,5 +21,15 @@ export function writeFileAtomic(path: string, content: string, mode = 0o644): vo
     fsyncSync(dirFd);
   } finally {
     closeSync(dirFd);
+  }
+}
+
+/** True when `path` exists (not following a final symlink). */
+export async function pathExists(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -2,6 +2,8 @@
 // resource folders map them to the wire fields of the spec. Byte counts are decimal strings,
 // because JSON numbers lose precision past 2^53.
 
+import type { KernelCapabilities } from './contract/kernel-capabilities.js';
+
 export interface ClusterRecord {
   UUID: string;
   clusterName: string;
@@ -61,6 +63,47 @@ export interface ServerRecord {
   added?: { etcdPeerURL: string; etcdMemberID: string; extendCluster: boolean; promotedAt: string };
 }
 
+/** AES-256-GCM under the control planes' host-secret key (control-plane/in-band-auth/host-secret-key.ts). */
+export interface SecretCiphertext {
+  /** Id of the key (a hash of it), so a control plane with another key refuses instead of failing to open. */
+  kid: string;
+  iv: string;
+  tag: string;
+  data: string;
+}
+
+/** /strata/in-band-auth/hosts/<project>/<name>: a trusted host and its DH-HMAC-CHAP secrets, encrypted. */
+export interface TrustedHostRecord {
+  UUID: string;
+  name: string;
+  projectName: string;
+  hostNQN: string;
+  /** The host's secret (nvmet dhchap_key; the host connects with --dhchap-secret). */
+  secret: SecretCiphertext;
+  /** The target's secret for bidirectional authentication (nvmet dhchap_ctrl_key), when set. */
+  ctrlSecret?: SecretCiphertext;
+  createdAt: string;
+  secretUpdatedAt: string;
+}
+
+/** /strata/in-band-auth/server-keys/<server>: the X25519 public key its agent keeps the private half of. */
+export interface ServerBoxKeyRecord {
+  serverUUID: string;
+  publicKey: string;
+  createdAt: string;
+}
+
+/** /strata/in-band-auth/servers/<server>: in-band authentication as that server's agent applies it. */
+export interface ServerHostKeysRecord {
+  serverUUID: string;
+  enabled: boolean;
+  /** The public key the box was sealed to (a new agent key needs a new box). */
+  publicKey: string;
+  /** JSON {hosts: {<hostNQN>: {key, ctrlKey}}} sealed to the server (lib/sealed-box.ts). */
+  box: import('./sealed-box.js').SealedBox;
+  writtenAt: string;
+}
+
 export interface ServerFactsRecord {
   serverUUID: string;
   hostname: string;
@@ -70,6 +113,8 @@ export interface ServerFactsRecord {
   memoryBytes: string;
   os: string;
   kernel: string;
+  /** Measured by the agent; absent when it did not report them (every capability counts as missing). */
+  kernelCapabilities?: KernelCapabilities;
   journalDeviceSerial: string;
   reportedAt: string;
   /** Control-plane instance that received the report. */

@@ -30,7 +30,7 @@ import { packageRoot } from '../lib/paths.js';
 import { freePort } from '../lib/ports.js';
 import type { ClusterRecord, ReplicaSetRecord } from '../lib/records.js';
 import { hostHasNvmet, readVolumePorts, startStorageGuest, VolumePortForwards, type StorageGuest, type StorageGuestOptions, type VolumePortPlacement } from '../test/e2e/cluster-lab.js';
-import { execArgv, installPackages, prepareLab, type Lab } from '../test/e2e/lab/index.js';
+import { DEFAULT_KERNEL_SUITE, execArgv, installPackages, labKernelSuite, prepareLab, type Lab } from '../test/e2e/lab/index.js';
 
 /** Host ports of one guest node (node 1's discovery port is `Ports.discovery`, kept from earlier homes). */
 interface NodePorts {
@@ -69,8 +69,14 @@ const program = new Command('strata-cluster')
       .choices(['auto', 'host', 'guest'])
       .default('auto'),
   )
+  .option('--kernel-suite <suite>', `Debian suite whose kernel the guests boot (bookworm: Debian 12's 6.1); also $STRATA_E2E_KERNEL_SUITE`, process.env['STRATA_E2E_KERNEL_SUITE'] || DEFAULT_KERNEL_SUITE)
   .parse();
-const options = program.opts<{ home: string; apiPort: string; agent: 'auto' | 'host' | 'guest'; nodes: string }>();
+const options = program.opts<{ home: string; apiPort: string; agent: 'auto' | 'host' | 'guest'; nodes: string; kernelSuite: string }>();
+try {
+  process.env['STRATA_E2E_KERNEL_SUITE'] = labKernelSuite(options.kernelSuite); // what prepareLab() boots
+} catch (error) {
+  fail(`--kernel-suite: ${(error as Error).message}`);
+}
 const home = resolve(options.home);
 const apiPort = Number(options.apiPort);
 const nodeCount = Number(options.nodes);

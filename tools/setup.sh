@@ -26,3 +26,11 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   echo "setup: npm ci"
   npm ci --no-audit --no-fund --loglevel=error
 fi
+
+# The e2e lab's kernels: Debian 13's 6.12 (the default) and Debian 12's 6.1 (CI runs the data-path
+# suite on it too), fetched and their guest initramfs built once, then cached (docs/e2e.md).
+# STRATA_E2E=0 skips this, as it skips the e2e suites.
+if [ "${STRATA_E2E:-1}" != 0 ]; then
+  npx tsc -p tools/tsconfig.lab.json
+  node dist/test/e2e/lab/setup.js --kernels trixie,bookworm | sed -n 's/^\(kernel\|initramfs\)/setup: lab &/p'
+fi

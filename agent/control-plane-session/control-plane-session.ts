@@ -513,6 +513,16 @@ export function toInventoryMessage(snapshot: InventorySnapshot): Inventory {
       memory_bytes: snapshot.facts.memoryBytes,
       os: snapshot.facts.os,
       kernel: snapshot.facts.kernel,
+      ...(snapshot.facts.kernelCapabilities
+        ? {
+            kernel_capabilities: {
+              nvmet_in_band_auth: snapshot.facts.kernelCapabilities.nvmetInBandAuth,
+              nvme_tcp_tls: snapshot.facts.kernelCapabilities.nvmeTcpTls,
+              ublk: snapshot.facts.kernelCapabilities.ublk,
+              dm_vdo: snapshot.facts.kernelCapabilities.dmVdo,
+            },
+          }
+        : {}),
     },
     devices: snapshot.devices.map((d) => ({
       serial: d.serial,

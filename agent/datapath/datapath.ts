@@ -2,6 +2,7 @@
 // the node pools (node-pools.ts: one storage pool per node, grown and measured), and wires the
 // reconciler. agent/agent.ts calls createDataPathAndPools; a caller may bring some parts itself
 // (DataPathParts, through startAgent): tests bring test/kits/datapath/emulated-datapath.ts's.
+import type { HostAuthSource } from './host-auth.js';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
@@ -60,6 +61,8 @@ export interface DataPathDeps {
   readonly etcd: Etcd3;
   readonly nodeUUIDs: readonly string[];
   readonly logger: Logger;
+  /** In-band authentication of volume hosts (host-auth.ts); without it, no host entry has a key. */
+  readonly hostAuth?: HostAuthSource;
 }
 
 export async function createDataPath(config: DataPathConfig, deps: DataPathDeps, parts: DataPathParts = {}): Promise<DataPathReconciler> {
@@ -119,6 +122,7 @@ export async function createDataPathAndPools(
     ...(parts.presentedHosts ? { presentedHosts: parts.presentedHosts } : {}),
     ipAcls,
     resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
+    ...(deps.hostAuth ? { hostAuth: deps.hostAuth } : {}),
     logger,
   });
   return { dataPath, pools, backend, ipAcls };

@@ -49,6 +49,11 @@ export interface PlanInput {
   readonly pendingRelink?: ReadonlySet<string>;
   /** Subsystems whose namespace must re-read the size of its backing (it grew). */
   readonly pendingRevalidate?: ReadonlySet<string>;
+  /**
+   * In-band authentication: the DH-HMAC-CHAP keys a new host entry gets right after its mkdir,
+   * before anything links it (host-auth.ts; existing entries are kept current by the reconciler).
+   */
+  readonly hostKeys?: (host: string) => { readonly key: string; readonly ctrlKey: string } | undefined;
 }
 
 export interface NvmetPlan {
@@ -69,6 +74,16 @@ const sameUuid = (observed: string | undefined, desired: string) => observed !==
 /** The volume a Strata subsystem serves: its host path `<prefix><volume>` or a copy `<prefix><volume>:rep:<node>`. */
 export function volumeOfNqn(nqn: string, prefix: string): string | undefined {
   return nqn.startsWith(prefix) ? nqn.slice(prefix.length).split(':')[0] : undefined;
+}
+
+/**
+ * A volume's host-path export under in-band authentication: open to any host (ALLOW_ANY) means
+ * open to the trusted hosts, each with its secret (nvmet skips authentication entirely for
+ * attr_allow_any_host=1).
+ */
+export function withHostAuth(d: DesiredExport, auth: { readonly enabled: boolean; readonly hosts: ReadonlyMap<string, unknown> }): DesiredExport {
+  if (!auth.enabled || !d.allowAnyHost) return d;
+  return { ...d, allowAnyHost: false, allowedHosts: [...auth.hosts.keys()].sort() };
 }
 
 export function planNvmet(input: PlanInput): NvmetPlan {
@@ -135,6 +150,9 @@ export function planNvmet(input: PlanInput): NvmetPlan {
     if (work.hosts.has(host)) continue;
     emit({ op: 'mkdir', path: paths.host(host) });
     createdHosts.push(host);
+    const keys = input.hostKeys?.(host);
+    if (keys?.key) emit({ op: 'write', path: `${paths.host(host)}/dhchap_key`, value: keys.key });
+    if (keys?.ctrlKey) emit({ op: 'write', path: `${paths.host(host)}/dhchap_ctrl_key`, value: keys.ctrlKey });
   }
 
   // 5. Each volume: subsystem, namespace, ACL, port, link.

@@ -163,6 +163,10 @@ export function simulate(work: WorkTree, op: NvmetOp, options: SimulateOptions =
     } else fail('unexpected operation on a host');
     return;
   }
+  if (top === 'hosts' && name !== undefined && rest.length === 1 && op.op === 'write' && (rest[0] === 'dhchap_key' || rest[0] === 'dhchap_ctrl_key')) {
+    if (!work.hosts.has(name)) fail('ENOENT');
+    return; // keys are not part of the model: the reconciler reads them back itself
+  }
   if (top === 'subsystems' && name !== undefined) {
     simulateSubsystem(work, op, name, rest, fail, defaults);
     return;

@@ -30,7 +30,8 @@ import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
 import type { NvmetConfigfs } from './nvmet-configfs.js';
 import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
 import { describeOp, objectOfOp, paths, type DesiredExport, type NvmetTree } from './nvmet-model.js';
-import { planNvmet, volumeOfNqn } from './nvmet-plan.js';
+import { planNvmet, volumeOfNqn, withHostAuth } from './nvmet-plan.js';
+import { HOST_AUTH_DISABLED, hostKeysFor, hostKeyWrites, LOCKED_OUT_KEY, type HostAuthSource, type HostKeys } from './host-auth.js';
 import { replaceObjects, treeOf, workCopy, type WorkTree } from './nvmet-simulator.js';
 import type { StoragePool, VolumeUsage } from './storage-pool.js';
 import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from './volume-report.js';
@@ -58,6 +59,8 @@ export interface DataPathReconcilerOptions {
   /** Replicated volumes (md raid1 over NVMe/TCP); without it they are reported Failed. */
   readonly replicas?: ReplicaManager;
   readonly resyncIntervalMs: number;
+  /** In-band authentication (host-auth.ts); without it, no host entry gets a key. */
+  readonly hostAuth?: HostAuthSource;
   /** Coalesces bursts of watch events into one pass. */
   readonly debounceMs?: number;
   readonly logger: Logger;
@@ -214,6 +217,7 @@ export class DataPathReconciler implements VolumeReportSource {
     // A copy's state changed between passes: publish it (a pass with nothing to apply is cheap).
     this.options.replicas?.onChange(() => this.schedule(false));
     if (this.options.replicas) this.watchReplicaSets();
+    this.options.hostAuth?.onChange(() => this.schedule(false, 0));
     this.resyncTimer = setInterval(() => this.onInterval(), this.options.resyncIntervalMs);
     this.schedule(true, 0);
   }
@@ -766,10 +770,17 @@ export class DataPathReconciler implements VolumeReportSource {
     const wantedIpAcls = new Map<number, WantedIpAcl>(preparedNow.map((p) => [p.desired.port.id, p.ipAcl]));
     const ipAclPass = await this.options.ipAcls.enforce(wantedIpAcls);
     const desired: DesiredExport[] = [];
+    const auth = this.options.hostAuth?.current() ?? HOST_AUTH_DISABLED;
+    const volumeHosts = new Set<string>();
     for (const p of preparedNow) {
       if (ipAclPass.failed.has(p.desired.volumeUUID)) keptVolumes.add(p.desired.volumeUUID);
-      else desired.push(this.fenced(p.desired), ...p.extra);
+      else {
+        const hostPath = withHostAuth(this.fenced(p.desired), auth);
+        for (const h of hostPath.allowedHosts) volumeHosts.add(h);
+        desired.push(hostPath, ...p.extra);
+      }
     }
+    const hostKeys = (host: string): HostKeys | undefined => (volumeHosts.has(host) ? hostKeysFor(auth, host, LOCKED_OUT_KEY) : undefined);
 
     lap('ipAcl');
     // 2b. Kernel target: the whole tree in a full pass; otherwise the objects of the volumes
@@ -830,6 +841,7 @@ export class DataPathReconciler implements VolumeReportSource {
       keep,
       pendingRelink: state.pendingRelink,
       pendingRevalidate: state.pendingRevalidate,
+      hostKeys,
     });
     if (plan.createdHosts.length > 0 || plan.relinked.some((n) => !state.pendingRelink.has(n))) {
       for (const h of plan.createdHosts) state.ownedHosts.add(h);
@@ -879,6 +891,20 @@ export class DataPathReconciler implements VolumeReportSource {
         else if (object && 'port' in object) ports.add(object.port);
       }
       replaceObjects(this.observed, await configfs.readObjects({ subsystems, ports }));
+    }
+    // Keys of host entries that already existed (enable, disable, rotation): new connects need
+    // the new key; connected hosts stay connected (the kernel re-authenticates only when asked).
+    for (const host of [...state.ownedHosts].sort()) {
+      const wanted = hostKeys(host);
+      if (!wanted) continue;
+      for (const op of await hostKeyWrites(configfs.root, host, wanted)) {
+        try {
+          await configfs.apply(op);
+        } catch (err) {
+          failedOperations += 1;
+          log.warn({ err: (err as Error).message, host }, 'setting a host entry\'s DH-HMAC-CHAP key failed');
+        }
+      }
     }
     lap('readBack');
     const after = plan.ops.length > 0 ? treeOf(this.observed) : tree;

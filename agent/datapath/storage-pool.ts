@@ -16,7 +16,7 @@ import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { UUID_PATTERN } from '../../lib/contract/uuid.js';
-import { writeFileAtomic } from '../../lib/files.js';
+import { pathExists, writeFileAtomic } from '../../lib/files.js';
 import type { Logger } from '../../lib/logger.js';
 
 export interface VolumeSpec {
@@ -241,7 +241,7 @@ export class FilePool implements StoragePool {
     if (!volume) throw new PoolError(`volume ${volumeUUID} has no backing on this node`);
     const dir = join(this.dir, 'snapshots', volumeUUID);
     const final = join(dir, `${snapshotUUID}.${volume.layout}`);
-    if (await exists(final)) return;
+    if (await pathExists(final)) return;
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const temp = join(this.dir, 'tmp', `${snapshotUUID}.${randomUUID()}`);
     try {
@@ -355,7 +355,7 @@ export class FilePool implements StoragePool {
     for (const v of volumes) {
       for (const layout of ['raw', 'zst'] as const) {
         const path = join(this.dir, 'snapshots', v, `${snapshotUUID}.${layout}`);
-        if (await exists(path)) return { path, layout };
+        if (await pathExists(path)) return { path, layout };
       }
     }
     return undefined;
@@ -430,14 +430,6 @@ function checkUuid(uuid: string): void {
   if (!UUID_PATTERN.test(uuid)) throw new PoolError(`not a UUID: ${JSON.stringify(uuid)}`);
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await fs.lstat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function fsyncDir(dir: string): Promise<void> {
   const handle = await fs.open(dir, 'r');

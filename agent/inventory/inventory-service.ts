@@ -5,6 +5,7 @@ import type { Logger } from '../../lib/logger.js';
 import { errors } from '../../lib/errors.js';
 import type { LedState } from '../../lib/records.js';
 import { PciSlotLedDriver, type ObservedLedState } from './pci-slot-led.js';
+import type { KernelCapabilities } from '../../lib/contract/kernel-capabilities.js';
 import { collectServerFacts, hasTpm2, type ServerFacts } from './server-facts.js';
 import { readNvmeControllers, type NvmeControllerFacts } from './sysfs-nvme.js';
 
@@ -40,6 +41,8 @@ export interface InventoryServiceOptions {
   readonly ledDriver?: PciSlotLedDriver;
   /** Injectable for tests; defaults to collectServerFacts. */
   readonly collectFacts?: () => Promise<ServerFacts>;
+  /** Measures the kernel's capabilities (agent/inventory/kernel-capabilities.ts), at every scan; none when absent. */
+  readonly kernelCapabilities?: () => Promise<KernelCapabilities>;
 }
 
 export class InventoryService implements InventorySource {
@@ -115,6 +118,14 @@ export class InventoryService implements InventorySource {
       // The only fact that can change without a reboot (a TPM enabled in firmware comes with
       // one, but a module load does not): cheap to re-read.
       this.facts = { ...this.facts, tpm2Supported: await hasTpm2(this.options.sysfsRoot) };
+    }
+    // Capabilities change when modules load (ublk, dm-vdo): measured at every scan.
+    if (this.options.kernelCapabilities) {
+      try {
+        this.facts = { ...this.facts, kernelCapabilities: await this.options.kernelCapabilities() };
+      } catch (err) {
+        this.options.logger.warn({ err }, 'measuring the kernel capabilities failed');
+      }
     }
     const controllers = await readNvmeControllers({
       sysfsRoot: this.options.sysfsRoot,

@@ -2,6 +2,7 @@
 import { cpus, availableParallelism, release, totalmem, type as osType, version as osVersion } from 'node:os';
 import { join } from 'node:path';
 import si from 'systeminformation';
+import type { KernelCapabilities } from '../../lib/contract/kernel-capabilities.js';
 import { productVersion } from '../../lib/paths.js';
 import { listDir, readAttr } from './sysfs-nvme.js';
 
@@ -15,6 +16,8 @@ export interface ServerFacts {
   /** Distribution and release, e.g. "Debian GNU/Linux 12". */
   readonly os: string;
   readonly kernel: string;
+  /** Measured by the inventory once the data path decided on the kernel target; absent before. */
+  readonly kernelCapabilities?: KernelCapabilities;
 }
 
 /** True when some <sysfs>/class/tpm/tpmN reports TPM major version 2. */

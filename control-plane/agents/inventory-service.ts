@@ -35,6 +35,16 @@ export class InventoryService {
       memoryBytes: facts?.memory_bytes ?? '0',
       os: facts?.os ?? '',
       kernel: facts?.kernel ?? '',
+      ...(facts?.kernel_capabilities
+        ? {
+            kernelCapabilities: {
+              nvmetInBandAuth: facts.kernel_capabilities.nvmet_in_band_auth,
+              nvmeTcpTls: facts.kernel_capabilities.nvme_tcp_tls,
+              ublk: facts.kernel_capabilities.ublk,
+              dmVdo: facts.kernel_capabilities.dm_vdo,
+            },
+          }
+        : {}),
       journalDeviceSerial: inventory.journal_device_serial,
       reportedAt: now,
       reportedTo: this.instanceId,

@@ -79,6 +79,8 @@ export interface ClusterInfoWire {
 export interface ClusterServiceOptions {
   /** This software's version (MinAllowedVersion, MaxAllowedVersion); default: package.json's. */
   readonly productVersion?: string;
+  /** Whether in-band authentication is enabled (inBandAuthMode); without it, Disabled. */
+  readonly inBandAuth?: { isEnabled(): Promise<boolean> };
 }
 
 export class ClusterService {
@@ -90,10 +92,18 @@ export class ClusterService {
     options: ClusterServiceOptions = {},
   ) {
     this.productVersion = options.productVersion ?? packageVersion;
+    this.inBandAuth = options.inBandAuth;
+  }
+
+  private readonly inBandAuth: ClusterServiceOptions['inBandAuth'];
+
+  /** Enabled or Disabled as stored (in-band-auth/); Disabled where no reader is given (harnesses without it). */
+  private async inBandAuthMode(): Promise<InBandAuthMode> {
+    return (await this.inBandAuth?.isEnabled()) ? 'Enabled' : 'Disabled';
   }
 
   async cluster(): Promise<ClusterWire> {
-    const [snapshot, volumes] = await Promise.all([this.inventory.read(), this.volumes.counts()]);
+    const [snapshot, volumes, inBandAuthMode] = await Promise.all([this.inventory.read(), this.volumes.counts(), this.inBandAuthMode()]);
     const view = new InventoryView(snapshot);
     const { record, etag } = requireCluster(view.snapshot);
     const nodes = nodeSummary(view);
@@ -121,14 +131,15 @@ export class ClusterService {
       discoveryEndpoints: nodes.discoveryEndpoints,
       clusterName: record.clusterName,
       lastUpgrade: noUpgrade(),
-      inBandAuthMode: 'Disabled',
+      inBandAuthMode,
       encryptionStatus: encryptionDisabled(),
       federatedAuthenticationStatus: { federatedAuthenticationEnabled: false, idpHealthInfos: [] },
     };
   }
 
   async clusterInfo(): Promise<ClusterInfoWire> {
-    const view = new InventoryView(await this.inventory.read());
+    const [snapshot, inBandAuthMode] = await Promise.all([this.inventory.read(), this.inBandAuthMode()]);
+    const view = new InventoryView(snapshot);
     const { record, etag } = requireCluster(view.snapshot);
     const nodes = nodeSummary(view);
     return {
@@ -143,7 +154,7 @@ export class ClusterService {
       clusterName: record.clusterName,
       lastUpgrade: noUpgrade(),
       encryptionStatus: encryptionDisabled(),
-      inBandAuthMode: 'Disabled',
+      inBandAuthMode,
     };
   }
 }

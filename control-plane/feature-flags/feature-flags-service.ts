@@ -4,10 +4,10 @@
 // Enable and disable are idempotent (setting a flag to its current value writes nothing and
 // records no event). A change records a Cluster event through the EventRecorder.
 //
-// Enable answers 400 for a flag whose effect does not exist in this build
-// (`in-band-authentication`: no host authenticates in-band yet, so an enabled flag would say
-// hosts must authenticate while any host in a volume's ACL still connects without). Disabling
-// always works, also for a flag a previous build let be enabled.
+// A flag with an effect of its own is set by the service that owns the effect (delegate()):
+// `in-band-authentication` is the in-band authentication service's enable/disable
+// (control-plane/in-band-auth/), with its checks; without that service it cannot be enabled
+// (400), since nothing would authenticate hosts. Disabling always works.
 import { StrataError, errors } from '../../lib/errors.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import { FEATURE_FLAG_NAMES, type FeatureFlagName, type FeatureFlagReader } from '../volumes/volume-dependencies.js';
@@ -24,8 +24,11 @@ export const FEATURE_FLAG_DEFAULTS: Readonly<Record<FeatureFlagName, boolean>> =
 /** Flags that cannot be enabled because what they turn on does not exist yet (400), and why. */
 export const UNAVAILABLE_FLAGS: Readonly<Partial<Record<FeatureFlagName, string>>> = {
   'in-band-authentication':
-    'in-band (DH-HMAC-CHAP) host authentication is not implemented: the NVMe targets would keep admitting every host in a volume\'s ACL without authenticating it',
+    'in-band (DH-HMAC-CHAP) host authentication is not implemented without the in-band authentication service (control-plane/in-band-auth/), which this process does not run: the NVMe targets would keep admitting every host in a volume\'s ACL without authenticating it',
 };
+
+/** Sets a flag and its effect; answers whether it changed. */
+export type FlagDelegate = (enabled: boolean, actor: string) => Promise<boolean>;
 
 export interface FeatureFlagWire {
   name: FeatureFlagName;
@@ -39,6 +42,13 @@ export class FeatureFlagsService implements FeatureFlagReader {
     private readonly store: FeatureFlagsStore,
     private readonly events: EventRecorder,
   ) {}
+
+  private readonly delegates = new Map<FeatureFlagName, FlagDelegate>();
+
+  /** Hands a flag to the service that owns its effect. */
+  delegate(name: FeatureFlagName, set: FlagDelegate): void {
+    this.delegates.set(name, set);
+  }
 
   async isEnabled(name: FeatureFlagName): Promise<boolean> {
     return (await this.store.get(name))?.record.enabled ?? FEATURE_FLAG_DEFAULTS[name];
@@ -58,6 +68,11 @@ export class FeatureFlagsService implements FeatureFlagReader {
 
   /** Sets the flag; `actor` is the token subject, for the record and the event. */
   async set(name: FeatureFlagName, enabled: boolean, actor: string): Promise<void> {
+    const delegate = this.delegates.get(name);
+    if (delegate) {
+      if (await delegate(enabled, actor)) await this.recordChange(name, enabled, actor);
+      return;
+    }
     const unavailable = UNAVAILABLE_FLAGS[name];
     if (enabled && unavailable) throw errors.invalid(`feature flag ${name} cannot be enabled: ${unavailable}`);
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
@@ -73,7 +88,8 @@ export class FeatureFlagsService implements FeatureFlagReader {
     throw new StrataError('OPERATION_IN_PROGRESS', `feature flag ${name} is being changed by other requests; retry`);
   }
 
-  private async recordChange(name: FeatureFlagName, enabled: boolean, actor: string): Promise<void> {
+  /** The Cluster event of a flag change. */
+  async recordChange(name: FeatureFlagName, enabled: boolean, actor: string): Promise<void> {
     const cluster = await this.store.cluster().catch(() => null);
     await this.events.record({
       type: 'Cluster',

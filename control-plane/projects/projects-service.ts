@@ -98,17 +98,19 @@ export class ProjectsService {
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('project', name);
       if (current.record.builtIn) throw errors.invalid(`project ${name} is built in and cannot be deleted`);
       const checkedAt = await this.store.currentRevision();
-      const [volumes, snapshots, credentials, policies] = await Promise.all([
+      const [volumes, snapshots, credentials, policies, trustedHosts] = await Promise.all([
         this.volumes.countInProject(name),
         this.store.countSnapshots(name),
         this.store.countCredentials(name),
         this.policies.list(),
+        this.store.countTrustedHosts(name),
       ]);
       const scopedPolicies = policies.filter((p) => p.record.projectsNamesScope.includes(name)).map((p) => p.record.name);
       const remains = [
         count(volumes, 'volume'),
         count(snapshots, 'snapshot'),
         count(credentials, 'credential'),
+        count(trustedHosts, 'trusted host'),
         scopedPolicies.length > 0 ? `the scope of ${count(scopedPolicies.length, 'policy', 'policies')} (${scopedPolicies.join(', ')}) names it` : '',
       ].filter((s) => s !== '');
       if (remains.length > 0) {

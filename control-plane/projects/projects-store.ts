@@ -69,6 +69,11 @@ export class ProjectsStore {
     return (await this.etcd.getAll().prefix(keys.credentialsPrefix(project)).keys()).length;
   }
 
+  /** Trusted hosts of in-band authentication (docs/in-band-auth.md). */
+  async countTrustedHosts(project: string): Promise<number> {
+    return (await this.etcd.getAll().prefix(keys.trustedHostsPrefix(project)).keys()).length;
+  }
+
   /** Snapshots of the project that are not on their way out. */
   async countSnapshots(project: string): Promise<number> {
     const snapshots = await this.records.list<SnapshotRecord>(keys.snapshotsPrefix());

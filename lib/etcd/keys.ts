@@ -100,6 +100,20 @@ export const keys = {
   etcdCorruptionScanRequest: () => `${ROOT}etcd-corruption/scan-request`,
   etcdCorruptionStatus: () => `${ROOT}etcd-corruption/status`,
 
+  /** In-band authentication (docs/in-band-auth.md): trusted hosts per project, each host NQN once. */
+  trustedHostsPrefix: (project?: string) => (project ? `${ROOT}in-band-auth/hosts/${project}/` : `${ROOT}in-band-auth/hosts/`),
+  trustedHost: (project: string, name: string) => `${ROOT}in-band-auth/hosts/${project}/${name}`,
+  trustedHostNqn: (hostNQN: string) => `${ROOT}in-band-auth/host-nqns/${encodeURIComponent(hostNQN)}`,
+  /** Bumped by every in-band authentication change: they are serialized on its revision. */
+  inBandAuthGeneration: () => `${ROOT}in-band-auth/generation`,
+  /** Which host-secret key the stored secrets are sealed with (its id, never the key). */
+  hostSecretKeyId: () => `${ROOT}in-band-auth/key-id`,
+  /** Each server's published X25519 key, and the host keys sealed to it. */
+  serverBoxKeysPrefix: () => `${ROOT}in-band-auth/server-keys/`,
+  serverBoxKey: (serverUUID: string) => `${ROOT}in-band-auth/server-keys/${serverUUID}`,
+  serverHostKeysPrefix: () => `${ROOT}in-band-auth/servers/`,
+  serverHostKeys: (serverUUID: string) => `${ROOT}in-band-auth/servers/${serverUUID}`,
+
   adminEndpointsPrefix: () => `${ROOT}admin-endpoints/`,
   adminEndpoint: (port: number) => `${ROOT}admin-endpoints/${String(port).padStart(5, '0')}`,
 };

@@ -17,6 +17,7 @@ import type { Heartbeat as _strata_v1_Heartbeat, Heartbeat__Output as _strata_v1
 import type { Hello as _strata_v1_Hello, Hello__Output as _strata_v1_Hello__Output } from './strata/v1/Hello.js';
 import type { Inventory as _strata_v1_Inventory, Inventory__Output as _strata_v1_Inventory__Output } from './strata/v1/Inventory.js';
 import type { InventoryAck as _strata_v1_InventoryAck, InventoryAck__Output as _strata_v1_InventoryAck__Output } from './strata/v1/InventoryAck.js';
+import type { KernelCapabilities as _strata_v1_KernelCapabilities, KernelCapabilities__Output as _strata_v1_KernelCapabilities__Output } from './strata/v1/KernelCapabilities.js';
 import type { NodePool as _strata_v1_NodePool, NodePool__Output as _strata_v1_NodePool__Output } from './strata/v1/NodePool.js';
 import type { NvmeDevice as _strata_v1_NvmeDevice, NvmeDevice__Output as _strata_v1_NvmeDevice__Output } from './strata/v1/NvmeDevice.js';
 import type { PoolDevice as _strata_v1_PoolDevice, PoolDevice__Output as _strata_v1_PoolDevice__Output } from './strata/v1/PoolDevice.js';
@@ -55,6 +56,7 @@ export interface ProtoGrpcType {
       Hello: MessageTypeDefinition<_strata_v1_Hello, _strata_v1_Hello__Output>
       Inventory: MessageTypeDefinition<_strata_v1_Inventory, _strata_v1_Inventory__Output>
       InventoryAck: MessageTypeDefinition<_strata_v1_InventoryAck, _strata_v1_InventoryAck__Output>
+      KernelCapabilities: MessageTypeDefinition<_strata_v1_KernelCapabilities, _strata_v1_KernelCapabilities__Output>
       LedPattern: EnumTypeDefinition
       NodePool: MessageTypeDefinition<_strata_v1_NodePool, _strata_v1_NodePool__Output>
       NvmeDevice: MessageTypeDefinition<_strata_v1_NvmeDevice, _strata_v1_NvmeDevice__Output>

@@ -6,14 +6,14 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { openSync, readSync, closeSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { script, sha256, startGuest, type Guest } from './lab/index.js';
+import { labKernelLabel, script, sha256, startGuest, type Guest } from './lab/index.js';
 
 const SERIALS = ['STRATA-E2E-0001', 'STRATA-E2E-0002'] as const;
 // STRATA_E2E=0 skips the suite (machines without QEMU); otherwise a missing lab fails loudly.
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const NVMET_PORT = 4420;
 
-describe('e2e lab: guests with emulated NVMe drives and the kernel NVMe/TCP target', { timeout: 300_000, skip }, () => {
+describe(`e2e lab: guests with emulated NVMe drives and the kernel NVMe/TCP target (${labKernelLabel()})`, { timeout: 300_000, skip }, () => {
   let storage: Guest | undefined;
   let initiator: Guest | undefined;
 

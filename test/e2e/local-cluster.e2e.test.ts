@@ -15,6 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
 import { send } from '../../cli/transport.js';
 import { packageRoot } from '../../lib/paths.js';
+import { labKernelLabel } from './lab/index.js';
 import { freePort } from '../../lib/ports.js';
 import { removeDir } from '../helpers/processes.js';
 import { waitUntil } from '../helpers/wait.js';
@@ -22,7 +23,7 @@ import { waitUntil } from '../helpers/wait.js';
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
 
-describe('npm run cluster -- --nodes 2 (the launcher, two storage guests)', { timeout: 900_000, skip }, () => {
+describe(`npm run cluster -- --nodes 2 (the launcher, two storage guests, ${labKernelLabel()})`, { timeout: 900_000, skip }, () => {
   const home = mkdtempSync(join(tmpdir(), 'strata-local-cluster-e2e-'));
   let launcher: ChildProcess | undefined;
   let output = '';

@@ -4,7 +4,7 @@
 // (test/e2e/scripts/acked-writes.py) that failover checks and measures.
 import { waitUntil } from '../helpers/wait.js';
 import type { Guest } from './lab/index.js';
-import { script } from './lab/index.js';
+import { nvmeHostArgs, script } from './lab/index.js';
 
 const FROM_GUESTS = '10.0.2.2';
 
@@ -26,7 +26,7 @@ export interface PathsOptions {
 export async function connectPaths(o: PathsOptions): Promise<string> {
   for (const { index, guest } of o.nodes) await guest.addHostForward(o.pathPort(index, o.port), o.port);
   for (const { index } of o.nodes) {
-    await o.host.runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(o.pathPort(index, o.port)), '-n', o.subsystemNQN, '-q', o.hostNQN, '--reconnect-delay', '1'], { timeoutMs: 60_000 });
+    await o.host.runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(o.pathPort(index, o.port)), '-n', o.subsystemNQN, ...nvmeHostArgs(o.hostNQN), '--reconnect-delay', '1'], { timeoutMs: 60_000 });
   }
   return (await o.host.runOk(['sh', script('nvme-ns-by-uuid.sh'), o.volumeUUID, '30'], { timeoutMs: 45_000 })).stdout.trim();
 }

@@ -33,7 +33,7 @@ import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitUntil } from '../helpers/wait.js';
 import { startStorageGuest, type StorageGuest, type StorageGuestOptions } from './cluster-lab.js';
 import { connectPaths, startAckedWrites } from './replication-host.js';
-import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
+import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, nvmeHostArgs, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const MiB = 1024 * 1024;
@@ -46,7 +46,7 @@ const NAMES = ['rep-a', 'rep-b', 'rep-c'] as const;
 const DATA_OFFSET_MIB = Number(REPLICA_DATA_OFFSET_BYTES) / MiB;
 const PERMANENT_FAILURE_S = 20;
 
-describe('replication end to end (three storage guests, one initiator, QEMU)', { timeout: 1_500_000, skip }, () => {
+describe(`replication end to end (three storage guests, one initiator, QEMU, ${labKernelLabel()})`, { timeout: 1_500_000, skip }, () => {
   let etcd: TestEtcd;
   let client: Etcd3;
   let plane: ControlPlaneProcess;
@@ -507,7 +507,7 @@ describe('replication end to end (three storage guests, one initiator, QEMU)', {
     const port = (JSON.parse((await client.get(keys.volume(pair.UUID)).string())!) as { placement: { port: number } }).placement.port;
     const p = indexOf(primary);
     await storage[p]!.guest.addHostForward(pathPort(p, port), port);
-    await host().runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(pathPort(p, port)), '-n', nqnOf(pair.UUID), '-q', HOST], { timeoutMs: 60_000 });
+    await host().runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(pathPort(p, port)), '-n', nqnOf(pair.UUID), ...nvmeHostArgs(HOST)], { timeoutMs: 60_000 });
     const pairDevice = (await host().runOk(['sh', script('nvme-ns-by-uuid.sh'), pair.UUID, '30'], { timeoutMs: 45_000 })).stdout.trim();
     const data = randomBytes(8 * MiB);
     await host().runOk(['dd', `of=${pairDevice}`, 'bs=1M', 'count=8', 'iflag=fullblock', 'oflag=direct', 'conv=notrunc', 'status=none'], { input: data, timeoutMs: 120_000 });

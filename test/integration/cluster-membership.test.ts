@@ -38,6 +38,8 @@ describe('two agents join one control plane', () => {
     sysfs.addController({ name: 'nvme3', serial: serial(3), model: 'Spare SSD', pciAddress: `0000:0${index}:03.0`, namespaces: [{ name: 'nvme3n1', sectors: (50n * GiB) / 512n }] });
     sysfs.addController({ name: 'nvme4', serial: `FABRIC-${index}`, transport: 'tcp', namespaces: [{ name: 'nvme4n1', sectors: 1024 }] });
     if (index === 0) sysfs.addTpm('tpm0', 2);
+    // Only built with NVME_TARGET_TCP_TLS (Debian 13's 6.12, not 6.1): storage-0 "has" TLS.
+    if (index === 0) sysfs.write(join('module', 'nvmet_tcp', 'parameters', 'tls_handshake_timeout'), '10\n');
     return {
       hostname: `storage-${index}`,
       sysfs,
@@ -93,6 +95,25 @@ describe('two agents join one control plane', () => {
       removeDir(f.stateDir);
     }
     removeDir(plane.stateDir);
+  });
+
+  it('each agent reports its kernel capabilities, measured from its kernel (GET /api/v2/kernelCapabilities)', async () => {
+    type Row = { serverUUID: string; name: string; NodesUUIDs: string[]; kernel: string; measured: boolean; capabilities: Record<string, boolean> };
+    const rows = await waitUntil(async () => {
+      const list = (await api<{ servers: Row[] }>('/api/v2/kernelCapabilities')).servers;
+      return list.length === 2 && list.every((r) => r.measured) ? list : undefined;
+    }, 'both agents reported their kernel capabilities', 15_000);
+    const byName = new Map(rows.map((r) => [r.name, r]));
+    assert.deepEqual([...byName.keys()].sort(), ['storage-0', 'storage-1']);
+    for (const row of rows) {
+      assert.deepEqual(Object.keys(row.capabilities).sort(), ['dmVdo', 'nvmeTcpTls', 'nvmetInBandAuth', 'ublk']);
+      assert.equal(row.NodesUUIDs.length, 1);
+      assert.ok(row.kernel.length > 0, 'the kernel release is reported');
+      // This machine's kernel has no nvmet (configfs): no in-band authentication to offer.
+      assert.equal(row.capabilities['nvmetInBandAuth'], false);
+    }
+    assert.equal(byName.get('storage-0')?.capabilities['nvmeTcpTls'], true, 'read from the fixture sysfs of storage-0');
+    assert.equal(byName.get('storage-1')?.capabilities['nvmeTcpTls'], false);
   });
 
   it('lists both servers, their nodes and their NVMe devices with the reported facts', async () => {

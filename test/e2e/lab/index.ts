@@ -1,10 +1,10 @@
 // The e2e lab's public API (see docs/e2e.md).
 export { startGuest, prepareLab, stopAllGuests, freeLoopbackPort, freeLoopbackPortRange, QEMU, QBOOT } from './guest.js';
 export type { Guest, GuestOptions, NvmeDriveSpec, HostForwardSpec, ShareSpec, RunOptions, RunResult, Lab } from './guest.js';
-export { fetchKernel, extractVmlinux, checkVmlinux, resolveKernelPackage } from './kernel.js';
+export { fetchKernel, extractVmlinux, checkVmlinux, resolveKernelPackage, labKernelSuite, labKernelLabel, KERNEL_SUITES, DEFAULT_KERNEL_SUITE } from './kernel.js';
 export type { KernelInfo, KernelOptions } from './kernel.js';
 export { buildInitramfs } from './initramfs.js';
 export type { InitramfsInfo, InitramfsOptions } from './initramfs.js';
 export { LAB_MODULES, resolveModules, modinfoRecords, parseModinfo } from './modules.js';
 export { LAB_PACKAGES, installPackages } from './packages.js';
-export { script, scriptsDir, repoRoot, cacheDir, execArgv, sha256, StepTimer } from './util.js';
+export { script, scriptsDir, repoRoot, cacheDir, execArgv, sha256, StepTimer, nvmeHostArgs } from './util.js';

@@ -1,7 +1,10 @@
 // Debian's kernel for the lab guests, fetched through apt only: `apt-get download` of the package
-// `linux-image-amd64` depends on, `dpkg -x` into the cache, and the uncompressed ELF vmlinux
-// extracted from the bzImage (QEMU boots it through its PVH entry point, twice as fast under TCG as
-// the compressed image). Cached per package name + Debian version: a rerun costs two apt-cache calls.
+// `linux-image-amd64` depends on in a Debian suite (default trixie: Debian 13's 6.12; bookworm
+// gives Debian 12's 6.1), `dpkg -x` into the cache, and the uncompressed ELF vmlinux extracted from
+// the bzImage (QEMU boots it through its PVH entry point, twice as fast under TCG as the
+// compressed image). A suite other than this machine's own is read through private apt lists in
+// the cache (the machine's sources are not touched). Cached per package name + Debian version: a
+// rerun costs no apt call while the lists stand.
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, mkdirSync, writeFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { cacheDir as defaultCacheDir, execArgv, haveCommand, labLog, sha256, since } from './util.js';
@@ -25,16 +28,125 @@ export interface KernelInfo {
 
 export interface KernelOptions {
   readonly cacheDir?: string;
-  /** Use this package instead of what linux-image-amd64 depends on ($STRATA_E2E_KERNEL_PACKAGE). */
+  /** The Debian suite whose kernel to boot ($STRATA_E2E_KERNEL_SUITE, default trixie). */
+  readonly suite?: string;
+  /** Use this package (of that suite) instead of what linux-image-amd64 depends on ($STRATA_E2E_KERNEL_PACKAGE). */
   readonly package?: string;
   readonly timeoutMs?: number;
 }
 
+/** The suites the lab is tested with: their Debian release and kernel series. */
+export const KERNEL_SUITES: Readonly<Record<string, { readonly debian: string; readonly series: string }>> = {
+  trixie: { debian: '13', series: '6.12' },
+  bookworm: { debian: '12', series: '6.1' },
+};
+/** Debian 13's kernel (6.12) is the lab's default. */
+export const DEFAULT_KERNEL_SUITE = 'trixie';
+
+/** The suite the lab boots: `suite`, else $STRATA_E2E_KERNEL_SUITE, else trixie. */
+export function labKernelSuite(suite?: string): string {
+  const chosen = suite ?? (process.env['STRATA_E2E_KERNEL_SUITE'] || DEFAULT_KERNEL_SUITE);
+  if (!/^[a-z][a-z0-9-]*$/.test(chosen)) throw new Error(`STRATA_E2E_KERNEL_SUITE: not a Debian suite name: ${JSON.stringify(chosen)}`);
+  return chosen;
+}
+
+/**
+ * Which kernel the lab boots, for suite names: "kernel 6.12, Debian 13 trixie"; the package when
+ * one is pinned ($STRATA_E2E_KERNEL_PACKAGE).
+ */
+export function labKernelLabel(): string {
+  const pinned = process.env['STRATA_E2E_KERNEL_PACKAGE'];
+  if (pinned) return `kernel ${pinned}`;
+  const suite = labKernelSuite();
+  const known = KERNEL_SUITES[suite];
+  return known ? `kernel ${known.series}, Debian ${known.debian} ${suite}` : `kernel of Debian ${suite}`;
+}
+
 const APT_TIMEOUT_MS = 60_000;
+/** Private lists of another suite are refreshed when older than this (or when a download fails). */
+const SUITE_LISTS_MAX_AGE_MS = 24 * 3600_000;
+
+/** This machine's own Debian suite (VERSION_CODENAME of /etc/os-release). */
+function hostSuite(): string | undefined {
+  try {
+    return /^VERSION_CODENAME=(\S+)/m.exec(readFileSync('/etc/os-release', 'utf8'))?.[1]?.replace(/"/g, '');
+  } catch {
+    return undefined;
+  }
+}
+
+/** The Debian mirror apt already uses ($STRATA_E2E_DEBIAN_MIRROR overrides). */
+function debianMirror(): string {
+  const fromEnv = process.env['STRATA_E2E_DEBIAN_MIRROR'];
+  if (fromEnv) return fromEnv;
+  for (const [file, pattern] of [
+    ['/etc/apt/sources.list.d/debian.sources', /^URIs:\s*(\S+)/m],
+    ['/etc/apt/sources.list', /^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+/m],
+  ] as const) {
+    try {
+      const uris = readFileSync(file, 'utf8').split(/\n\s*\n/).filter((stanza) => !/security/.test(stanza)).join('\n\n');
+      const uri = pattern.exec(uris)?.[1];
+      if (uri) return uri;
+    } catch {
+      /* next */
+    }
+  }
+  return 'http://deb.debian.org/debian';
+}
+
+/** How apt is run for a suite: nothing extra for this machine's own, private lists for another. */
+interface AptScope {
+  readonly options: readonly string[];
+  /** The files whose modification times say whether a resolution still stands. */
+  readonly lists: readonly string[];
+  /** Fetches the private lists (a no-op for this machine's suite). */
+  update(): Promise<void>;
+}
+
+function aptScope(suite: string, root: string): AptScope {
+  if (suite === hostSuite()) {
+    return { options: [], lists: ['/var/lib/apt/lists', '/var/cache/apt/pkgcache.bin'], update: async () => {} };
+  }
+  const dir = join(root, `apt-${suite}`);
+  const lists = join(dir, 'lists');
+  const sources = join(dir, 'sources.list');
+  const options = [
+    '-o', `Dir::Etc::sourcelist=${sources}`, '-o', 'Dir::Etc::sourceparts=-', '-o', `Dir::State::Lists=${lists}`,
+    '-o', 'Dir::Cache::pkgcache=', '-o', 'Dir::Cache::srcpkgcache=',
+  ];
+  return {
+    options,
+    lists: [lists],
+    update: async () => {
+      mkdirSync(join(lists, 'partial'), { recursive: true });
+      writeFileSync(sources, `deb ${debianMirror()} ${suite} main\n`);
+      const start = performance.now();
+      const result = await execArgv('apt-get', [...options, 'update', '-q'], { timeoutMs: 300_000, allowFailure: true });
+      const text = `${result.stdout.toString()}\n${result.stderr}`;
+      if (result.code !== 0 || /^(E:|W: GPG error|Err:)/m.test(text)) throw new Error(`apt-get update of Debian ${suite} failed:\n${text.trim()}`);
+      labLog(`apt lists of ${suite} updated in ${since(start)} ms`);
+    },
+  };
+}
+
+/** Fetches the private lists of another suite when missing or older than a day. */
+async function freshLists(scope: AptScope): Promise<void> {
+  if (scope.options.length === 0) return;
+  const lists = scope.lists[0]!;
+  const stale = (() => {
+    try {
+      if (!readdirSync(lists).some((name) => /_Packages(\.[a-z0-9]+)?$/.test(name))) return true;
+      return Date.now() - statSync(lists).mtimeMs > SUITE_LISTS_MAX_AGE_MS;
+    } catch {
+      return true;
+    }
+  })();
+  if (stale) await scope.update();
+}
 
 /** Modification times of apt's package lists: the resolution below is reused while they stand. */
-function aptListsState(): string {
-  const times = ['/var/lib/apt/lists', '/var/cache/apt/pkgcache.bin'].map((path) => {
+function aptListsState(paths: readonly string[]): string {
+  const times = paths.map((path) => {
     try {
       return String(statSync(path).mtimeMs);
     } catch {
@@ -48,9 +160,14 @@ function aptListsState(): string {
  * The kernel package `linux-image-amd64` depends on, and its candidate version. Remembered in
  * `memo` (a file) until apt's lists change, so a rerun does not pay the apt-cache calls (~2 s).
  */
-export async function resolveKernelPackage(override?: string, memo?: string): Promise<{ package: string; debVersion: string }> {
+export async function resolveKernelPackage(
+  override?: string,
+  memo?: string,
+  scope: AptScope = aptScope(labKernelSuite(), join(defaultCacheDir(), 'kernels')),
+): Promise<{ package: string; debVersion: string }> {
   const request = override ?? process.env['STRATA_E2E_KERNEL_PACKAGE'] ?? '';
-  const state = aptListsState();
+  await freshLists(scope);
+  const state = aptListsState(scope.lists);
   if (memo && existsSync(memo)) {
     try {
       const saved = JSON.parse(readFileSync(memo, 'utf8')) as { request: string; state: string; package: string; debVersion: string };
@@ -59,20 +176,20 @@ export async function resolveKernelPackage(override?: string, memo?: string): Pr
       /* rewritten below */
     }
   }
-  const resolved = await resolveWithApt(request || undefined);
+  const resolved = await resolveWithApt(scope, request || undefined);
   if (memo) writeFileSync(memo, JSON.stringify({ request, state, ...resolved }) + '\n');
   return resolved;
 }
 
-async function resolveWithApt(requested?: string): Promise<{ package: string; debVersion: string }> {
+async function resolveWithApt(scope: AptScope, requested?: string): Promise<{ package: string; debVersion: string }> {
   let pkg = requested;
   if (!pkg) {
-    const { stdout } = await execArgv('apt-cache', ['depends', 'linux-image-amd64'], { timeoutMs: APT_TIMEOUT_MS });
+    const { stdout } = await execArgv('apt-cache', [...scope.options, 'depends', 'linux-image-amd64'], { timeoutMs: APT_TIMEOUT_MS });
     const match = /^\s*Depends:\s*(linux-image-[0-9][^\s<>]*)/m.exec(stdout.toString());
     if (!match?.[1]) throw new Error(`apt-cache depends linux-image-amd64 names no linux-image package:\n${stdout.toString()}`);
     pkg = match[1];
   }
-  const { stdout } = await execArgv('apt-cache', ['show', '--no-all-versions', pkg], { timeoutMs: APT_TIMEOUT_MS });
+  const { stdout } = await execArgv('apt-cache', [...scope.options, 'show', '--no-all-versions', pkg], { timeoutMs: APT_TIMEOUT_MS });
   const version = /^Version:\s*(\S+)/m.exec(stdout.toString())?.[1];
   if (!version) throw new Error(`apt-cache show ${pkg}: no Version field`);
   return { package: pkg, debVersion: version };
@@ -84,29 +201,43 @@ function releaseOf(pkg: string): string {
   return release;
 }
 
-function readCached(dir: string): KernelInfo | undefined {
+function readCached(dir: string): (KernelInfo & { suite?: string }) | undefined {
   const meta = join(dir, 'kernel.json');
   if (!existsSync(meta)) return undefined;
-  const info = JSON.parse(readFileSync(meta, 'utf8')) as Omit<KernelInfo, 'dir' | 'vmlinux' | 'modulesDir' | 'fetched'>;
+  const info = JSON.parse(readFileSync(meta, 'utf8')) as Omit<KernelInfo, 'dir' | 'vmlinux' | 'modulesDir' | 'fetched'> & { suite?: string };
   const vmlinux = join(dir, 'vmlinux');
   const modulesDir = join(dir, 'root', 'lib', 'modules', info.release);
   if (!existsSync(vmlinux) || !existsSync(modulesDir)) return undefined;
   return { ...info, dir, vmlinux, modulesDir, fetched: false };
 }
 
-/** Downloads (once) and returns Debian's kernel, with its modules and an uncompressed vmlinux. */
-export async function fetchKernel(options: KernelOptions = {}): Promise<KernelInfo> {
+/** True when a cached kernel (kernel.json) came from `suite`; kernels cached before suites were recorded by their series. */
+function fromSuite(info: KernelInfo & { suite?: string }, suite: string): boolean {
+  if (info.suite) return info.suite === suite;
+  const series = KERNEL_SUITES[suite]?.series;
+  return series !== undefined && info.release.startsWith(`${series}.`);
+}
+
+/**
+ * Downloads (once) and returns Debian's kernel of the lab's suite (labKernelSuite()), with its
+ * modules and an uncompressed vmlinux.
+ */
+export async function fetchKernel(options: KernelOptions = {}, retried = false): Promise<KernelInfo> {
   const root = join(options.cacheDir ?? defaultCacheDir(), 'kernels');
   mkdirSync(root, { recursive: true });
+  const suite = labKernelSuite(options.suite);
+  const scope = aptScope(suite, root);
+  // This machine's suite keeps the memo it always had; another suite has its own.
+  const memo = join(root, scope.options.length === 0 ? 'resolved.json' : `resolved-${suite}.json`);
   let resolved: { package: string; debVersion: string };
   try {
-    resolved = await resolveKernelPackage(options.package, join(root, 'resolved.json'));
+    resolved = await resolveKernelPackage(options.package, memo, scope);
   } catch (error) {
-    // apt's lists unavailable: use the newest kernel already in the cache.
+    // apt's lists unavailable: use the newest kernel of this suite already in the cache.
     const cached = readdirSync(root)
-      .filter((name) => !name.startsWith('.') && !name.endsWith('.json'))
+      .filter((name) => !name.startsWith('.') && !name.endsWith('.json') && !name.startsWith('apt-'))
       .map((name) => readCached(join(root, name)))
-      .filter((info): info is KernelInfo => info !== undefined)
+      .filter((info): info is KernelInfo => info !== undefined && fromSuite(info, suite))
       .sort((a, b) => statSync(b.dir).mtimeMs - statSync(a.dir).mtimeMs);
     if (cached[0]) return cached[0];
     throw error;
@@ -121,14 +252,29 @@ export async function fetchKernel(options: KernelOptions = {}): Promise<KernelIn
   mkdirSync(work, { recursive: true });
   try {
     let start = performance.now();
-    await execArgv('apt-get', ['download', '-q', `${resolved.package}=${resolved.debVersion}`], { cwd: work, timeoutMs });
+    const download = () =>
+      execArgv('apt-get', [...scope.options, 'download', '-q', `${resolved.package}=${resolved.debVersion}`], { cwd: work, timeoutMs, allowFailure: true });
+    const fetched = await download();
+    if (fetched.code !== 0 && scope.options.length > 0 && !retried) {
+      // The mirror dropped that version since the lists were fetched: refresh them and resolve again.
+      rmSync(work, { recursive: true, force: true });
+      await scope.update();
+      return fetchKernel(options, true);
+    }
+    if (fetched.code !== 0) throw new Error(`apt-get download ${resolved.package}=${resolved.debVersion} failed: ${fetched.stderr.trim()}`);
     const deb = readdirSync(work).find((name) => name.endsWith('.deb'));
     if (!deb) throw new Error(`apt-get download ${resolved.package}: no .deb in ${work}`);
     labLog(`downloaded ${deb} in ${since(start)} ms`);
     start = performance.now();
     await execArgv('dpkg', ['-x', join(work, deb), join(work, 'root')], { timeoutMs });
     rmSync(join(work, deb));
-    rmSync(join(work, 'root', 'usr'), { recursive: true, force: true }); // docs only
+    // Debian 13's package is merged-/usr (usr/lib/modules); keep the one layout lib/modules.
+    const usrModules = join(work, 'root', 'usr', 'lib', 'modules');
+    if (existsSync(usrModules) && !existsSync(join(work, 'root', 'lib', 'modules'))) {
+      mkdirSync(join(work, 'root', 'lib'), { recursive: true });
+      renameSync(usrModules, join(work, 'root', 'lib', 'modules'));
+    }
+    rmSync(join(work, 'root', 'usr'), { recursive: true, force: true }); // docs only now
     labLog(`extracted in ${since(start)} ms`);
     start = performance.now();
     const vmlinuz = readFileSync(join(work, 'root', 'boot', `vmlinuz-${release}`));
@@ -137,7 +283,7 @@ export async function fetchKernel(options: KernelOptions = {}): Promise<KernelIn
     labLog(`vmlinux (${vmlinux.length} bytes) in ${since(start)} ms`);
     writeFileSync(
       join(work, 'kernel.json'),
-      JSON.stringify({ release, package: resolved.package, debVersion: resolved.debVersion, vmlinuxSha256: sha256(vmlinux) }, null, 2) + '\n',
+      JSON.stringify({ release, package: resolved.package, debVersion: resolved.debVersion, suite, vmlinuxSha256: sha256(vmlinux) }, null, 2) + '\n',
     );
     if (readCached(dir)) {
       rmSync(work, { recursive: true, force: true }); // another process finished first: keep its copy

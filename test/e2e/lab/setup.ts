@@ -1,8 +1,9 @@
 // Prepares this machine for the e2e suite: installs the Debian packages the lab needs (when
-// missing), fetches Debian's kernel and builds the guest initramfs. With --boot it also boots a
-// guest once and reports the boot time.
-//   node dist/test/e2e/lab/setup.js [--boot]
-import { fetchKernel } from './kernel.js';
+// missing), fetches Debian's kernel and builds the guest initramfs, for the lab's suite
+// ($STRATA_E2E_KERNEL_SUITE, default trixie) or each suite of --kernels (tools/setup.sh:
+// trixie,bookworm). With --boot it also boots a guest of each once and reports the boot time.
+//   node dist/test/e2e/lab/setup.js [--kernels trixie,bookworm] [--boot]
+import { fetchKernel, labKernelSuite } from './kernel.js';
 import { buildInitramfs } from './initramfs.js';
 import { startGuest } from './guest.js';
 import { installPackages } from './packages.js';
@@ -16,9 +17,17 @@ async function main(): Promise<void> {
   console.log(added.length > 0 ? `packages: installed ${added.join(' ')} (${since(start)} ms)` : `packages: all present (${since(start)} ms)`);
 
   console.log(`cache: ${cacheDir()}`);
-  start = performance.now();
-  const kernel = await fetchKernel();
-  console.log(`kernel: ${kernel.package} ${kernel.debVersion} ${kernel.fetched ? 'downloaded and extracted' : 'cached'} (${since(start)} ms)`);
+  const at = process.argv.indexOf('--kernels');
+  const suites = at > 0 ? (process.argv[at + 1] ?? '').split(',').filter(Boolean) : [labKernelSuite()];
+  if (suites.length === 0) throw new Error('--kernels: give a comma-separated list of Debian suites (trixie,bookworm)');
+  for (const suite of suites) await prepare(labKernelSuite(suite), boot);
+  console.log(`done in ${since(total)} ms`);
+}
+
+async function prepare(suite: string, boot: boolean): Promise<void> {
+  let start = performance.now();
+  const kernel = await fetchKernel({ suite });
+  console.log(`kernel (${suite}): ${kernel.package} ${kernel.debVersion} ${kernel.fetched ? 'downloaded and extracted' : 'cached'} (${since(start)} ms)`);
   console.log(`  vmlinux ${kernel.vmlinux}`);
 
   start = performance.now();
@@ -41,7 +50,6 @@ async function main(): Promise<void> {
       console.log(`  stopped in ${since(t)} ms`);
     }
   }
-  console.log(`done in ${since(total)} ms`);
 }
 
 main().catch((error: unknown) => {

@@ -158,3 +158,17 @@ export class StepTimer {
     }
   };
 }
+
+/**
+ * nvme-cli's host identity for `hostnqn`: `--hostnqn <nqn> --hostid <uuid>`. Since 6.x (seen on
+ * Debian 13's 6.12) the kernel refuses a second host NQN under a host ID already in use ("found
+ * same hostid but different hostnqn"), and nvme-cli sends /etc/nvme/hostid for every NQN unless
+ * told otherwise. A real host has one NQN and one ID; a test initiator playing several hosts gives
+ * each its own: the UUID of an `...:uuid:<UUID>` NQN, else one derived from the NQN.
+ */
+export function nvmeHostArgs(hostnqn: string): string[] {
+  const uuid = /:uuid:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i.exec(hostnqn)?.[1];
+  const hex = uuid ?? createHash('sha256').update(hostnqn).digest('hex').slice(0, 32);
+  const id = uuid ?? `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+  return ['--hostnqn', hostnqn, '--hostid', id];
+}

@@ -28,7 +28,7 @@ import { ConnectedHostsStore } from '../../../control-plane/connected-hosts/conn
 import { VolumeReportService } from '../../../control-plane/agents/volume-report-service.js';
 import { VolumeStatusStore } from '../../../control-plane/agents/volume-status-store.js';
 import { waitUntil } from '../../helpers/wait.js';
-import { startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { labKernelLabel, nvmeHostArgs, startGuest, StepTimer, type Guest } from '../lab/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
 import { guestAgent, type GuestAgent } from '../../kits/datapath/guest-agent.js';
 import { testAssignment } from '../../kits/datapath/test-assignment.js';
@@ -90,7 +90,7 @@ interface DiscoveryRecord {
   traddr: string;
 }
 
-describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli)', { timeout: 900_000, skip }, () => {
+describe(`NVMe/TCP discovery controller on the real kernel (QEMU guest, ${labKernelLabel()}, nvme-cli)`, { timeout: 900_000, skip }, () => {
   let etcd: TestEtcd;
   let client: Etcd3;
   let plane: FakeControlPlane;
@@ -115,7 +115,7 @@ describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli
 
   /** `nvme discover -o json` from the guest, as `hostnqn`. */
   async function discover(hostnqn: string): Promise<{ genctr: number; records: DiscoveryRecord[] }> {
-    const result = await g().run(['nvme', 'discover', '-t', 'tcp', '-a', '127.0.0.1', '-s', '8009', '-q', hostnqn, '-o', 'json'], { timeoutMs: 60_000 });
+    const result = await g().run(['nvme', 'discover', '-t', 'tcp', '-a', '127.0.0.1', '-s', '8009', ...nvmeHostArgs(hostnqn), '-o', 'json'], { timeoutMs: 60_000 });
     assert.equal(result.code, 0, `nvme discover failed: ${result.stderr}${result.stdout}`);
     // nvme-cli prints nothing at all for an empty log in some versions.
     if (result.stdout.trim() === '') return { genctr: -1, records: [] };
@@ -175,7 +175,7 @@ describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli
     // is created on this first boot): nvme discover fails until then.
     await step('discovery ready', () =>
       waitUntil(
-        async () => (await g().run(['nvme', 'discover', '-t', 'tcp', '-a', '127.0.0.1', '-s', '8009', '-q', H1], { timeoutMs: 60_000 })).code === 0,
+        async () => (await g().run(['nvme', 'discover', '-t', 'tcp', '-a', '127.0.0.1', '-s', '8009', ...nvmeHostArgs(H1)], { timeoutMs: 60_000 })).code === 0,
         'nvme discover to succeed',
         120_000,
         1000,
@@ -245,7 +245,7 @@ describe('NVMe/TCP discovery controller on the real kernel (QEMU guest, nvme-cli
   });
 
   it('connects every listed volume with nvme connect-all', { timeout: 180_000 }, async () => {
-    const result = await step('connect-all', () => g().run(['nvme', 'connect-all', '-v', '-t', 'tcp', '-a', '127.0.0.1', '-s', '8009', '-q', H1], { timeoutMs: 90_000 }));
+    const result = await step('connect-all', () => g().run(['nvme', 'connect-all', '-v', '-t', 'tcp', '-a', '127.0.0.1', '-s', '8009', ...nvmeHostArgs(H1)], { timeoutMs: 90_000 }));
     assert.equal(result.code, 0, result.stderr + result.stdout);
     const live = (await controllers()).filter((c) => c.state === 'live' && c.hostnqn === H1).map((c) => c.subsysnqn).sort();
     const diagnostics = async () => `connect-all: ${result.stdout}${result.stderr}\ndmesg: ${(await g().run(['dmesg'])).stdout.split('\n').slice(-25).join('\n')}`;

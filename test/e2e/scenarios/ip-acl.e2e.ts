@@ -18,7 +18,7 @@ import { keys } from '../../../lib/etcd/keys.js';
 import type { VolumeAssignment } from '../../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
 import { waitUntil } from '../../helpers/wait.js';
-import { script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { labKernelLabel, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
 import { controllersOf, guestAgent, nvmeConnect, type GuestAgent } from '../../kits/datapath/guest-agent.js';
 import { testAssignment } from '../../kits/datapath/test-assignment.js';
@@ -38,7 +38,7 @@ const GUEST_IP = '10.0.2.15';
 const LOOPBACK = '127.0.0.1';
 const MiB = 1024 * 1024;
 
-describe('IP ACLs on the real kernel (QEMU guest, Debian 6.1, nftables)', { timeout: 900_000, skip }, () => {
+describe(`IP ACLs on the real kernel (QEMU guest, ${labKernelLabel()}, nftables)`, { timeout: 900_000, skip }, () => {
   let etcd: TestEtcd;
   let client: Etcd3;
   let plane: FakeControlPlane;

@@ -21,7 +21,7 @@ import type { ClusterRecord, VolumeAssignment } from '../../../lib/records.js';
 import { testAssignment } from '../../kits/datapath/test-assignment.js';
 import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
 import { waitUntil } from '../../helpers/wait.js';
-import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { labKernelLabel, nvmeHostArgs, repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
 import { startFakeControlPlane, type FakeControlPlane } from '../../kits/datapath/fake-control-plane.js';
 import { GUEST_AGENT_LEASE_ARGS } from '../guest-agent.js';
 
@@ -54,7 +54,7 @@ interface Controller {
   hostnqn: string;
 }
 
-describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeout: 900_000, skip }, () => {
+describe(`data path on the real kernel (QEMU guest, ${labKernelLabel()}, nvmet)`, { timeout: 900_000, skip }, () => {
   let etcd: TestEtcd;
   let client: Etcd3;
   let plane: FakeControlPlane;
@@ -116,7 +116,7 @@ describe('data path on the real kernel (QEMU guest, Debian 6.1 nvmet)', { timeou
   }
   const connect = (nqn: string, port: number, hostnqn: string) =>
     g().run(
-      ['nvme', 'connect', '-t', 'tcp', '-a', '127.0.0.1', '-s', String(port), '-n', nqn, '--hostnqn', hostnqn, '--ctrl-loss-tmo', '2', '--reconnect-delay', '1'],
+      ['nvme', 'connect', '-t', 'tcp', '-a', '127.0.0.1', '-s', String(port), '-n', nqn, ...nvmeHostArgs(hostnqn), '--ctrl-loss-tmo', '2', '--reconnect-delay', '1'],
       { timeoutMs: 30_000 },
     );
 

@@ -23,7 +23,7 @@ import { createEtcdClient } from '../../../lib/etcd/client.js';
 import { startEtcd, type TestEtcd } from '../../helpers/etcd.js';
 import { startControlPlaneProcess, type ControlPlaneProcess } from '../../helpers/processes.js';
 import { waitUntil } from '../../helpers/wait.js';
-import { repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
+import { labKernelLabel, nvmeHostArgs, repoRoot, script, sha256, startGuest, StepTimer, type Guest } from '../lab/index.js';
 import { GUEST_AGENT_LEASE_ARGS } from '../guest-agent.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
@@ -48,7 +48,7 @@ interface DeviceWire {
   ETag: string;
 }
 
-describe('node storage pool on the real kernel (QEMU guest, real control plane)', { timeout: 1_200_000, skip }, () => {
+describe(`node storage pool on the real kernel (QEMU guest, ${labKernelLabel()}, real control plane)`, { timeout: 1_200_000, skip }, () => {
   let etcd: TestEtcd;
   let client: Etcd3;
   let plane: ControlPlaneProcess;
@@ -178,7 +178,7 @@ describe('node storage pool on the real kernel (QEMU guest, real control plane)'
     const connection = await api<{ subsystemNQN: string; paths: { port: number }[] }>('GET', `/volumes/${volumeUUID}/connection`);
     const port = connection.paths[0]?.port;
     assert.ok(port);
-    await g().runOk(['nvme', 'connect', '-t', 'tcp', '-a', '127.0.0.1', '-s', String(port), '-n', connection.subsystemNQN, '--hostnqn', HOST_NQN], { timeoutMs: 60_000 });
+    await g().runOk(['nvme', 'connect', '-t', 'tcp', '-a', '127.0.0.1', '-s', String(port), '-n', connection.subsystemNQN, ...nvmeHostArgs(HOST_NQN)], { timeoutMs: 60_000 });
     namespace = (await g().runOk(['sh', script('nvme-ns-by-uuid.sh'), volumeUUID, '30'], { timeoutMs: 60_000 })).stdout.trim();
     pattern = randomBytes(8 * MiB);
     await g().runOk(['dd', `of=${namespace}`, 'bs=1M', 'iflag=fullblock', 'oflag=direct', 'status=none'], { input: pattern, timeoutMs: 60_000 });

@@ -1,5 +1,6 @@
 // Original file: proto/strata.proto
 
+import type { KernelCapabilities as _strata_v1_KernelCapabilities, KernelCapabilities__Output as _strata_v1_KernelCapabilities__Output } from '../../strata/v1/KernelCapabilities.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ServerFacts {
@@ -10,6 +11,7 @@ export interface ServerFacts {
   'memory_bytes'?: (number | string | Long);
   'os'?: (string);
   'kernel'?: (string);
+  'kernel_capabilities'?: (_strata_v1_KernelCapabilities | null);
 }
 
 export interface ServerFacts__Output {
@@ -20,4 +22,5 @@ export interface ServerFacts__Output {
   'memory_bytes': (string);
   'os': (string);
   'kernel': (string);
+  'kernel_capabilities': (_strata_v1_KernelCapabilities__Output | null);
 }
