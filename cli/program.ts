@@ -4,6 +4,7 @@ import { productVersion } from '../lib/paths.js';
 import { registerBundleCommands } from './commands/bundle.js';
 import { registerClusterCommands } from './commands/cluster.js';
 import { registerAdminEndpointCommands } from './commands/admin-endpoints.js';
+import { registerInBandAuthCommands } from './commands/in-band-auth.js';
 import { registerCompletionCommand } from './commands/completion.js';
 import { registerConnectedHostCommands } from './commands/connected-hosts.js';
 import { registerCredentialCommands } from './commands/credentials.js';
@@ -56,6 +57,7 @@ export function buildProgram(): Command {
   registerCredentialCommands(program);
   registerFeatureFlagCommands(program);
   registerAdminEndpointCommands(program);
+  registerInBandAuthCommands(program);
   registerConnectedHostCommands(program);
   registerPolicyCommands(program);
   registerBundleCommands(program);

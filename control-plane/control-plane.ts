@@ -33,6 +33,7 @@ import { observeControlPlane } from './metrics/control-plane-metrics.js';
 import { buildResources } from './resources.js';
 import { prepareControlPlaneTls } from './tls/control-plane-tls.js';
 import { WatchCache } from './watch-cache/watch-cache.js';
+import { HostSecretKey } from './in-band-auth/host-secret-key.js';
 
 export interface RunningControlPlane {
   readonly instanceId: string;
@@ -124,6 +125,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     config,
     ports: { api: apiPort, grpc: grpcPort },
     apiCaFile: tls.restCaFile,
+    hostSecretKey: HostSecretKey.load(config.stateDir),
     sessions,
     logger,
   });

@@ -66,7 +66,7 @@ import { ServerAdder } from './servers/server-add.js';
 import { ServersService } from './servers/servers-service.js';
 import { KernelCapabilitiesService } from './kernel-capabilities/kernel-capabilities-service.js';
 import { createKernelCapabilitiesRoutes } from './kernel-capabilities/kernel-capabilities-routes.js';
-import { HostSecretKey } from './in-band-auth/host-secret-key.js';
+import type { HostSecretKey } from './in-band-auth/host-secret-key.js';
 import { InBandAuthService } from './in-band-auth/in-band-auth-service.js';
 import { createInBandAuthRoutes } from './in-band-auth/in-band-auth-routes.js';
 import { startResealTask } from './in-band-auth/reseal-task.js';
@@ -101,6 +101,8 @@ export interface ResourceContext {
   readonly ports: { readonly api: number; readonly grpc: number };
   /** How a local client verifies the REST API (undefined: it is plain HTTP, apiInsecureHttp). */
   readonly apiCaFile: string | undefined;
+  /** The key trusted hosts' secrets are stored under (read from the state directory by the composition root). */
+  readonly hostSecretKey: HostSecretKey;
   /** The agents' live sessions on this instance: commands (LEDs) and diagnostic bundles go down them. */
   readonly sessions: AgentSessions;
   readonly logger: Logger;
@@ -125,7 +127,7 @@ export function buildResources(ctx: ResourceContext): Resources {
   const volumeStore = new VolumeStore(new RecordStore(etcd), cache);
   const volumeUsage = new VolumeUsageCounter(volumeStore, () => cache.sync());
   const flags = new FeatureFlagsService(new FeatureFlagsStore(etcd), events);
-  const inBandAuth = new InBandAuthService(etcd, HostSecretKey.load(config.stateDir), kernelCapabilities, async (p) => (await projectsStore.get(p)) !== null);
+  const inBandAuth = new InBandAuthService(etcd, ctx.hostSecretKey, kernelCapabilities, async (p) => (await projectsStore.get(p)) !== null);
   flags.delegate('in-band-authentication', (enabled, actor) => inBandAuth.setEnabled(enabled, actor));
   const cluster = new ClusterService(inventory, new WatchedVolumeHealth(cache), { inBandAuth });
   const snapshotStore = new SnapshotStore(etcd);

@@ -1,5 +1,5 @@
 // `strata admin-endpoints list|get|create|update|delete` (GET|POST /adminEndpoints,
-// GET|PUT|DELETE /adminEndpoints/{port}; docs/admin-endpoints.md: stored, not enforced yet).
+// GET|PUT|DELETE /adminEndpoints/{port}; docs/admin-endpoints.md).
 import type { Command } from 'commander';
 import { apiPath } from '../api-client.js';
 import { contextOf } from '../context.js';
@@ -18,7 +18,7 @@ const endpointColumns = [
 ];
 
 export function registerAdminEndpointCommands(program: Command): void {
-  const endpoints = program.command('admin-endpoints').description('ports and addresses the management API may be reached on (stored; not enforced yet)');
+  const endpoints = program.command('admin-endpoints').description('ports and addresses the management API may be reached on (enforced by every agent in nftables: docs/admin-endpoints.md)');
   endpoints
     .command('list')
     .description('list admin endpoints')

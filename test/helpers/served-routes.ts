@@ -29,6 +29,7 @@ export function servedRoutes(): ServedRoute[] {
     ports: { api: 8080, grpc: 8081 },
     sessions: inert,
     apiCaFile: undefined,
+    hostSecretKey: inert,
     logger: silentLogger('served-routes'),
   };
   try {
