@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
+import { randomDhchapSecret } from '../lib/contract/dhchap.js';
 import { createEtcdClient } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
 import { packageRoot } from '../lib/paths.js';
@@ -391,6 +392,29 @@ describe('strata CLI against a real control plane', () => {
     assert.equal((await api('GET', '/projects/cli-proj/credentials/cli-key')).status, 404);
     assert.match(await ok(['projects', 'delete', 'cli-proj']), /^deleted project cli-proj$/m);
     assert.equal((await api('GET', '/projects/cli-proj')).status, 404);
+  });
+
+  it('trusted-hosts create, list, get, secrets, rotate, delete; hosts list; kernel-capabilities; in-band-auth enable refused naming the node', async () => {
+    const HOST_NQN = 'nqn.2014-08.org.nvmexpress:uuid:0c0c0c0c-1111-4222-8333-444455556666';
+    const [first, second] = [randomDhchapSecret(), randomDhchapSecret()];
+    const secretFile = join(home, 'host.secret');
+    writeFileSync(secretFile, `${first}\n`, { mode: 0o600 });
+    assert.match(await ok(['trusted-hosts', 'create', 'cli-host', HOST_NQN, '--secret-file', secretFile]), new RegExp(`^cli-host\\s+default\\s+${HOST_NQN.replace(/\./g, '\\.')}\\s+no\\s`, 'm'));
+    assert.deepEqual(JSON.parse(await ok(['trusted-hosts', 'list', '-o', 'json'])), (await api('GET', '/projects/default/trustedHosts')).body);
+    assert.ok(!(await ok(['trusted-hosts', 'list'])).includes(first), 'no secret in the list');
+    assert.match(await ok(['trusted-hosts', 'get', 'cli-host']), /cli-host/);
+    assert.equal((await ok(['trusted-hosts', 'secrets', 'cli-host'])).trim(), first);
+    // The secret from the environment, never the command line.
+    await ok(['trusted-hosts', 'rotate', 'cli-host', '--secret-env', 'CLI_HOST_SECRET'], { CLI_HOST_SECRET: second });
+    assert.equal((await api<{ secret: string }>('GET', '/projects/default/trustedHostSecrets/cli-host')).body.secret, second);
+    assert.deepEqual(JSON.parse(await ok(['hosts', 'list', '-o', 'json'])), (await api('GET', '/hosts')).body);
+    // The joined server's agent never reported its kernel: its capabilities are not measured.
+    assert.match(await ok(['kernel-capabilities']), /not reported/);
+    const refused = await strata(['in-band-auth', 'enable']);
+    assert.equal(refused.code, 1, refused.stderr);
+    assert.match(refused.stderr, /in-band|nvmet/i);
+    await ok(['trusted-hosts', 'delete', 'cli-host']);
+    assert.equal((await api('GET', '/projects/default/trustedHosts/cli-host')).status, 404);
   });
 
   it('--output json prints the API\'s answer for every read command; --output table a table', async () => {
