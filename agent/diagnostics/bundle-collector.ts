@@ -224,7 +224,8 @@ export class BundleCollector {
   private async capture(run: Run): Promise<void> {
     await Promise.all([
       run.command('capture/packets.pcap', 'tcpdump', ['-i', 'any', '-n', '-s', '256', '-w', '-'], { binary: true, durationMs: CAPTURE_SECONDS * 1000 }),
-      run.command('capture/top.txt', 'top', ['-b', '-d', '1', '-n', String(CAPTURE_SECONDS)]),
+      // n samples a second apart span n - 1 seconds: one more sample covers the whole capture.
+      run.command('capture/top.txt', 'top', ['-b', '-d', '1', '-n', String(CAPTURE_SECONDS + 1)]),
     ]);
   }
 }

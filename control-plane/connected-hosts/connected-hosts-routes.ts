@@ -33,6 +33,7 @@ const connectedHostAnswer = z.object({
   volumeUUIDs: z.array(z.string()),
   connectedNodesUUID: z.array(z.string()),
   unconnectedNodesUUID: z.array(z.string()),
+  hostNQNSource: z.enum(['acl', 'discovery', 'unknown']).meta({ description: 'Strata extension: how the host NQN is known (docs/datapath.md)' }),
 });
 
 export function createConnectedHostsRoutes(deps: ConnectedHostsRoutesDeps): Router {
