@@ -384,7 +384,7 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     '-name', `strata-e2e-${options.name}`,
     '-M', 'q35', '-nodefaults', '-no-user-config', '-display', 'none',
     '-bios', QBOOT,
-    '-accel', 'tcg,thread=multi',
+    '-accel', `tcg,thread=${tcgThreads(lab.kernel.release, options.cpus ?? 1)}`,
     '-smp', String(options.cpus ?? 1),
     '-m', String(options.memoryMiB ?? 1024),
     '-kernel', lab.kernel.vmlinux,
@@ -720,4 +720,16 @@ function hmpCommand(socketPath: string, command: string, timeoutMs: number): Pro
 /** Stops every guest this process started (for after() hooks that lost their handles). */
 export async function stopAllGuests(): Promise<void> {
   killAllNow();
+}
+
+/**
+ * Multi-threaded TCG (one host thread per vCPU) for Debian 12's 6.1; single-threaded for an SMP
+ * guest of a newer kernel. Debian 13's 6.12 flips static keys at boot by live-patching its text
+ * (int3, then the new bytes): under multi-threaded TCG another vCPU can still run the translated
+ * int3 after the patch is done, and the kernel panics in the int3 handler (seen in CI:
+ * "Oops: int3" in sched_clock_cpu, then "Kernel panic - not syncing"). One TCG thread keeps the
+ * vCPUs' view of the patched code in step.
+ */
+function tcgThreads(release: string, cpus: number): 'multi' | 'single' {
+  return cpus > 1 && !release.startsWith('6.1.') ? 'single' : 'multi';
 }
