@@ -10,24 +10,13 @@ import { apiPath } from '../api-client.js';
 import { contextOf } from '../context.js';
 import { UsageError } from '../errors.js';
 import { DEFAULT_PROJECT } from '../resource-ref.js';
+import type { TrustedHostWire } from '../../control-plane/in-band-auth/in-band-auth-service.js';
+import type { ServerKernelCapabilitiesWire } from '../../control-plane/kernel-capabilities/kernel-capabilities-service.js';
 
-interface TrustedHost {
-  name: string;
-  projectName: string;
-  hostNQN: string;
-  hasSecret: boolean;
-  hasCtrlSecret: boolean;
-  secretUpdatedAt: string;
-  ETag: string;
-}
+/** The API's trusted host (a type only: the CLI loads no control-plane code). */
+type TrustedHost = TrustedHostWire;
 
-interface ServerCapabilities {
-  serverUUID: string;
-  name: string;
-  kernel: string;
-  measured: boolean;
-  capabilities: Record<string, boolean>;
-}
+type ServerCapabilities = ServerKernelCapabilitiesWire;
 
 const hostColumns = [
   { header: 'NAME', value: (h: TrustedHost) => h.name },
