@@ -21,6 +21,12 @@ import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
 import { BlockStack } from './replication/block-stack.js';
 import { ReplicaManager } from './replication/replica-manager.js';
 
+/**
+ * The sparse file under the replication fence's loop device (block-stack.ts): on /run (tmpfs),
+ * which goes at a reboot with the loop devices, and holds sparse files larger than ext4 can (16 TiB).
+ */
+const REPLICATION_FENCE_FILE = '/run/strata/replication-fence.img';
+
 export const NO_NVMET = 'this server has no NVMe target (nvmet) in its kernel';
 
 /** The settings of agent/config.ts the data path uses. */
@@ -99,7 +105,7 @@ export async function createDataPathAndPools(
   const replicas =
     parts.backend === undefined
       ? new ReplicaManager({
-          stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', reconnectDelaySeconds: 1, keepAliveSeconds: 5, ...(config.replicaBitmapChunkKib ? { bitmapChunkKiB: config.replicaBitmapChunkKib } : {}) }),
+          stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', fenceFile: REPLICATION_FENCE_FILE, reconnectDelaySeconds: 1, keepAliveSeconds: 5, ...(config.replicaBitmapChunkKib ? { bitmapChunkKiB: config.replicaBitmapChunkKib } : {}) }),
           writer: new ReplicaSetStore(deps.etcd),
           clusterSubsystemNQN: () => dataPath.clusterSubsystemNQN(),
           logger: logger.child({ component: 'replication' }),

@@ -273,6 +273,14 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
       const primary = indexOf(volume.primaryNodeUUID);
       return states.size === 3 && [...states].every(([i, s]) => s === (i === primary ? 'live/optimized' : 'live/inaccessible'));
     }, 60_000);
+    // One LBA size on every path (a host keeps one per namespace across its paths: a replica's
+    // path that said 512 once made 6.12 hosts address the primary's 4 KiB namespace wrongly).
+    const controllers = (await sh(host(), `for c in /sys/class/nvme/nvme*; do grep -qx '${nqnOf(volume.UUID)}' "$c/subsysnqn" && echo "\${c##*/}"; done; true`)).split('\n').filter(Boolean);
+    assert.equal(controllers.length, 3, 'a controller per path');
+    for (const controller of controllers) {
+      const ns = JSON.parse((await host().runOk(['nvme', 'id-ns', `/dev/${controller}`, '-n', '1', '-o', 'json'], { timeoutMs: 30_000 })).stdout) as { flbas: number; lbafs: { ds: number }[] };
+      assert.equal(ns.lbafs[ns.flbas & 0xf]?.ds, 12, `${controller}: 4 KiB blocks`);
+    }
 
     const data = randomBytes(8 * MiB);
     await step('write 8 MiB through the host', () =>

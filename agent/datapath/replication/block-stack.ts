@@ -2,17 +2,27 @@
 // mdadm, dmsetup and sysfs; docs/replication.md):
 //
 //   host path (nvmet namespace) → /dev/mapper/strata-<volume>  (device-mapper)
-//     on the primary: linear onto the md raid1 below;  elsewhere: the `error` target
+//     on the primary: linear onto the md raid1 below;  elsewhere: the fence (below)
 //   md raid1 (internal write-intent bitmap) on the primary, whose legs are
 //     a loop device over the local backing file, and
 //     each replica's backing, reached over NVMe/TCP (write-mostly: reads stay local)
 //
 // The namespace's device never changes while it is enabled (the kernel refuses), so promotion and
-// demotion only reload the device-mapper table. Everything is found again from the kernel (sysfs)
+// demotion only reload the device-mapper table.
+//
+// Every table of a volume's device has 4 KiB logical blocks, on every node and in every state, and
+// so has every leg under the mirror: the host sees one block size on all paths of the namespace,
+// for its whole life. A host kernel keeps one LBA size per namespace across its paths (6.12 keeps
+// it in the shared namespace head): a path that said 512 while another said 4096 made the host
+// address the primary in 512-byte blocks, and nvmet refused every write (status 0xf, data SGL
+// length invalid). That is why "serves nothing" is not the `error` target (a device-mapper device
+// over no device has 512-byte blocks) but the fence: `flakey` with no up interval, which fails
+// every read and write, over one read-only, sparse loop device of 4 KiB sectors per node that
+// nothing ever writes (dm devices share their hold on it). Everything is found again from the kernel (sysfs)
 // on every call: an agent restart or a kill -9 anywhere leaves nothing that only memory knew.
 import { promises as fs } from 'node:fs';
 import { uuidFromName } from '../../../lib/contract/uuid.js';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { REPLICA_DATA_OFFSET_BYTES } from '../../../lib/replication.js';
 import type { CommandRunner } from '../storage-pool.js';
 
@@ -75,7 +85,14 @@ export interface BlockStackOptions {
   readonly keepAliveSeconds: number;
   /** md write-intent bitmap chunk of new arrays (mdadm's default otherwise: 64 MiB for these). */
   readonly bitmapChunkKiB?: number;
+  /** The sparse file under the fence's loop device (on tmpfs: it must not outlive the loop devices). */
+  readonly fenceFile: string;
 }
+
+/** The logical block size of every device a replicated volume is served through. */
+export const REPLICATED_BLOCK_BYTES = 4096;
+/** The fence's least size (sparse): grown, by powers of two, when a larger volume needs it. */
+const FENCE_MIN_BYTES = 1n << 40n;
 
 /** Device-mapper name of a volume's host-path device. */
 export const dmNameOf = (volumeUUID: string) => `strata-${volumeUUID}`;
@@ -83,6 +100,9 @@ export const dmNameOf = (volumeUUID: string) => `strata-${volumeUUID}`;
 const mdNameOf = (volumeUUID: string) => `strata-${volumeUUID.replace(/-/g, '').slice(0, 24)}`;
 
 export class BlockStack {
+  /** One fence is made at a time (two passes must not attach two loop devices to it). */
+  private fencing: Promise<string> | undefined;
+
   constructor(private readonly options: BlockStackOptions) {}
 
   /**
@@ -119,7 +139,7 @@ export class BlockStack {
     const current = await this.dmTable(volumeUUID);
     if (current === '') {
       await this.run('dmsetup', ['create', name, '--noudevsync', '--table', table]);
-    } else if (current !== table) {
+    } else if (!sameTable(current, table)) {
       // The new table is loaded inactive while the old one serves; resume swaps it in, and
       // suspends the device first, which waits for the I/O in flight to the old table.
       await this.run('dmsetup', ['load', name, '--table', table]);
@@ -129,15 +149,60 @@ export class BlockStack {
     if (!(await exists(this.hostDevicePath(volumeUUID)))) await this.run('dmsetup', ['mknodes', name]);
   }
 
-  errorTable(sizeBytes: bigint): string {
-    return `0 ${sizeBytes / SECTOR} error`;
+  /**
+   * The table of a device that serves nothing: `flakey` always down (no up interval, no feature:
+   * every write is failed before it goes anywhere, every read fails when it completes) over the
+   * fence, so the device keeps 4 KiB blocks.
+   */
+  async fenceTable(sizeBytes: bigint): Promise<string> {
+    const fence = await this.ensureFence(sizeBytes);
+    return `0 ${sizeBytes / SECTOR} flakey ${fence} 0 0 1`;
+  }
+
+  /**
+   * Stops an existing device serving anything, now: the fence, or, should the fence not be had
+   * (its loop device cannot be made), the `error` target. The namespace over an enabled device
+   * keeps the block size it was enabled with, and every I/O fails either way.
+   */
+  async stopServing(volumeUUID: string, sizeBytes: bigint): Promise<void> {
+    const table = await this.fenceTable(sizeBytes).catch(() => `0 ${sizeBytes / SECTOR} error`);
+    await this.ensureDm(volumeUUID, table);
   }
 
   /** Written with the array's major:minor, as dmsetup prints it back (so tables compare equal). */
   async linearTable(sizeBytes: bigint, mdBlock: string): Promise<string> {
-    const dev = (await readText(join(this.options.sysfsRoot, 'block', mdBlock, 'dev'))).trim();
-    if (!/^\d+:\d+$/.test(dev)) throw new Error(`no device number for ${mdBlock}`);
+    const dev = await this.deviceNumber(mdBlock);
     return `0 ${sizeBytes / SECTOR} linear ${dev} 0`;
+  }
+
+  /** major:minor of the fence's loop device, made (or grown) to hold `minBytes`. */
+  private ensureFence(minBytes: bigint): Promise<string> {
+    const attempt = (this.fencing ?? Promise.resolve('')).catch(() => '').then(() => this.makeFence(minBytes));
+    this.fencing = attempt;
+    return attempt;
+  }
+
+  private async makeFence(minBytes: bigint): Promise<string> {
+    const file = this.options.fenceFile;
+    let size = FENCE_MIN_BYTES;
+    while (size < minBytes) size *= 2n;
+    let loop = await this.loopOf(file);
+    if (!loop) {
+      await fs.mkdir(dirname(file), { recursive: true, mode: 0o700 });
+      await (await fs.open(file, 'a', 0o600)).close();
+      await fs.truncate(file, Number(size));
+      loop = (await this.run('losetup', ['--find', '--show', '--read-only', `--sector-size=${REPLICATED_BLOCK_BYTES}`, file])).stdout.trim().replace(/^\/dev\//, '');
+    } else if (BigInt((await readText(join(this.options.sysfsRoot, 'block', loop, 'size'))).trim() || '0') * SECTOR < minBytes) {
+      await fs.truncate(file, Number(size));
+      await this.run('losetup', ['--set-capacity', join(this.options.devRoot, loop)]);
+    }
+    return this.deviceNumber(loop);
+  }
+
+  private async deviceNumber(block: string): Promise<string> {
+    const dev = (await readText(join(this.options.sysfsRoot, 'block', block, 'dev'))).trim();
+    if (!/^\d+:\d+$/.test(dev)) throw new Error(`no device number for ${block}`);
+    return dev;
   }
 
   async removeDm(volumeUUID: string): Promise<void> {
@@ -172,7 +237,7 @@ export class BlockStack {
     const existing = await this.loopOf(file);
     if (existing) return existing;
     // Direct I/O for NOCOW backings (as nvmet's own file path); compressed ones need the page cache.
-    const out = await this.run('losetup', ['--find', '--show', `--direct-io=${bufferedIo ? 'off' : 'on'}`, file]);
+    const out = await this.run('losetup', ['--find', '--show', `--sector-size=${REPLICATED_BLOCK_BYTES}`, `--direct-io=${bufferedIo ? 'off' : 'on'}`, file]);
     return out.stdout.trim().replace(/^\/dev\//, '');
   }
 
@@ -423,6 +488,18 @@ const REPLICA_DATA_OFFSET_KIB = REPLICA_DATA_OFFSET_BYTES / 1024n;
 const DELETE_WAIT_MS = 10_000;
 /** mdadm, losetup, dmsetup, nvme connect: none may hold the replica monitor for ever. */
 const COMMAND_TIMEOUT_MS = 60_000;
+
+/**
+ * Whether the kernel's table (as `dmsetup table` prints it) is the one wanted. flakey prints its
+ * features back in the kernel's own words (6.12: `2 error_reads error_writes` for none given; 6.1:
+ * `0`): its device, offset and intervals are what identify it.
+ */
+export function sameTable(current: string, wanted: string): boolean {
+  const words = (table: string) => table.trim().split(/\s+/);
+  const [a, b] = [words(current), words(wanted)];
+  if (a[2] === 'flakey' && b[2] === 'flakey') return a.slice(0, 7).join(' ') === b.slice(0, 7).join(' ');
+  return a.join(' ') === b.join(' ');
+}
 
 async function readDir(path: string): Promise<string[]> {
   return fs.readdir(path).catch(() => [] as string[]);

@@ -12,7 +12,7 @@
 // - an out-of-sync leg that is reachable again is connected and re-added (md copies what its
 //   bitmap marks dirty), and put back into the in-sync set once md says it is in sync.
 // If etcd answers that this node is no longer the epoch's primary, the host path is switched to
-// the error target at once: two primaries never accept writes for one volume.
+// the fence (block-stack.ts) at once: two primaries never accept writes for one volume.
 import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
@@ -168,7 +168,7 @@ export class ReplicaManager {
 
   /**
    * Planned stop, first half: after the host path is inaccessible, the device-mapper device is
-   * switched to the error target (the reload suspends it first, which waits for the writes in
+   * switched to the fence (the reload suspends it first, which waits for the writes in
    * flight: they reach every copy). Nothing writes through this node any more. Then the replicas'
    * connections go (nothing this node's mirror still writes, its superblock on stop included, can
    * reach a copy another primary may already use), and the primary moves, by this node itself,
@@ -182,7 +182,7 @@ export class ReplicaManager {
       if (!state) return undefined;
       const { stack, writer, logger } = this.options;
       const { replication, nodeUUID } = state.input;
-      await stack.ensureDm(volumeUUID, stack.errorTable(state.input.sizeBytes));
+      await stack.stopServing(volumeUUID, state.input.sizeBytes);
       this.primaries.delete(volumeUUID);
       this.handedOver.add(volumeUUID);
       await stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
@@ -241,7 +241,7 @@ export class ReplicaManager {
     const inSync = new Set(replication.legs.filter((l) => l.inSync).map((l) => l.nodeUUID));
     if (!inSync.has(input.nodeUUID)) {
       // Only an in-sync copy may serve (the leader never promotes another): refuse.
-      await stack.ensureDm(volumeUUID, stack.errorTable(input.sizeBytes));
+      await stack.stopServing(volumeUUID, input.sizeBytes);
       throw new Error(`this node's copy of volume ${volumeUUID} is not in sync: it cannot be the primary`);
     }
     const remotes = this.remoteTargets(input).filter((t) => inSync.has(t.nodeUUID));
@@ -277,7 +277,7 @@ export class ReplicaManager {
     this.primaries.set(volumeUUID, state);
     if (isFencedAt(state)) {
       // An assignment older than what etcd told us: wait for the one naming the new primary.
-      await stack.ensureDm(volumeUUID, stack.errorTable(input.sizeBytes));
+      await stack.stopServing(volumeUUID, input.sizeBytes);
       throw new NotReadyYet(`another node is the primary of volume ${volumeUUID} since epoch ${state.fencedAtEpoch}; waiting for the new assignment`);
     }
     // Copies etcd calls in sync that the array does not hold in sync: out of the set first, then
@@ -326,7 +326,7 @@ export class ReplicaManager {
   /** This node is not the primary of the epoch any more: stop serving the host at once. */
   private async fence(state: PrimaryVolume): Promise<void> {
     state.fencedAtEpoch = state.input.replication.epoch;
-    await this.options.stack.ensureDm(state.input.volumeUUID, this.options.stack.errorTable(state.input.sizeBytes));
+    await this.options.stack.stopServing(state.input.volumeUUID, state.input.sizeBytes);
     this.options.logger.error({ volumeUUID: state.input.volumeUUID, epoch: state.input.replication.epoch }, 'fenced: another node is the primary of this volume now; the host path serves errors');
   }
 
@@ -357,7 +357,7 @@ export class ReplicaManager {
     const stack = this.options.stack;
     // Was primary here (a failover moved it away while this node was cut off): stop serving the
     // host first, then take the mirror apart so the backing can be exported as a plain copy.
-    await stack.ensureDm(input.volumeUUID, stack.errorTable(input.sizeBytes));
+    await stack.ensureDm(input.volumeUUID, await stack.fenceTable(input.sizeBytes));
     this.primaries.delete(input.volumeUUID);
     await this.dismantlePrimary(input.volumeUUID);
     const cluster = this.requireCluster();

@@ -16,7 +16,7 @@ export const LAB_MODULES: readonly string[] = [
   'virtio_pci', 'virtio_net', 'virtio_blk', 'virtio-rng', 'virtio_console',
   '9p', '9pnet', '9pnet_virtio', 'netfs', 'overlay',
   'nvme', 'nvme-core', 'nvme-fabrics', 'nvme-tcp', 'nvmet', 'nvmet-tcp',
-  'dm-mod', 'dm-bufio', 'dm-persistent-data', 'dm-bio-prison', 'dm-thin-pool', 'dm-snapshot', 'dm-mirror',
+  'dm-mod', 'dm-bufio', 'dm-persistent-data', 'dm-bio-prison', 'dm-thin-pool', 'dm-snapshot', 'dm-mirror', 'dm-flakey',
   'md-mod', 'raid0', 'raid1', 'raid456',
   'btrfs',
   'nf_tables', 'nft_reject_inet', 'nft_ct',
