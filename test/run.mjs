@@ -3,8 +3,8 @@
 //   1. host tests (unit + integration: real etcd, real daemons), two files at a time;
 //   2. end-to-end tests (dist/test/e2e: QEMU guests booting Debian's kernel), one at a time,
 //      only after the host tests passed — guests must not compete with the host tests: every
-//      suite on Debian 13's kernel (6.12, the lab's default), then the core data-path and
-//      replication suites again on Debian 12's 6.1 (STRATA_E2E_KERNEL_SUITE=bookworm); the suite
+//      suite on Debian 13's kernel (6.12, the lab's default), then the core data-path, discovery
+//      and replication suites again on Debian 12's 6.1 (STRATA_E2E_KERNEL_SUITE=bookworm); the suite
 //      names say which kernel.
 //   node test/run.mjs          both phases
 //   node test/run.mjs --fast   phase 1 only
@@ -34,11 +34,12 @@ if (host.length === 0) {
 }
 
 /**
- * The e2e suites that run on Debian 12's 6.1 as well: the core data path, and replication, whose
- * block stack differs between the two kernels (device-mapper's flakey prints its table back
+ * The e2e suites that run on Debian 12's 6.1 as well: the core data path; discovery, with the
+ * connected hosts' NQNs (6.1 shows the target no controller at all); and replication, whose block
+ * stack differs between the two kernels (device-mapper's flakey prints its table back
  * differently; the host keeps its LBA size per path on 6.1, per namespace on 6.12).
  */
-const ON_BOTH_KERNELS = [join('dist', 'test', 'e2e', 'datapath.e2e.test.js'), join('dist', 'test', 'e2e', 'replication.e2e.test.js')];
+const ON_BOTH_KERNELS = ['datapath', 'discovery', 'replication'].map((suite) => join('dist', 'test', 'e2e', `${suite}.e2e.test.js`));
 
 /** Runs one phase, echoing its output; returns its exit code and pass/fail counts. */
 function phase(files, concurrency, env = {}) {
@@ -67,7 +68,7 @@ if (!fast && e2e.length > 0 && results[0].code === 0) {
   results.push(await phase(e2e, 1, { STRATA_E2E_KERNEL_SUITE: suite }));
   const again = e2e.filter((f) => ON_BOTH_KERNELS.includes(f));
   if (again.length > 0 && suite !== 'bookworm') {
-    console.log('\n--- end-to-end tests on Debian 12\'s kernel 6.1 (the core data path and replication again) ---\n');
+    console.log('\n--- end-to-end tests on Debian 12\'s kernel 6.1 (the core data path, discovery and replication again) ---\n');
     results.push(await phase(again, 1, { STRATA_E2E_KERNEL_SUITE: 'bookworm' }));
   }
 }

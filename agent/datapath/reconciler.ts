@@ -365,6 +365,29 @@ export class DataPathReconciler implements VolumeReportSource {
     return this.writeInaccessible((volumeUUID) => this.options.replicas?.isFenced(volumeUUID) === true);
   }
 
+  /**
+   * A promotion's host path turns ANA-optimized as soon as its device-mapper table points at the
+   * array (serve() returned: the copies etcd no longer calls in sync are out of the mirror), not
+   * at the end of the pass (IP ACLs, configfs read-back, plan, apply): the failover's critical
+   * path. Only when the kernel already serves this path as the pass would but for the ANA state
+   * (the port, the subsystem linked to it, the namespace enabled on this very device) and the
+   * volume is not fenced; the pass then writes the same state again. No other node can write to
+   * the copies by then: the replica set moved only once the old primary was drained and cut off
+   * (hand-over) or its lease was gone (the leader's failover), and the array holds the in-sync
+   * copies alone.
+   */
+  private async serveOptimizedNow(now: PreparedVolume, before: PreparedVolume): Promise<void> {
+    if (this.backend?.kind !== 'nvmet' || !this.observed) return;
+    const d = this.fenced(now.desired);
+    if (d.port.anaState !== 'optimized' || before.desired.port.anaState === 'optimized') return;
+    if (before.desired.port.id !== d.port.id || before.desired.namespace.devicePath !== d.namespace.devicePath) return;
+    const port = this.observed.ports.get(d.port.id);
+    const ns = this.observed.subsystems.get(d.nqn)?.namespaces.get(d.namespace.nsid);
+    if (!port?.subsystems.has(d.nqn) || ns?.attrs['enable'] !== '1' || ns.attrs['device_path'] !== d.namespace.devicePath) return;
+    await this.backend.configfs.apply({ op: 'write', path: paths.anaState(d.port.id, d.namespace.anaGroupId), value: 'optimized', volume: d.volumeUUID });
+    this.options.logger.info({ volumeUUID: d.volumeUUID, port: d.port.id }, 'promoted: host path ANA-optimized');
+  }
+
   /** Writes `inaccessible` to the ANA state of the host paths of the volumes chosen, straight to configfs. */
   private async writeInaccessible(chosen: (volumeUUID: string) => boolean): Promise<void> {
     if (this.backend?.kind !== 'nvmet') return;
@@ -745,8 +768,10 @@ export class DataPathReconciler implements VolumeReportSource {
         // the pool work stands as it was; only the block stack changes (the failover's critical path).
         const before = this.prepared.get(v.key);
         const poolWorkDone = !full && before?.entry.assignment && onlyReplicationChanged(before.entry.assignment, v.assignment) ? before : undefined;
-        this.prepared.set(v.key, await this.prepareVolume(v.entry, v.assignment, v.fingerprint, cluster, poolWorkDone));
+        const prepared = await this.prepareVolume(v.entry, v.assignment, v.fingerprint, cluster, poolWorkDone);
+        this.prepared.set(v.key, prepared);
         touchedVolumes.add(v.entry.volumeUUID);
+        if (poolWorkDone) await this.serveOptimizedNow(prepared, poolWorkDone);
       } catch (err) {
         this.prepared.delete(v.key);
         keptVolumes.add(v.entry.volumeUUID);

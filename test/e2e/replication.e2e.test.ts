@@ -117,12 +117,15 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     return (await sh(guest, `dd if=${file} bs=1M skip=${DATA_OFFSET_MIB} count=${mib} status=none | sha256sum`)).split(' ')[0]!;
   }
   /** Read I/Os the primary sent to its remote legs (the replicas' copies over NVMe/TCP). */
-  async function remoteLegReads(nodeUUID: string): Promise<number> {
+  /** Sectors read so far from the primary's local leg (the loop device over its backing) and from its remote legs. */
+  async function legReadSectors(nodeUUID: string, volumeUUID: string): Promise<{ local: number; remote: number }> {
     const out = await sh(
       storageOf(nodeUUID).guest,
-      `for s in /sys/class/nvme-subsystem/nvme-subsys*; do case "$(cat $s/subsysnqn)" in *:rep:*) for b in $s/nvme*n1; do [ -e "$b" ] && awk '{print $1}' /sys/block/\${b##*/}/stat; done;; esac; done`,
+      `for s in /sys/class/nvme-subsystem/nvme-subsys*; do case "$(cat $s/subsysnqn)" in *:rep:*) for b in $s/nvme*n1; do [ -e "$b" ] && echo "remote $(awk '{print $3}' /sys/block/\${b##*/}/stat)"; done;; esac; done; ` +
+        `for l in /sys/block/loop*; do case "$(cat $l/loop/backing_file 2>/dev/null)" in */${volumeUUID}.*) echo "local $(awk '{print $3}' $l/stat)";; esac; done; true`,
     );
-    return out.split('\n').filter(Boolean).reduce((sum, n) => sum + Number(n), 0);
+    const sum = (kind: string) => out.split('\n').filter((l) => l.startsWith(`${kind} `)).reduce((n, l) => n + Number(l.split(' ')[1]), 0);
+    return { local: sum('local'), remote: sum('remote') };
   }
 
   /**
@@ -293,10 +296,14 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     const chunk = await sh(storageOf(volume.primaryNodeUUID).guest, `cat /sys/dev/block/$(dmsetup table strata-${volume.UUID} | awk '{print $4}')/md/bitmap/chunksize`);
     assert.equal(chunk.trim(), String(MiB), 'md bitmap chunk of 1 MiB');
 
-    const before = await remoteLegReads(volume.primaryNodeUUID);
+    const before = await legReadSectors(volume.primaryNodeUUID, volume.UUID);
     const read = (await host().runOk(['dd', `if=${device}`, 'bs=1M', 'count=8', 'iflag=direct', 'status=none'], { timeoutMs: 120_000 })).stdoutBytes;
     assert.equal(sha256(read), sha256(data), 'the host reads back what it wrote');
-    assert.equal(await remoteLegReads(volume.primaryNodeUUID), before, 'no read went to a remote copy (write-mostly legs)');
+    const after = await legReadSectors(volume.primaryNodeUUID, volume.UUID);
+    // The local leg served the 8 MiB; the remote legs (write-mostly) none of it. A few sectors of
+    // metadata may be read from a remote leg meanwhile (seen once on 6.12: 2 reads), not the data.
+    assert.ok(after.local - before.local >= (8 * MiB) / 512, `the local leg served the host's read (${after.local - before.local} sectors)`);
+    assert.ok(after.remote - before.remote < (8 * MiB) / 512 / 64, `no host read went to a remote copy (write-mostly legs): ${after.remote - before.remote} sectors read from them`);
   });
 
   it('a replica lost under load: recorded out of sync before writes go on without it; no acknowledged write lost; Degraded', async () => {

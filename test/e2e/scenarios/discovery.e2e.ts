@@ -266,6 +266,15 @@ describe(`NVMe/TCP discovery controller on the real kernel (QEMU guest, ${labKer
     await discover(H2);
     const result = await step('connect-all for connected hosts', () => g().run(['nvme', 'connect-all', '-t', 'tcp', '-a', '127.0.0.1', '-s', '8009', '-q', H1], { timeoutMs: 90_000 }));
     assert.equal(result.code, 0, result.stderr + result.stdout);
+    // A host that connects to the cluster's subsystemNQN itself (as the Proxmox plugin does) is
+    // refused, on a volume's port and on 4420: no such subsystem exists (each volume has its own;
+    // docs/volumes.md, "clusterSubsystem"), and the host's other connections stay.
+    for (const port of ['20001', '4420']) {
+      const direct = await g().run(['nvme', 'connect', '-t', 'tcp', '-a', '127.0.0.1', '-s', port, '-n', CLUSTER.subsystemNQN, '-q', H1], { timeoutMs: 60_000 });
+      assert.notEqual(direct.code, 0, `a direct connect to the cluster subsystemNQN on port ${port} is refused`);
+    }
+    assert.ok((await controllers()).some((c) => c.subsysnqn === nqn(V1) && c.state === 'live'), 'V1 stays connected');
+    assert.ok(!(await controllers()).some((c) => c.subsysnqn === CLUSTER.subsystemNQN), 'no controller of the cluster subsystemNQN');
     // The kernel itself says nothing of controllers or host NQNs: configfs has none, and nvmet
     // debugfs is not built (Debian's 6.1 has none; its 6.12 leaves CONFIG_NVME_TARGET_DEBUGFS unset).
     console.log(`# connected hosts on kernel ${(await sh('uname -r')).trim()}`);
