@@ -144,7 +144,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
       const decided = await backend();
       return probeKernelCapabilities({
         sysfsRoot: config.sysfsRoot,
-        nvmetRoot: decided.kind === 'nvmet' && !decided.configfs.emulated ? decided.configfs.root : undefined,
+        nvmetRoot: decided.kind === 'nvmet' ? decided.configfs.kernelRoot : undefined,
         modulesDir: join('/lib/modules', release()),
       });
     },

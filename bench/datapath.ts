@@ -38,6 +38,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { ALLOW_ANY, ALLOW_NONE } from '../lib/contract/acl.js';
+import { NQN_UUID_PREFIX } from '../lib/contract/nqn.js';
+import { UUID_TEXT } from '../lib/contract/uuid.js';
 import { startStorageGuest, type StorageGuest } from '../test/e2e/cluster-lab.js';
 import { prepareLab, repoRoot, script } from '../test/e2e/lab/index.js';
 import { withTimeout } from '../test/e2e/lab/util.js';
@@ -77,7 +79,7 @@ const OVERCOMMIT = Math.min(100, Math.ceil(((VOLUMES + 16) * 16 * MiB + 2 * FIO_
 const BASELINE = { nqn: 'nqn.2014-08.io.strata.bench:baseline', uuid: randomUUID(), port: 4499 };
 /** LimitNOFILE of systemd/strata-agent.service. */
 const AGENT_NOFILE = 65536;
-const HOST_NQN = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
+const HOST_NQN = `${NQN_UUID_PREFIX}${randomUUID()}`;
 
 const started = Date.now();
 const say = (message: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s] ${message}`);
@@ -161,7 +163,7 @@ function failureReasons(): string {
   const reasons = new Map<string, number>();
   for (const r of plane!.logs) {
     if (r['msg'] !== 'volume failed') continue;
-    const reason = String(r['reason']).replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '<UUID>').replace(/\d+/g, 'N');
+    const reason = String(r['reason']).replace(new RegExp(UUID_TEXT, 'g'), '<UUID>').replace(/\d+/g, 'N');
     reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
   }
   return [...reasons].map(([reason, n]) => `${n}× ${reason}`).join('; ') || '(no reason logged)';

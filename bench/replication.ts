@@ -39,7 +39,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
-import { volumeSubsystemNQN } from '../lib/contract/nqn.js';
+import { NQN_UUID_PREFIX, volumeSubsystemNQN } from '../lib/contract/nqn.js';
 import { createEtcdClient } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
 import type { ReplicaSetRecord, VolumeRecord } from '../lib/records.js';
@@ -79,7 +79,7 @@ if (!(FIO_SECONDS > 0)) throw new Error('--fio-seconds must be positive');
 if (RESYNC_MIB.some((n) => !Number.isInteger(n) || n < 0 || n > 512)) throw new Error('--resync-mib: integers 0-512');
 
 const MiB = 1024 * 1024;
-const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
+const HOST = `${NQN_UUID_PREFIX}${randomUUID()}`;
 const FROM_GUESTS = '10.0.2.2';
 const NAMES = ['bench-a', 'bench-b', 'bench-c'] as const;
 const VOLUME_PORTS = 16;

@@ -1,5 +1,6 @@
 // Shared contracts exist once (lib/contract/): no shipped or tool source outside it defines the
-// UUID pattern, the ACL pseudo-values, the volume subsystem NQN format or a size unit table again.
+// UUID pattern, the ACL pseudo-values, the volume subsystem NQN format, the UUID host NQN prefix
+// or a size unit table again.
 // Tests are exempt: they may spell out what they check.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -23,13 +24,14 @@ function code(path: string): string {
 }
 
 const DUPLICATES: readonly (readonly [string, RegExp])[] = [
-  ['a UUID pattern', /\[0-9a-f(?:A-F)?\]\{8\}-\[0-9a-f(?:A-F)?\]\{4\}/],
+  ['a UUID pattern', /\[0-9a-f(?:A-F)?\]\{8\}-|\[0-9a-f(?:A-F)?-\]\{(?:27|36)\}/],
   ['an ACL pseudo-value literal', /['"`]ALLOW_(?:ANY|NONE)['"`]/],
   ['the volume subsystem NQN format', /:vol:/],
+  ['the UUID host NQN prefix', /nqn\.2014-08\.org\.nvmexpress:uuid:/],
   ['a size unit table', /\b(?:gib|gb)\s*:\s*10(?:24|00)n/],
 ];
 
-it('ACL pseudo-values, the volume NQN, the UUID pattern and size units are defined only in lib/contract/', () => {
+it('ACL pseudo-values, the volume and UUID host NQNs, the UUID pattern and size units are defined only in lib/contract/', () => {
   const found: string[] = [];
   for (const root of ROOTS) {
     for (const path of sources(join(packageRoot, root))) {

@@ -65,7 +65,7 @@ describe('data path end to end (etcd → agent → plain-directory configfs + Fi
     await agent.ready;
     return agent;
   };
-  const nvmet = () => new NvmetConfigfs(join(work, 'nvmet'), { emulated: true }).read();
+  const nvmet = () => new NvmetConfigfs(join(work, 'nvmet')).read();
   const put = (a: VolumeAssignment) => client.put(keys.assignment(a.nodeUUID, a.volumeUUID)).value(JSON.stringify(a));
 
   it('serves assigned volumes, applies changes, tears down, and restarts with zero operations', async () => {

@@ -164,7 +164,7 @@ export async function findBackend(config: DataPathConfig, run: CommandRunner, lo
     return unavailable('this server’s kernel has the NVMe target (nvmet) but not its TCP transport (nvmet-tcp)');
   }
   logger.info({ root }, 'driving the kernel NVMe target');
-  return { kind: 'nvmet', configfs: new NvmetConfigfs(root, { emulated: false }) };
+  return { kind: 'nvmet', configfs: new NvmetConfigfs(root) };
 }
 
 async function isDirectory(path: string): Promise<boolean> {

@@ -1,7 +1,7 @@
 // From a VolumeAssignment (etcd, written by the active cluster manager) to what the kernel
 // target must show on this node. Checks every field the kernel or a path depends on: an
 // assignment that fails here is reported Failed with the reason, and nothing is touched for it.
-import { accessOf, ALLOW_NONE } from '../../lib/contract/acl.js';
+import { accessOf, ALLOW_NONE, mixedPseudoValuesProblem } from '../../lib/contract/acl.js';
 import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
 import { isCanonicalUuid, uuidFromName } from '../../lib/contract/uuid.js';
 import type { AclEntry, AssignmentReplication, VolumeAssignment } from '../../lib/records.js';
@@ -38,7 +38,7 @@ export interface Acl {
 
 export function aclOf(entries: readonly AclEntry[]): Acl | string {
   const access = accessOf(entries, ALLOW_NONE);
-  if (access === undefined) return 'ALLOW_ANY and ALLOW_NONE must stand alone in an ACL';
+  if (access === undefined) return mixedPseudoValuesProblem('an ACL');
   if (access === 'none') return { allowAnyHost: false, hosts: [] };
   if (access === 'any') return { allowAnyHost: true, hosts: [] };
   for (const host of access) {

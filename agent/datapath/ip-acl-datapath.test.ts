@@ -98,7 +98,7 @@ describe('IP ACLs through the agent (etcd → agent → nftables in a network na
     await put(assignment(node, V3, 3, { ipAcl: ['10.0.0.0/8'] }));
     await waitUntil(() => plane.latest(V3)?.state === 'VOLUME_FAILED', 'V3 Failed');
     assert.match(plane.latest(V3)?.error ?? '', /invalid address in the IP ACL: "10\.0\.0\.0\/8"/);
-    assert.ok(!(await new NvmetConfigfs(h.nvmetRoot, { emulated: true }).read()).subsystems.has(`${PREFIX}${V3}`));
+    assert.ok(!(await new NvmetConfigfs(h.nvmetRoot).read()).subsystems.has(`${PREFIX}${V3}`));
     await client.delete().key(keys.assignment(node, V3));
 
     // A volume going away takes its entries along; the last one takes the table.
@@ -123,7 +123,7 @@ describe('IP ACLs through the agent (etcd → agent → nftables in a network na
     await served(V2, 4);
     await waitUntil(() => plane.latest(V1)?.state === 'VOLUME_FAILED', 'V1 Failed');
     assert.equal(plane.latest(V1)?.error, `the IP ACL cannot be enforced: ${NFT_NOT_IN_TESTS}`);
-    const tree = await new NvmetConfigfs(h.nvmetRoot, { emulated: true }).read();
+    const tree = await new NvmetConfigfs(h.nvmetRoot).read();
     assert.ok(!tree.subsystems.has(`${PREFIX}${V1}`) && !tree.ports.has(20001), 'V1 is not exported without its IP ACL');
     assert.ok(tree.subsystems.has(`${PREFIX}${V2}`));
     await stop();

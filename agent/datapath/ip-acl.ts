@@ -9,7 +9,7 @@
 // with two constant rules (one per family) that reset every TCP packet to a restricted port
 // whose (source, port) pair is not allowed. Changing an ACL only adds and removes elements.
 import { isIP } from 'node:net';
-import { accessOf, ALLOW_ANY } from '../../lib/contract/acl.js';
+import { accessOf, ALLOW_ANY, mixedPseudoValuesProblem } from '../../lib/contract/acl.js';
 
 /** What one volume's IP ACL asks for. */
 export interface IpAcl {
@@ -63,7 +63,7 @@ const UNRESTRICTED: IpAcl = { restricted: false, v4: [], v6: [] };
  */
 export function ipAclOf(entries: readonly string[]): IpAcl | string {
   const access = accessOf(entries, ALLOW_ANY);
-  if (access === undefined) return 'ALLOW_ANY and ALLOW_NONE must stand alone in an IP ACL';
+  if (access === undefined) return mixedPseudoValuesProblem('an IP ACL');
   if (access === 'any') return UNRESTRICTED;
   if (access === 'none') return { restricted: true, v4: [], v6: [] };
   const v4 = new Set<string>();

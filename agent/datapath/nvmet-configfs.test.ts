@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
+import { emulatedConfigfs } from '../../test/kits/datapath/emulated-nvmet-configfs.js';
 import { isOnConfigfs, NvmetConfigfs, NvmetOperationError } from './nvmet-configfs.js';
 import { describeOp, emptyTree, serialOfVolume, STRATA_MODEL, type DesiredExport, type NvmetOp } from './nvmet-model.js';
 import { planNvmet, type Ownership } from './nvmet-plan.js';
@@ -25,9 +26,7 @@ after(() => {
 async function emulatedRoot(): Promise<NvmetConfigfs> {
   const dir = mkdtempSync(join(tmpdir(), 'strata-nvmet-'));
   dirs.push(dir);
-  const configfs = new NvmetConfigfs(join(dir, 'nvmet'), { emulated: true });
-  await configfs.prepareEmulatedRoot();
-  return configfs;
+  return emulatedConfigfs(join(dir, 'nvmet'));
 }
 
 function exportOf(i: number, hosts: string[] = [HOSTS[0] as string]): DesiredExport {

@@ -2,16 +2,10 @@
 // tree back into the NvmetTree model and applies the five operations the planner emits (mkdir,
 // write attribute, symlink, unlink, rmdir) — nothing else.
 //
-// The same code runs on the real configfs and on a plain directory (tests, mode "emulated").
-// Differences it handles:
-// - mkdir: configfs creates an object's attribute files and default groups (allowed_hosts/,
-//   namespaces/; subsystems/, referrals/, ana_groups/1/ for a port). On a plain directory the
-//   driver creates the default groups; attribute files appear when first written, so a read
-//   shows them missing (undefined) until then.
-// - rmdir: configfs removes an object whose only contents are attribute files and default
-//   groups. On a plain directory the driver first removes those files and empty default groups
-//   (never a link or an unknown directory: those make rmdir fail, as user-created children do
-//   on configfs).
+// configfs itself creates an object's attribute files and default groups on mkdir, and drops
+// them on rmdir: this driver only makes the call. Tests run it on a plain directory through a
+// subclass that stands in for those two (test/kits/datapath/emulated-nvmet-configfs.ts, through
+// the afterMkdir/beforeRmdir hooks), so the shipped driver has no test mode. What it handles:
 // - write: one write(2) per value (configfs parses each write as a whole); errors come back as
 //   the errno of the kernel's store function (EINVAL, EBUSY, EACCES).
 // - symlink: the kernel resolves a configfs link target as a path from the process, not from
@@ -25,7 +19,6 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
-  promises as fs,
   readdirSync,
   readSync,
   readlinkSync,
@@ -54,7 +47,7 @@ import {
 export const DEFAULT_NVMET_ROOT = '/sys/kernel/config/nvmet';
 
 /** Default groups configfs creates with an object, by object kind. */
-const defaultGroups = {
+export const defaultGroups = {
   subsystem: ['allowed_hosts', 'namespaces'],
   port: ['subsystems', 'referrals', 'ana_groups', 'ana_groups/1'],
 } as const;
@@ -69,30 +62,17 @@ export class NvmetOperationError extends Error {
   }
 }
 
-export interface NvmetConfigfsOptions {
-  /**
-   * true: the root is a plain directory standing in for configfs (tests only; never reachable
-   * from a configuration setting).
-   */
-  readonly emulated: boolean;
-}
-
 export class NvmetConfigfs {
-  constructor(
-    readonly root: string,
-    private readonly options: NvmetConfigfsOptions,
-  ) {
+  constructor(readonly root: string) {
     if (!isAbsolute(root)) throw new Error(`the nvmet root must be an absolute path: ${root}`);
   }
 
-  get emulated(): boolean {
-    return this.options.emulated;
-  }
-
-  /** Plain-directory mode: makes sure the three top-level groups exist. */
-  async prepareEmulatedRoot(): Promise<void> {
-    if (!this.options.emulated) return;
-    for (const group of ['hosts', 'subsystems', 'ports']) await fs.mkdir(join(this.root, group), { recursive: true });
+  /**
+   * The kernel's configfs tree behind this driver, for probing what the kernel supports; a
+   * stand-in that has no kernel behind it answers undefined.
+   */
+  get kernelRoot(): string | undefined {
+    return this.root;
   }
 
   /** The whole tree. `signal` stops the read between objects (it then throws the signal's reason). */
@@ -152,7 +132,7 @@ export class NvmetConfigfs {
       switch (op.op) {
         case 'mkdir':
           mkdirSync(path);
-          if (this.options.emulated) await this.createDefaultGroups(op.path);
+          await this.afterMkdir(op.path);
           return;
         case 'write': {
           // 'w' (O_TRUNC|O_CREAT) is what nvmetcli uses on configfs too; a plain directory needs the
@@ -175,7 +155,7 @@ export class NvmetConfigfs {
           return;
         }
         case 'rmdir':
-          if (this.options.emulated) await this.removeEmulatedContents(op.path);
+          await this.beforeRmdir(op.path);
           rmdirSync(path);
           return;
       }
@@ -185,7 +165,8 @@ export class NvmetConfigfs {
     }
   }
 
-  private resolve(relative: string): string {
+  /** Resolves a path under the root; refuses one that escapes it. */
+  protected resolve(relative: string): string {
     const clean = normalize(relative);
     if (isAbsolute(clean) || clean.startsWith('..') || clean.split(sep).includes('..')) {
       throw new Error(`configfs path escapes the nvmet root: ${relative}`);
@@ -193,29 +174,11 @@ export class NvmetConfigfs {
     return join(this.root, clean);
   }
 
-  private async createDefaultGroups(relative: string): Promise<void> {
-    const kind = objectKind(relative);
-    if (!kind) return;
-    for (const group of defaultGroups[kind]) await fs.mkdir(join(this.resolve(relative), group), { recursive: true });
-  }
+  /** After an object's mkdir: nothing, configfs itself creates its attributes and default groups. */
+  protected async afterMkdir(_relative: string): Promise<void> {}
 
-  /** What configfs does implicitly on rmdir: drop attribute files and empty default groups. */
-  private async removeEmulatedContents(relative: string): Promise<void> {
-    const dir = this.resolve(relative);
-    const kind = objectKind(relative);
-    const groups = kind ? [...defaultGroups[kind]].reverse() : [];
-    for (const group of groups) {
-      const groupDir = join(dir, group);
-      const entries = await fs.readdir(groupDir, { withFileTypes: true }).catch(() => undefined);
-      if (!entries) continue;
-      for (const e of entries) if (e.isFile()) await fs.unlink(join(groupDir, e.name));
-      await fs.rmdir(groupDir).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'ENOENT') throw err;
-      });
-    }
-    const entries = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
-    for (const e of entries) if (e.isFile()) await fs.unlink(join(dir, e.name));
-  }
+  /** Before an object's rmdir: nothing, configfs itself drops its attributes and default groups. */
+  protected async beforeRmdir(_relative: string): Promise<void> {}
 
   private readSubsystem(nqn: string): NvmetSubsystem | undefined {
     const base = `subsystems/${nqn}`;
@@ -351,7 +314,8 @@ function throwIfOutOfResources(err: unknown): void {
   if (code === 'EMFILE' || code === 'ENFILE' || code === 'ENOMEM') throw err;
 }
 
-function objectKind(relative: string): keyof typeof defaultGroups | undefined {
+/** The kind of object a path names (a subsystem or a port directory), or undefined. */
+export function objectKind(relative: string): keyof typeof defaultGroups | undefined {
   const parts = normalize(relative).split(sep);
   if (parts.length === 2 && parts[0] === 'subsystems') return 'subsystem';
   if (parts.length === 2 && parts[0] === 'ports') return 'port';

@@ -11,6 +11,7 @@ import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
+import { EmulatedNvmetConfigfs } from '../../test/kits/datapath/emulated-nvmet-configfs.js';
 import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
@@ -18,7 +19,6 @@ import { waitUntil } from '../../test/helpers/wait.js';
 import type { ConnectedHostsProbe } from './connected-hosts.js';
 import { DataPathState } from './datapath-state.js';
 import { IpAclEnforcer } from './ip-acl-enforcer.js';
-import { NvmetConfigfs } from './nvmet-configfs.js';
 import { describeOp, type NvmetObjects, type NvmetOp, type NvmetTree } from './nvmet-model.js';
 import { DataPathReconciler, type PassSummary } from './reconciler.js';
 import { FilePool } from './storage-pool.js';
@@ -38,7 +38,7 @@ const H1 = 'nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-4000-8000-000000000001
 const H2 = 'nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-4000-8000-000000000002';
 
 /** A configfs driver that records what it applies and can "die" (hang forever) after n operations. */
-class RecordingConfigfs extends NvmetConfigfs {
+class RecordingConfigfs extends EmulatedNvmetConfigfs {
   readonly applied: NvmetOp[] = [];
   /** Whole-tree reads, and the subsystems each partial read asked for. */
   fullReads = 0;
@@ -91,10 +91,10 @@ describe('DataPathReconciler crash safety', () => {
   });
 
   /** A reconciler as a fresh agent process would build it (state read from disk). */
-  async function reconciler(configfs: NvmetConfigfs, resyncIntervalMs = 3_600_000, connectedHosts?: ConnectedHostsProbe): Promise<DataPathReconciler> {
+  async function reconciler(configfs: EmulatedNvmetConfigfs, resyncIntervalMs = 3_600_000, connectedHosts?: ConnectedHostsProbe): Promise<DataPathReconciler> {
     const client = createEtcdClient([etcd.endpoint]);
     clients.push(client);
-    await configfs.prepareEmulatedRoot();
+    await configfs.prepareRoot();
     return new DataPathReconciler({
       etcd: client,
       nodeUUIDs: [NODE],
@@ -109,7 +109,7 @@ describe('DataPathReconciler crash safety', () => {
       logger: silentLogger(),
     });
   }
-  const configfsAt = () => new RecordingConfigfs(join(work, 'nvmet'), { emulated: true });
+  const configfsAt = () => new RecordingConfigfs(join(work, 'nvmet'));
   const put = (a: VolumeAssignment) => writer.put(keys.assignment(a.nodeUUID, a.volumeUUID)).value(JSON.stringify(a));
 
   it('finishes a revocation interrupted between the ACL change and the port relink', async () => {

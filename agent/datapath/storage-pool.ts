@@ -415,7 +415,7 @@ export function parseCompsizeDiskUsage(stdout: string): bigint | undefined {
 }
 
 function parseBackingName(name: string): { uuid: string; layout: Layout } | undefined {
-  const match = /^([0-9a-f-]{36})\.(raw|zst)$/i.exec(name);
+  const match = /^(.+)\.(raw|zst)$/.exec(name);
   if (!match || !UUID_PATTERN.test(match[1] as string)) return undefined;
   return { uuid: (match[1] as string).toLowerCase(), layout: match[2] as Layout };
 }

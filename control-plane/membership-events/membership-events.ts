@@ -11,7 +11,7 @@ import { StrataError } from '../../lib/errors.js';
 import { ROOT, keys } from '../../lib/etcd/keys.js';
 import { parseRecord } from '../../lib/etcd/client.js';
 import type { Logger } from '../../lib/logger.js';
-import { retry, sleep } from '../../lib/retry.js';
+import { Backoff, retry, sleep, type BackoffOptions } from '../../lib/retry.js';
 import type { DeviceRecord, NodeRecord, ServerRecord } from '../../lib/records.js';
 import { catalogued } from '../events/event-catalogue.js';
 import { commitOps, type EventPreparer } from '../events/etcd-event-log.js';
@@ -69,7 +69,8 @@ export interface MembershipEvents {
 
 /** Changes committed per transaction: two ops each, under etcd's 128-op limit with the fence. */
 const CHANGES_PER_TXN = 40;
-const MAX_BACKOFF_MS = 5000;
+/** The wait before another start, and before another evaluation after one failed. */
+const BACKOFF: BackoffOptions = { initialMs: 250, maxMs: 5000, jitter: 0 };
 
 export function startMembershipEvents(deps: MembershipEventsDeps): MembershipEvents {
   const controller = new MembershipEventsController(deps);
@@ -94,7 +95,7 @@ class MembershipEventsController {
   private stopped = false;
   private dirty = false;
   private loop: Promise<void> | undefined;
-  private backoffMs = 0;
+  private readonly evaluationBackoff = new Backoff(BACKOFF);
   private readonly abort = new AbortController();
   private restarting = false;
 
@@ -117,7 +118,7 @@ class MembershipEventsController {
           }
         },
         {
-          backoff: { initialMs: 250, maxMs: MAX_BACKOFF_MS, jitter: 0 },
+          backoff: BACKOFF,
           signal: this.abort.signal,
           onRetry: (err) => this.deps.logger.warn({ err: err.message }, 'membership events: start failed; retrying'),
         },
@@ -198,13 +199,13 @@ class MembershipEventsController {
       this.dirty = false;
       try {
         await this.evaluate(await this.reader.read());
-        this.backoffMs = 0;
+        this.evaluationBackoff.reset();
       } catch (err) {
         if (this.haltIfDeposed(err)) return;
-        this.backoffMs = Math.min(Math.max(this.backoffMs * 2, 250), MAX_BACKOFF_MS);
-        this.deps.logger.warn({ err: (err as Error).message, retryInMs: this.backoffMs }, 'membership events: evaluation failed; retrying');
+        const retryInMs = this.evaluationBackoff.next();
+        this.deps.logger.warn({ err: (err as Error).message, retryInMs }, 'membership events: evaluation failed; retrying');
         this.dirty = true;
-        await sleep(this.backoffMs);
+        await sleep(retryInMs);
       }
     }
   }

@@ -7,9 +7,9 @@
 // up. The server's agent, started with `serverUUID` set to the same UUID, then joins the record;
 // its nodes join Active with extendCluster, Unattached without (agent/membership).
 import type { Etcd3 } from 'etcd3';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { StrataError, toStrataError } from '../../lib/errors.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { retry } from '../../lib/retry.js';
 import type { ServerRecord } from '../../lib/records.js';
 import type { InventorySource } from '../inventory/inventory-reader.js';
 import { addressOf } from './etcd-members.js';
@@ -76,14 +76,12 @@ export class ServerAdder {
    * refusal of the member add may have made the client skip the host for a second.
    */
   private async removeRecord(key: string, revision: string): Promise<boolean> {
-    for (let attempt = 0; attempt < 10; attempt++) {
-      try {
+    return retry(
+      async () => {
         await this.etcd.if(key, 'Mod', '==', revision).then(this.etcd.delete().key(key)).commit();
         return (await this.etcd.get(key).string()) === null;
-      } catch {
-        await sleep(300);
-      }
-    }
-    return false;
+      },
+      { maxRetries: 9, backoff: { initialMs: 300, maxMs: 300, jitter: 0 } },
+    ).catch(() => false);
   }
 }

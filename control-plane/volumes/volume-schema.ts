@@ -21,7 +21,7 @@ export const MAX_PAGE = 1000;
 const NAME_MESSAGE = 'must be 1 to 253 characters from a-z, A-Z, 0-9, hyphen, underscore, period';
 
 function ipProblem(value: string): string | null {
-  return isIP(value) === 0 ? 'must be an IPv4 or IPv6 address, ALLOW_ANY or ALLOW_NONE' : null;
+  return isIP(value) === 0 ? `must be an IPv4 or IPv6 address, ${ALLOW_ANY} or ${ALLOW_NONE}` : null;
 }
 
 /** `null` and `''` mean "not given" (protobuf clients send empty strings for unset fields). */

@@ -32,6 +32,11 @@ export function accessOf(entries: readonly string[], whenEmpty: AclPseudoValue):
   return entries;
 }
 
+/** What a list that mixes a pseudo-value with other entries is told (`list`: "an ACL", "an IP ACL"). */
+export function mixedPseudoValuesProblem(list: string): string {
+  return `${ALLOW_ANY} and ${ALLOW_NONE} must stand alone in ${list}`;
+}
+
 /** Whether a host ACL admits `hostNQN`. */
 export function aclAdmits(acl: readonly string[], hostNQN: string): boolean {
   if (acl.includes(ALLOW_NONE)) return false;

@@ -3,8 +3,15 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
+/**
+ * A UUID inside other text, both cases spelt out: the one spelling of the pattern. A JSON Schema
+ * pattern (the OpenAPI document) has no flags, and a reader that finds UUIDs in a message needs
+ * it unanchored.
+ */
+export const UUID_TEXT = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}';
+
 /** Any-case UUID text. */
-export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const UUID_PATTERN = new RegExp(`^${UUID_TEXT}$`);
 
 /**
  * THE UUID schema of every API input (path, query, body): any-case text in, the canonical
@@ -13,13 +20,12 @@ export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0
  */
 export const uuidSchema = z
   .string({ error: 'must be a string' })
-  // The same pattern as UUID_PATTERN with both cases spelt out: a JSON Schema pattern has no flags.
-  .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a UUID')
+  .regex(UUID_PATTERN, 'must be a UUID')
   .transform((v) => v.toLowerCase())
   .meta({ format: 'uuid', description: 'a UUID (8-4-4-4-12 hex digits, either case)' });
 
 /** What the OpenAPI document says of a UUID field: for a composed schema that ends in uuidSchema. */
-export const UUID_DOC = { format: 'uuid', pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$', description: 'a UUID (8-4-4-4-12 hex digits, either case)' } as const;
+export const UUID_DOC = { format: 'uuid', pattern: UUID_PATTERN.source, description: 'a UUID (8-4-4-4-12 hex digits, either case)' } as const;
 
 export function isUuid(value: unknown): boolean {
   return typeof value === 'string' && UUID_PATTERN.test(value);

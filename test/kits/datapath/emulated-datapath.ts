@@ -4,8 +4,9 @@
 import { promises as fs } from 'node:fs';
 import type { DataPathParts } from '../../../agent/datapath/datapath.js';
 import { findBackend } from '../../../agent/datapath/datapath.js';
-import { isOnConfigfs, NvmetConfigfs } from '../../../agent/datapath/nvmet-configfs.js';
+import { isOnConfigfs } from '../../../agent/datapath/nvmet-configfs.js';
 import { NftablesDriver } from '../../../agent/datapath/nftables.js';
+import { emulatedConfigfs } from './emulated-nvmet-configfs.js';
 
 /** Why volumes with an IP ACL are Failed in a test that gives no nft command. */
 export const NFT_NOT_IN_TESTS = 'this test runs without nftables (no nft command given)';
@@ -30,8 +31,7 @@ export function emulatedDataPath(options: EmulatedDataPathOptions): DataPathPart
     backend: async (config, run, logger) => {
       const mounts = await fs.readFile(config.mountsPath, 'utf8').catch(() => '');
       if (isOnConfigfs(root, mounts)) return findBackend(config, run, logger, root);
-      const configfs = new NvmetConfigfs(root, { emulated: true });
-      await configfs.prepareEmulatedRoot();
+      const configfs = await emulatedConfigfs(root);
       logger.warn({ root }, 'the data path drives a plain directory instead of configfs (tests only)');
       return { kind: 'nvmet', configfs };
     },
