@@ -102,6 +102,8 @@ const mdNameOf = (volumeUUID: string) => `strata-${volumeUUID.replace(/-/g, '').
 export class BlockStack {
   /** One fence is made at a time (two passes must not attach two loop devices to it). */
   private fencing: Promise<string> | undefined;
+  /** The fence's loop device as last made or found. */
+  private fence: { readonly loop: string; readonly dev: string; readonly bytes: bigint } | undefined;
 
   constructor(private readonly options: BlockStackOptions) {}
 
@@ -184,19 +186,27 @@ export class BlockStack {
 
   private async makeFence(minBytes: bigint): Promise<string> {
     const file = this.options.fenceFile;
+    // Known from an earlier call: one read says it is still the fence's loop device.
+    const known = this.fence;
+    if (known && known.bytes >= minBytes && (await readText(join(this.options.sysfsRoot, 'block', known.loop, 'loop', 'backing_file'))).trim() === file) return known.dev;
     let size = FENCE_MIN_BYTES;
     while (size < minBytes) size *= 2n;
     let loop = await this.loopOf(file);
+    let bytes = loop ? BigInt((await readText(join(this.options.sysfsRoot, 'block', loop, 'size'))).trim() || '0') * SECTOR : 0n;
     if (!loop) {
       await fs.mkdir(dirname(file), { recursive: true, mode: 0o700 });
       await (await fs.open(file, 'a', 0o600)).close();
       await fs.truncate(file, Number(size));
       loop = (await this.run('losetup', ['--find', '--show', '--read-only', `--sector-size=${REPLICATED_BLOCK_BYTES}`, file])).stdout.trim().replace(/^\/dev\//, '');
-    } else if (BigInt((await readText(join(this.options.sysfsRoot, 'block', loop, 'size'))).trim() || '0') * SECTOR < minBytes) {
+      bytes = size;
+    } else if (bytes < minBytes) {
       await fs.truncate(file, Number(size));
       await this.run('losetup', ['--set-capacity', join(this.options.devRoot, loop)]);
+      bytes = size;
     }
-    return this.deviceNumber(loop);
+    const dev = await this.deviceNumber(loop);
+    this.fence = { loop, dev, bytes };
+    return dev;
   }
 
   private async deviceNumber(block: string): Promise<string> {

@@ -238,6 +238,8 @@ export class ReplicaManager {
     const { stack, logger } = this.options;
     const { volumeUUID, replication } = input;
     const loop = await stack.ensureLoop(input.backing.devicePath, input.backing.bufferedIo);
+    // Made before it is needed: fencing this primary or handing it over then swaps a table only.
+    await stack.fenceTable(input.sizeBytes);
     const inSync = new Set(replication.legs.filter((l) => l.inSync).map((l) => l.nodeUUID));
     if (!inSync.has(input.nodeUUID)) {
       // Only an in-sync copy may serve (the leader never promotes another): refuse.
