@@ -42,6 +42,16 @@ export const controlPlaneSettings = {
     schema: settings.positiveInt(),
     default: 2,
   },
+  nodeReplaceTimeoutSeconds: {
+    description: 'a node replace not finished within this time fails: the copies it moved go back to the source (NodeReplaceFailed); 0 = never',
+    schema: z.coerce.number().int().min(0),
+    default: 86400,
+  },
+  nodeReplaceTargetGraceSeconds: {
+    description: 'a node replace whose target node has been Inactive this long fails (its moved copies go back to the source)',
+    schema: settings.positiveInt(),
+    default: 60,
+  },
   logLevel: { description: 'log level', schema: settings.logLevel(), default: 'info' },
 } as const;
 

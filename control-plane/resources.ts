@@ -228,6 +228,8 @@ export function buildResources(ctx: ResourceContext): Resources {
           overcommitRatio: config.overcommitRatio,
           creatingTimeoutMs: config.creatingTimeoutSeconds * 1000,
           permanentFailureTimeoutMs: config.permanentFailureTimeoutSeconds * 1000,
+          replaceTimeoutMs: config.nodeReplaceTimeoutSeconds * 1000,
+          replaceTargetGraceMs: config.nodeReplaceTargetGraceSeconds * 1000,
         });
         await controller.start();
         return controller;

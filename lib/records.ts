@@ -172,6 +172,13 @@ export interface NodeCommandRecord {
   completedAt?: string;
   /** replace: why it could not finish ('' while it runs or when it finished). */
   failure?: string;
+  /** replace: when it ended failed (with `failure`). */
+  failedAt?: string;
+  /**
+   * replace: why it is failing, while the copies already moved to the target go back to the
+   * source; still in progress until they have, then `failure` (docs/node-operations.md).
+   */
+  failing?: string;
 }
 
 export type NodeRunState = 'Stopping' | 'Stopped' | 'Starting' | 'Running';

@@ -11,6 +11,7 @@ import type { EventPreparer } from '../events/etcd-event-log.js';
 import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
+import { GUARDED_ATTEMPTS } from '../projects/etcd-guards.js';
 import { nameSome, type NodeCopiesSource } from './node-copies.js';
 import type { CheckedNode, NodeCommandsStore } from './node-commands-store.js';
 import { nodeETag, nodeStateAndInfo } from './nodes-service.js';
@@ -73,7 +74,11 @@ export class NodeCommandsService {
   async restart(nodeUUID: string, input: RestartNodeInput, expectedETag?: string): Promise<void> {
     await this.give(nodeUUID, 'restart', expectedETag, async (view, node) => {
       if (input.considerBackend) {
-        throw errors.invalid('considerBackend (reassembling the storage pool between the stop and the start) is not supported yet: restart without it');
+        // Refused rather than pretended: a restart that only restarted serving would report a
+        // reassembly that never happened (docs/node-operations.md, "considerBackend").
+        throw errors.invalid(
+          'considerBackend (reassembling the node\'s storage pool between the stop and the start: unmounting its btrfs, stopping its md array and assembling it again from the managed devices) is not supported: a stopped node\'s pool stays mounted and the agent\'s data path goes on reading it on every pass, with no way yet to set the pool aside while it is taken down and assembled again; restart without it',
+        );
       }
       if (!view.isServerPresent(node.record.serverUUID)) {
         throw errors.invalid(`node ${nodeUUID} is Inactive: the agent of server ${node.record.serverUUID} is not running, so it cannot be restarted`);
@@ -115,41 +120,50 @@ export class NodeCommandsService {
     );
   }
 
+  /**
+   * Checks and records one command. The write is guarded by everything the checks read, the
+   * count of commands in progress included: a request that lost a race with another command
+   * (any node, any control plane) reads and checks again, so it ends recorded, 409 or 429,
+   * never past the limit.
+   */
   private async give(
     nodeUUID: string,
     kind: NodeCommandKind,
     expectedETag: string | undefined,
     check: (view: InventoryView, node: Stored<NodeRecord>) => Promise<Pick<NodeCommandRecord, 'desired' | 'force' | 'considerBackend' | 'targetNodeUUID'> & { checked: CheckedNode[] }>,
   ): Promise<void> {
-    const view = new InventoryView(await this.deps.inventory.read());
-    const node = view.snapshot.nodes.get(nodeUUID);
-    if (!node) throw errors.notFound('node', nodeUUID);
-    if (expectedETag !== undefined && expectedETag !== nodeETag(view, node)) throw errors.etagMismatch('node', nodeUUID);
-    const current = view.snapshot.nodeCommands.get(nodeUUID);
-    if (current && commandInProgress(view, current.record)) {
-      throw new StrataError('OPERATION_IN_PROGRESS', `a ${current.record.kind} command (${current.record.id}) is in progress on node ${nodeUUID}`);
+    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+      const view = new InventoryView(await this.deps.inventory.read());
+      const node = view.snapshot.nodes.get(nodeUUID);
+      if (!node) throw errors.notFound('node', nodeUUID);
+      if (expectedETag !== undefined && expectedETag !== nodeETag(view, node)) throw errors.etagMismatch('node', nodeUUID);
+      const current = view.snapshot.nodeCommands.get(nodeUUID);
+      if (current && commandInProgress(view, current.record)) {
+        throw new StrataError('OPERATION_IN_PROGRESS', `a ${current.record.kind} command (${current.record.id}) is in progress on node ${nodeUUID}`);
+      }
+      const running = [...view.snapshot.nodeCommands.values()].filter((c) => commandInProgress(view, c.record)).length;
+      if (running >= this.deps.maxInProgress) {
+        throw new StrataError('TOO_MANY_REQUESTS', `${running} node commands are in progress (at most ${this.deps.maxInProgress}); retry when one has finished`);
+      }
+      const { checked, ...fields } = await check(view, node);
+      const command: NodeCommandRecord = {
+        nodeUUID,
+        id: randomUUID(),
+        kind,
+        ...fields,
+        requestedAt: (this.deps.now?.() ?? new Date()).toISOString(),
+      };
+      const target = fields.targetNodeUUID ? ` to node ${fields.targetNodeUUID}` : '';
+      const prepared = await this.deps.events.prepare(
+        catalogued(requestedEvent[kind], {
+          component: { kind: 'node', ID: nodeUUID, Name: node.record.name },
+          description: `${kind}${target} of node ${node.record.name} (${nodeUUID}) requested (command ${command.id}${command.force ? ', forced' : ''})`,
+        }),
+      );
+      const checkedNodes = [{ node, command: current }, ...checked];
+      if (await this.deps.store.record(command, checkedNodes, prepared?.ops ?? [], view.snapshot.revision)) return;
     }
-    const running = [...view.snapshot.nodeCommands.values()].filter((c) => commandInProgress(view, c.record)).length;
-    if (running >= this.deps.maxInProgress) {
-      throw new StrataError('TOO_MANY_REQUESTS', `${running} node commands are in progress (at most ${this.deps.maxInProgress}); retry when one has finished`);
-    }
-    const { checked, ...fields } = await check(view, node);
-    const command: NodeCommandRecord = {
-      nodeUUID,
-      id: randomUUID(),
-      kind,
-      ...fields,
-      requestedAt: (this.deps.now?.() ?? new Date()).toISOString(),
-    };
-    const target = fields.targetNodeUUID ? ` to node ${fields.targetNodeUUID}` : '';
-    const prepared = await this.deps.events.prepare(
-      catalogued(requestedEvent[kind], {
-        component: { kind: 'node', ID: nodeUUID, Name: node.record.name },
-        description: `${kind}${target} of node ${node.record.name} (${nodeUUID}) requested (command ${command.id}${command.force ? ', forced' : ''})`,
-      }),
-    );
-    if (await this.deps.store.record(command, [{ node, command: current }, ...checked], prepared?.ops ?? [])) return;
-    throw new StrataError('OPERATION_IN_PROGRESS', `node ${nodeUUID} changed while the ${kind} command was being recorded (another command); retry`);
+    throw new StrataError('OPERATION_IN_PROGRESS', `node commands kept changing while the ${kind} command for node ${nodeUUID} was being recorded; retry`);
   }
 }
 

@@ -5,6 +5,7 @@ import type { IOperation } from 'etcd3/lib/builder.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { NodeCommandRecord, NodeRecord } from '../../lib/records.js';
 import type { Stored } from '../inventory/inventory-reader.js';
+import { commitGuarded, type Guard } from '../projects/etcd-guards.js';
 
 /** A node as the checks saw it: its record and its command (absent: none ever given). */
 export interface CheckedNode {
@@ -18,18 +19,18 @@ export class NodeCommandsStore {
   /**
    * Records `command` for its node, in one transaction with `extraOps` (the event), only while
    * every node checked (the command's node, and a replace's target) and its command are as the
-   * checks read them: false when any changed (another command won the race).
+   * checks read them, and no node's command was written after `countedAt` (the revision the
+   * commands in progress were counted at: the limit of commands in progress holds across
+   * concurrent requests and control planes). False when any of that changed: read and check again.
    */
-  async record(command: NodeCommandRecord, checked: readonly CheckedNode[], extraOps: readonly IOperation[]): Promise<boolean> {
-    const compares = checked.flatMap(({ node, command: current }): [string, 'Mod' | 'Create', string][] => [
-      [node.key, 'Mod', node.modRevision],
-      current ? [current.key, 'Mod', current.modRevision] : [keys.nodeCommand(node.record.UUID), 'Create', '0'],
+  async record(command: NodeCommandRecord, checked: readonly CheckedNode[], extraOps: readonly IOperation[], countedAt: string): Promise<boolean> {
+    if (checked.length === 0) throw new Error('a node command is recorded against the node it was checked on');
+    const guards: Guard[] = checked.flatMap(({ node, command: current }): Guard[] => [
+      { key: node.key, revision: node.modRevision },
+      { key: keys.nodeCommand(node.record.UUID), revision: current?.modRevision ?? '0' },
     ]);
-    const [first, ...rest] = compares;
-    if (!first) throw new Error('a node command is recorded against the node it was checked on');
-    let txn = this.etcd.if(first[0], first[1], '==', first[2]);
-    for (const [key, target, value] of rest) txn = txn.and(key, target, '==', value);
-    const result = await txn.then(this.etcd.put(keys.nodeCommand(command.nodeUUID)).value(JSON.stringify(command)), ...extraOps).commit();
+    guards.push({ prefix: keys.nodeCommandsPrefix(), unchangedSince: countedAt });
+    const result = await commitGuarded(this.etcd, guards, [{ put: keys.nodeCommand(command.nodeUUID), value: command }], extraOps);
     return result.succeeded;
   }
 }

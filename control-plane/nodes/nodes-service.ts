@@ -111,6 +111,7 @@ export function nodeStateAndInfo(view: InventoryView, stored: Stored<NodeRecord>
   const command = view.snapshot.nodeCommands.get(node.UUID)?.record;
   const run = view.snapshot.nodeRunStates.get(node.UUID)?.record;
   if (command?.kind === 'replace' && !command.completedAt && !command.failure) {
+    if (command.failing) return { state: 'Detaching', failureInfo: `replace by node ${command.targetNodeUUID} failing: ${command.failing}; the copies moved there go back` };
     return { state: 'Detaching', failureInfo: `being replaced by node ${command.targetNodeUUID}: its copies are re-created there` };
   }
   for (const other of view.snapshot.nodeCommands.values()) {
@@ -126,6 +127,9 @@ export function nodeStateAndInfo(view: InventoryView, stored: Stored<NodeRecord>
   }
   if (command?.kind === 'replace' && command.completedAt) {
     return { state: 'Inactive', failureInfo: `replaced by node ${command.targetNodeUUID}; detached` };
+  }
+  if (command?.kind === 'replace' && command.failure && !serverPresent) {
+    return { state: 'Inactive', failureInfo: `replace by node ${command.targetNodeUUID} failed: ${command.failure}` };
   }
   if (serverPresent && command && (command.desired === 'Stopped' || command.kind === 'restart')) {
     return { state: 'Inactive', failureInfo: `stopped by an administrator (command ${command.id}, ${command.kind}); POST /api/v2/nodes/${node.UUID}/start serves it again` };

@@ -12,7 +12,10 @@ import {
   type ApiHarness,
   type JoinedServer,
 } from '../../test/helpers/records.js';
+import { StrataError } from '../../lib/errors.js';
 import { InventoryReader } from '../inventory/inventory-reader.js';
+import { NodeCommandsService } from './node-commands-service.js';
+import { NodeCommandsStore } from './node-commands-store.js';
 import { createNodesRoutes } from './nodes-routes.js';
 import { NodesService } from './nodes-service.js';
 
@@ -183,5 +186,34 @@ describe('nodes API', () => {
 
     await markPresent(api.etcd, s1.server.UUID, s1.server.nodeUUIDs);
     assert.equal((await byName()).get('n-b').state, 'Active');
+  });
+
+  test('the limit of commands in progress is part of the write: a request that counted before another command was recorded checks again and gets 429', async () => {
+    const busy = await joinServer(api.etcd, { server: { hostname: 'busy' }, nodes: [{ name: 'busy-1' }, { name: 'busy-2' }] });
+    const [first, second] = busy.server.nodeUUIDs as [string, string];
+    // The first request stops between its count and its write until the second has been recorded.
+    let reached!: () => void;
+    let release!: () => void;
+    const atCheck = new Promise<void>((r) => (reached = r));
+    const paused = new Promise<void>((r) => (release = r));
+    let calls = 0;
+    const copies = {
+      onlyCopyOn: async () => {
+        if (calls++ === 0) {
+          reached();
+          await paused;
+        }
+        return [];
+      },
+    };
+    const service = new NodeCommandsService({ inventory: new InventoryReader(api.etcd), copies, store: new NodeCommandsStore(api.etcd), events: { prepare: async () => null }, maxInProgress: 1 });
+    const slow = service.stop(first, { force: false });
+    await atCheck;
+    await service.stop(second, { force: true });
+    release();
+    await assert.rejects(slow, (err: unknown) => err instanceof StrataError && err.code === 'TOO_MANY_REQUESTS');
+    assert.equal(await api.etcd.get(keys.nodeCommand(first)).string(), null, 'never more commands in progress than the limit');
+    assert.notEqual(await api.etcd.get(keys.nodeCommand(second)).string(), null);
+    await markAbsent(api.etcd, busy.server.UUID);
   });
 });

@@ -9,6 +9,7 @@
 // commit with "nothing under these prefixes changed since"; a conflict retries.
 import type { Etcd3 } from 'etcd3';
 import { CompareResult, CompareTarget, type ICompare, type IRequestOp } from 'etcd3';
+import type { IOperation } from 'etcd3/lib/builder.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { prefixEnd } from '../../lib/etcd/record-store.js';
 
@@ -26,7 +27,8 @@ export interface CommitResult {
   readonly revision: string;
 }
 
-export async function commitGuarded(etcd: Etcd3, guards: readonly Guard[], writes: readonly Write[]): Promise<CommitResult> {
+/** `extraOps`: operations built elsewhere (a prepared event) committed in the same transaction. */
+export async function commitGuarded(etcd: Etcd3, guards: readonly Guard[], writes: readonly Write[], extraOps: readonly IOperation[] = []): Promise<CommitResult> {
   const compare: ICompare[] = guards.map((guard) =>
     'key' in guard
       ? { key: Buffer.from(guard.key), target: CompareTarget.Mod, result: CompareResult.Equal, mod_revision: guard.revision }
@@ -43,6 +45,7 @@ export async function commitGuarded(etcd: Etcd3, guards: readonly Guard[], write
       ? { request_put: { key: Buffer.from(write.put), value: Buffer.from(JSON.stringify(write.value)) } }
       : { request_delete_range: { key: Buffer.from(write.delete) } },
   );
+  for (const op of extraOps) success.push(await op.op());
   // etcd3's ComparatorBuilder cannot express a range compare; its KV client takes the raw request.
   const result = await etcd.kv.txn({ compare, success, failure: [] });
   return { succeeded: result.succeeded, revision: String(result.header.revision) };

@@ -52,6 +52,12 @@ export type PlacementResult =
       readonly awaitingPoolReport: readonly string[];
     };
 
+/** What a node can still take: its unallocated allowance, or its pool's free space when less. */
+export function roomOn(c: NodeCandidate, overcommitRatio: number): bigint {
+  const unallocated = allowedAllocation(c.capacityBytes, overcommitRatio) - c.allocatedBytes;
+  return c.freeBytes !== undefined && c.freeBytes < unallocated ? c.freeBytes : unallocated;
+}
+
 /** What may be allocated on a node of this capacity at this overcommit ratio. */
 export function allowedAllocation(capacityBytes: bigint, overcommitRatio: number): bigint {
   return BigInt(Math.floor(Number(capacityBytes) * overcommitRatio));
@@ -77,10 +83,7 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
   }
   if (domains.length > 0) pool = pool.filter((c) => c.failureDomains.some((d) => domains.includes(d)));
   const active = pool.filter((c) => c.active);
-  const free = (c: NodeCandidate) => {
-    const unallocated = allowedAllocation(c.capacityBytes, request.overcommitRatio) - c.allocatedBytes;
-    return c.freeBytes !== undefined && c.freeBytes < unallocated ? c.freeBytes : unallocated;
-  };
+  const free = (c: NodeCandidate) => roomOn(c, request.overcommitRatio);
   const roomy = active.filter((c) => free(c) >= request.sizeBytes);
   // Without room only for want of a pool report: these may have it once they report.
   const unreported = active.filter((c) => c.awaitingPoolReport && free(c) < request.sizeBytes);
@@ -132,10 +135,7 @@ export function chooseReplacement(
   candidates: readonly NodeCandidate[],
   others: readonly NodeCandidate[],
 ): NodeCandidate | undefined {
-  const free = (c: NodeCandidate) => {
-    const unallocated = allowedAllocation(c.capacityBytes, request.overcommitRatio) - c.allocatedBytes;
-    return c.freeBytes !== undefined && c.freeBytes < unallocated ? c.freeBytes : unallocated;
-  };
+  const free = (c: NodeCandidate) => roomOn(c, request.overcommitRatio);
   const eligible = candidates
     .filter((c) => c.active && free(c) >= request.sizeBytes && !others.some((o) => o.UUID === c.UUID || o.serverUUID === c.serverUUID))
     .sort((a, b) => (free(b) > free(a) ? 1 : free(b) < free(a) ? -1 : a.UUID.localeCompare(b.UUID)));

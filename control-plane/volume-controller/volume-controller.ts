@@ -35,7 +35,7 @@ import type { FenceCompare, LeaderElection } from '../leadership/leader-election
 import { assignmentFor, replicationFor, sameAssignment } from './assignments.js';
 import { HANDED_OVER } from '../../lib/etcd/replica-set-store.js';
 import { protectionOf } from '../volumes/protection.js';
-import { chooseNodes, chooseReplacement, type NodeCandidate } from './placement.js';
+import { chooseNodes, chooseReplacement, roomOn, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
 import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
 import { failovers } from '../metrics/control-plane-metrics.js';
@@ -59,12 +59,18 @@ export interface VolumeControllerOptions {
    * never.
    */
   readonly permanentFailureTimeoutMs?: number;
+  /** A node replace not finished within this time fails (its moved copies go back). 0 or absent: never. */
+  readonly replaceTimeoutMs?: number;
+  /** A node replace whose target has been Inactive this long fails. Default 60 s. */
+  readonly replaceTargetGraceMs?: number;
   /** Test hook. */
   readonly now?: () => number;
 }
 
 const MAX_NSID = 0xfffffffe;
 const PERIODIC_PASS_MS = 2000;
+/** An agent restart takes seconds; a target away longer than this is not coming back soon. */
+const DEFAULT_REPLACE_TARGET_GRACE_MS = 60_000;
 /** Volumes reconciled at once within a pass. */
 const RECONCILE_CONCURRENCY = 32;
 
@@ -124,7 +130,7 @@ export class VolumeController {
     this.mirror.onChange((changes, reloaded) => this.onChanges(changes, reloaded));
     await this.mirror.start();
     this.timer = setInterval(() => {
-      if (this.replacing().size > 0) {
+      if (this.openReplaces().length > 0) {
         this.replacesDue = true;
         for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
         this.schedule();
@@ -230,7 +236,7 @@ export class VolumeController {
     if (this.replacesDue) {
       this.replacesDue = false;
       try {
-        await this.finishReplaces();
+        await this.progressReplaces();
       } catch (err) {
         if (err instanceof StrataError && err.code === 'NOT_LEADER') return;
         this.options.logger.error({ err }, 'finishing node replaces failed; the periodic pass retries');
@@ -285,6 +291,8 @@ export class VolumeController {
       if (announced !== 'none') return announced;
       const rebuild = await this.announceRebuild(volume, replicaSet.record, replicaSet.revision);
       if (rebuild !== 'none') return rebuild;
+      const reverted = await this.revertReplacedCopies(volume, replicaSet.record, replicaSet.revision, fence);
+      if (reverted !== 'none') return reverted;
       const replaced = await this.replaceLostCopies(volume, replicaSet.record, fence);
       if (replaced !== 'none') return replaced;
     }
@@ -516,24 +524,98 @@ export class VolumeController {
     return ok ? 'done' : 'retry';
   }
 
-  /** Replaces in progress: source node → target node. */
-  private replacing(): Map<string, string> {
-    const result = new Map<string, string>();
-    for (const { record } of this.mirror.all<NodeCommandRecord>(PREFIXES.nodeCommands).values()) {
-      if (record.kind === 'replace' && record.targetNodeUUID && !record.completedAt && !record.failure) result.set(record.nodeUUID, record.targetNodeUUID);
+  /** Replace commands not ended yet (moving copies, or failing while they go back). */
+  private openReplaces(): { record: NodeCommandRecord & { targetNodeUUID: string }; revision: string }[] {
+    const open: { record: NodeCommandRecord & { targetNodeUUID: string }; revision: string }[] = [];
+    for (const { record, revision } of this.mirror.all<NodeCommandRecord>(PREFIXES.nodeCommands).values()) {
+      if (record.kind === 'replace' && record.targetNodeUUID && !record.completedAt && !record.failure) open.push({ record: { ...record, targetNodeUUID: record.targetNodeUUID }, revision });
     }
-    return result;
+    return open;
+  }
+
+  /** Replaces moving copies: source node → target node. */
+  private replacing(): Map<string, string> {
+    return new Map(this.openReplaces().filter((c) => !c.record.failing).map((c) => [c.record.nodeUUID, c.record.targetNodeUUID]));
+  }
+
+  /** Failing replaces whose moved copies go back: target node → source node. */
+  private reverting(): Map<string, string> {
+    return new Map(this.openReplaces().filter((c) => c.record.failing).map((c) => [c.record.targetNodeUUID, c.record.nodeUUID]));
   }
 
   /**
-   * A replace is done once no volume has a copy on the source any more and every copy moved to the
-   * target is in sync (its full resync finished): then the source is detached (Unattached: it takes
-   * no volumes, and stays stopped), the target attached (it takes new volumes), the command
-   * completed, with NodeReplaced, in one fenced transaction.
+   * A copy on the target of a failing replace goes back to the source (the target's slot in the
+   * nodeList names the source again, the target leaves the in-sync set; assignments follow and the
+   * target's agent removes its copy). Every copy the target holds of a volume the source is not in
+   * came from the replace: the target was Unattached when it was accepted, and Unattached nodes
+   * take no copies otherwise. Never a copy the volume depends on (the primary, or its only live
+   * in-sync copy): that one stays (failedReplace says so).
    */
-  private async finishReplaces(): Promise<void> {
+  private async revertReplacedCopies(volume: VolumeRecord, set: ReplicaSetRecord, setRevision: string, fence: FenceCompare): Promise<'none' | 'done' | 'retry'> {
+    const reverting = this.reverting();
+    if (reverting.size === 0) return 'none';
+    const nodeList = volume.placement!.nodeList;
+    const next = [...nodeList];
+    for (const [target, source] of reverting) {
+      if (nodeList.includes(target) && !nodeList.includes(source) && this.canGiveBack(set, target)) next[next.indexOf(target)] = source;
+    }
+    const removed = nodeList.filter((n) => !next.includes(n));
+    if (removed.length === 0) return 'none';
+    const without = (list: string[] | undefined) => list?.filter((n) => !removed.includes(n));
+    const nextSet: ReplicaSetRecord = {
+      ...set,
+      inSync: without(set.inSync)!,
+      ...(set.seenOutOfSync ? { seenOutOfSync: without(set.seenOutOfSync) } : {}),
+      ...(set.announcedResyncing ? { announcedResyncing: without(set.announcedResyncing) } : {}),
+      updatedAt: new Date(this.now()).toISOString(),
+    };
+    const moved: VolumeRecord = { ...volume, placement: { ...volume.placement!, nodeList: next } };
     const etcd = this.options.etcd;
-    for (const [source, target] of this.replacing()) {
+    const description = `volume ${volume.name}: copies on node(s) ${removed.join(', ')} go back to node(s) ${next.filter((n) => !nodeList.includes(n)).join(', ')} (the node replace failed)`;
+    const ok = await this.commit(
+      [fence, [keys.replicaSet(volume.UUID), 'Mod', setRevision]],
+      [etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(moved)), etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(nextSet))],
+      this.event(volume, 'VolumeReplicaReplaced', description),
+    );
+    if (ok) {
+      this.passCandidates = undefined;
+      this.replacesDue = true;
+      this.options.logger.warn({ volumeUUID: volume.UUID, from: nodeList, to: next }, 'copies of a failed node replace moved back');
+    }
+    return ok ? 'done' : 'retry';
+  }
+
+  /** Whether the volume can do without its copy on `node`: not its primary, and another in-sync copy is alive. */
+  private canGiveBack(set: ReplicaSetRecord, node: string): boolean {
+    const active = this.activeNodes();
+    return set.primaryNodeUUID !== node && set.inSync.some((n) => n !== node && active.has(n));
+  }
+
+  /**
+   * Moves every open replace on. A replace that can no longer finish (failedReplace says why) is
+   * marked failing: no more copies move, those that did go back (revertReplacedCopies), then it
+   * ends failed. A replace is done once no volume has a copy on the source any more and every copy
+   * moved to the target is in sync (its full resync finished): then the source is detached
+   * (Unattached: it takes no volumes, and stays stopped), the target attached (it takes new
+   * volumes), the command completed, with NodeReplaced, in one fenced transaction.
+   */
+  private async progressReplaces(): Promise<void> {
+    const etcd = this.options.etcd;
+    for (const command of this.openReplaces()) {
+      const { nodeUUID: source, targetNodeUUID: target } = command.record;
+      const commandKey = keys.nodeCommand(source);
+      if (command.record.failing) {
+        await this.endFailedReplace(command);
+        continue;
+      }
+      const failure = this.replaceFailure(command.record);
+      if (failure) {
+        const failing: NodeCommandRecord = { ...command.record, failing: failure };
+        if (await this.commit([[commandKey, 'Mod', command.revision]], [etcd.put(commandKey).value(JSON.stringify(failing))])) {
+          this.options.logger.warn({ source, target, failure }, 'node replace failing: its moved copies go back');
+        }
+        continue;
+      }
       let pending = false;
       for (const { record: volume } of this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()) {
         const nodeList = volume.placement?.nodeList ?? [];
@@ -545,11 +627,10 @@ export class VolumeController {
         if (pending) break;
       }
       if (pending) continue;
-      const command = this.mirror.get<NodeCommandRecord>(PREFIXES.nodeCommands, keys.nodeCommand(source))!;
       const sourceNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(source));
       const targetNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(target));
-      const compares: FenceCompare[] = [[keys.nodeCommand(source), 'Mod', command.revision]];
-      const ops: IOperation[] = [etcd.put(keys.nodeCommand(source)).value(JSON.stringify({ ...command.record, completedAt: new Date(this.now()).toISOString() }))];
+      const compares: FenceCompare[] = [[commandKey, 'Mod', command.revision]];
+      const ops: IOperation[] = [etcd.put(commandKey).value(JSON.stringify({ ...command.record, completedAt: new Date(this.now()).toISOString() }))];
       if (sourceNode) {
         compares.push([keys.node(source), 'Mod', sourceNode.revision]);
         ops.push(etcd.put(keys.node(source)).value(JSON.stringify({ ...sourceNode.record, unattached: true })));
@@ -559,14 +640,87 @@ export class VolumeController {
         compares.push([keys.node(target), 'Mod', targetNode.revision]);
         ops.push(etcd.put(keys.node(target)).value(JSON.stringify(attached)));
       }
-      const name = (n: { record: NodeRecord } | undefined, uuid: string) => `${n?.record.name ?? uuid} (${uuid})`;
       const event = catalogued('NodeReplaced', {
         component: { kind: 'node', ID: source, Name: sourceNode?.record.name ?? '' },
-        description: `node ${name(sourceNode, source)} was replaced by node ${name(targetNode, target)}: every copy it held is in sync on the target; the source is detached`,
+        description: `node ${this.nodeName(source)} was replaced by node ${this.nodeName(target)}: every copy it held is in sync on the target; the source is detached`,
       });
       // A lost race is looked at again by the periodic pass (every 2 s while a replace runs).
       if (await this.commit(compares, ops, event)) this.options.logger.info({ source, target }, 'node replaced');
     }
+  }
+
+  /**
+   * Why a replace can no longer finish, or undefined while it can: its target is gone (deleted,
+   * Inactive past the grace, attached meanwhile), already holds a copy of a volume the source
+   * holds, has no room for the copies still to move, or the replace ran out of time.
+   */
+  private replaceFailure(command: NodeCommandRecord & { targetNodeUUID: string }): string | undefined {
+    const { nodeUUID: source, targetNodeUUID: target } = command;
+    const targetNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(target))?.record;
+    if (!targetNode) return `target node ${target} no longer exists`;
+    if (!targetNode.unattached) return `target node ${this.nodeName(target)} is no longer Unattached (it takes new volumes)`;
+    const now = this.now();
+    const grace = this.options.replaceTargetGraceMs ?? DEFAULT_REPLACE_TARGET_GRACE_MS;
+    const absent = this.absentSince.get(target);
+    if (absent !== undefined && now - absent >= grace) return `target node ${this.nodeName(target)} has been Inactive for over ${grace / 1000} s (its agent is not connected)`;
+    const remaining = [...this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()]
+      .map(({ record }) => record)
+      .filter((v) => v.state !== 'Deleting' && v.placement?.nodeList.includes(source));
+    const holding = remaining.filter((v) => v.placement!.nodeList.includes(target));
+    if (holding.length > 0) return `target node ${this.nodeName(target)} already holds a copy of volume(s) ${holding.map((v) => `${v.projectName}/${v.name} (${v.UUID})`).join(', ')}`;
+    const candidate = this.candidates(target)[0];
+    // Room is only known once the target's pool reported; the timeout bounds the wait for it.
+    if (candidate && !candidate.awaitingPoolReport && remaining.length > 0) {
+      const needed = remaining.reduce((sum, v) => sum + BigInt(v.sizeBytes), 0n);
+      const room = roomOn(candidate, this.options.overcommitRatio);
+      if (needed > room) return `no capacity on target node ${this.nodeName(target)} for the copies of ${remaining.length} volume(s): ${needed} bytes needed, ${room < 0n ? 0n : room} free`;
+    }
+    const timeout = this.options.replaceTimeoutMs ?? 0;
+    if (timeout > 0 && now - Date.parse(command.requestedAt) >= timeout) {
+      return `not finished within ${timeout / 1000} s (${remaining.length} volume(s) still have a copy on the source; copies moved to the target may still be resynchronizing)`;
+    }
+    return undefined;
+  }
+
+  /**
+   * A failing replace ends once no copy it moved is left on the target (each went back to the
+   * source): the command records the failure, with NodeReplaceFailed. The target is Unattached
+   * again, holding nothing; a copy it keeps (its volume's primary or only live in-sync copy) makes
+   * it a member of that volume, so it is attached instead, and the failure says so. The source is
+   * as before the replace: Inactive, and stopped should its agent return (a start serves it).
+   */
+  private async endFailedReplace(command: { record: NodeCommandRecord & { targetNodeUUID: string }; revision: string }): Promise<void> {
+    const etcd = this.options.etcd;
+    const { nodeUUID: source, targetNodeUUID: target, failing, ...rest } = command.record;
+    const kept: string[] = [];
+    for (const { record: volume } of this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()) {
+      const nodeList = volume.placement?.nodeList ?? [];
+      if (volume.state === 'Deleting' || !nodeList.includes(target) || nodeList.includes(source)) continue;
+      const set = this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volume.UUID))?.record;
+      if (set && this.canGiveBack(set, target)) return; // still going back
+      kept.push(`${volume.projectName}/${volume.name} (${volume.UUID})`);
+    }
+    const failure = kept.length === 0 ? failing! : `${failing}; the target keeps its copies of volume(s) ${kept.join(', ')} (no other live in-sync copy), so it is attached`;
+    const commandKey = keys.nodeCommand(source);
+    const compares: FenceCompare[] = [[commandKey, 'Mod', command.revision]];
+    const ops: IOperation[] = [etcd.put(commandKey).value(JSON.stringify({ ...rest, nodeUUID: source, targetNodeUUID: target, failure, failedAt: new Date(this.now()).toISOString() }))];
+    const targetNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(target));
+    if (kept.length > 0 && targetNode?.record.unattached) {
+      const { unattached: _attached, ...attached } = targetNode.record;
+      compares.push([keys.node(target), 'Mod', targetNode.revision]);
+      ops.push(etcd.put(keys.node(target)).value(JSON.stringify(attached)));
+    }
+    const event = catalogued('NodeReplaceFailed', {
+      component: { kind: 'node', ID: source, Name: this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(source))?.record.name ?? '' },
+      description: `replace of node ${this.nodeName(source)} by node ${this.nodeName(target)} failed: ${failure} (command ${command.record.id})${kept.length === 0 ? '; every copy moved to the target went back to the source' : ''}`,
+    });
+    if (await this.commit(compares, ops, event)) this.options.logger.warn({ source, target, failure }, 'node replace failed');
+  }
+
+  /** `name (UUID)` of a node, for descriptions. */
+  private nodeName(uuid: string): string {
+    const name = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(uuid))?.record.name;
+    return name ? `${name} (${uuid})` : uuid;
   }
 
   private featureFlag(name: string): boolean {
@@ -708,7 +862,8 @@ export class VolumeController {
     return active;
   }
 
-  private candidates(): NodeCandidate[] {
+  /** Placement's candidates: the attached nodes; or `onlyNode` alone, attached or not. */
+  private candidates(onlyNode?: string): NodeCandidate[] {
     const active = this.activeNodes();
     const allocated = new Map<string, bigint>();
     for (const { record } of this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()) {
@@ -717,7 +872,8 @@ export class VolumeController {
     }
     const devices = this.mirror.all<DeviceRecord>(PREFIXES.devices);
     // Unattached nodes (a server added with extendCluster false) take no new volumes.
-    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].filter(({ record: node }) => !node.unattached).map(({ record: node }) => {
+    const wanted = (node: NodeRecord) => (onlyNode === undefined ? !node.unattached : node.UUID === onlyNode);
+    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].filter(({ record: node }) => wanted(node)).map(({ record: node }) => {
       const pool = this.mirror.get<NodePoolRecord>(PREFIXES.pools, keys.nodePool(node.UUID))?.record;
       const base = {
         UUID: node.UUID,

@@ -11,10 +11,10 @@ import { randomUUID } from 'node:crypto';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { packageRoot } from '../../lib/paths.js';
-import type { NodeCommandRecord, NodeRunStateRecord } from '../../lib/records.js';
+import type { NodeCommandRecord, NodeRecord, NodeRunStateRecord, ReplicaSetRecord, VolumeRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
-import { joinServer, markAbsent } from '../helpers/records.js';
+import { joinServer, markAbsent, markPresent, nodePoolRecord, putRecord, volumeRecord } from '../helpers/records.js';
 import { waitUntil } from '../helpers/wait.js';
 import { projectToken } from '../kits/test-tokens.js';
 import {
@@ -43,6 +43,10 @@ interface ErrorBody {
   code: number;
   message: string;
 }
+
+const REPLACE_TIMEOUT_S = 10;
+/** Concurrent commands fired at once, for a limit of 2. */
+const CROWD = 20;
 
 describe('node stop / start / restart / replace (real control plane, etcd and agents)', () => {
   let etcd: TestEtcd;
@@ -79,7 +83,11 @@ describe('node stop / start / restart / replace (real control plane, etcd and ag
   before(async () => {
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
-    plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, extraArgs: ['--max-node-commands-in-progress', '2'] });
+    plane = await startControlPlaneProcess({
+      etcdEndpoint: etcd.endpoint,
+      // Short replace limits: the failure tests wait for them.
+      extraArgs: ['--max-node-commands-in-progress', '2', '--node-replace-timeout-seconds', String(REPLACE_TIMEOUT_S), '--node-replace-target-grace-seconds', '1'],
+    });
     for (const hostname of ['storage-a', 'storage-b']) servers.push(createEmulatedStorageServer(hostname));
     for (const server of servers) await startEmulatedAgent(server, etcd.endpoint, plane.grpcEndpoint);
     await until('both nodes Active', async () => {
@@ -119,7 +127,7 @@ describe('node stop / start / restart / replace (real control plane, etcd and ag
     const noTarget = await call<ErrorBody>('POST', `/nodes/${soloNode.UUID}/replace`, { body: {}, expected: 400 });
     assert.match(noTarget.error, /TargetNodeUUID is required/);
     const backend = await call<ErrorBody>('POST', `/nodes/${soloNode.UUID}/restart`, { body: { considerBackend: true, force: true }, expected: 400 });
-    assert.match(backend.error, /considerBackend .* not supported/);
+    assert.match(backend.error, /considerBackend .* is not supported: a stopped node's pool stays mounted/);
     const other = servers.find((s) => s !== soloServer)!;
     const otherNode = (await call<{ nodes: Node[] }>('GET', '/nodes')).nodes.find((n) => n.hostname === other.hostname)!;
     const wrongStates = await call<ErrorBody>('POST', `/nodes/${soloNode.UUID}/replace`, { body: { TargetNodeUUID: otherNode.UUID }, expected: 400 });
@@ -250,6 +258,39 @@ describe('node stop / start / restart / replace (real control plane, etcd and ag
     await call('POST', `/nodes/${n1}/start`, { body: {} });
   });
 
+  it('the limit of commands in progress holds under concurrent requests to two control planes: never more recorded, the others 429 with the JSON error body', async () => {
+    const second = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, extraArgs: ['--max-node-commands-in-progress', '2'] });
+    try {
+      // Present nodes whose agent never carries a command out: each recorded command stays in progress.
+      const crowd = await joinServer(client, { server: { hostname: 'crowd' }, nodes: Array.from({ length: CROWD }, (_, i) => ({ name: `crowd-${i}` })) });
+      const answers = await Promise.all(
+        crowd.nodes.map(async (n, i) => {
+          const res = await fetch(`${(i % 2 === 0 ? plane : second).apiUrl}/api/v2/nodes/${n.UUID}/stop`, {
+            method: 'POST',
+            headers: { Authorization: `Bearer ${plane.adminToken()}`, 'Content-Type': 'application/json' },
+            body: '{"force": true}',
+          });
+          return { status: res.status, type: res.headers.get('content-type') ?? '', body: (await res.json()) as Partial<ErrorBody> };
+        }),
+      );
+      const recorded = (await Promise.all(crowd.nodes.map((n) => read<NodeCommandRecord>(keys.nodeCommand(n.UUID))))).filter((c) => c !== null);
+      assert.equal(recorded.length, 2, `exactly the limit recorded: ${JSON.stringify(answers.map((a) => a.status))}`);
+      assert.deepEqual(answers.map((a) => a.status).sort(), [200, 200, ...Array.from({ length: CROWD - 2 }, () => 429)]);
+      for (const refused of answers.filter((a) => a.status === 429)) {
+        assert.match(refused.type, /application\/json/);
+        assert.equal(refused.body.code, 8);
+        assert.match(refused.body.error ?? '', /2 node commands are in progress \(at most 2\)/);
+        assert.equal(refused.body.message, refused.body.error);
+      }
+      assert.equal((await eventNames()).filter((e) => e.EventName === 'NodeStopRequested' && /crowd-/.test(e.Description)).length, 2, 'one event per recorded command');
+      // Their agent gone, the commands wait for it without blocking the tests that follow.
+      await markAbsent(client, crowd.server.UUID);
+    } finally {
+      await second.stop();
+      removeDir(second.stateDir);
+    }
+  });
+
   it('replace: source Inactive and target Unattached, else 400; the target takes over and the source is detached', async () => {
     const gone = await joinServer(client, { server: { hostname: 'gone' }, nodes: [{ name: 'gone-1' }], present: false });
     const spare = await joinServer(client, { server: { hostname: 'spare' }, nodes: [{ name: 'spare-1', unattached: true }] });
@@ -269,5 +310,92 @@ describe('node stop / start / restart / replace (real control plane, etcd and ag
     assert.ok(command.completedAt);
     await until('NodeReplaced', async () => (await eventNames()).some((e) => e.EventName === 'NodeReplaced'));
     assert.ok((await eventNames()).some((e) => e.EventName === 'NodeReplaceRequested'));
+  });
+
+  describe('a replace that cannot finish fails: NodeReplaceFailed with the reason, the moved copies go back, the target is Unattached again', () => {
+    const GiB = 1024n ** 3n;
+    let source: string;
+    let peer: string;
+    let volume: VolumeRecord;
+
+    /** Replaces `source` with `target` and waits for the command to end failed. */
+    async function failedReplace(target: string, beforeFailure?: () => Promise<void>, targetUnattached = true): Promise<NodeCommandRecord> {
+      const before = (await eventNames()).filter((e) => e.EventName === 'NodeReplaceFailed').length;
+      await call('POST', `/nodes/${source}/replace`, { body: { TargetNodeUUID: target } });
+      await beforeFailure?.();
+      const ended = await until('the replace ended failed', async () => {
+        const c = await read<NodeCommandRecord>(keys.nodeCommand(source));
+        return c?.failure ? c : undefined;
+      }, 30_000);
+      assert.ok(ended.failedAt);
+      assert.equal(ended.completedAt, undefined);
+      assert.equal(ended.failing, undefined);
+      const events = await until('NodeReplaceFailed', async () => {
+        const found = (await eventNames()).filter((e) => e.EventName === 'NodeReplaceFailed');
+        return found.length > before && found;
+      });
+      assert.ok(events.some((e) => e.Description.includes(ended.failure!)), 'the event gives the reason');
+      // Nothing half-done: the volume is as before the replace, the target holds nothing and is Unattached.
+      const now = (await read<VolumeRecord>(keys.volume(volume.UUID)))!;
+      assert.deepEqual(now.placement!.nodeList, [peer, source], 'the source is back in its place');
+      assert.deepEqual((await read<ReplicaSetRecord>(keys.replicaSet(volume.UUID)))!.inSync, [peer]);
+      await until('the target\'s assignment removed', async () => (await read(keys.assignment(target, volume.UUID))) === null);
+      assert.equal((await read<NodeRecord>(keys.node(target)))!.unattached, targetUnattached);
+      assert.match((await node(source)).failureInfo, /failed/);
+      return ended;
+    }
+
+    before(async () => {
+      // A replicated volume: its in-sync primary on a live node, its other copy (out of sync) on a node gone for good.
+      peer = (await joinServer(client, { server: { hostname: 'peer' }, nodes: [{ name: 'peer-1' }] })).nodes[0]!.UUID;
+      source = (await joinServer(client, { server: { hostname: 'lost' }, nodes: [{ name: 'lost-1' }], present: false })).nodes[0]!.UUID;
+      volume = volumeRecord([peer, source], { name: 'mirrored', placement: { nodeList: [peer, source], primaryNodeUUID: peer, nsid: 900, port: 29000 } });
+      const set: ReplicaSetRecord = { volumeUUID: volume.UUID, epoch: 1, primaryNodeUUID: peer, inSync: [peer], reason: 'created', announced: 'Unknown', updatedAt: new Date().toISOString() };
+      await putRecord(client, keys.replicaSet(volume.UUID), set);
+      await putRecord(client, keys.volume(volume.UUID), volume);
+      await until('the volume\'s assignments', async () => (await read(keys.assignment(source, volume.UUID))) !== null);
+    });
+
+    it('no capacity on the target: fails before any copy moves', async () => {
+      const small = (await joinServer(client, { server: { hostname: 'small' }, nodes: [{ name: 'small-1', unattached: true }] })).nodes[0]!;
+      const ended = await failedReplace(small.UUID);
+      assert.match(ended.failure!, /no capacity on target node small-1 .* for the copies of 1 volume\(s\): 1073741824 bytes needed, 0 free/);
+      assert.equal((await node(small.UUID)).state, 'Unattached');
+      assert.equal((await node(source)).state, 'Inactive');
+    });
+
+    it('the target goes away (Inactive past the grace): the copy moved to it goes back', async () => {
+      const roomy = await joinServer(client, { server: { hostname: 'roomy' }, nodes: [{ name: 'roomy-1', unattached: true }] });
+      const target = roomy.nodes[0]!;
+      await putRecord(client, keys.nodePool(target.UUID), nodePoolRecord(target, { capacityBytes: String(100n * GiB), freeBytes: String(100n * GiB) }));
+      const ended = await failedReplace(target.UUID, async () => {
+        await until('the copy moved to the target', async () => (await read<VolumeRecord>(keys.volume(volume.UUID)))?.placement?.nodeList.includes(target.UUID));
+        assert.deepEqual([(await node(source)).state, (await node(target.UUID)).state], ['Detaching', 'Attaching']);
+        await markAbsent(client, roomy.server.UUID);
+      });
+      assert.match(ended.failure!, /target node roomy-1 .* has been Inactive for over 1 s/);
+      assert.ok((await eventNames()).some((e) => e.EventName === 'VolumeReplicaReplaced' && /go back to node/.test(e.Description)));
+
+      // The same target, present again, never gets the copy in sync: the replace times out.
+      await markPresent(client, roomy.server.UUID, [target.UUID]);
+      const timedOut = await failedReplace(target.UUID, async () => {
+        await until('the copy moved to the target', async () => (await read<VolumeRecord>(keys.volume(volume.UUID)))?.placement?.nodeList.includes(target.UUID));
+      });
+      assert.match(timedOut.failure!, new RegExp(`not finished within ${REPLACE_TIMEOUT_S} s`));
+      assert.equal((await node(target.UUID)).state, 'Unattached');
+
+      // The target is attached by someone else meanwhile: it is no replace target any more.
+      // (It stays attached: that was not the replace's doing.)
+      const attached = await failedReplace(
+        target.UUID,
+        async () => {
+          await until('the copy moved to the target', async () => (await read<VolumeRecord>(keys.volume(volume.UUID)))?.placement?.nodeList.includes(target.UUID));
+          const record = (await read<NodeRecord>(keys.node(target.UUID)))!;
+          await putRecord(client, keys.node(target.UUID), { ...record, unattached: false });
+        },
+        false,
+      );
+      assert.match(attached.failure!, /target node roomy-1 .* is no longer Unattached/);
+    });
   });
 });
