@@ -397,6 +397,7 @@ describe('volume controller', () => {
         return got?.epoch === 2 && got;
       });
       assert.equal(now1.primaryNodeUUID, r2);
+      assert.deepEqual(now1.inSync, [r2], 'the lost primary leaves the in-sync set in the promotion itself');
       assert.ok(events.some((e) => e.eventName === 'VolumePrimaryChanged'));
       const promoted = await until('assignments of epoch 2', async () => {
         const got = await read<VolumeAssignment>(keys.assignment(r2, v.UUID));

@@ -433,8 +433,11 @@ export class VolumeController {
    * Unplanned failover: the primary's agent is gone (its presence lease expired or was revoked, so
    * it can no longer renew it and has fenced itself: docs/replication.md) and an in-sync copy is
    * alive: that copy becomes the primary in a new epoch. Never a copy out of sync: with none
-   * alive the volume waits, NotAvailable. The new primary records the old one out of sync before
-   * it serves (it is not in the mirror it assembles).
+   * alive the volume waits, NotAvailable. The lost primary, and any other copy whose node is not
+   * Active, leave the in-sync set in the same transaction: the new primary then neither waits for
+   * nor dials them on the failover's critical path (a dead server's address does not refuse a
+   * connection, it lets it time out). Safe: every write acknowledged so far is on every in-sync
+   * copy, the candidate's included; those copies rejoin by bitmap resync when they return.
    */
   private async failover(volume: VolumeRecord, set: ReplicaSetRecord, revision: string): Promise<'none' | 'done' | 'retry'> {
     if (volume.state === 'Deleting' || volume.state === 'Failed' || volume.state === 'Creating') return 'none';
@@ -446,6 +449,7 @@ export class VolumeController {
       ...set,
       epoch: set.epoch + 1,
       primaryNodeUUID: candidate,
+      inSync: set.inSync.filter((n) => n === candidate || (n !== set.primaryNodeUUID && active.has(n))),
       reason: `primary ${set.primaryNodeUUID} lost: promoted in-sync copy on ${candidate}`,
       updatedAt: new Date(this.now()).toISOString(),
     };
