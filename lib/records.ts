@@ -322,6 +322,12 @@ export interface ReplicaSetRecord {
   inSync: string[];
   /** Why inSync or the primary last changed. */
   reason: string;
+  /**
+   * Why the current epoch began (created, a failover, a hand-over): kept while the in-sync set
+   * changes within the epoch, which rewrites `reason` (a new primary may record a copy out of sync
+   * before the leader has read how it became primary). Absent in sets written before it existed.
+   */
+  epochReason?: string;
   /** The protection state the leader last announced with an event (Unknown at first). */
   announced: 'Unknown' | 'FullyProtected' | 'Degraded' | 'ReadOnly' | 'NotAvailable';
   /** Copies whose resync start the leader announced (VolumeRebuildStarted), until they rejoin. */

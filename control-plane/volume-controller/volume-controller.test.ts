@@ -478,6 +478,42 @@ describe('volume controller', () => {
     }
   });
 
+  it('a hand-over whose new primary records a third copy out of sync before the leader reads the set: still one VolumePrimaryChanged saying handed over', async () => {
+    await storageNode();
+    await storageNode();
+    await storageNode();
+    await startController();
+    let stopped = false;
+    try {
+      const v = volume({ replicaCount: 3 });
+      await putRecord(client, keys.volume(v.UUID), v);
+      const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      for (const n of placed.nodeList) await report(v, n, 'Served');
+      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+      const p = placed.primaryNodeUUID;
+      const [r1, r2] = placed.nodeList.filter((n) => n !== p) as [string, string];
+      const changedBefore = events.filter((e) => e.eventName === 'VolumePrimaryChanged').length;
+      // The leader reads nothing meanwhile: the new primary's change lands first.
+      await stopController();
+      stopped = true;
+      const store = new ReplicaSetStore(client);
+      assert.deepEqual(await store.handOver(v.UUID, 1, p, [r1]), { outcome: 'moved', primaryNodeUUID: r1, epoch: 2 });
+      assert.equal(await store.markOutOfSync(v.UUID, 2, r1, [r2], 'not in the mirror when the volume started on its primary'), 'done');
+      const set = (await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!;
+      assert.match(set.reason, /^not in the mirror/);
+      assert.match(set.epochReason ?? '', /^handed over/, 'how the epoch began is kept');
+      await startController();
+      stopped = false;
+      await until('assignments of epoch 2', async () => (await read<VolumeAssignment>(keys.assignment(r1, v.UUID)))?.replication?.epoch === 2);
+      await settle();
+      const changed = events.filter((e) => e.eventName === 'VolumePrimaryChanged').slice(changedBefore);
+      assert.equal(changed.length, 1, 'one VolumePrimaryChanged for the hand-over');
+      assert.match(changed[0]!.description ?? '', /handed over/);
+    } finally {
+      if (!stopped) await stopController();
+    }
+  });
+
   it('a primary\'s hand-over (it moves the replica set itself): assignments follow as the agents served them at once, VolumePrimaryChanged once', async () => {
     await Promise.all([storageNode(), storageNode()]);
     await startController();

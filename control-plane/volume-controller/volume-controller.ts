@@ -365,7 +365,7 @@ export class VolumeController {
     // and its primary creates the mirror over all of them before it serves anything.
     let replicaSet: ReplicaSetRecord | undefined;
     if (volume.replicaCount > 1) {
-      replicaSet = { volumeUUID: volume.UUID, epoch: 1, primaryNodeUUID: result.primaryNodeUUID, inSync: [...result.nodeList], reason: 'created', announced: 'Unknown', updatedAt: new Date(this.now()).toISOString() };
+      replicaSet = { volumeUUID: volume.UUID, epoch: 1, primaryNodeUUID: result.primaryNodeUUID, inSync: [...result.nodeList], reason: 'created', epochReason: 'created', announced: 'Unknown', updatedAt: new Date(this.now()).toISOString() };
       ops.push(etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(replicaSet)));
       compares.push([keys.replicaSet(volume.UUID), 'Create', '0']);
     }
@@ -421,7 +421,9 @@ export class VolumeController {
    * "Planned failover"): its VolumePrimaryChanged goes with the first assignments of that epoch.
    */
   private handOverEvent(volume: VolumeRecord, set: ReplicaSetRecord | undefined): EventInput | undefined {
-    if (!set?.reason.startsWith(HANDED_OVER)) return undefined;
+    // How the epoch began, not the last change: the new primary may already have recorded a copy
+    // out of sync within it (which rewrites `reason`).
+    if (!(set?.epochReason ?? set?.reason)?.startsWith(HANDED_OVER)) return undefined;
     const before = volume.placement!.nodeList
       .map((node) => this.mirror.get<VolumeAssignment>(PREFIXES.assignments, keys.assignment(node, volume.UUID))?.record.replication)
       .find((r) => r && r.epoch < set.epoch && r.primaryNodeUUID !== set.primaryNodeUUID);
@@ -445,12 +447,14 @@ export class VolumeController {
     if (active.has(set.primaryNodeUUID)) return 'none';
     const candidate = volume.placement!.nodeList.find((n) => n !== set.primaryNodeUUID && set.inSync.includes(n) && active.has(n));
     if (!candidate) return 'none';
+    const why = `primary ${set.primaryNodeUUID} lost: promoted in-sync copy on ${candidate}`;
     const next: ReplicaSetRecord = {
       ...set,
       epoch: set.epoch + 1,
       primaryNodeUUID: candidate,
       inSync: set.inSync.filter((n) => n === candidate || (n !== set.primaryNodeUUID && active.has(n))),
-      reason: `primary ${set.primaryNodeUUID} lost: promoted in-sync copy on ${candidate}`,
+      reason: why,
+      epochReason: why,
       updatedAt: new Date(this.now()).toISOString(),
     };
     // Committed only while the old primary's server has no presence key: an agent that registered

@@ -64,12 +64,14 @@ export class ReplicaSetStore implements ReplicaSetWriter {
         dead.add(candidate);
         continue;
       }
+      const why = `${HANDED_OVER} to in-sync copy on ${candidate} by primary ${primaryNodeUUID}`;
       const record: ReplicaSetRecord = {
         ...stored.record,
         epoch: epoch + 1,
         primaryNodeUUID: candidate,
         inSync: stored.record.inSync.filter((n) => n !== primaryNodeUUID),
-        reason: `${HANDED_OVER} to in-sync copy on ${candidate} by primary ${primaryNodeUUID}`,
+        reason: why,
+        epochReason: why,
         updatedAt: this.now().toISOString(),
       };
       // Only while nothing else changed the set and the candidate's server is alive (its presence
