@@ -2,9 +2,10 @@
 // md and btrfs themselves count, read from sysfs, both lifetime counters kept on disk by the
 // kernel (md in each member's superblock, btrfs in its device tree).
 //
-//   recoverable    md's corrected read errors per member (/sys/block/mdX/md/dev-*/errors):
-//                  a read that failed on one member and md rewrote from the others (raid1/5/6;
-//                  raid0 has no redundancy and corrects nothing, so its count stays 0)
+//   recoverable    md's corrected read errors per member (/sys/block/mdX/md/dev-*/errors, "read
+//                  errors that did not evict the device"): a read that failed on one member and
+//                  md rewrote from the others (raid1/5/6), or one met while the array was
+//                  read-only (not in service); raid0 corrects nothing, so its count stays 0
 //   unrecoverable  btrfs' error stats of the filesystem on the array
 //                  (/sys/fs/btrfs/<fsid>/devinfo/<devid>/error_stats, kernel 5.14 and later):
 //                  read_errs (md could not serve the read), corruption_errs (checksum mismatch)
