@@ -492,9 +492,15 @@ export interface NodePoolRecord {
     stateSince: string;
     /** When the device last became Healthy after Adding or Rebuilding ('' never). */
     rebuildCompletedAt: string;
+    /** md's corrected read errors of the member (decimal); absent: not measured. */
+    recoverableIntegrityErrors?: string;
   }[];
   measuredAt: string;
   reportedAt: string;
+  /** md's corrected read errors, all members (decimal); absent: not measured (docs/api.md). */
+  recoverableIntegrityErrors?: string;
+  /** btrfs' read, corruption and generation errors (decimal); absent: not measured. */
+  unrecoverableIntegrityErrors?: string;
 }
 
 /** /strata/admin-endpoints/<port>: which addresses may reach an administrative TCP port; written by the API, enforced by every agent (nftables). */

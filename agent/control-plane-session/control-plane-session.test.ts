@@ -413,9 +413,13 @@ describe('ControlPlaneSession', () => {
         node_uuid: identity.nodeUUIDs[0], state: 'POOL_GROWING', error: '', level: 'raid0', journal: false, raw_bytes: '2000', array_bytes: '1990',
         capacity_bytes: '1800', free_bytes: '1500', provisioned_bytes: '4096', logical_used_bytes: '600', physical_used_bytes: '300',
         physical_used_including_parity_bytes: '300', rebuild_progress_percent: 40, measured_at: 'now', devices: undefined,
+        // Not measured: absent on the wire (ErrorCount messages), not 0.
+        recoverable_integrity_errors: null, unrecoverable_integrity_errors: null,
       },
     );
-    assert.deepEqual(first.pool_report?.pools[0]?.devices, [{ serial: 'S1', role: 'data', state: 'POOL_DEVICE_ADDING', size_bytes: '1000', error: '' }]);
+    assert.deepEqual(first.pool_report?.pools[0]?.devices, [
+      { serial: 'S1', role: 'data', state: 'POOL_DEVICE_ADDING', size_bytes: '1000', error: '', recoverable_integrity_errors: null },
+    ]);
     a.kill();
     await waitUntil(() => session.state().lastAckedPoolReportSequence === 1, 'cp-b acks the re-sent report');
     report = { ...report, sequence: 2 };

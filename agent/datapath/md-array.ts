@@ -23,6 +23,8 @@ export interface MdMember {
   /** md's flags for the member: in_sync, faulty, spare, journal, write_mostly, ... */
   readonly flags: readonly string[];
   readonly sizeBytes: bigint;
+  /** md's count of read errors it corrected on this member (dev-X/errors); undefined when unread. */
+  readonly errors?: bigint;
 }
 
 export interface MdArray {
@@ -78,12 +80,14 @@ export async function readMdArray(sysfsRoot: string, block: string, namespaces: 
     const memberBlock = entry.slice('dev-'.length);
     const slot = (await readText(join(md, entry, 'slot'))).trim();
     const known = serialOf.get(memberBlock);
+    const errors = (await readText(join(md, entry, 'errors'))).trim();
     members.push({
       block: memberBlock,
       serial: known?.serial ?? '',
       slot: /^\d+$/.test(slot) ? Number(slot) : null,
       flags: (await readText(join(md, entry, 'state'))).trim().split(',').filter((f) => f !== ''),
       sizeBytes: known?.sizeBytes ?? 0n,
+      ...(/^\d+$/.test(errors) ? { errors: BigInt(errors) } : {}),
     });
   }
   const syncAction = (await readText(join(md, 'sync_action'))).trim() || 'none';

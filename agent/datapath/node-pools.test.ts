@@ -300,4 +300,23 @@ describe('node pools', { timeout: 60_000 }, () => {
     assert.ok(!kernel.calls.some((c) => c.includes('nvme2n1') && c.startsWith('mdadm --grow')));
     await p.stop();
   });
+  it('reports md\'s corrected read errors per device and in all, btrfs\' errors for the node, and nothing it could not read', async () => {
+    const p = pools();
+    const before = await poolOf(p);
+    assert.deepEqual([before.recoverableIntegrityErrors, before.unrecoverableIntegrityErrors], [undefined, undefined], 'no counters in sysfs: not measured');
+    assert.ok(before.devices.every((d) => d.recoverableIntegrityErrors === undefined));
+
+    sysfs.write('block/md127/md/dev-nvme0n1/errors', '16\n');
+    sysfs.write('block/md127/md/dev-nvme1n1/errors', '0\n');
+    sysfs.write('fs/btrfs/0f0f0f0f-1111-4222-8333-444444444444/devices/md127', '');
+    sysfs.write('fs/btrfs/0f0f0f0f-1111-4222-8333-444444444444/devinfo/1/error_stats', 'write_errs 9\nread_errs 1\nflush_errs 0\ncorruption_errs 4\ngeneration_errs 0\n');
+    const pool = await poolOf(p);
+    assert.deepEqual([pool.recoverableIntegrityErrors, pool.unrecoverableIntegrityErrors], [16n, 5n]);
+    assert.deepEqual(
+      pool.devices.map((d) => [d.serial, d.recoverableIntegrityErrors]),
+      [['D0', 16n], ['D1', 0n], ['D2', undefined]],
+      'D2 is not a member: md counts nothing for it',
+    );
+    await p.stop();
+  });
 });

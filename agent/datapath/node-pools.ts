@@ -22,6 +22,7 @@ import type { ClusterRecord, NodeRecord } from '../../lib/records.js';
 import { arrayNameOf, examine, prepareBtrfsMdPool, runningArray, runOrFail, signatureOf } from './btrfs-md-pool.js';
 import { parseBtrfsUsage, type BtrfsUsage } from './btrfs-usage.js';
 import type { ClusterFacts } from './desired-state.js';
+import { integrityErrorsOf, readBtrfsErrorStats } from './integrity-errors.js';
 import { isActiveData, isArrayBusy, isFaulty, isJournal, pcieNamespaces, readMdArray, type MdArray, type NvmeNamespace } from './md-array.js';
 import { commandsOf, deviceStatuses, parityFactor, planGrowth, type DesiredDevice, type GrowthPlan } from './pool-growth.js';
 import type { NodePoolStatus, PoolReportSnapshot, PoolReportSource, PoolStateName } from './pool-report.js';
@@ -366,7 +367,11 @@ export class NodePools implements PoolReportSource {
     namespaces: ReadonlyMap<string, NvmeNamespace>,
   ): Promise<NodePoolStatus> {
     const adding = new Set(this.state.adding[entry.nodeUUID] ?? []);
-    const devices = deviceStatuses(array, desired, plan, adding, (serial) => namespaces.get(serial)?.sizeBytes ?? 0n);
+    const integrity = integrityErrorsOf(array, await readBtrfsErrorStats(this.options.sysfsRoot, array.block));
+    const devices = deviceStatuses(array, desired, plan, adding, (serial) => namespaces.get(serial)?.sizeBytes ?? 0n).map((d) => {
+      const recoverable = integrity.recoverableBySerial.get(d.serial);
+      return recoverable === undefined ? d : { ...d, recoverableIntegrityErrors: recoverable };
+    });
     const contents = await entry.pool!.contents();
     const rawBytes = array.members.filter((m) => isActiveData(m) && !isFaulty(m)).reduce((sum, m) => sum + m.sizeBytes, 0n);
     const factor = parityFactor(array.level, array.raidDisks);
@@ -398,6 +403,8 @@ export class NodePools implements PoolReportSource {
       rebuildProgressPercent: busy && array.syncProgress !== undefined ? Math.floor(array.syncProgress * 100) : 0,
       devices,
       measuredAt: new Date().toISOString(),
+      ...(integrity.recoverable !== undefined ? { recoverableIntegrityErrors: integrity.recoverable } : {}),
+      ...(integrity.unrecoverable !== undefined ? { unrecoverableIntegrityErrors: integrity.unrecoverable } : {}),
     };
   }
 

@@ -135,6 +135,8 @@ export interface PoolDeviceStatus {
   readonly state: DeviceState;
   readonly sizeBytes: bigint;
   readonly error: string;
+  /** md's corrected read errors of the member (integrity-errors.ts); absent: not measured. */
+  readonly recoverableIntegrityErrors?: bigint;
 }
 
 /**

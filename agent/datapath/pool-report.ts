@@ -26,6 +26,10 @@ export interface NodePoolStatus {
   readonly rebuildProgressPercent: number;
   readonly devices: readonly PoolDeviceStatus[];
   readonly measuredAt: string;
+  /** md's corrected read errors (integrity-errors.ts); absent: not measured. */
+  readonly recoverableIntegrityErrors?: bigint;
+  /** btrfs' read, corruption and generation errors; absent: not measured. */
+  readonly unrecoverableIntegrityErrors?: bigint;
 }
 
 export interface PoolReportSnapshot {
@@ -75,7 +79,19 @@ function toNodePoolMessage(pool: NodePoolStatus): NodePool {
     physical_used_bytes: String(pool.physicalUsedBytes),
     physical_used_including_parity_bytes: String(pool.physicalUsedIncludingParityBytes),
     rebuild_progress_percent: pool.rebuildProgressPercent,
-    devices: pool.devices.map((d) => ({ serial: d.serial, role: d.role, state: deviceState[d.state], size_bytes: String(d.sizeBytes), error: d.error })),
+    devices: pool.devices.map((d) => ({
+      serial: d.serial,
+      role: d.role,
+      state: deviceState[d.state],
+      size_bytes: String(d.sizeBytes),
+      error: d.error,
+      recoverable_integrity_errors: errorCount(d.recoverableIntegrityErrors),
+    })),
     measured_at: pool.measuredAt,
+    recoverable_integrity_errors: errorCount(pool.recoverableIntegrityErrors),
+    unrecoverable_integrity_errors: errorCount(pool.unrecoverableIntegrityErrors),
   };
 }
+
+/** A measured count, or null (not measured) on the wire. */
+const errorCount = (count: bigint | undefined) => (count === undefined ? null : { count: String(count) });

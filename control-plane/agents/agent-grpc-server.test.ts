@@ -228,6 +228,7 @@ describe('agent gRPC service', () => {
       const growing = await poolOf(node);
       assert.deepEqual([growing?.state, growing?.serverUUID, growing?.capacityBytes, growing?.rebuildProgressPercent], ['Growing', serverUUID, '1800', 40]);
       assert.deepEqual(growing?.devices.map((d) => [d.serial, d.state, d.rebuildCompletedAt]), [['P1', 'Healthy', ''], ['P2', 'Adding', '']]);
+      assert.deepEqual([growing?.recoverableIntegrityErrors, growing?.unrecoverableIntegrityErrors], [undefined, undefined], 'not reported: not measured');
       assert.ok(await poolOf(otherNode));
 
       s.send({ pool_report: { sequence: '3', pools: [pool([{ serial: 'P1', state: 'POOL_DEVICE_HEALTHY' }, { serial: 'P2', state: 'POOL_DEVICE_HEALTHY' }])] } });
@@ -248,7 +249,16 @@ describe('agent gRPC service', () => {
       await waitUntil(async () => s.received.find((m) => m.pool_report_ack?.sequence === '4'), 'ack 4', 3000);
       assert.equal(await revision(), before, 'only the measurement time changed: not rewritten');
 
-      s.send({ pool_report: { sequence: '5', pools: [pool([], 'POOL_READY', randomUUID())] } });
+      // Data-integrity counts, when the agent measured them, are stored as decimal strings.
+      const counted = pool([{ serial: 'P1', state: 'POOL_DEVICE_HEALTHY' }, { serial: 'P2', state: 'POOL_DEVICE_HEALTHY' }]);
+      counted.devices[0] = { ...counted.devices[0]!, recoverable_integrity_errors: { count: '7' } } as (typeof counted.devices)[number];
+      s.send({ pool_report: { sequence: '6', pools: [{ ...counted, recoverable_integrity_errors: { count: '7' }, unrecoverable_integrity_errors: { count: '2' } }] } });
+      await waitUntil(async () => s.received.find((m) => m.pool_report_ack?.sequence === '6'), 'ack 6', 3000);
+      const measured = await poolOf(node);
+      assert.deepEqual([measured?.recoverableIntegrityErrors, measured?.unrecoverableIntegrityErrors], ['7', '2']);
+      assert.deepEqual(measured?.devices.map((d) => [d.serial, d.recoverableIntegrityErrors]), [['P1', '7'], ['P2', undefined]]);
+
+      s.send({ pool_report: { sequence: '7', pools: [pool([], 'POOL_READY', randomUUID())] } });
       await waitUntil(async () => s.status(), 'session refused', 3000);
       assert.equal(s.status()?.code, grpc.status.PERMISSION_DENIED);
     } finally {

@@ -61,10 +61,20 @@ export class PoolReportService {
         devices: p.devices.map((d) => {
           const deviceState = deviceStateOf[d.state];
           if (!deviceState) throw new StrataError('INVALID_ARGUMENT', `pool of node ${p.node_uuid}: device ${d.serial} state unspecified`);
-          return { serial: d.serial, role: d.role === 'journal' ? 'journal' : 'data', state: deviceState, sizeBytes: d.size_bytes, error: d.error };
+          return {
+            serial: d.serial,
+            role: d.role === 'journal' ? 'journal' : 'data',
+            state: deviceState,
+            sizeBytes: d.size_bytes,
+            error: d.error,
+            ...(d.recoverable_integrity_errors ? { recoverableIntegrityErrors: d.recoverable_integrity_errors.count } : {}),
+          };
         }),
         measuredAt: p.measured_at,
         reportedAt: now,
+        // Absent (an agent that does not measure them): not measured, served as documented.
+        ...(p.recoverable_integrity_errors ? { recoverableIntegrityErrors: p.recoverable_integrity_errors.count } : {}),
+        ...(p.unrecoverable_integrity_errors ? { unrecoverableIntegrityErrors: p.unrecoverable_integrity_errors.count } : {}),
       };
     });
     await this.store.save(agentNodes, pools);

@@ -23,6 +23,16 @@ export function int64(value: bigint | number): string {
   return typeof value === 'bigint' ? value.toString(10) : BigInt(Math.trunc(value)).toString(10);
 }
 
+/**
+ * A stored error count (decimal string) as the API's integer: 0 when it was not measured (the
+ * documented "not measured" value, docs/api.md), capped at 2^53 - 1.
+ */
+export function errorCountWire(count: string | undefined): number {
+  if (count === undefined || !/^\d+$/.test(count)) return 0;
+  const value = BigInt(count);
+  return value > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(value);
+}
+
 /** A stored ISO timestamp as RFC 3339 UTC; null when unset or unparsable. */
 export function timestamp(value: string | undefined | null): string | null {
   if (!value) return null;

@@ -5,16 +5,16 @@ import type { NodeRecord } from '../../lib/records.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
 import { nodeStorageFigures, storageStatisticsWire } from '../inventory/storage-statistics.js';
-import { etagOf, type StorageStatisticsWire } from '../inventory/wire.js';
+import { errorCountWire, etagOf, type StorageStatisticsWire } from '../inventory/wire.js';
 
 export type NodeState = 'Unknown' | 'Active' | 'Activating' | 'Inactive' | 'Unattached' | 'Attaching' | 'Detaching';
 export type NodeStatus = 'NoStatus' | 'ConnectivityOK' | 'ConnectivityProblem' | 'IssuedDeletePeer';
 
 /** The 14 node statistics (spec 2.12 + wire-conventions §7). Byte counts are decimal strings. */
 export interface NodeStatisticsWire extends StorageStatisticsWire {
-  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
+  /** btrfs' read, corruption and generation errors of the pool; 0 when not measured (docs/api.md). */
   UnrecoverableDataIntegrityErrors: number;
-  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
+  /** md's corrected read errors of the pool's members; 0 when not measured (docs/api.md). */
   RecoverableDataIntegrityErrors: number;
   /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   GarbageCollectorDataIntegrityErrors: number;
@@ -160,7 +160,12 @@ export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): Nod
     numManagedDevices: managed.length,
     maxNvmeDevices: node.maxNvmeDevices,
     ec: node.ec,
-    statistics: { ...storageStatisticsWire(nodeStorageFigures(view, node)), ...NO_INTEGRITY_ERRORS },
+    statistics: {
+      ...storageStatisticsWire(nodeStorageFigures(view, node)),
+      ...NOT_MEASURED,
+      UnrecoverableDataIntegrityErrors: errorCountWire(pool?.unrecoverableIntegrityErrors),
+      RecoverableDataIntegrityErrors: errorCountWire(pool?.recoverableIntegrityErrors),
+    },
     serverUUID: node.serverUUID,
     ETag: nodeETag(view, stored),
     readOnly: false,
@@ -174,13 +179,11 @@ export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): Nod
 }
 
 /**
- * The storage figures come from the node's pool (inventory/storage-statistics.ts). btrfs'
- * checksum error counters are not collected yet: the data-integrity counts and the metadata
- * utilization are 0.
+ * The storage figures and the data-integrity counts come from the node's pool
+ * (inventory/storage-statistics.ts, agent/datapath/integrity-errors.ts). Not measured, 0: the
+ * garbage collector's count (btrfs has no separate one) and the metadata utilization.
  */
-const NO_INTEGRITY_ERRORS = {
-  UnrecoverableDataIntegrityErrors: 0,
-  RecoverableDataIntegrityErrors: 0,
+const NOT_MEASURED = {
   GarbageCollectorDataIntegrityErrors: 0,
   metadataUtilization: 0,
 } as const;

@@ -46,10 +46,11 @@ describe('storage pools in the API', () => {
       rawBytes: String(16n * GiB), arrayBytes: String(12n * GiB), capacityBytes: String(11n * GiB), freeBytes: String(7n * GiB),
       provisionedBytes: String(20n * GiB), logicalUsedBytes: String(8n * GiB), physicalUsedBytes: String(4n * GiB),
       physicalUsedIncludingParityBytes: String((4n * GiB * 4n) / 3n),
+      recoverableIntegrityErrors: '40', unrecoverableIntegrityErrors: '3',
     });
     ec.devices = [
       { serial: 'A1', role: 'data', state: 'Healthy', sizeBytes: size, error: '', stateSince: COMPLETED, rebuildCompletedAt: COMPLETED },
-      { serial: 'A2', role: 'data', state: 'Healthy', sizeBytes: size, error: '', stateSince: COMPLETED, rebuildCompletedAt: '' },
+      { serial: 'A2', role: 'data', state: 'Healthy', sizeBytes: size, error: '', stateSince: COMPLETED, rebuildCompletedAt: '', recoverableIntegrityErrors: '32' },
       { serial: 'A3', role: 'data', state: 'Failed', sizeBytes: size, error: 'md marked the device faulty', stateSince: FAILED, rebuildCompletedAt: '' },
       { serial: 'A4', role: 'data', state: 'Rebuilding', sizeBytes: size, error: '', stateSince: FAILED, rebuildCompletedAt: '' },
       { serial: 'AJ', role: 'journal', state: 'Healthy', sizeBytes: size, error: '', stateSince: COMPLETED, rebuildCompletedAt: '' },
@@ -80,15 +81,26 @@ describe('storage pools in the API', () => {
       estimatedFreeLogicalStorage: String(14n * GiB), // free × 2
       estimatedLogicalStorage: String(22n * GiB), // logical used + estimated free logical
       compressionRatio: 2,
-      UnrecoverableDataIntegrityErrors: 0,
-      RecoverableDataIntegrityErrors: 0,
-      GarbageCollectorDataIntegrityErrors: 0,
-      metadataUtilization: 0,
+      UnrecoverableDataIntegrityErrors: 3, // btrfs' read, corruption and generation errors
+      RecoverableDataIntegrityErrors: 40, // md's corrected read errors of the members
+      GarbageCollectorDataIntegrityErrors: 0, // not measured
+      metadataUtilization: 0, // not measured
     });
     assert.deepEqual([ec.inLocalRebuild, ec.localRebuildProgress], [true, 37]);
     const plain = (await nodes()).get('plain');
     assert.deepEqual([plain.statistics.effectivePhysicalStorage, plain.statistics.freePhysicalStorage, plain.statistics.compressionRatio], [String(7n * GiB), String(7n * GiB), 1]);
     assert.deepEqual([plain.inLocalRebuild, plain.localRebuildProgress], [false, 0]);
+    const counts = (n: any) => [n.statistics.UnrecoverableDataIntegrityErrors, n.statistics.RecoverableDataIntegrityErrors];
+    assert.deepEqual(counts(plain), [0, 0], 'its agent reported no counts: the documented "not measured" 0');
+  });
+
+  test('a device\'s recoverable count is md\'s for that member; its unrecoverable count is not measured', async () => {
+    const d = await devices();
+    const counts = (serial: string) => [d.get(serial).statistics.UnrecoverableDataIntegrityErrors, d.get(serial).statistics.RecoverableDataIntegrityErrors];
+    assert.deepEqual(counts('A2'), [0, 32]);
+    assert.deepEqual(counts('A1'), [0, 0], 'not reported for this device');
+    assert.deepEqual(counts('B1'), [0, 0]);
+    assert.equal(d.get('AJ').statistics, null, 'a journal device has no statistics');
   });
 
   test('cluster statistics are the sums, the ratio the cluster\'s', async () => {

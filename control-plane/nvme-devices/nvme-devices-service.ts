@@ -3,12 +3,12 @@
 // node's storage pool reports; and giving a device to a node (POST), which the node's agent
 // then adds to the node's pool (docs/datapath.md, "Adding a device").
 import { StrataError, errors } from '../../lib/errors.js';
-import type { DeviceRecord, NodeRecord } from '../../lib/records.js';
+import type { DeviceRecord, NodePoolRecord, NodeRecord } from '../../lib/records.js';
 import type { EventPreparer } from '../events/etcd-event-log.js';
 import { catalogued } from '../events/event-catalogue.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView, bytes, type DeviceAssignment, type DeviceUsage } from '../inventory/inventory-view.js';
-import { etagOf, int64, timestamp } from '../inventory/wire.js';
+import { errorCountWire, etagOf, int64, timestamp } from '../inventory/wire.js';
 import type { Command } from '../../proto/gen/strata/v1/Command.js';
 import type { AttachNvmeDeviceInput, LedPatternName, SetNvmeDeviceLedInput } from './nvme-devices-schema.js';
 import type { NvmeDevicesStore } from './nvme-devices-store.js';
@@ -181,6 +181,11 @@ function isListed(view: InventoryView, device: DeviceRecord): boolean {
   return device.present || view.assignmentOf(device.serial) !== undefined;
 }
 
+/** The device in its node's last pool report. */
+function poolDeviceOf(view: InventoryView, serial: string, nodeUUID: string | undefined): NodePoolRecord['devices'][number] | undefined {
+  return nodeUUID === undefined ? undefined : view.snapshot.nodePools.get(nodeUUID)?.record.devices.find((d) => d.serial === serial);
+}
+
 export function deviceToWire(view: InventoryView, stored: Stored<DeviceRecord>): NvmeDeviceWire {
   const device = stored.record;
   const assignment = view.assignmentOf(device.serial);
@@ -201,8 +206,13 @@ export function deviceToWire(view: InventoryView, stored: Stored<DeviceRecord>):
     name: device.controller ?? '',
     nodeUUID: assignment?.nodeUUID ?? '',
     ETag: etagOf(stored),
-    // Data-integrity counts come from the node's storage pool (a later issue): 0 until then.
-    statistics: usage === 'Data' ? { UnrecoverableDataIntegrityErrors: 0, RecoverableDataIntegrityErrors: 0 } : null,
+    // md's corrected read errors of the device as its node's pool reports them; 0 when not
+    // measured. btrfs' unrecoverable errors belong to the node (btrfs sees only the md array):
+    // not measured per device (docs/api.md "Measured and not measured").
+    statistics:
+      usage === 'Data'
+        ? { UnrecoverableDataIntegrityErrors: 0, RecoverableDataIntegrityErrors: errorCountWire(poolDeviceOf(view, device.serial, assignment?.nodeUUID)?.recoverableIntegrityErrors) }
+        : null,
     deviceUsage: usage,
   };
 }

@@ -13,6 +13,7 @@ import type { Command as _strata_v1_Command, Command__Output as _strata_v1_Comma
 import type { CommandResult as _strata_v1_CommandResult, CommandResult__Output as _strata_v1_CommandResult__Output } from './strata/v1/CommandResult.js';
 import type { ConnectedHost as _strata_v1_ConnectedHost, ConnectedHost__Output as _strata_v1_ConnectedHost__Output } from './strata/v1/ConnectedHost.js';
 import type { ControlMessage as _strata_v1_ControlMessage, ControlMessage__Output as _strata_v1_ControlMessage__Output } from './strata/v1/ControlMessage.js';
+import type { ErrorCount as _strata_v1_ErrorCount, ErrorCount__Output as _strata_v1_ErrorCount__Output } from './strata/v1/ErrorCount.js';
 import type { Heartbeat as _strata_v1_Heartbeat, Heartbeat__Output as _strata_v1_Heartbeat__Output } from './strata/v1/Heartbeat.js';
 import type { Hello as _strata_v1_Hello, Hello__Output as _strata_v1_Hello__Output } from './strata/v1/Hello.js';
 import type { Inventory as _strata_v1_Inventory, Inventory__Output as _strata_v1_Inventory__Output } from './strata/v1/Inventory.js';
@@ -52,6 +53,7 @@ export interface ProtoGrpcType {
       CommandResult: MessageTypeDefinition<_strata_v1_CommandResult, _strata_v1_CommandResult__Output>
       ConnectedHost: MessageTypeDefinition<_strata_v1_ConnectedHost, _strata_v1_ConnectedHost__Output>
       ControlMessage: MessageTypeDefinition<_strata_v1_ControlMessage, _strata_v1_ControlMessage__Output>
+      ErrorCount: MessageTypeDefinition<_strata_v1_ErrorCount, _strata_v1_ErrorCount__Output>
       Heartbeat: MessageTypeDefinition<_strata_v1_Heartbeat, _strata_v1_Heartbeat__Output>
       Hello: MessageTypeDefinition<_strata_v1_Hello, _strata_v1_Hello__Output>
       Inventory: MessageTypeDefinition<_strata_v1_Inventory, _strata_v1_Inventory__Output>

@@ -2,6 +2,7 @@
 
 import type { PoolState as _strata_v1_PoolState, PoolState__Output as _strata_v1_PoolState__Output } from '../../strata/v1/PoolState.js';
 import type { PoolDevice as _strata_v1_PoolDevice, PoolDevice__Output as _strata_v1_PoolDevice__Output } from '../../strata/v1/PoolDevice.js';
+import type { ErrorCount as _strata_v1_ErrorCount, ErrorCount__Output as _strata_v1_ErrorCount__Output } from '../../strata/v1/ErrorCount.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface NodePool {
@@ -21,6 +22,8 @@ export interface NodePool {
   'rebuild_progress_percent'?: (number);
   'devices'?: (_strata_v1_PoolDevice)[];
   'measured_at'?: (string);
+  'recoverable_integrity_errors'?: (_strata_v1_ErrorCount | null);
+  'unrecoverable_integrity_errors'?: (_strata_v1_ErrorCount | null);
 }
 
 export interface NodePool__Output {
@@ -40,4 +43,6 @@ export interface NodePool__Output {
   'rebuild_progress_percent': (number);
   'devices': (_strata_v1_PoolDevice__Output)[];
   'measured_at': (string);
+  'recoverable_integrity_errors': (_strata_v1_ErrorCount__Output | null);
+  'unrecoverable_integrity_errors': (_strata_v1_ErrorCount__Output | null);
 }
