@@ -4,7 +4,7 @@
 // the real binary prints completes the command tree (sourced and run in bash).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -65,6 +65,15 @@ function leafCommands(command: Command, prefix = ''): string[] {
   return subcommands.flatMap((c) => leafCommands(c, prefix ? `${prefix} ${c.name()}` : c.name()));
 }
 
+/** The host test sources (not the QEMU suites, which CI runs apart): where the real binary is run. */
+function hostTestSources(dir = packageRoot): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return ['node_modules', 'dist', '.git', 'e2e'].includes(entry.name) ? [] : hostTestSources(path);
+    return entry.name.endsWith('.test.ts') ? [readFileSync(path, 'utf8')] : [];
+  });
+}
+
 describe('the CLI covers the API', () => {
   const rows = documentedRows();
   const documentedFamilies = new Set(rows.flatMap((r) => r.families));
@@ -85,6 +94,17 @@ describe('the CLI covers the API', () => {
     const cli = leafCommands(buildProgram()).sort();
     const documented = [...new Set(rows.flatMap((r) => r.commands))].sort();
     assert.deepEqual(documented, cli);
+  });
+
+  it('every command of the CLI is run by a host test (its words as the arguments of the real binary)', () => {
+    const sources = hostTestSources();
+    const escape = (word: string) => word.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    const unrun = leafCommands(buildProgram()).filter((path) => {
+      const words = path.split(' ').map((w) => `'${escape(w)}'`);
+      const invocation = new RegExp(words.length === 1 ? `\\[\\s*${words[0]}[,\\]]` : words.join(',\\s*'));
+      return !sources.some((source) => invocation.test(source));
+    });
+    assert.deepEqual(unrun, [], `commands no host test runs: ${unrun.join(', ')}`);
   });
 
   it('strata completion bash, sourced in bash, completes commands, subcommands, options and --output values', (t) => {

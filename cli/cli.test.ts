@@ -441,9 +441,19 @@ describe('strata CLI against a real control plane', () => {
     }
     assert.match(await ok(['cluster', 'etcd-scan']), /etcd corruption scan started/);
     assert.deepEqual(JSON.parse(await ok(['cluster', 'etcd-scan', '-o', 'json'])), {});
-    const attach = await strata(['federation', 'clusters', 'attach', '10.0.0.1:443']);
-    assert.equal(attach.code, 1);
-    assert.match(attach.stderr, /federation service is unavailable.*\(HTTP 500, Internal\)/);
+    // Federation is not offered: every command but clusters list gets the API's answer that says so.
+    for (const args of [
+      ['federation', 'clusters', 'attach', '10.0.0.1:443'],
+      ['federation', 'clusters', 'detach', '00000000-0000-4000-8000-00000000c1d0'],
+      ['federation', 'workflows', 'list'],
+      ['federation', 'workflows', 'get', '00000000-0000-4000-8000-0000000000f1'],
+      ['federation', 'credentials'],
+      ['federation', 'login'],
+    ]) {
+      const refused = await strata(args);
+      assert.equal(refused.code, 1, `strata ${args.join(' ')}: ${refused.stderr}`);
+      assert.match(refused.stderr, /federation service is unavailable.*\(HTTP 500, Internal\)/, `strata ${args.join(' ')}`);
+    }
   });
 
   it('connected-hosts list shows a connection whose host NQN is not known by its address, and how NQNs are known', async () => {
@@ -492,6 +502,42 @@ describe('strata CLI against a real control plane', () => {
     const run = await strata(['volumes', 'list'], { STRATA_ENDPOINT: `http://127.0.0.1:${await freePort()}` });
     assert.equal(run.code, 3);
     assert.match(run.stderr, /^strata: cannot connect to http:\/\/127\.0\.0\.1:\d+: connection refused/);
+  });
+
+  it('nodes replace and restart, devices locate: the API\'s refusals; restart --force recorded; in-band-auth disable; cluster openapi', async () => {
+    // A spare server whose node is Unattached (extendCluster false), as a replace's target.
+    const spare = await joinServer(kv, { nodes: [{ managedDeviceSerials: ['CLI-SPARE'], unattached: true }] });
+    const target = spare.nodes[0]!.UUID;
+    await waitUntil(async () => (await api<{ state: string }>('GET', `/nodes/${target}`)).body.state === 'Unattached' || undefined, 'the spare node Unattached', 15_000);
+    const replace = await strata(['nodes', 'replace', node.UUID, '--target', target]);
+    assert.equal(replace.code, 1, replace.stderr);
+    assert.match(replace.stderr, new RegExp(`source node Inactive and the target node Unattached: node ${node.UUID} is Active`));
+    const commandOf = async (uuid: string) => (await kv.get(keys.nodeCommand(uuid)).json()) as { kind: string; force: boolean } | null;
+    assert.equal(await commandOf(node.UUID), null, 'a refused replace records nothing');
+
+    // The node serves the only copy of the test's volumes: a restart needs --force.
+    const restart = await strata(['nodes', 'restart', node.UUID]);
+    assert.equal(restart.code, 1, restart.stderr);
+    assert.match(restart.stderr, /restarting node .* would make volume\(s\) .* unavailable/);
+    assert.equal(await commandOf(node.UUID), null, 'a refused restart records nothing');
+    assert.match(await ok(['nodes', 'restart', node.UUID, '--force']), /restart recorded/);
+    assert.deepEqual(await commandOf(node.UUID).then((c) => c && [c.kind, c.force]), ['restart', true]);
+
+    // The LED is set by the server's agent, which is not connected here; a wrong server is a 400.
+    const locate = await strata(['devices', 'locate', 'CLI-SN0']);
+    assert.equal(locate.code, 1, locate.stderr);
+    assert.match(locate.stderr, new RegExp(`agent of server ${node.serverUUID} is not connected`));
+    const elsewhere = await strata(['devices', 'locate', 'CLI-SN0', '--off', '--server', spare.server.UUID]);
+    assert.equal(elsewhere.code, 1, elsewhere.stderr);
+    assert.match(elsewhere.stderr, new RegExp(`NVMe device CLI-SN0 is on server ${node.serverUUID}, not on server ${spare.server.UUID}`));
+
+    // Disabling turns the flag off (here enabled as if the cluster's kernels allowed it).
+    await putRecord(kv, keys.featureFlag('in-band-authentication'), { name: 'in-band-authentication', enabled: true, updatedAt: new Date().toISOString(), updatedBy: 'test' });
+    await waitUntil(async () => (await api<{ enabled: boolean }>('GET', '/featureFlags/in-band-authentication')).body.enabled || undefined, 'the flag on', 15_000);
+    assert.match(await ok(['in-band-auth', 'disable']), /in-band authentication disabled/);
+    assert.deepEqual((await api('GET', '/featureFlags/in-band-authentication')).body, { name: 'in-band-authentication', enabled: false });
+
+    assert.deepEqual(JSON.parse(await ok(['cluster', 'openapi'])), (await api('GET', '/openapi.json')).body);
   });
 
   it('never prints the token', () => {

@@ -14,6 +14,7 @@ import { readJsonBody } from '../http/body.js';
 import { ifMatch } from '../http/etag.js';
 import type { FeatureFlagsService } from '../feature-flags/feature-flags-service.js';
 import { emptyAnswer, route } from '../http/routes.js';
+import { hostNqnSchema } from '../../lib/contract/nqn.js';
 import { objectName, parsePathName } from '../projects/projects-schema.js';
 import { checkHostNqn, checkSecret, type InBandAuthService, type SecretsInput, type TrustedHostInput } from './in-band-auth-service.js';
 
@@ -46,7 +47,7 @@ function parseSecrets(body: Record<string, unknown>): SecretsInput {
 
 const projectParams = z.object({ project: objectName });
 const hostParams = z.object({ project: objectName, name: objectName });
-const trustedHostBody = z.object({ name: objectName, hostNQN: z.string(), secret: z.string(), ctrlSecret: z.string().optional() });
+const trustedHostBody = z.object({ name: objectName, hostNQN: hostNqnSchema, secret: z.string(), ctrlSecret: z.string().optional() });
 const secretsBody = z.object({ secret: z.string(), ctrlSecret: z.string().optional() });
 const trustedHostAnswer = z.object({
   UUID: z.string(),

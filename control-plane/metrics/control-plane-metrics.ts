@@ -3,7 +3,8 @@
 // cluster state are computed at scrape time from what the API itself answers from (the watch
 // cache, the inventory, etcd), so a scrape never shows a state the API would not.
 import { AlarmAction, AlarmType, type Etcd3 } from 'etcd3';
-import { counter, gauge, histogram } from '../../lib/metrics.js';
+import { Gauge } from 'prom-client';
+import { counter, gauge, histogram, registry } from '../../lib/metrics.js';
 import type { VolumeRecord } from '../../lib/records.js';
 import type { AgentSessions } from '../agents/agent-sessions.js';
 import { EtcdCorruptionService } from '../etcd-corruption/etcd-corruption-service.js';
@@ -20,9 +21,21 @@ const ETCD_ALARMS = ['NOSPACE', 'CORRUPT'] as const;
 
 export const apiRequests = counter('strata_api_requests_total', 'REST API requests answered, by route template, method and status code', ['route', 'method', 'status']);
 export const apiRequestDuration = histogram('strata_api_request_duration_seconds', 'REST API request latency, by route template and method', ['route', 'method']);
-/** Unplanned failovers this instance's volume controller committed (a new primary in a new epoch). */
-export const failovers = counter('strata_volume_failovers_total', 'Unplanned volume failovers committed by this control plane (primary lost, in-sync copy promoted)');
-failovers.inc(0);
+/** How a volume's primary moved: handed over by the primary itself, or promoted by the leader after it was lost. */
+export type FailoverKind = 'planned' | 'unplanned';
+/** Failovers this instance's volume controller saw committed (a new primary in a new epoch). */
+export const failovers = counter('strata_volume_failovers_total', 'Volume failovers seen committed by this control plane\'s volume controller, by kind (planned: handed over by the primary; unplanned: primary lost, in-sync copy promoted)', ['kind']);
+/** From the failover's start to the new primary reporting it serves, as this instance saw both. */
+export const failoverDuration = histogram(
+  'strata_volume_failover_duration_seconds',
+  'From a failover\'s start (unplanned: the primary\'s presence lease gone; planned: the hand-over committed) to the new primary reporting it serves the volume, by kind',
+  ['kind'],
+  [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300],
+);
+for (const kind of ['planned', 'unplanned'] as const) {
+  failovers.labels(kind).inc(0);
+  failoverDuration.zero({ kind });
+}
 
 /** What the scrape-time gauges read; set while the control plane runs. */
 export interface ControlPlaneMetricsSources {
@@ -157,12 +170,30 @@ gauge('strata_etcd_alarms', 'Active etcd alarms by type (CORRUPT: a member\'s da
 // The etcd corruption scan's last result (issue 15 item 6; docs/api.md), as every control plane
 // reads it from etcd.
 const corruptionStatus = async () => (sources ? new EtcdCorruptionService(sources.etcd).status().catch(() => null) : null);
-// Labelled by the revision the scan compared at, so that before the first scan (and after one that
-// could not run) there is no series at all rather than a 0 that would claim a clean scan.
-gauge('strata_etcd_corruption_detected', '1 when the last etcd corruption scan found members whose data disagree, else 0 (absent before the first scan)', ['revision'], async function () {
+/** A gauge without labels that has no sample at all while `read` answers undefined. */
+function optionalGauge(name: string, help: string, read: () => Promise<number | undefined>): void {
+  new (class extends Gauge {
+    override async get() {
+      const value = await read();
+      this.set(value ?? 0);
+      const got = await super.get();
+      return value === undefined ? { ...got, values: [] } : got;
+    }
+  })({ name, help, registers: [registry] });
+}
+// Before the first scan (and after one that could not run) neither has a sample, rather than a 0
+// that would claim a clean scan.
+const lastScan = async () => {
   const status = await corruptionStatus();
-  this.reset();
-  if (status && status.error === '') this.labels(String(status.revision)).set(status.corrupted ? 1 : 0);
+  return status && status.error === '' ? status : undefined;
+};
+optionalGauge('strata_etcd_corruption_detected', '1 when the last etcd corruption scan found members whose data disagree, else 0 (absent before the first scan)', async () => {
+  const status = await lastScan();
+  return status && (status.corrupted ? 1 : 0);
+});
+optionalGauge('strata_etcd_corruption_scan_revision', 'The etcd revision the last etcd corruption scan compared the members\' hashes at (absent before the first scan)', async () => {
+  const status = await lastScan();
+  return status && Number(status.revision);
 });
 gauge('strata_etcd_corruption_last_scan_timestamp_seconds', 'When the last etcd corruption scan finished (0: never)', [], async function () {
   const status = await corruptionStatus();

@@ -4,10 +4,10 @@
 // path's UUID is typed too, and a malformed one is the 404 of a node that does not exist (the
 // spec's one answer for GET /nodes/{UUID}).
 import { z } from 'zod';
-import { UUID_PATTERN, uuidSchema } from '../../lib/contract/uuid.js';
-import { StrataError, errors, quote } from '../../lib/errors.js';
+import { uuidSchema } from '../../lib/contract/uuid.js';
+import { StrataError, errors } from '../../lib/errors.js';
 import { queryValue } from '../http/body.js';
-import { boolean, optional, parseInput } from '../http/lenient.js';
+import { boolean, optional, optionalIdentifier, parseInput } from '../http/lenient.js';
 import { storageStatisticsShape } from '../inventory/wire-schemas.js';
 import { object } from '../projects/projects-schema.js';
 import { foreignName } from '../servers/servers-schema.js';
@@ -43,14 +43,9 @@ export function parseNodeListQuery(query: Query): NodeFilter {
 export const stopSchema = object({ force: optional(boolean) });
 export const restartSchema = object({ force: optional(boolean), considerBackend: optional(boolean) });
 export const replaceSchema = object({
-  TargetNodeUUID: optional(z.string({ error: 'must be a string' }).trim()),
+  TargetNodeUUID: optionalIdentifier(uuidSchema),
   ReplaceWhileActive: optional(boolean),
 });
-
-export function parseNodeUUID(value: string, what = 'the node UUID in the path'): string {
-  if (!UUID_PATTERN.test(value)) throw errors.invalid(`${what} must be a UUID (got "${quote(value)}")`);
-  return value.toLowerCase();
-}
 
 export function parseStopNode(body: Record<string, unknown>): StopNodeInput {
   return { force: parseInput(stopSchema, body).force ?? false };
@@ -64,7 +59,7 @@ export function parseRestartNode(body: Record<string, unknown>): RestartNodeInpu
 export function parseReplaceNode(body: Record<string, unknown>): ReplaceNodeInput {
   const input = parseInput(replaceSchema, body);
   if (!input.TargetNodeUUID) throw errors.invalid('TargetNodeUUID is required: the Unattached node that takes over the source node\'s copies');
-  return { targetNodeUUID: parseNodeUUID(input.TargetNodeUUID, 'TargetNodeUUID'), replaceWhileActive: input.ReplaceWhileActive ?? false };
+  return { targetNodeUUID: input.TargetNodeUUID, replaceWhileActive: input.ReplaceWhileActive ?? false };
 }
 
 // ---- the answer (spec 2.12; NodeWire) ----

@@ -223,6 +223,10 @@ describe('OpenAPI document of /api/v2 (issue 16 item 3) and typed identifiers (i
     assert.equal(body('/api/v2/nvmeDevices', 'post')['nodeUUID']!['format'], 'uuid');
     assert.equal(body('/api/v2/nvmeDevices/{serial}', 'post')['serverUUID']!['format'], 'uuid');
     assert.match(String(body('/api/v2/projects/{project}/snapshots', 'post')['sourceVolumeName']!['pattern']), /\{1,253\}/);
+    assert.equal(body('/api/v2/nodes/{uuid}/replace', 'post')['TargetNodeUUID']!['format'], 'uuid');
+    const hostNQN = body('/api/v2/projects/{project}/trustedHosts', 'post')['hostNQN']!;
+    assert.deepEqual([hostNQN['minLength'], hostNQN['maxLength']], [1, 223]);
+    assert.match(String(hostNQN['pattern']), /^\^nqn\\\./);
   });
 
   it('a malformed identifier in a path, query or body is a 400 (404 where the spec answers 404), with the JSON error body and a short quote; nothing is written', async () => {

@@ -13,6 +13,7 @@ import { joinServer, markAbsent, markPresent, nodePoolRecord, putRecord, reportI
 import { waitUntil } from '../../test/helpers/wait.js';
 import type { EventInput } from '../events/event-recorder.js';
 import { LeaderElection } from '../leadership/leader-election.js';
+import { failoverDuration, failovers, type FailoverKind } from '../metrics/control-plane-metrics.js';
 import { VolumeController } from './volume-controller.js';
 import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
 import { withReplicaSet } from '../../lib/replication.js';
@@ -86,6 +87,17 @@ describe('volume controller', () => {
     };
     await putRecord(client, keys.volumeStatus(v.UUID, node), status);
   }
+  /** strata_volume_failovers_total and the duration histogram's count and sum for one kind (this process's registry). */
+  async function failoverMetrics(kind: FailoverKind) {
+    const durations = (await failoverDuration.get()).values.filter((v) => v.labels['kind'] === kind);
+    return {
+      count: (await failovers.get()).values.find((v) => v.labels['kind'] === kind)?.value ?? 0,
+      timed: durations.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0,
+      seconds: durations.find((v) => v.metricName?.endsWith('_sum'))?.value ?? 0,
+    };
+  }
+  /** What a primary's agent reports once it serves: Served, with the copies it mirrors to. */
+  const servedAsPrimary = (nodes: readonly string[]): Partial<VolumeStatusRecord> => ({ replicaLegs: nodes.map((nodeUUID) => ({ nodeUUID, state: 'InSync', syncPercent: 100 })) });
   const until = <T>(what: string, probe: () => Promise<T | undefined | false>) => waitUntil(probe, what, 5000);
   /** Lets the controller see what was just written and finish its pass. */
   const settle = async () => {
@@ -387,6 +399,7 @@ describe('volume controller', () => {
       await settle();
       let now1 = await read<ReplicaSetRecord>(keys.replicaSet(v.UUID));
       assert.equal(now1?.primaryNodeUUID, p, 'the only live copy (r1) is out of sync: never promoted');
+      const metricsBefore = await failoverMetrics('unplanned');
       assert.equal(now1?.epoch, 1);
       await until('NotAvailable announced', async () => events.some((e) => e.eventName === 'VolumeNotAvailable'));
 
@@ -406,6 +419,15 @@ describe('volume controller', () => {
       assert.deepEqual([promoted.role, promoted.anaState], ['primary', 'optimized']);
       const old = await read<VolumeAssignment>(keys.assignment(p, v.UUID));
       assert.deepEqual([old?.role, old?.anaState, old?.replication?.primaryHostNQN], ['replica', 'inaccessible', `${CLUSTER_NQN}:node:${r2}`]);
+
+      // Counted once, unplanned; timed from the primary's lease gone to the new primary serving.
+      assert.equal((await failoverMetrics('unplanned')).count, metricsBefore.count + 1);
+      await settle();
+      assert.equal((await failoverMetrics('unplanned')).timed, metricsBefore.timed, 'not timed before the new primary serves');
+      now.ms += 7000;
+      await report(v, r2, 'Served', servedAsPrimary([p, r1, r2]));
+      await until('failover timed', async () => (await failoverMetrics('unplanned')).timed === metricsBefore.timed + 1);
+      assert.equal((await failoverMetrics('unplanned')).seconds - metricsBefore.seconds, 7);
 
       // Deleting the volume removes its replica set with it.
       await putRecord(client, keys.volume(v.UUID), { ...(await readVolume(v.UUID))!, state: 'Deleting' });
@@ -526,8 +548,10 @@ describe('volume controller', () => {
       await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
       const before = await read<VolumeAssignment>(keys.assignment(r, v.UUID));
       const changedBefore = events.filter((e) => e.eventName === 'VolumePrimaryChanged').length;
+      const metricsBefore = await failoverMetrics('planned');
+      const unplannedBefore = await failoverMetrics('unplanned');
 
-      const moved = await new ReplicaSetStore(client).handOver(v.UUID, 1, p, [r]);
+      const moved = await new ReplicaSetStore(client, () => new Date(now.ms)).handOver(v.UUID, 1, p, [r]);
       assert.deepEqual(moved, { outcome: 'moved', primaryNodeUUID: r, epoch: 2 });
       const set = (await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!;
       // What the promoted agent serves on the replica set's change, before the leader writes.
@@ -545,6 +569,14 @@ describe('volume controller', () => {
       assert.equal(changed.length, 1, 'one VolumePrimaryChanged for the hand-over');
       assert.match(changed[0]!.description ?? '', /handed over/);
       assert.equal((await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))?.epoch, 2, 'the leader does not promote again');
+
+      // Counted once, planned; timed from the hand-over's commit to the new primary serving.
+      assert.equal((await failoverMetrics('planned')).count, metricsBefore.count + 1);
+      assert.deepEqual(await failoverMetrics('unplanned'), unplannedBefore);
+      now.ms += 2500;
+      await report(v, r, 'Served', servedAsPrimary([p, r]));
+      await until('hand-over timed', async () => (await failoverMetrics('planned')).timed === metricsBefore.timed + 1);
+      assert.equal((await failoverMetrics('planned')).seconds - metricsBefore.seconds, 2.5);
     } finally {
       await stopController();
     }

@@ -38,7 +38,7 @@ import { protectionOf } from '../volumes/protection.js';
 import { chooseNodes, chooseReplacement, roomOn, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
 import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
-import { failovers } from '../metrics/control-plane-metrics.js';
+import { failoverDuration, failovers, type FailoverKind } from '../metrics/control-plane-metrics.js';
 
 export interface VolumeControllerOptions {
   readonly etcd: Etcd3;
@@ -114,6 +114,8 @@ export class VolumeController {
   private readonly absentSince = new Map<string, number>();
   /** Node replaces may have progressed: look whether one can finish. */
   private replacesDue = false;
+  /** Failovers committed whose new primary has not reported serving yet, since when (this process's clock). */
+  private readonly failingOver = new Map<string, { kind: FailoverKind; epoch: number; since: number }>();
 
   constructor(private readonly options: VolumeControllerOptions) {
     this.mirror = new PrefixMirror(options.etcd, Object.values(PREFIXES), options.logger);
@@ -285,6 +287,7 @@ export class VolumeController {
 
     const replicaSet = this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volumeUUID));
     if (replicaSet) {
+      this.timeFailover(volumeUUID, replicaSet.record);
       const failover = await this.failover(volume, replicaSet.record, replicaSet.revision);
       if (failover !== 'none') return failover;
       const announced = await this.announceProtection(volume, replicaSet.record, replicaSet.revision);
@@ -298,7 +301,11 @@ export class VolumeController {
     }
     const assignmentOps = this.assignmentChanges(volume);
     if (assignmentOps.length > 0) {
-      return (await this.commit([fence], assignmentOps, this.handOverEvent(volume, replicaSet?.record))) ? 'done' : 'retry';
+      const handedOver = this.handOverEvent(volume, replicaSet?.record);
+      const ok = await this.commit([fence], assignmentOps, handedOver);
+      // The hand-over committed before this leader saw it: it started at its own record's time.
+      if (ok && handedOver) this.failedOver(volume.UUID, 'planned', replicaSet!.record.epoch, Math.min(this.now(), Date.parse(replicaSet!.record.updatedAt) || this.now()));
+      return ok ? 'done' : 'retry';
     }
     const snapshotsDone = await this.reconcileSnapshots(volume);
     if (snapshotsDone === 'retry') return 'retry';
@@ -471,8 +478,32 @@ export class VolumeController {
     const event = this.event(volume, 'VolumePrimaryChanged', `volume ${volume.name}: primary moved from node ${set.primaryNodeUUID} to ${candidate} (epoch ${next.epoch})`);
     const ok = await this.commit(compares, [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event);
     if (ok) this.options.logger.warn({ volumeUUID: volume.UUID, from: set.primaryNodeUUID, to: candidate, epoch: next.epoch }, 'volume failed over');
-    if (ok) failovers.inc();
+    if (ok) this.failedOver(volume.UUID, 'unplanned', next.epoch, this.absentSince.get(set.primaryNodeUUID) ?? this.now());
     return ok ? 'done' : 'retry';
+  }
+
+  private failedOver(volumeUUID: string, kind: FailoverKind, epoch: number, since: number): void {
+    failovers.labels(kind).inc();
+    this.failingOver.set(volumeUUID, { kind, epoch, since });
+  }
+
+  /**
+   * A failover ends when the new primary reports it serves the volume as the primary: Served, with
+   * the copies it mirrors to (a replica reports none, and a copy is in sync again, so promotable,
+   * only after its node reported as a replica): strata_volume_failover_duration_seconds. A later
+   * failover replaces an unfinished one.
+   */
+  private timeFailover(volumeUUID: string, set: ReplicaSetRecord): void {
+    const pending = this.failingOver.get(volumeUUID);
+    if (!pending) return;
+    if (set.epoch !== pending.epoch) {
+      this.failingOver.delete(volumeUUID);
+      return;
+    }
+    const status = this.mirror.get<VolumeStatusRecord>(PREFIXES.status, keys.volumeStatus(volumeUUID, set.primaryNodeUUID))?.record;
+    if (status?.state !== 'Served' || !status.replicaLegs) return;
+    failoverDuration.labels(pending.kind).observe(Math.max(0, this.now() - pending.since) / 1000);
+    this.failingOver.delete(volumeUUID);
   }
 
   /** Which nodes are Inactive, and since when. */

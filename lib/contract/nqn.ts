@@ -1,5 +1,6 @@
 // NVMe Qualified Names: the subsystem NQN of a volume (control plane, agent, CLI and launcher
 // must agree on it byte for byte: hosts connect with it) and what a host NQN may look like.
+import { z } from 'zod';
 import { UUID_PATTERN } from './uuid.js';
 
 /** NQNs are at most 223 bytes (NVMe base 2.0, 4.5). */
@@ -27,3 +28,15 @@ export function hostNqnProblem(value: string): string | null {
   }
   return NQN_PATTERN.test(value) ? null : 'must be a host NQN (nqn.yyyy-mm.<reverse domain>[:<name>]), ALLOW_ANY or ALLOW_NONE';
 }
+
+/**
+ * A host NQN as API inputs take it (trusted hosts): a host NQN's form, 1 to 223 bytes. The OpenAPI
+ * document carries its pattern and length; hostNqnProblem says what is wrong with one.
+ */
+export const hostNqnSchema = z
+  .string({ error: 'must be a string' })
+  .min(1, 'must be a host NQN')
+  .max(NQN_MAX_BYTES, `must be at most ${NQN_MAX_BYTES} bytes`)
+  .regex(NQN_PATTERN, 'must be a host NQN (nqn.yyyy-mm.<reverse domain>[:<name>])')
+  .refine((v) => hostNqnProblem(v) === null, `must be ${NQN_UUID_PREFIX}<UUID> or another host NQN of at most ${NQN_MAX_BYTES} bytes`)
+  .meta({ description: `a host NQN (nqn.yyyy-mm.<reverse domain>[:<name>], ${NQN_UUID_PREFIX}<UUID>), at most ${NQN_MAX_BYTES} bytes` });

@@ -127,6 +127,9 @@ describe('Prometheus metrics of a running cluster (issue 16)', () => {
     await api('/api/v2/volumes/00000000-0000-4000-8000-000000000001?projectName=default');
     await fetch(`${plane.apiUrl}/api/v2/nodes`);
     await waitUntil(async () => /strata_agent_control_plane_connected 1/.test(await scrape(agentMetrics)), 'the agent session is established', 15_000);
+    // One etcd corruption scan: its result (absent before the first scan) is exported after it.
+    assert.equal((await api('/api/v2/cluster/etcdCorruption/scan', { method: 'POST', body: '{}' })).status, 200);
+    await waitUntil(async () => /^strata_etcd_corruption_detected 0$/m.test(await scrape(planeMetrics)), 'the corruption scan\'s result is exported', 30_000);
   });
   after(async () => {
     await agent?.stop();
@@ -205,6 +208,11 @@ describe('Prometheus metrics of a running cluster (issue 16)', () => {
     const exported = new Map([...parseScrape(await scrape(planeMetrics)), ...parseScrape(await scrape(agentMetrics))]);
     const used = new Set([...dashboardExpressions(), ...ruleExpressions()].flatMap(metricsOf));
     assert.ok(used.size >= 15, `the dashboard and rules use ${used.size} metrics`);
+    // etcd corruption alerts on Strata's own scan as well as on etcd's CORRUPT alarm; failovers are
+    // on the dashboard with their duration.
+    assert.ok(ruleExpressions().some((e) => metricsOf(e).includes('strata_etcd_corruption_detected')), 'an alert rule on strata_etcd_corruption_detected');
+    const shown = new Set(dashboardExpressions().flatMap(metricsOf));
+    for (const m of ['strata_volume_failovers_total', 'strata_volume_failover_duration_seconds', 'strata_agent_resync_duration_seconds']) assert.ok(shown.has(m), `the dashboard shows ${m}`);
     const missing = [...used].filter((m) => !exported.has(m));
     assert.deepEqual(missing, [], `used but not exported: ${missing.join(', ')}`);
     const empty = [...used].filter((m) => !NEEDS_KERNEL_TARGET.has(m) && (exported.get(m) ?? []).length === 0);
