@@ -408,7 +408,7 @@ async function waitForVolumeState(client: ApiClient, print: Printer, volume: Vol
 }
 
 /** "Creating", "Available, Degraded, rebuild 42%": the state, then the protection unless it is unremarkable. */
-function progressOf(v: Volume): string {
+export function progressOf(v: Pick<Volume, 'state' | 'protectionState' | 'rebuildProgress'>): string {
   const parts = [v.state];
   if (['Degraded', 'ReadOnly', 'NotAvailable'].includes(v.protectionState)) parts.push(v.protectionState);
   if (v.protectionState === 'Degraded' && v.rebuildProgress) parts.push(`rebuild ${v.rebuildProgress}%`);

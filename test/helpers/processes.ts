@@ -106,6 +106,21 @@ export function spawnDaemon(script: string, args: string[], env: NodeJS.ProcessE
   };
 }
 
+/**
+ * Waits for the daemon's ready line (up to a minute: a start that issues certificates with openssl
+ * took over 20 s on a loaded 2-core machine); a daemon that never says it is killed before the
+ * error goes up (left running, its pipes would keep the test process, and so the whole run, from
+ * ending).
+ */
+async function readyOrKilled(daemon: DaemonProcess, ready: (r: Record<string, unknown>) => boolean): Promise<void> {
+  try {
+    await daemon.waitForLog(ready, 60_000);
+  } catch (err) {
+    await daemon.kill();
+    throw err;
+  }
+}
+
 export interface ControlPlaneProcess extends DaemonProcess {
   /** https://127.0.0.1:<port> (with `https`), else http://. */
   readonly apiUrl: string;
@@ -154,7 +169,7 @@ export async function startControlPlaneProcess(options: ControlPlaneOptions): Pr
     ...(options.https ? [] : ['--api-insecure-http', 'true']),
     ...(options.extraArgs ?? []),
   ]);
-  await daemon.waitForLog((r) => r['msg'] === 'control plane started');
+  await readyOrKilled(daemon, (r) => r['msg'] === 'control plane started');
   return {
     ...daemon,
     apiUrl: `${options.https ? 'https' : 'http'}://127.0.0.1:${apiPort}`,
@@ -194,7 +209,7 @@ export async function startSysfsAgent(options: SysfsAgentOptions): Promise<Daemo
     '--lease-ttl-seconds', '2',
     ...(options.extraArgs ?? []),
   ]);
-  await agent.waitForLog((r) => r['msg'] === 'strata-agent ready');
+  await readyOrKilled(agent, (r) => r['msg'] === 'strata-agent ready');
   return agent;
 }
 

@@ -351,8 +351,11 @@ describe('node stop / start / restart / replace (real control plane, etcd and ag
       source = (await joinServer(client, { server: { hostname: 'lost' }, nodes: [{ name: 'lost-1' }], present: false })).nodes[0]!.UUID;
       volume = volumeRecord([peer, source], { name: 'mirrored', placement: { nodeList: [peer, source], primaryNodeUUID: peer, nsid: 900, port: 29000 } });
       const set: ReplicaSetRecord = { volumeUUID: volume.UUID, epoch: 1, primaryNodeUUID: peer, inSync: [peer], reason: 'created', announced: 'Unknown', updatedAt: new Date().toISOString() };
-      await putRecord(client, keys.replicaSet(volume.UUID), set);
-      await putRecord(client, keys.volume(volume.UUID), volume);
+      // One transaction: a replica set the leader sees without its volume is an orphan it removes.
+      await client
+        .if(keys.volume(volume.UUID), 'Create', '==', 0)
+        .then(client.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(set)), client.put(keys.volume(volume.UUID)).value(JSON.stringify(volume)))
+        .commit();
       await until('the volume\'s assignments', async () => (await read(keys.assignment(source, volume.UUID))) !== null);
     });
 
