@@ -70,4 +70,20 @@ describe('the fence', () => {
     assert.deepEqual(calls.at(-1), ['losetup', '--set-capacity', '/dev/loop4']);
     assert.equal(readFileSync(join(sys, 'block', 'loop4', 'dev'), 'utf8'), '7:4\n');
   });
+
+  it('stopServing loads the error target, and says why, when the fence cannot be made', async () => {
+    const calls: string[][] = [];
+    const run = async (command: string, args: readonly string[]) => {
+      calls.push([command, ...args]);
+      if (command === 'losetup') throw new Error('losetup: cannot find an unused loop device');
+      if (command === 'dmsetup' && args[0] === 'table') throw new Error('No such device or address');
+      return { stdout: '', stderr: '' };
+    };
+    const root = mkdtempSync(join(tmpdir(), 'strata-fence-'));
+    mkdirSync(join(root, 'sys', 'block'), { recursive: true });
+    const stack = new BlockStack({ run, sysfsRoot: join(root, 'sys'), devRoot: root, fenceFile: join(root, 'run', 'fence.img'), reconnectDelaySeconds: 1, keepAliveSeconds: 5 });
+    const why = await stack.stopServing('v1', 64n << 20n);
+    assert.match(why?.message ?? '', /unused loop device/);
+    assert.ok(calls.some((c) => c[0] === 'dmsetup' && c[1] === 'create' && c.at(-1) === '0 131072 error'), JSON.stringify(calls));
+  });
 });

@@ -164,11 +164,17 @@ export class BlockStack {
   /**
    * Stops an existing device serving anything, now: the fence, or, should the fence not be had
    * (its loop device cannot be made), the `error` target. The namespace over an enabled device
-   * keeps the block size it was enabled with, and every I/O fails either way.
+   * keeps the block size it was enabled with, and every I/O fails either way. Returns why the
+   * fence could not be had when the `error` target was loaded instead.
    */
-  async stopServing(volumeUUID: string, sizeBytes: bigint): Promise<void> {
-    const table = await this.fenceTable(sizeBytes).catch(() => `0 ${sizeBytes / SECTOR} error`);
+  async stopServing(volumeUUID: string, sizeBytes: bigint): Promise<Error | undefined> {
+    let fallback: Error | undefined;
+    const table = await this.fenceTable(sizeBytes).catch((err: unknown) => {
+      fallback = err instanceof Error ? err : new Error(String(err));
+      return `0 ${sizeBytes / SECTOR} error`;
+    });
     await this.ensureDm(volumeUUID, table);
+    return fallback;
   }
 
   /** Written with the array's major:minor, as dmsetup prints it back (so tables compare equal). */

@@ -182,7 +182,7 @@ export class ReplicaManager {
       if (!state) return undefined;
       const { stack, writer, logger } = this.options;
       const { replication, nodeUUID } = state.input;
-      await stack.stopServing(volumeUUID, state.input.sizeBytes);
+      await this.stopServing(volumeUUID, state.input.sizeBytes);
       this.primaries.delete(volumeUUID);
       this.handedOver.add(volumeUUID);
       await stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
@@ -243,7 +243,7 @@ export class ReplicaManager {
     const inSync = new Set(replication.legs.filter((l) => l.inSync).map((l) => l.nodeUUID));
     if (!inSync.has(input.nodeUUID)) {
       // Only an in-sync copy may serve (the leader never promotes another): refuse.
-      await stack.stopServing(volumeUUID, input.sizeBytes);
+      await this.stopServing(volumeUUID, input.sizeBytes);
       throw new Error(`this node's copy of volume ${volumeUUID} is not in sync: it cannot be the primary`);
     }
     const remotes = this.remoteTargets(input).filter((t) => inSync.has(t.nodeUUID));
@@ -279,7 +279,7 @@ export class ReplicaManager {
     this.primaries.set(volumeUUID, state);
     if (isFencedAt(state)) {
       // An assignment older than what etcd told us: wait for the one naming the new primary.
-      await stack.stopServing(volumeUUID, input.sizeBytes);
+      await this.stopServing(volumeUUID, input.sizeBytes);
       throw new NotReadyYet(`another node is the primary of volume ${volumeUUID} since epoch ${state.fencedAtEpoch}; waiting for the new assignment`);
     }
     // Copies etcd calls in sync that the array does not hold in sync: out of the set first, then
@@ -325,10 +325,16 @@ export class ReplicaManager {
     return true;
   }
 
+  /** The host path serves nothing from now on; a fence that could not be had is said in the log. */
+  private async stopServing(volumeUUID: string, sizeBytes: bigint): Promise<void> {
+    const fallback = await this.options.stack.stopServing(volumeUUID, sizeBytes);
+    if (fallback) this.options.logger.error({ err: fallback, volumeUUID }, 'the replication fence cannot be made: the host path serves the error target (512-byte blocks) instead');
+  }
+
   /** This node is not the primary of the epoch any more: stop serving the host at once. */
   private async fence(state: PrimaryVolume): Promise<void> {
     state.fencedAtEpoch = state.input.replication.epoch;
-    await this.options.stack.stopServing(state.input.volumeUUID, state.input.sizeBytes);
+    await this.stopServing(state.input.volumeUUID, state.input.sizeBytes);
     this.options.logger.error({ volumeUUID: state.input.volumeUUID, epoch: state.input.replication.epoch }, 'fenced: another node is the primary of this volume now; the host path serves errors');
   }
 
