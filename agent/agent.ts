@@ -263,16 +263,19 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     if (stopped) return;
     stopped = true;
     fencing.abort();
+    // Planned failover first: replicated volumes this node is the primary of go to another copy
+    // (hosts wait from the hand-over to the promotion, so it starts before anything else stops),
+    // while the data path stops; a pass that is still running changes nothing more (it neither
+    // applies nor serves a handed-over volume, and a node command's hand-over of the same volume
+    // finds it gone). Waiting for that pass first could take longer than the stop's deadline on a
+    // slow server.
+    const handedOver = dataPath.handOver();
     await nodeOps.stop();
     unwatchPasses();
     unobserve();
     await adminEndpoints.stop();
-    // Planned failover first: replicated volumes this node is the primary of go to another copy
-    // (hosts wait from the hand-over to the promotion), while the data path stops; a pass that is
-    // still running changes nothing more (it neither applies nor serves a handed-over volume).
-    // Waiting for that pass first could take longer than the stop's deadline on a slow server.
     const dataPathStopped = dataPath.stop().then(() => hostAuth.stop());
-    await dataPath.handOver();
+    await handedOver;
     await dataPathStopped;
     await membership.stop();
     await dataPath.finishHandOver();

@@ -13,6 +13,12 @@ export interface NativeAddon {
   setNoCow(path: string): void;
   /** FICLONE: `destination` (existing; truncated) shares all of `source`'s extents. Rejects with errno. */
   cloneFile(source: string, destination: string): Promise<void>;
+  /** The device-mapper device's live table as `dmsetup table` prints it; '' when there is no such device. */
+  dmTable(name: string): Promise<string>;
+  /** Loads the table (lines "start length type params") inactive, then resumes: a flush suspend, the swap, the resume. */
+  dmReload(name: string, table: string): Promise<void>;
+  /** Attaches the file to a free loop device (LOOP_CONFIGURE: block size, read-only, direct I/O at once); resolves with its name, "loop3". */
+  loopAttach(file: string, readOnly: boolean, sectorSize: number, directIo: boolean): Promise<string>;
 }
 
 /** Where `npm run build:native` puts the addon. */

@@ -18,8 +18,9 @@ import { DataPathReconciler, type DataPathBackend } from './reconciler.js';
 import { NodePools } from './node-pools.js';
 import { runCommand, type CommandRunner, type StoragePool } from './storage-pool.js';
 import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
-import { BlockStack } from './replication/block-stack.js';
+import { BlockStack, type BlockIoctls } from './replication/block-stack.js';
 import { ReplicaManager } from './replication/replica-manager.js';
+import { loadNativeAddon } from '../../lib/native-addon.js';
 
 /**
  * The sparse file under the replication fence's loop device (block-stack.ts): on /run (tmpfs),
@@ -105,7 +106,7 @@ export async function createDataPathAndPools(
   const replicas =
     parts.backend === undefined
       ? new ReplicaManager({
-          stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', fenceFile: REPLICATION_FENCE_FILE, reconnectDelaySeconds: 1, keepAliveSeconds: 5, ...(config.replicaBitmapChunkKib ? { bitmapChunkKiB: config.replicaBitmapChunkKib } : {}) }),
+          stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', fenceFile: REPLICATION_FENCE_FILE, ioctls: blockIoctls(), reconnectDelaySeconds: 1, keepAliveSeconds: 5, ...(config.replicaBitmapChunkKib ? { bitmapChunkKiB: config.replicaBitmapChunkKib } : {}) }),
           writer: new ReplicaSetStore(deps.etcd),
           clusterSubsystemNQN: () => dataPath.clusterSubsystemNQN(),
           logger: logger.child({ component: 'replication' }),
@@ -173,4 +174,10 @@ async function isDirectory(path: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** The native addon's device-mapper and loop calls, null without them (not built, or built before they existed): dmsetup and losetup then. */
+function blockIoctls(): BlockIoctls | null {
+  const addon = loadNativeAddon();
+  return addon && typeof addon.dmTable === 'function' && typeof addon.dmReload === 'function' && typeof addon.loopAttach === 'function' ? addon : null;
 }

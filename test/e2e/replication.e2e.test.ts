@@ -68,6 +68,12 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
   const { api } = adminApi(() => plane);
   const getVolume = (uuid: string) => api<Volume>('GET', `/volumes/${uuid}`);
   const replicaSet = async (uuid: string): Promise<ReplicaSetRecord> => JSON.parse((await client.get(keys.replicaSet(uuid)).string()) ?? 'null') as ReplicaSetRecord;
+  /** The promotion started the mirror through md's sysfs (an `md_<volume>` array), not mdadm (docs/replication.md). */
+  const assertPromotedThroughSysfs = (nodeUUID: string) => {
+    const log = storageOf(nodeUUID).agentLogTail(2_000_000);
+    assert.match(log, /"array":"md_[0-9a-f]{24}"[^\n]*"msg":"replicated volume assembled"/, 'the new primary assembled the mirror through md sysfs');
+    assert.doesNotMatch(log, /could not assemble the mirror through sysfs/);
+  };
   const agentLogs = () => storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(3000)}`).join('\n');
   /** Polls every 0.5 s; a timeout names what it waited for, with the agents' recent logs. */
   const until = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> =>
@@ -345,6 +351,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     assert.equal(set.primaryNodeUUID, survivor, 'the only in-sync copy alive, never the stale one');
     assert.ok(!set.inSync.includes(staleNode));
     await step('host I/O resumes on the new primary', () => writes.resumed(killedAt));
+    assertPromotedThroughSysfs(survivor);
     const v = await until('the API shows the new primary', async () => {
       const got = await getVolume(volume.UUID);
       return got.primaryNodeUUID === survivor && got.protectionState === 'Degraded' && got;
@@ -419,6 +426,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     assert.equal(next.epoch, set.epoch + 1);
     assert.ok(!next.inSync.includes(primary), 'the handing-over copy left the in-sync set with the move');
     await step('host I/O resumes', () => writes.resumed(stoppedAt));
+    assertPromotedThroughSysfs(next.primaryNodeUUID);
     const pause = await sh(host(), `awk 'NR>1 && $1 != "error" { d = $2 - prev; if (d > max) max = d } { prev = $2 } END { printf "%.3f", max }' /tmp/acked-planned.log`);
     console.log(`# planned failover: longest gap between acknowledged writes ${pause} s`);
     await writes.noneLost();
@@ -487,6 +495,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     assert.notEqual(next.primaryNodeUUID, primary);
     assert.equal(next.epoch, set.epoch + 1, 'promoted once');
     await step('host I/O resumes on the new primary', () => writes.resumed(killedAt));
+    assertPromotedThroughSysfs(survivor);
     assert.ok(!(await replicaSet(volume.UUID)).inSync.includes(primary), 'the lost primary was recorded out of sync before the new one served');
     const states = await pathStates(volume.UUID);
     assert.deepEqual([...states].filter(([, st]) => st === 'live/optimized').map(([n]) => n), [indexOf(next.primaryNodeUUID)], `one optimized path, the new primary's: ${[...states].join(' ')}`);

@@ -87,3 +87,84 @@ describe('the fence', () => {
     assert.ok(calls.some((c) => c[0] === 'dmsetup' && c[1] === 'create' && c.at(-1) === '0 131072 error'), JSON.stringify(calls));
   });
 });
+
+describe('device-mapper through its ioctls (the native addon)', () => {
+  it('reads and reloads tables without a dmsetup process; an unchanged table is left alone', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'strata-dm-'));
+    mkdirSync(join(root, 'mapper'), { recursive: true });
+    writeFileSync(join(root, 'mapper', 'strata-v1'), '');
+    const calls: string[][] = [];
+    const run = async (command: string, args: readonly string[]) => {
+      calls.push([command, ...args]);
+      return { stdout: '', stderr: '' };
+    };
+    const tables = new Map([['strata-v1', '0 131072 flakey 7:4 0 0 1 2 error_reads error_writes\n']]);
+    const reloads: string[][] = [];
+    const dm = {
+      dmTable: async (name: string) => tables.get(name) ?? '',
+      dmReload: async (name: string, table: string) => {
+        reloads.push([name, table]);
+        tables.set(name, `${table}\n`);
+      },
+    };
+    const stack = new BlockStack({ run, sysfsRoot: join(root, 'sys'), devRoot: root, fenceFile: join(root, 'fence.img'), reconnectDelaySeconds: 1, keepAliveSeconds: 5, ioctls: { ...dm, loopAttach: async () => 'loop9' } });
+    await stack.ensureDm('v1', '0 131072 flakey 7:4 0 0 1');
+    assert.deepEqual(reloads, [], 'the fence as 6.12 prints it back is the same table');
+    await stack.ensureDm('v1', '0 131072 linear 9:127 0');
+    assert.deepEqual(reloads, [['strata-v1', '0 131072 linear 9:127 0']]);
+    assert.equal(await stack.dmTable('v1'), '0 131072 linear 9:127 0');
+    assert.deepEqual(calls, [], 'no dmsetup process');
+  });
+});
+
+describe('assembling a mirror', () => {
+  const volume = '0b5c3f52-8e0a-4d5e-9a55-3f1b2c4d5e6f';
+  const name = 'md_0b5c3f528e0a4d5e9a553f1b';
+  function fixture(arrayState: string | undefined) {
+    const root = mkdtempSync(join(tmpdir(), 'strata-md-'));
+    const sys = join(root, 'sys');
+    mkdirSync(join(sys, 'module', 'md_mod', 'parameters'), { recursive: true });
+    writeFileSync(join(sys, 'module', 'md_mod', 'parameters', 'new_array'), '');
+    for (const [leg, dev] of [['loop2', '7:2'], ['nvme3n1', '259:4']] as const) {
+      mkdirSync(join(sys, 'block', leg, 'holders'), { recursive: true });
+      writeFileSync(join(sys, 'block', leg, 'dev'), `${dev}\n`);
+    }
+    const md = join(sys, 'block', name, 'md');
+    if (arrayState !== undefined) {
+      mkdirSync(md, { recursive: true });
+      writeFileSync(join(md, 'array_state'), `${arrayState}\n`);
+    }
+    const calls: string[][] = [];
+    const run = async (command: string, args: readonly string[]) => {
+      calls.push([command, ...args]);
+      // mdadm starts md127 over the local leg.
+      mkdirSync(join(sys, 'block', 'loop2', 'holders', 'md127'), { recursive: true });
+      return { stdout: '', stderr: '' };
+    };
+    const stack = new BlockStack({ run, sysfsRoot: sys, devRoot: '/dev', fenceFile: join(root, 'fence.img'), reconnectDelaySeconds: 1, keepAliveSeconds: 5 });
+    return { stack, calls, sys, md };
+  }
+
+  it('through md sysfs: a named array, metadata 1.2, every leg by device number, then active; no mdadm', async () => {
+    const { stack, calls, sys, md } = fixture('clear');
+    // The kernel would make the array the holder of its legs once active; the fixture does it up front.
+    mkdirSync(join(sys, 'block', 'loop2', 'holders', name), { recursive: true });
+    const result = await stack.assembleArray(volume, 'loop2', ['nvme3n1']);
+    assert.deepEqual(result, { block: name });
+    assert.equal(readFileSync(join(sys, 'module', 'md_mod', 'parameters', 'new_array'), 'utf8'), name);
+    assert.equal(readFileSync(join(md, 'metadata_version'), 'utf8'), '1.2');
+    assert.equal(readFileSync(join(md, 'new_dev'), 'utf8'), '259:4', 'the last leg written');
+    assert.equal(readFileSync(join(md, 'array_state'), 'utf8'), 'active');
+    assert.deepEqual(calls, []);
+  });
+
+  it('with mdadm, and says why, when md sysfs cannot (an array of that name runs, or none can be made)', async () => {
+    for (const state of ['active', undefined]) {
+      const { stack, calls } = fixture(state);
+      const result = await stack.assembleArray(volume, 'loop2', ['nvme3n1']);
+      assert.equal(result.block, 'md127');
+      assert.match(result.fallback?.message ?? '', state ? /is active/ : /not there/);
+      assert.deepEqual(calls[0]?.slice(0, 4), ['mdadm', '--assemble', '/dev/md/strata-0b5c3f528e0a4d5e9a553f1b', '--run']);
+    }
+  });
+});

@@ -17,7 +17,7 @@ import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication } from '../../../lib/records.js';
-import type { ArrayState, BlockStack, LegTarget, StackSnapshot } from './block-stack.js';
+import type { ArrayState, BlockStack, LegDevice, LegTarget, StackSnapshot } from './block-stack.js';
 import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
 /**
@@ -182,17 +182,21 @@ export class ReplicaManager {
       if (!state) return undefined;
       const { stack, writer, logger } = this.options;
       const { replication, nodeUUID } = state.input;
+      const lap = stopwatch();
       await this.stopServing(volumeUUID, state.input.sizeBytes);
+      lap('fence');
       this.primaries.delete(volumeUUID);
       this.handedOver.add(volumeUUID);
       await stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
+      lap('disconnect');
       const candidates = replication.legs.map((l) => l.nodeUUID).filter((n) => n !== nodeUUID && state.inSync.has(n));
       const moved = await writer.handOver(volumeUUID, replication.epoch, nodeUUID, candidates).catch((err: unknown) => {
         logger.warn({ err, volumeUUID }, 'moving the primary failed; the leader promotes a copy once the lease is revoked');
         return undefined;
       });
+      const ms = lap('move');
       const to = moved?.outcome === 'moved' ? moved.primaryNodeUUID : undefined;
-      logger.info({ volumeUUID, to, epoch: moved?.outcome === 'moved' ? moved.epoch : undefined, outcome: moved?.outcome }, 'handed over: this node writes nothing more to the volume');
+      logger.info({ volumeUUID, to, epoch: moved?.outcome === 'moved' ? moved.epoch : undefined, outcome: moved?.outcome, ms }, 'handed over: this node writes nothing more to the volume');
       return to;
     });
   }
@@ -237,7 +241,11 @@ export class ReplicaManager {
   private async servePrimary(input: ServeInput): Promise<ServeResult> {
     const { stack, logger } = this.options;
     const { volumeUUID, replication } = input;
+    // Milliseconds per step of a start or a promotion, logged once the host path points at the mirror.
+    const lap = stopwatch();
+    let started: { readonly array: string; readonly legs: string[]; readonly created: boolean } | undefined;
     const loop = await stack.ensureLoop(input.backing.devicePath, input.backing.bufferedIo);
+    lap('loop');
     // Made before it is needed: fencing this primary or handing it over then swaps a table only.
     await stack.fenceTable(input.sizeBytes);
     const inSync = new Set(replication.legs.filter((l) => l.inSync).map((l) => l.nodeUUID));
@@ -261,6 +269,7 @@ export class ReplicaManager {
         }),
       );
       const reached = connected.filter((r): r is { target: LegTarget; block: string } => r !== undefined);
+      lap('legs');
       // Only the first primary creates the mirror (a promotion, epoch 2 on, finds it made): the
       // superblock is looked for then only, one command less on a failover's critical path.
       const fresh = replication.epoch === 1 && !(await stack.hasSuperblock(loop));
@@ -268,10 +277,14 @@ export class ReplicaManager {
         // A new volume's array is created whole: every copy must be there to start equal.
         throw new NotReadyYet(`waiting for replica(s) ${remotes.filter((r) => !reached.some((x) => x.target === r)).map((r) => r.nodeUUID).join(', ')} to create the volume's mirror`);
       }
-      array = fresh
-        ? await stack.createArray(volumeUUID, loop, reached.map((r) => r.block))
-        : await stack.assembleArray(volumeUUID, loop, reached.map((r) => r.block));
-      logger.info({ volumeUUID, array, legs: reached.map((r) => r.target.nodeUUID), created: fresh }, fresh ? 'replicated volume created' : 'replicated volume assembled');
+      if (fresh) array = await stack.createArray(volumeUUID, loop, reached.map((r) => r.block));
+      else {
+        const assembled = await stack.assembleArray(volumeUUID, loop, reached.map((r) => r.block));
+        if (assembled.fallback) logger.warn({ err: assembled.fallback, volumeUUID }, 'md could not assemble the mirror through sysfs: mdadm did');
+        array = assembled.block;
+      }
+      lap(fresh ? 'create' : 'assemble');
+      started = { array, legs: reached.map((r) => r.target.nodeUUID), created: fresh };
     }
     const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fencedAtEpoch: undefined };
     state.input = input;
@@ -285,17 +298,29 @@ export class ReplicaManager {
     // Copies etcd calls in sync that the array does not hold in sync: out of the set first, then
     // (and only then) does the host path reach the array.
     const arrayState = await stack.readArray(array);
+    // Every copy's connection, read once: for this check and for the legs' states reported (no
+    // scan of the whole stack on a promotion's critical path; the monitor looks again within its
+    // interval).
+    const seen = new Map<string, LegDevice>();
+    for (const target of this.remoteTargets(input)) seen.set(target.nodeUUID, await stack.leg(target));
     const missing: string[] = [];
     for (const target of remotes) {
-      const leg = await stack.leg(target);
-      const member = leg.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
+      const leg = seen.get(target.nodeUUID);
+      const member = leg?.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
       if (!member || !member.flags.includes('in_sync') || member.flags.includes('faulty')) missing.push(target.nodeUUID);
     }
-    if (missing.length > 0 && !(await this.takeOutOfSync(state, missing, `not in the mirror when volume ${volumeUUID} started on its primary`))) {
-      throw new Error(`this node is no longer the primary of volume ${volumeUUID}`);
+    if (missing.length > 0) {
+      if (!(await this.takeOutOfSync(state, missing, `not in the mirror when volume ${volumeUUID} started on its primary`))) {
+        throw new Error(`this node is no longer the primary of volume ${volumeUUID}`);
+      }
+      for (const target of this.remoteTargets(input).filter((t) => missing.includes(t.nodeUUID))) seen.set(target.nodeUUID, await stack.leg(target));
     }
+    lap('check');
     await stack.ensureDm(volumeUUID, await stack.linearTable(input.sizeBytes, array));
-    state.legs = this.legStates(state, arrayState, await stack.snapshot());
+    const ms = lap('dm');
+    if (started) logger.info({ volumeUUID, ...started, ms }, started.created ? 'replicated volume created' : 'replicated volume assembled');
+    const notConnected = (nodeUUID: string): LegDevice => ({ nodeUUID, controller: undefined, controllerState: '', block: undefined });
+    state.legs = this.legStates(state, arrayState, { loopOf: () => loop, leg: (t) => seen.get(t.nodeUUID) ?? notConnected(t.nodeUUID) });
     return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
   }
 
@@ -534,4 +559,16 @@ const REJOIN_EAGER_MS = 120_000;
 /** Fenced by etcd at the epoch this node still serves (a newer assignment lifts it). */
 function isFencedAt(state: PrimaryVolume): boolean {
   return state.fencedAtEpoch !== undefined && state.fencedAtEpoch >= state.input.replication.epoch;
+}
+
+/** Laps of a multi-step operation: lap(name) records the milliseconds since the last lap and returns them all. */
+function stopwatch(): (step: string) => Record<string, number> {
+  const laps: Record<string, number> = {};
+  let last = performance.now();
+  return (step) => {
+    const now = performance.now();
+    laps[step] = Math.round(now - last);
+    last = now;
+    return laps;
+  };
 }
