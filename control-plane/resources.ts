@@ -32,7 +32,8 @@ import { startEtcdCorruptionScanner } from './etcd-corruption/etcd-corruption-sc
 import { EtcdCorruptionService } from './etcd-corruption/etcd-corruption-service.js';
 import { EtcdEventLog } from './events/etcd-event-log.js';
 import { startEventRetention } from './events/event-retention.js';
-import { EventStore, EventsService } from './events/events-service.js';
+import { EventStore } from './events/event-store.js';
+import { EventsService } from './events/events-service.js';
 import { createEventsRoutes } from './events/events-routes.js';
 import { FeatureFlagsService } from './feature-flags/feature-flags-service.js';
 import { FeatureFlagsStore } from './feature-flags/feature-flags-store.js';
@@ -199,7 +200,7 @@ export function buildResources(ctx: ResourceContext): Resources {
 
   const child = (component: string) => logger.child({ component });
   const leaderTasks: LeaderTask[] = [
-    { name: 'event retention', start: async () => startEventRetention(etcd, child('event-retention')) },
+    { name: 'event retention', start: async () => startEventRetention(new EventStore(etcd), child('event-retention')) },
     { name: 'in-band auth sealing', start: async () => startResealTask(inBandAuth, child('in-band-auth')) },
     {
       name: 'membership events',
