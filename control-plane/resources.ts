@@ -214,7 +214,7 @@ export function buildResources(ctx: ResourceContext): Resources {
       name: 'etcd corruption scan',
       start: () => startEtcdCorruptionScanner({ etcd, events, cluster: ctx.cluster, fencedWrite: (ops) => ctx.election.fencedWrite(ops), logger: child('etcd-corruption') }),
     },
-    { name: 'snapshot retention', start: async () => startSnapshotRetention({ etcd, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
+    { name: 'snapshot retention', start: async () => startSnapshotRetention({ store: snapshotStore, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {
       name: 'volume controller',
       start: async () => {

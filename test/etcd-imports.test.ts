@@ -63,7 +63,6 @@ const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[];
   'control-plane/servers/etcd-members.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/servers/etcd-membership.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/servers/server-add.ts': { imports: ['etcd3', 'keys'], why: 'writes and removes the server record itself: a servers store' },
-  'control-plane/snapshots/snapshot-retention.ts': { imports: ['etcd3', 'keys'], why: 'watches the snapshots prefix itself: the snapshot store (or the one watched state) should' },
   'control-plane/tls/control-plane-tls.ts': { imports: ['etcd3'], why: PASSES_CLIENT },
   'control-plane/volume-controller/txn-batcher.ts': { imports: ['etcd3'], why: 'batches fenced commits of etcd ops: part of the one transaction helper (item 2)' },
   'control-plane/volume-controller/volume-controller.ts': { imports: ['etcd3', 'keys'], why: 'builds every placement, assignment and replica-set op itself over its own mirror (items 1-3)' },
