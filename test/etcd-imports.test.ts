@@ -66,7 +66,6 @@ const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[];
   'control-plane/tls/control-plane-tls.ts': { imports: ['etcd3'], why: PASSES_CLIENT },
   'control-plane/volume-controller/txn-batcher.ts': { imports: ['etcd3'], why: 'batches fenced commits of etcd ops: part of the one transaction helper (item 2)' },
   'control-plane/volume-controller/volume-controller.ts': { imports: ['etcd3', 'keys'], why: 'builds every placement, assignment and replica-set op itself over its own mirror (items 1-3)' },
-  'control-plane/volumes/volume-service.ts': { imports: ['etcd3', 'keys'], why: 'builds guard keys and passes event ops (IOperation) to the store' },
   'control-plane/watch-cache/watch-cache.ts': { imports: ['etcd3', 'keys'], why: 'the API\'s view of etcd (item 1): to become the one watched state, under lib/etcd/' },
   'lib/agent-token.ts': { imports: ['etcd3', 'keys'], why: 'reads and creates the agent secret itself: an agent-secret store under lib/etcd/' },
   'lib/tls/cluster-ca.ts': { imports: ['etcd3', 'keys'], why: 'reads and creates the cluster CA record itself: a store under lib/etcd/' },
