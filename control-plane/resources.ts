@@ -43,6 +43,7 @@ import { InventoryReader } from './inventory/inventory-reader.js';
 import type { LeaderElection } from './leadership/leader-election.js';
 import type { LeaderTask } from './leadership/leader-tasks.js';
 import { startMembershipEvents } from './membership-events/membership-events.js';
+import { MembershipEventsStore } from './membership-events/membership-events-store.js';
 import { NodesService } from './nodes/nodes-service.js';
 import { createNodesRoutes } from './nodes/nodes-routes.js';
 import { NodeCommandsService } from './nodes/node-commands-service.js';
@@ -204,7 +205,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     { name: 'in-band auth sealing', start: async () => startResealTask(inBandAuth, child('in-band-auth')) },
     {
       name: 'membership events',
-      start: async () => startMembershipEvents({ etcd, events, logger: child('membership-events'), fencedWrite: (ops) => ctx.election.fencedWrite(ops) }),
+      start: async () => startMembershipEvents({ store: new MembershipEventsStore(etcd, (ops) => ctx.election.fencedWrite(ops)), inventory: new InventoryReader(etcd), events, logger: child('membership-events') }),
     },
     {
       name: 'etcd member promotion',

@@ -56,7 +56,6 @@ const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[];
   'control-plane/inventory/inventory-reader.ts': { imports: ['etcd3', 'keys'], why: 'one of the views of etcd in the process (item 1): to read the one watched state' },
   'control-plane/leadership/leader-election.ts': { imports: ['etcd3', 'keys'], why: 'the leader key and the fence: part of the one transaction helper (item 2)' },
   'control-plane/logs/etcd-dump.ts': { imports: ['etcd3', 'keys'], why: ETCD_DRIVER },
-  'control-plane/membership-events/membership-events.ts': { imports: ['etcd3', 'keys'], why: 'reads, watches and writes its reported state and builds the event ops itself' },
   'control-plane/metrics/control-plane-metrics.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/projects/etcd-guards.ts': { imports: ['etcd3', 'keys'], why: 'one of the three guarded-write idioms: replaced by the one transaction helper (item 2)' },
   'control-plane/servers/etcd-member-promotion.ts': { imports: ['etcd3', 'keys'], why: 'watches server records and builds its fenced writes itself; etcd membership (driver)' },
