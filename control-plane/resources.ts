@@ -32,7 +32,8 @@ import { startEtcdCorruptionScanner } from './etcd-corruption/etcd-corruption-sc
 import { EtcdCorruptionService } from './etcd-corruption/etcd-corruption-service.js';
 import { EtcdEventLog } from './events/etcd-event-log.js';
 import { startEventRetention } from './events/event-retention.js';
-import { EventStore, EventsService } from './events/events-service.js';
+import { EventStore } from './events/event-store.js';
+import { EventsService } from './events/events-service.js';
 import { createEventsRoutes } from './events/events-routes.js';
 import { FeatureFlagsService } from './feature-flags/feature-flags-service.js';
 import { FeatureFlagsStore } from './feature-flags/feature-flags-store.js';
@@ -42,6 +43,7 @@ import { InventoryReader } from './inventory/inventory-reader.js';
 import type { LeaderElection } from './leadership/leader-election.js';
 import type { LeaderTask } from './leadership/leader-tasks.js';
 import { startMembershipEvents } from './membership-events/membership-events.js';
+import { MembershipEventsStore } from './membership-events/membership-events-store.js';
 import { NodesService } from './nodes/nodes-service.js';
 import { createNodesRoutes } from './nodes/nodes-routes.js';
 import { NodeCommandsService } from './nodes/node-commands-service.js';
@@ -199,11 +201,11 @@ export function buildResources(ctx: ResourceContext): Resources {
 
   const child = (component: string) => logger.child({ component });
   const leaderTasks: LeaderTask[] = [
-    { name: 'event retention', start: async () => startEventRetention(etcd, child('event-retention')) },
+    { name: 'event retention', start: async () => startEventRetention(new EventStore(etcd), child('event-retention')) },
     { name: 'in-band auth sealing', start: async () => startResealTask(inBandAuth, child('in-band-auth')) },
     {
       name: 'membership events',
-      start: async () => startMembershipEvents({ etcd, events, logger: child('membership-events'), fencedWrite: (ops) => ctx.election.fencedWrite(ops) }),
+      start: async () => startMembershipEvents({ store: new MembershipEventsStore(etcd, (ops) => ctx.election.fencedWrite(ops)), inventory: new InventoryReader(etcd), events, logger: child('membership-events') }),
     },
     {
       name: 'etcd member promotion',
@@ -213,7 +215,7 @@ export function buildResources(ctx: ResourceContext): Resources {
       name: 'etcd corruption scan',
       start: () => startEtcdCorruptionScanner({ etcd, events, cluster: ctx.cluster, fencedWrite: (ops) => ctx.election.fencedWrite(ops), logger: child('etcd-corruption') }),
     },
-    { name: 'snapshot retention', start: async () => startSnapshotRetention({ etcd, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
+    { name: 'snapshot retention', start: async () => startSnapshotRetention({ store: snapshotStore, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {
       name: 'volume controller',
       start: async () => {

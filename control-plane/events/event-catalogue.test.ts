@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { packageRoot } from '../../lib/paths.js';
 import { catalogued, eventCatalogue, eventCodeOf } from './event-catalogue.js';
-import { isEventId, newEventId, nowNs, nsOfEventId, rfc3339Nano, timeBoundKey } from './event-id.js';
+import { isEventId, newEventId, nowNs, nsOfEventId, rfc3339Nano } from './event-id.js';
+import { timeBoundKey } from './event-store.js';
 import { EVENT_FIELDS, toEventWire } from './event-wire.js';
 import { parseIsoTimeNs } from './events-schema.js';
 

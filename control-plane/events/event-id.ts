@@ -5,9 +5,8 @@
 // in it first (~250 ms at 100 000 events): listing newest-first is then one limited range, and
 // the oldest events (retention) sit at the end of the prefix, removable with one ranged delete.
 // The random suffix makes ids unique across control planes recording in the same nanosecond.
+// The keys themselves are the event store's (event-store.ts).
 import { randomBytes } from 'node:crypto';
-import { keys } from '../../lib/etcd/keys.js';
-import { prefixEnd } from '../../lib/etcd/record-store.js';
 
 /** The largest time an id can hold (year 5138); later times are clamped. */
 export const MAX_EVENT_NS = 99_999_999_999_999_999_999n;
@@ -57,21 +56,13 @@ export function rfc3339Nano(ns: bigint): string {
 }
 
 /**
- * Event key bounds by time. Keys of events at or after `ns` (newer) sort before `newerBound(ns)`;
- * keys of events before `ns` (older) sort at or after it. So [prefix, bound(since)) holds the
- * events at or after `since`, and [bound(until), end) the events before `until`.
+ * The id digits at and above which every event older than `ns` sorts (and no event at or after
+ * it); undefined when no event can be older (`ns` at or before the epoch). The event store makes
+ * its key bounds by time from it (event-store.ts timeBoundKey).
  */
-export function timeBoundKey(ns: bigint): string {
+export function olderThanIdBound(ns: bigint): string | undefined {
   const c = clamp(ns);
   // Events older than `c` have digits > MAX - c, i.e. >= MAX - c + 1. At c = 0 nothing is older.
-  if (c === 0n) return eventsRangeEnd();
-  return `${keys.eventsPrefix()}${(MAX_EVENT_NS - c + 1n).toString().padStart(TIME_DIGITS, '0')}`;
-}
-
-export function eventsRangeStart(): string {
-  return keys.eventsPrefix();
-}
-
-export function eventsRangeEnd(): string {
-  return prefixEnd(keys.eventsPrefix()).toString('latin1');
+  if (c === 0n) return undefined;
+  return (MAX_EVENT_NS - c + 1n).toString().padStart(TIME_DIGITS, '0');
 }

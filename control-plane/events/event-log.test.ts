@@ -12,6 +12,7 @@ import { catalogued } from './event-catalogue.js';
 import { EtcdEventLog } from './etcd-event-log.js';
 import { nsOfEventId, nowNs } from './event-id.js';
 import { startEventRetention, trimEvents } from './event-retention.js';
+import { EventStore } from './event-store.js';
 import type { EventWire } from './event-wire.js';
 
 const DAY = 86_400n * 1_000_000_000n;
@@ -113,7 +114,7 @@ describe('etcd event log', () => {
   test('retention by age: one ranged delete of everything older than maxAgeDays', async () => {
     const now = nowNs();
     await fill(100, 40n * DAY, now); // ~2.5 events per day over 40 days
-    const result = await trimEvents(etcd, { maxAgeDays: 30, maxEvents: 1000, clock: () => now });
+    const result = await trimEvents(new EventStore(etcd), { maxAgeDays: 30, maxEvents: 1000, clock: () => now });
     const left = await stored();
     assert.equal(result.deletedByAge, 100 - left.length);
     assert.equal(result.deletedByCount, 0);
@@ -126,21 +127,21 @@ describe('etcd event log', () => {
     const now = nowNs();
     await fill(500, 2n * DAY, now);
     const before = await stored();
-    const result = await trimEvents(etcd, { maxEvents: 123, maxAgeDays: 30, clock: () => now });
+    const result = await trimEvents(new EventStore(etcd), { maxEvents: 123, maxAgeDays: 30, clock: () => now });
     const after = await stored();
     assert.equal(result.deletedByCount, 377);
     assert.deepEqual(after.map((e) => e.ID), before.slice(0, 123).map((e) => e.ID), 'the newest 123, in order');
-    assert.deepEqual(await trimEvents(etcd, { maxEvents: 123, clock: () => now }), { deletedByAge: 0, deletedByCount: 0 }, 'idempotent');
+    assert.deepEqual(await trimEvents(new EventStore(etcd), { maxEvents: 123, clock: () => now }), { deletedByAge: 0, deletedByCount: 0 }, 'idempotent');
     // Events recorded within the same millisecond and nanoseconds apart still split exactly.
     await fill(40, 39n, now + DAY);
-    await trimEvents(etcd, { maxEvents: 10, clock: () => now + DAY });
+    await trimEvents(new EventStore(etcd), { maxEvents: 10, clock: () => now + DAY });
     assert.deepEqual((await stored()).map((e) => e.Description), Array.from({ length: 10 }, (_, i) => `e${39 - i}`));
   });
 
   test('startEventRetention trims at once and on its interval until stopped', async () => {
     const now = nowNs();
     await fill(30, DAY, now);
-    const retention = startEventRetention(etcd, silentLogger(), { maxEvents: 20, intervalMs: 100 });
+    const retention = startEventRetention(new EventStore(etcd), silentLogger(), { maxEvents: 20, intervalMs: 100 });
     try {
       await waitUntil(async () => (await stored()).length === 20, 'the first trim');
       await fill(10, 1000n, nowNs());

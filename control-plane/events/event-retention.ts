@@ -9,9 +9,9 @@
 // lie, found with count-only ranges that start at the old end: each counts only keys older
 // than a probe time, so while the excess is small every probe is small. Trimming twice (two
 // control planes after a failover) is harmless, so the deletes are not fenced.
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from '../../lib/logger.js';
-import { eventsRangeEnd, eventsRangeStart, MAX_EVENT_NS, nowNs, timeBoundKey } from './event-id.js';
+import { MAX_EVENT_NS, nowNs } from './event-id.js';
+import type { EventPosition, EventStore } from './event-store.js';
 
 export const DEFAULT_MAX_EVENTS = 100_000;
 export const DEFAULT_MAX_AGE_DAYS = 30;
@@ -32,19 +32,18 @@ export interface TrimResult {
 }
 
 /** One trim: by age, then by count. */
-export async function trimEvents(etcd: Etcd3, options: RetentionOptions = {}): Promise<TrimResult> {
+export async function trimEvents(store: EventStore, options: RetentionOptions = {}): Promise<TrimResult> {
   const maxEvents = options.maxEvents ?? DEFAULT_MAX_EVENTS;
   const maxAgeDays = options.maxAgeDays ?? DEFAULT_MAX_AGE_DAYS;
   const now = (options.clock ?? nowNs)();
-  const end = eventsRangeEnd();
 
   const cutoff = now - BigInt(Math.round(maxAgeDays * 86_400_000)) * NS_PER_MS;
-  const deletedByAge = await deleteFrom(etcd, timeBoundKey(cutoff), end);
+  const deletedByAge = await store.deleteOlderThan(cutoff);
 
-  const total = await countRange(etcd, eventsRangeStart(), end);
+  const total = await store.countAll();
   if (total <= maxEvents) return { deletedByAge, deletedByCount: 0 };
-  const boundary = await oldestKeyToDelete(etcd, total - maxEvents, cutoff);
-  const deletedByCount = boundary === undefined ? 0 : await deleteFrom(etcd, boundary, end);
+  const boundary = await oldestToDelete(store, total - maxEvents, cutoff);
+  const deletedByCount = boundary === undefined ? 0 : await store.deleteFrom(boundary);
   return { deletedByAge, deletedByCount };
 }
 
@@ -53,15 +52,14 @@ const BOUNDARY_READ_SLACK = 2000;
 const FIRST_STEP_NS = 60n * 1_000_000_000n;
 
 /**
- * The key from which the `excess` oldest events run to the end of the prefix. Count-only
+ * The position from which the `excess` oldest events run to the end of the log. Count-only
  * ranges from the old end narrow a time t with at least `excess` events older than it (gallop
  * upward from `floor` in doubling steps, then bisect) until at most BOUNDARY_READ_SLACK more
  * than needed are older; the boundary is then read exactly: the k-th key older than t, where
  * k = count(older than t) - excess.
  */
-async function oldestKeyToDelete(etcd: Etcd3, excess: number, floor: bigint): Promise<string | undefined> {
-  const end = eventsRangeEnd();
-  const olderThan = (t: bigint) => countRange(etcd, timeBoundKey(t), end);
+async function oldestToDelete(store: EventStore, excess: number, floor: bigint): Promise<EventPosition | undefined> {
+  const olderThan = (t: bigint) => store.countOlderThan(t);
   let lo = floor > 0n ? floor : 0n;
   if ((await olderThan(lo)) >= excess) lo = 0n; // events older than the age cutoff (clock skew)
   let step = FIRST_STEP_NS;
@@ -81,20 +79,7 @@ async function oldestKeyToDelete(etcd: Etcd3, excess: number, floor: bigint): Pr
     else lo = mid;
   }
   if (older < excess) return undefined; // fewer events than counted: another trimmer got there first
-  const keep = older - excess;
-  const keys = await etcd.getAll().inRange({ start: timeBoundKey(hi), end }).limit(keep + 1).keys();
-  return keys[keep];
-}
-
-async function countRange(etcd: Etcd3, start: string, end: string): Promise<number> {
-  if (start >= end) return 0;
-  return etcd.getAll().inRange({ start, end }).count();
-}
-
-async function deleteFrom(etcd: Etcd3, start: string, end: string): Promise<number> {
-  if (start >= end) return 0;
-  const res = await etcd.delete().inRange({ start, end }).exec();
-  return Number(res.deleted);
+  return store.positionOlderThan(hi, older - excess);
 }
 
 export interface EventRetention {
@@ -102,7 +87,7 @@ export interface EventRetention {
 }
 
 /** Trims now and every `intervalMs` until stopped. Failures are logged and retried next time. */
-export function startEventRetention(etcd: Etcd3, logger: Logger, options: RetentionOptions = {}): EventRetention {
+export function startEventRetention(store: EventStore, logger: Logger, options: RetentionOptions = {}): EventRetention {
   const intervalMs = options.intervalMs ?? DEFAULT_RETENTION_INTERVAL_MS;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
@@ -110,7 +95,7 @@ export function startEventRetention(etcd: Etcd3, logger: Logger, options: Retent
 
   const run = async () => {
     try {
-      const result = await trimEvents(etcd, options);
+      const result = await trimEvents(store, options);
       if (result.deletedByAge + result.deletedByCount > 0) logger.info(result, 'event log trimmed');
     } catch (err) {
       logger.warn({ err: (err as Error).message }, 'event log trim failed; will retry');

@@ -5,11 +5,8 @@
 // nextToken is the last returned event's ID when more events may follow in the range, '' when
 // the range is exhausted. Paging is stable: events recorded while a client pages are newer
 // than its cursor and never shift what the next page returns.
-import type { Etcd3 } from 'etcd3';
-import { errors } from '../../lib/errors.js';
-import { keys } from '../../lib/etcd/keys.js';
 import type { ProjectDirectory } from '../volumes/volume-dependencies.js';
-import { eventsRangeEnd, eventsRangeStart, timeBoundKey } from './event-id.js';
+import type { EventStore } from './event-store.js';
 import { projectsOf, type EventWire } from './event-wire.js';
 import type { EventQuery } from './events-schema.js';
 
@@ -29,37 +26,6 @@ const FILTER_CHUNK_FIRST = 250;
 const FILTER_CHUNK_MAX = 4000;
 const READ_TARGET_BYTES = 2 * 1024 * 1024;
 
-/** Reads of the event keys. */
-export class EventStore {
-  constructor(private readonly etcd: Etcd3) {}
-
-  /** Up to `limit` events with keys in [start, end), in key order (newest first); `more` when the range holds more. */
-  async range(start: string, end: string, limit: number): Promise<{ events: EventWire[]; lastKey: string | undefined; more: boolean; bytes: number }> {
-    if (start >= end) return { events: [], lastKey: undefined, more: false, bytes: 0 };
-    let res;
-    for (let n = limit; ; n = Math.ceil(n / 2)) {
-      try {
-        res = await this.etcd.getAll().inRange({ start, end }).limit(n).exec();
-        break;
-      } catch (err) {
-        // etcd3 spells it GRPCResourceExhastedError: a response over the client's message limit.
-        if (n === 1 || !/ResourceExh/i.test((err as Error).constructor.name)) throw err;
-      }
-    }
-    const events: EventWire[] = [];
-    let bytes = 0;
-    for (const kv of res.kvs) {
-      bytes += kv.key.length + kv.value.length;
-      try {
-        events.push(JSON.parse(kv.value.toString('utf8')) as EventWire);
-      } catch {
-        // A corrupt event must not make the log unreadable; it is skipped.
-      }
-    }
-    return { events, lastKey: res.kvs.at(-1)?.key.toString('utf8'), more: res.more, bytes };
-  }
-}
-
 export class EventsService {
   constructor(
     private readonly store: EventStore,
@@ -68,18 +34,13 @@ export class EventsService {
 
   async list(query: EventQuery): Promise<EventPage> {
     if (query.projectName !== undefined) await this.projects.require(query.projectName);
-    const end = query.since !== undefined ? timeBoundKey(query.since) : eventsRangeEnd();
-    let start = query.until !== undefined ? timeBoundKey(query.until) : eventsRangeStart();
-    if (query.after !== undefined) {
-      const afterKey = `${keys.event(query.after)}\0`;
-      if (afterKey > start) start = afterKey;
-    }
+    let span = this.store.span({ since: query.since, until: query.until, after: query.after });
     const matches = matcher(query);
     const unfiltered = matches === undefined;
     const events: EventWire[] = [];
     let filterChunk = FILTER_CHUNK_FIRST;
     for (;;) {
-      const chunk = await this.store.range(start, end, unfiltered ? query.limit - events.length + 1 : filterChunk);
+      const chunk = await this.store.range(span, unfiltered ? query.limit - events.length + 1 : filterChunk);
       const bytesPerEvent = chunk.events.length > 0 ? chunk.bytes / chunk.events.length : 1024;
       filterChunk = Math.max(1, Math.min(filterChunk * 2, FILTER_CHUNK_MAX, Math.floor(READ_TARGET_BYTES / bytesPerEvent)));
       for (const [i, event] of chunk.events.entries()) {
@@ -90,8 +51,8 @@ export class EventsService {
           return { events, nextToken: more ? event.ID : '' };
         }
       }
-      if (!chunk.more || chunk.lastKey === undefined) return { events, nextToken: '' };
-      start = `${chunk.lastKey}\0`;
+      if (!chunk.rest) return { events, nextToken: '' };
+      span = chunk.rest;
     }
   }
 }

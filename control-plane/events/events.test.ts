@@ -9,7 +9,8 @@ import { EtcdEventLog } from './etcd-event-log.js';
 import type { EventInput } from './event-recorder.js';
 import { EVENT_FIELDS } from './event-wire.js';
 import { createEventsRoutes } from './events-routes.js';
-import { EventStore, EventsService } from './events-service.js';
+import { EventStore } from './event-store.js';
+import { EventsService } from './events-service.js';
 import { WatchedProjectDirectory } from '../projects/project-directory.js';
 import { projectToken } from '../../test/kits/test-tokens.js';
 

@@ -12,7 +12,9 @@ import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { EtcdEventLog } from '../events/etcd-event-log.js';
 import type { EventWire } from '../events/event-wire.js';
-import { membershipKeys, startMembershipEvents, type MembershipEvents, type ReportedNodeState } from './membership-events.js';
+import { InventoryReader } from '../inventory/inventory-reader.js';
+import { startMembershipEvents, type MembershipEvents, type ReportedNodeState } from './membership-events.js';
+import { MembershipEventsStore, membershipKeys } from './membership-events-store.js';
 
 describe('membership events', () => {
   let testEtcd: TestEtcd;
@@ -40,7 +42,7 @@ describe('membership events', () => {
   };
   const names = async () => (await events()).map((e) => `${e.EventName}:${e.ComponentNodeInfo?.Name ?? e.ComponentServerInfo?.Name ?? e.ComponentNVMeSSDInfo?.ID}`);
   const start = async () => {
-    controller = startMembershipEvents({ etcd, events: log, logger: silentLogger() });
+    controller = startMembershipEvents({ store: new MembershipEventsStore(etcd), inventory: new InventoryReader(etcd), events: log, logger: silentLogger() });
     await controller.ready;
   };
   const stop = async () => {
@@ -166,12 +168,12 @@ describe('membership events', () => {
     await stop();
     await markPresent(etcd, b.server.UUID, [b.nodes[0]!.UUID]);
     const deposed = startMembershipEvents({
-      etcd,
+      store: new MembershipEventsStore(etcd, async () => {
+        throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
+      }),
+      inventory: new InventoryReader(etcd),
       events: log,
       logger: silentLogger(),
-      fencedWrite: async () => {
-        throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
-      },
     });
     await deposed.ready;
     await deposed.stop();

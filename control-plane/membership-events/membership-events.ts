@@ -3,62 +3,29 @@
 // so nobody writes "node became Inactive": this controller watches the records the state is
 // derived from, re-derives after every change, and reports what differs from what it last
 // reported. What it last reported lives in etcd and is written in the SAME transaction as the
-// event (fenced by the leader's term when the lead passes fencedWrite), so a restart or a
-// failover neither repeats nor loses an event.
-import type { Etcd3, Watcher } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
+// event (fenced by the leader's term: membership-events-store.ts), so a restart or a failover
+// neither repeats nor loses an event.
 import { StrataError } from '../../lib/errors.js';
-import { ROOT, keys } from '../../lib/etcd/keys.js';
-import { parseRecord } from '../../lib/etcd/client.js';
 import type { Logger } from '../../lib/logger.js';
 import { Backoff, retry, sleep, type BackoffOptions } from '../../lib/retry.js';
 import type { DeviceRecord, NodeRecord, ServerRecord } from '../../lib/records.js';
 import { catalogued } from '../events/event-catalogue.js';
-import { commitOps, type EventPreparer } from '../events/etcd-event-log.js';
+import type { EventPreparer } from '../events/etcd-event-log.js';
 import type { EventInput } from '../events/event-recorder.js';
-import { InventoryReader, type InventorySnapshot, type Stored } from '../inventory/inventory-reader.js';
+import type { InventoryReader, InventorySnapshot, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
+import type { MembershipEventsStore, MembershipWatch, ReportedDevice, ReportedNodeState, ReportedServer, ReportedWrite } from './membership-events-store.js';
 
-/** Local until lib/etcd/keys.ts has them (asked for): what this controller last reported. */
-/** The keys of what this controller last reported (lib/etcd/keys.ts). */
-export const membershipKeys = {
-  prefix: keys.membershipEventsPrefix,
-  node: keys.membershipEventNode,
-  server: keys.membershipEventServer,
-  device: keys.membershipEventDevice,
-};
-
-/** /strata/membership-events/nodes/<nodeUUID> */
-export interface ReportedNodeState {
-  nodeUUID: string;
-  state: 'Active' | 'Inactive';
-  /** The event that reported it; '' when none was recorded (event log disabled, or first seen Inactive). */
-  eventID: string;
-  at: string;
-}
-
-/** /strata/membership-events/servers/<serverUUID> */
-export interface ReportedServer {
-  serverUUID: string;
-  eventID: string;
-  at: string;
-}
-
-/** /strata/membership-events/devices/<serial> */
-export interface ReportedDevice {
-  serial: string;
-  present: boolean;
-  eventID: string;
-  at: string;
-}
+export type { ReportedDevice, ReportedNodeState, ReportedServer } from './membership-events-store.js';
 
 export interface MembershipEventsDeps {
-  readonly etcd: Etcd3;
+  /** What was last reported, written with its events (fenced when the store was given the fence). */
+  readonly store: MembershipEventsStore;
+  /** This controller's own reader: its reads are incremental from the last one. */
+  readonly inventory: InventoryReader;
   /** The event log (EtcdEventLog): events are committed together with the controller's own state. */
   readonly events: EventPreparer;
   readonly logger: Logger;
-  /** The leader's fenced commit (LeaderElection.fencedWrite); without it, a plain transaction. */
-  readonly fencedWrite?: (ops: IOperation[]) => Promise<void>;
 }
 
 export interface MembershipEvents {
@@ -78,20 +45,18 @@ export function startMembershipEvents(deps: MembershipEventsDeps): MembershipEve
   return { ready, stop: () => controller.stop() };
 }
 
-interface Change {
-  readonly key: string;
-  /** The new reported state; null removes it. `eventID` is filled in at commit. */
-  readonly reported: (ReportedNodeState | ReportedServer | ReportedDevice) | null;
+/** What to report: the new state (null forgets it; `eventID` is filled in at commit), its event. */
+type Change = Omit<ReportedWrite, 'event'> & {
   readonly event?: EventInput;
   readonly apply: (eventID: string) => void;
-}
+};
 
 class MembershipEventsController {
-  private readonly nodes = new Map<string, ReportedNodeState>();
-  private readonly servers = new Map<string, ReportedServer>();
-  private readonly devices = new Map<string, ReportedDevice>();
+  private nodes = new Map<string, ReportedNodeState>();
+  private servers = new Map<string, ReportedServer>();
+  private devices = new Map<string, ReportedDevice>();
   private readonly reader: InventoryReader;
-  private watchers: Watcher[] = [];
+  private watch: MembershipWatch | undefined;
   private stopped = false;
   private dirty = false;
   private loop: Promise<void> | undefined;
@@ -100,7 +65,7 @@ class MembershipEventsController {
   private restarting = false;
 
   constructor(private readonly deps: MembershipEventsDeps) {
-    this.reader = new InventoryReader(deps.etcd);
+    this.reader = deps.inventory;
   }
 
   /** Reads what was reported, then the records at one revision, watches from the next, evaluates. */
@@ -139,39 +104,27 @@ class MembershipEventsController {
   }
 
   private async loadReported(): Promise<void> {
-    const all = await this.deps.etcd.getAll().prefix(membershipKeys.prefix()).strings();
-    this.nodes.clear();
-    this.servers.clear();
-    this.devices.clear();
-    for (const [key, value] of Object.entries(all)) {
-      const record = parseRecord<Record<string, unknown>>(key, value);
-      if (!record) continue;
-      if (key.startsWith(membershipKeys.node(''))) this.nodes.set(String(record['nodeUUID']), record as unknown as ReportedNodeState);
-      else if (key.startsWith(membershipKeys.server(''))) this.servers.set(String(record['serverUUID']), record as unknown as ReportedServer);
-      else if (key.startsWith(membershipKeys.device(''))) this.devices.set(String(record['serial']), record as unknown as ReportedDevice);
-    }
+    ({ nodes: this.nodes, servers: this.servers, devices: this.devices } = await this.deps.store.loadReported());
   }
 
   /** Watches what node, server and device events derive from, after the revision just read. */
   private async watchFrom(revision: string): Promise<void> {
-    const from = (BigInt(revision) + 1n).toString();
-    for (const prefix of [keys.presencePrefix(), keys.nodesPrefix(), keys.serversPrefix(), keys.devicesPrefix()]) {
-      const watcher = await this.deps.etcd.watch().prefix(prefix).startRevision(from).create();
-      watcher.on('data', () => this.poke());
-      watcher.on('error', (err) => {
+    this.watch = await this.deps.store.watchAfter(
+      revision,
+      () => this.poke(),
+      (err) => {
         // e.g. the revision was compacted: start over from a fresh read (the reported state
         // in etcd keeps this from repeating events).
         this.deps.logger.warn({ err: err.message }, 'membership events: watch failed; re-reading');
         void this.restart();
-      });
-      this.watchers.push(watcher);
-    }
+      },
+    );
   }
 
   private async cancelWatchers(): Promise<void> {
-    const watchers = this.watchers;
-    this.watchers = [];
-    await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
+    const watch = this.watch;
+    this.watch = undefined;
+    await watch?.cancel();
   }
 
   private async restart(): Promise<void> {
@@ -230,17 +183,15 @@ class MembershipEventsController {
   }
 
   private async commit(changes: readonly Change[]): Promise<void> {
-    const ops: IOperation[] = [];
+    const writes: ReportedWrite[] = [];
     const ids: string[] = [];
     for (const change of changes) {
       const prepared = change.event ? await this.deps.events.prepare(change.event) : null;
       const eventID = prepared?.id ?? '';
       ids.push(eventID);
-      if (prepared) ops.push(...prepared.ops);
-      ops.push(change.reported ? this.deps.etcd.put(change.key).value(JSON.stringify({ ...change.reported, eventID })) : this.deps.etcd.delete().key(change.key));
+      writes.push({ kind: change.kind, id: change.id, reported: change.reported && { ...change.reported, eventID }, event: prepared } as ReportedWrite);
     }
-    if (this.deps.fencedWrite) await this.deps.fencedWrite(ops);
-    else await commitOps(this.deps.etcd, ops);
+    await this.deps.store.commit(writes);
     changes.forEach((change, i) => change.apply(ids[i]!));
   }
 
@@ -250,7 +201,7 @@ class MembershipEventsController {
     for (const [uuid, { record }] of snapshot.servers) {
       if (this.servers.has(uuid)) continue;
       changes.push({
-        key: membershipKeys.server(uuid),
+        kind: 'server', id: uuid,
         reported: { serverUUID: uuid, eventID: '', at },
         event: catalogued('ServerJoined', {
           component: { kind: 'server', ID: uuid, Name: record.name },
@@ -260,7 +211,7 @@ class MembershipEventsController {
       });
     }
     for (const uuid of this.servers.keys()) {
-      if (!snapshot.servers.has(uuid)) changes.push({ key: membershipKeys.server(uuid), reported: null, apply: () => this.servers.delete(uuid) });
+      if (!snapshot.servers.has(uuid)) changes.push({ kind: 'server', id: uuid, reported: null, apply: () => this.servers.delete(uuid) });
     }
     return changes;
   }
@@ -277,13 +228,13 @@ class MembershipEventsController {
       const reported: ReportedNodeState = { nodeUUID: uuid, state, eventID: '', at };
       // First seen Inactive: an agent writes its node record just before its presence.
       if (!last && state === 'Inactive') {
-        changes.push({ key: membershipKeys.node(uuid), reported, apply: remember });
+        changes.push({ kind: 'node', id: uuid, reported, apply: remember });
         continue;
       }
-      changes.push({ key: membershipKeys.node(uuid), reported, event: nodeEvent(view, stored, state, last?.eventID ?? ''), apply: remember });
+      changes.push({ kind: 'node', id: uuid, reported, event: nodeEvent(view, stored, state, last?.eventID ?? ''), apply: remember });
     }
     for (const uuid of this.nodes.keys()) {
-      if (!nodes.has(uuid)) changes.push({ key: membershipKeys.node(uuid), reported: null, apply: () => this.nodes.delete(uuid) });
+      if (!nodes.has(uuid)) changes.push({ kind: 'node', id: uuid, reported: null, apply: () => this.nodes.delete(uuid) });
     }
     return changes;
   }
@@ -297,18 +248,18 @@ class MembershipEventsController {
       const last = this.devices.get(serial);
       if (last ? last.present === present : !present) {
         // Unchanged, or first seen already gone: remember silently.
-        if (!last) changes.push({ key: membershipKeys.device(serial), reported: { serial, present, eventID: '', at }, apply: (eventID) => this.devices.set(serial, { serial, present, eventID, at }) });
+        if (!last) changes.push({ kind: 'device', id: serial, reported: { serial, present, eventID: '', at }, apply: (eventID) => this.devices.set(serial, { serial, present, eventID, at }) });
         continue;
       }
       changes.push({
-        key: membershipKeys.device(serial),
+        kind: 'device', id: serial,
         reported: { serial, present, eventID: '', at },
         event: deviceEvent(view, record, present, last?.eventID ?? ''),
         apply: (eventID) => this.devices.set(serial, { serial, present, eventID, at }),
       });
     }
     for (const serial of this.devices.keys()) {
-      if (!devices.has(serial)) changes.push({ key: membershipKeys.device(serial), reported: null, apply: () => this.devices.delete(serial) });
+      if (!devices.has(serial)) changes.push({ kind: 'device', id: serial, reported: null, apply: () => this.devices.delete(serial) });
     }
     return changes;
   }

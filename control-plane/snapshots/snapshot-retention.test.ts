@@ -11,6 +11,7 @@ import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { expiryOf, startSnapshotRetention, type SnapshotRetention } from './snapshot-retention.js';
+import { SnapshotStore } from './snapshot-store.js';
 import { CollectingEvents, TestClones, changeVolume, putVolume, setSnapshotState, volumeRecord } from '../../test/kits/snapshot-test-fixtures.js';
 
 describe('snapshot retention', () => {
@@ -48,7 +49,7 @@ describe('snapshot retention', () => {
   const nameIndex = (s: SnapshotRecord) => etcd.get(keys.snapshotName(s.projectName, s.name)).string();
 
   const run = (events: CollectingEvents, now: () => number, options: { cloneRecheckMs?: number } = {}): SnapshotRetention =>
-    startSnapshotRetention({ etcd, logger: silentLogger('retention-test'), events, clones: new TestClones(etcd), now, maxSleepMs: 25, ...options });
+    startSnapshotRetention({ store: new SnapshotStore(etcd), logger: silentLogger('retention-test'), events, clones: new TestClones(etcd), now, maxSleepMs: 25, ...options });
 
   test('expiryOf: creationTime + retention; none for 0 or an unreadable time', () => {
     assert.equal(expiryOf({ creationTime: '2024-01-01T00:00:00.000Z', retentionSeconds: 60 }), Date.parse('2024-01-01T00:01:00.000Z'));

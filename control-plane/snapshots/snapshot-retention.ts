@@ -13,19 +13,16 @@
 // Two instances running it at once (a leadership hand-over) are harmless: every transition is
 // a compare-and-swap on the snapshot's revision, so exactly one of them moves it and the
 // other sees Deleting and lets it go. Only the winner records SnapshotExpired.
-import type { Etcd3, Watcher } from 'etcd3';
-import { parseRecord } from '../../lib/etcd/client.js';
-import { idOfKey, keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
 import type { SnapshotRecord } from '../../lib/records.js';
 import type { EventInput, EventRecorder } from '../events/event-recorder.js';
 import type { VolumeUsage } from '../volumes/volume-dependencies.js';
 import { formatRetention } from './snapshot-schema.js';
 import { requestDeletion, snapshotEvent } from './snapshot-service.js';
-import { SnapshotStore } from './snapshot-store.js';
+import type { SnapshotStore, SnapshotWatch } from './snapshot-store.js';
 
 export interface SnapshotRetentionOptions {
-  readonly etcd: Etcd3;
+  readonly store: SnapshotStore;
   readonly logger: Logger;
   readonly events: EventRecorder;
   /** Live clones of a snapshot (volumes' VolumeUsage): a snapshot with clones is kept. */
@@ -74,7 +71,7 @@ class RetentionLoop {
   private readonly deferredUntil = new Map<string, number>();
   /** Deferrals already announced by an event (one event per snapshot, not one per look). */
   private readonly deferralAnnounced = new Set<string>();
-  private watcher: Watcher | undefined;
+  private watcher: SnapshotWatch | undefined;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
   private nextResyncAt = Number.NEGATIVE_INFINITY;
@@ -82,7 +79,7 @@ class RetentionLoop {
   private stopped = false;
 
   constructor(private readonly options: SnapshotRetentionOptions) {
-    this.store = new SnapshotStore(options.etcd);
+    this.store = options.store;
     this.now = options.now ?? Date.now;
     this.maxSleepMs = options.maxSleepMs ?? 60_000;
     this.cloneRecheckMs = options.cloneRecheckMs ?? 60_000;
@@ -164,27 +161,21 @@ class RetentionLoop {
     this.due.clear();
     for (const s of snapshots) this.track(s.record);
     for (const uuid of [...this.deferredUntil.keys()]) if (!this.due.has(uuid)) this.forget(uuid);
-    const watcher = await this.options.etcd.watch().prefix(keys.snapshotsPrefix()).startRevision((BigInt(revision) + 1n).toString()).create();
+    const watcher = await this.store.watchAfter(revision, {
+      put: (record) => this.track(record),
+      unreadable: (key, err) => this.options.logger.warn({ err, key }, 'snapshot retention ignores an unreadable snapshot record'),
+      deleted: (uuid) => this.forget(uuid),
+      error: (err) => {
+        this.options.logger.warn({ err }, 'snapshot watch failed; re-listing snapshots');
+        this.nextResyncAt = this.now();
+        this.wake(0);
+      },
+    });
     if (this.stopped) {
       await watcher.cancel().catch(() => undefined);
       return;
     }
     this.watcher = watcher;
-    watcher.on('put', (kv) => {
-      const key = kv.key.toString('utf8');
-      try {
-        const record = parseRecord<SnapshotRecord>(key, kv.value);
-        if (record) this.track(record);
-      } catch (err) {
-        this.options.logger.warn({ err, key }, 'snapshot retention ignores an unreadable snapshot record');
-      }
-    });
-    watcher.on('delete', (kv) => this.forget(idOfKey(kv.key.toString('utf8'))));
-    watcher.on('error', (err) => {
-      this.options.logger.warn({ err }, 'snapshot watch failed; re-listing snapshots');
-      this.nextResyncAt = this.now();
-      this.wake(0);
-    });
     this.nextResyncAt = this.now() + this.resyncMs;
   }
 

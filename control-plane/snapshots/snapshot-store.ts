@@ -1,10 +1,11 @@
 // Snapshots in etcd: /strata/snapshots/<UUID> (SnapshotRecord) and the per-project name index
 // /strata/snapshot-names/<project>/<name> = {"UUID": ...}, always changed in one transaction
 // with the record. Also the reads of other resources' records a snapshot needs: its source
-// volume (record and name index) and the cluster id.
+// volume (record and name index) and the cluster id. And the watch on the snapshots that
+// snapshot retention keeps its due times current with.
 import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
+import { idOfKey, keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import type { ClusterRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
 
@@ -29,6 +30,22 @@ export type CreateOutcome =
   | { readonly kind: 'name-taken' }
   /** The source volume changed since it was read: read it again and retry. */
   | { readonly kind: 'volume-changed' };
+
+/** What a watch on the snapshots reports, in etcd's order. */
+export interface SnapshotWatchHandlers {
+  /** A snapshot record was written. */
+  put(record: SnapshotRecord): void;
+  /** A record was written under the snapshots that cannot be read (its key says which). */
+  unreadable(key: string, err: unknown): void;
+  /** The snapshot's record was deleted. */
+  deleted(uuid: string): void;
+  /** The watch failed (e.g. its revision was compacted): it reports nothing more. */
+  error(err: Error): void;
+}
+
+export interface SnapshotWatch {
+  cancel(): Promise<void>;
+}
 
 export class SnapshotStore {
   readonly records: RecordStore;
@@ -79,6 +96,23 @@ export class SnapshotStore {
       return { key, record: parseRecord<SnapshotRecord>(key, kv.value) as SnapshotRecord, revision: kv.mod_revision };
     });
     return { snapshots, revision: res.header.revision };
+  }
+
+  /** Watches the snapshots from the change after `revision` (the one listAll() answered). */
+  async watchAfter(revision: string, handlers: SnapshotWatchHandlers): Promise<SnapshotWatch> {
+    const watcher = await this.etcd.watch().prefix(keys.snapshotsPrefix()).startRevision((BigInt(revision) + 1n).toString()).create();
+    watcher.on('put', (kv) => {
+      const key = kv.key.toString('utf8');
+      try {
+        const record = parseRecord<SnapshotRecord>(key, kv.value);
+        if (record) handlers.put(record);
+      } catch (err) {
+        handlers.unreadable(key, err);
+      }
+    });
+    watcher.on('delete', (kv) => handlers.deleted(idOfKey(kv.key.toString('utf8'))));
+    watcher.on('error', (err) => handlers.error(err));
+    return { cancel: () => watcher.cancel() };
   }
 
   /**

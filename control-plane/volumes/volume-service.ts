@@ -3,14 +3,12 @@
 // act, and leaves placement and the moves to Available/Failed/gone to the active cluster
 // manager. Rules the spec leaves open are decided in docs/volumes.md.
 import { randomUUID } from 'node:crypto';
-import { keys } from '../../lib/etcd/keys.js';
 import { StrataError, errors } from '../../lib/errors.js';
-import type { SnapshotRecord, VolumeRecord, VolumeState } from '../../lib/records.js';
+import type { VolumeRecord, VolumeState } from '../../lib/records.js';
 import { DEFAULT_PROJECT } from '../auth/permissions.js';
 import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { EventRecorder } from '../events/event-recorder.js';
-import type { EventPreparer } from '../events/etcd-event-log.js';
-import type { IOperation } from 'etcd3';
+import type { EventPreparer, PreparedEvent } from '../events/etcd-event-log.js';
 import { DEFAULT_ACL, DEFAULT_IP_ACL } from '../../lib/contract/acl.js';
 import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import { MAX_SIZE_BYTES } from '../../lib/contract/size.js';
@@ -25,7 +23,7 @@ import type {
   VolumeUsage,
 } from './volume-dependencies.js';
 import { type CreateVolumeBody, type ListVolumesQuery, type UpdateVolumeBody } from './volume-schema.js';
-import type { StoredVolume, VolumeChange, VolumeStore } from './volume-store.js';
+import type { Guard, StoredVolume, VolumeChange, VolumeStore } from './volume-store.js';
 import { volumeConnectionToWire, volumeToWire, type EffectiveQos, type VolumeConnectionWire, type VolumeWire } from './volume-wire.js';
 
 /** Throws PERMISSION_DENIED (403) when the caller may not act on the project. */
@@ -104,7 +102,7 @@ export class VolumeService {
     }
     if (body.placementRestrictions) await this.checkPlacementRestrictions(body.placementRestrictions, replicaCount);
 
-    const references: (readonly [string, string])[] = [];
+    const references: Guard[] = [];
     const snapshot = await this.cloneSource(projectName, body);
     if (snapshot && replicaCount > 1) throw errors.invalid('a clone has replicaCount 1: replicated volumes cannot be created from snapshots yet (docs/replication.md)');
     if (snapshot) references.push(await this.usableSnapshotGuard(snapshot));
@@ -246,7 +244,7 @@ export class VolumeService {
         if (body.compression !== undefined && body.compression !== v.compression) {
           throw errors.invalid(`compression cannot be changed from ${v.compression} to ${body.compression}: ${COMPRESSION_CHANGE_REFUSAL}`);
         }
-        const compares: (readonly [string, string])[] = [];
+        const compares: Guard[] = [];
         if (qosPolicyUUID !== undefined && qosPolicyUUID !== v.qosPolicyUUID) {
           next.qosPolicyUUID = qosPolicyUUID;
           dataPath = true;
@@ -256,16 +254,16 @@ export class VolumeService {
           next.labels = body.labels;
           changed = true;
         }
-        const ops = [];
+        const names: { claimName?: string; releaseName?: string } = {};
         if (body.newName !== undefined && body.newName !== v.name) {
           const taken = await store.nameIndex(v.projectName, body.newName);
           if (taken) throw errors.exists('volume', `${body.newName} in project ${v.projectName}`);
           const old = await store.nameIndex(v.projectName, v.name);
-          ops.push(store.putNameIndex(v.projectName, body.newName, uuid));
-          compares.push([keys.volumeName(v.projectName, body.newName), '0']);
+          names.claimName = body.newName;
+          compares.push(store.freeNameGuard(v.projectName, body.newName));
           if (old && old.record.UUID === uuid) {
-            ops.push(store.deleteNameIndex(v.projectName, v.name));
-            compares.push([old.key, old.revision]);
+            names.releaseName = v.name;
+            compares.push(old.guard);
           }
           next.name = body.newName;
           changed = true;
@@ -275,7 +273,7 @@ export class VolumeService {
           next.state = 'Updating';
           next.generation = v.generation + 1;
         }
-        return { record: next, ops, compares };
+        return { record: next, ...names, compares };
       },
       expectedRevision,
     );
@@ -307,8 +305,8 @@ export class VolumeService {
         const owned = index !== null && index.record.UUID === v.UUID;
         return {
           record: { ...v, state: 'Deleting', generation: v.generation + 1 },
-          ops: owned ? [store.deleteNameIndex(v.projectName, v.name)] : [],
-          compares: owned ? [[index.key, index.revision]] : [],
+          ...(owned ? { releaseName: v.name } : {}),
+          compares: owned ? [index.guard] : [],
         };
       },
       expectedRevision,
@@ -397,18 +395,18 @@ export class VolumeService {
    * The snapshot's key at a revision where it is Available: a write guarded on it fails if the
    * snapshot starts Deleting (or goes) before the write commits.
    */
-  private async usableSnapshotGuard(snapshot: SnapshotRef): Promise<readonly [string, string]> {
-    const stored = await this.deps.store.reference<SnapshotRecord>(keys.snapshot(snapshot.UUID));
+  private async usableSnapshotGuard(snapshot: SnapshotRef): Promise<Guard> {
+    const stored = await this.deps.store.snapshotReference(snapshot.UUID);
     if (!stored) throw errors.notFound('snapshot', snapshot.UUID);
     requireUsableSnapshot({ ...snapshot, state: stored.record.state });
-    return [stored.key, stored.revision];
+    return stored.guard;
   }
 
   /** The policy's key at its current revision: a write guarded on it fails if the policy goes. */
-  private async policyGuard(policyUUID: string): Promise<readonly [string, string]> {
-    const stored = await this.deps.store.reference<unknown>(keys.policy(policyUUID));
+  private async policyGuard(policyUUID: string): Promise<Guard> {
+    const stored = await this.deps.store.policyReference(policyUUID);
     if (!stored) throw errors.notFound('policy', policyUUID);
-    return [stored.key, stored.revision];
+    return stored.guard;
   }
 
   /** The policy a request names ('' when none: the project's default applies when read). */
@@ -461,15 +459,14 @@ export class VolumeService {
     return result;
   }
 
-  /** The ops that append an event, for a caller's own transaction; none when it cannot be had. */
-  private async preparedEvent(eventName: EventName, v: VolumeRecord, description: string): Promise<IOperation[]> {
+  /** The event, prepared for a caller's own transaction; null when it cannot be had. */
+  private async preparedEvent(eventName: EventName, v: VolumeRecord, description: string): Promise<PreparedEvent | null> {
     try {
-      const prepared = await this.deps.events.prepare(
+      return await this.deps.events.prepare(
         catalogued(eventName, { description, component: { kind: 'volume', projectName: v.projectName, volumes: [{ ID: v.UUID, Name: v.name }] } }),
       );
-      return prepared?.ops ?? [];
     } catch {
-      return []; // the event log is unreachable: the change itself must still go through
+      return null; // the event log is unreachable: the change itself must still go through
     }
   }
 

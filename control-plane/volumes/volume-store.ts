@@ -10,7 +10,8 @@ import { hostOf } from '../../lib/endpoints.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { StrataError, errors } from '../../lib/errors.js';
-import type { ReplicaSetRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { ReplicaSetRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { PreparedEvent } from '../events/etcd-event-log.js';
 import type { WatchCache } from '../watch-cache/watch-cache.js';
 
 export type StoredVolume = Versioned<VolumeRecord>;
@@ -20,8 +21,18 @@ export interface VolumeNameIndex {
   UUID: string;
 }
 
-/** A change computed from the current record; `null` means "nothing to change". */
-export type VolumeChange = { record: VolumeRecord; ops?: IOperation[]; compares?: (readonly [string, string])[] } | null;
+/**
+ * A key at a revision ('0': the key must not exist) that a write is guarded on: it fails if the
+ * key changed since. Made by this store (guards on the records a volume refers to).
+ */
+export type Guard = readonly [key: string, revision: string];
+
+/**
+ * A change computed from the current record; `null` means "nothing to change". `claimName`
+ * indexes the record under that name of its project, `releaseName` frees that name (both in the
+ * record's transaction); `compares` are the guards it needs besides the record's revision.
+ */
+export type VolumeChange = { record: VolumeRecord; claimName?: string; releaseName?: string; compares?: Guard[] } | null;
 
 
 class Unchanged {
@@ -43,7 +54,7 @@ export class VolumeStore {
    * commit), and each `references` key (a clone's snapshot, a QoS policy) is still at the
    * revision the service checked. Returns the stored volume, or why it was refused.
    */
-  async create(record: VolumeRecord, references: readonly (readonly [string, string])[] = [], extraOps: IOperation[] = []): Promise<StoredVolume | 'name-taken' | 'project-missing' | 'references-changed'> {
+  async create(record: VolumeRecord, references: readonly Guard[] = [], event: PreparedEvent | null = null): Promise<StoredVolume | 'name-taken' | 'project-missing' | 'references-changed'> {
     const etcd = this.records.etcd;
     const indexKey = keys.volumeName(record.projectName, record.name);
     const volumeKey = keys.volume(record.UUID);
@@ -51,7 +62,7 @@ export class VolumeStore {
     const txn = etcd.if(indexKey, 'Create', '==', 0).and(volumeKey, 'Create', '==', 0).and(keys.project(record.projectName), 'Create', '>', 0);
     for (const [key, revision] of references) txn.and(key, 'Mod', '==', revision);
     const result = await txn
-      .then(this.records.put(volumeKey, record), this.records.put(indexKey, index), ...extraOps)
+      .then(this.records.put(volumeKey, record), this.records.put(indexKey, index), ...(event?.ops ?? []))
       .else(etcd.get(indexKey), etcd.get(keys.project(record.projectName)))
       .commit();
     if (result.succeeded) return { key: volumeKey, record, revision: result.header.revision };
@@ -62,9 +73,19 @@ export class VolumeStore {
     return 'references-changed';
   }
 
-  /** Another resource's record with its revision: what a volume write is guarded on. */
-  async reference<T>(key: string): Promise<Versioned<T> | null> {
-    return this.records.get<T>(key);
+  /** The snapshot's record with its revision: what a clone or a rollback is guarded on. */
+  async snapshotReference(uuid: string): Promise<(Versioned<SnapshotRecord> & { readonly guard: Guard }) | null> {
+    return guarded(await this.records.get<SnapshotRecord>(keys.snapshot(uuid)));
+  }
+
+  /** The QoS policy's record with its revision: what a volume naming it is guarded on. */
+  async policyReference(uuid: string): Promise<(Versioned<unknown> & { readonly guard: Guard }) | null> {
+    return guarded(await this.records.get<unknown>(keys.policy(uuid)));
+  }
+
+  /** Guards that `name` is free in `project` (no volume holds it when the write commits). */
+  freeNameGuard(project: string, name: string): Guard {
+    return [keys.volumeName(project, name), '0'];
   }
 
   /** The volume, from the watch cache (current as of the request's sync()). */
@@ -118,7 +139,12 @@ export class VolumeStore {
         async (current) => {
           const change = await mutate(current);
           if (change === null) throw new Unchanged(current);
-          return change;
+          const { record, claimName, releaseName, compares } = change;
+          const ops = [
+            ...(claimName !== undefined ? [this.putNameIndex(record.projectName, claimName, record.UUID)] : []),
+            ...(releaseName !== undefined ? [this.deleteNameIndex(record.projectName, releaseName)] : []),
+          ];
+          return { record, ops, ...(compares !== undefined ? { compares } : {}) };
         },
         { ...(expectedRevision === undefined ? {} : { expectedRevision }), notFound: () => errors.notFound('volume', uuid) },
       );
@@ -130,17 +156,17 @@ export class VolumeStore {
     }
   }
 
-  /** The name-index entry of a project's name, with its revision. */
-  async nameIndex(project: string, name: string): Promise<Versioned<VolumeNameIndex> | null> {
-    return this.records.get<VolumeNameIndex>(keys.volumeName(project, name));
+  /** The name-index entry of a project's name, with its revision, and the guard that it stays so. */
+  async nameIndex(project: string, name: string): Promise<(Versioned<VolumeNameIndex> & { readonly guard: Guard }) | null> {
+    return guarded(await this.records.get<VolumeNameIndex>(keys.volumeName(project, name)));
   }
 
-  putNameIndex(project: string, name: string, uuid: string): IOperation {
+  private putNameIndex(project: string, name: string, uuid: string): IOperation {
     const index: VolumeNameIndex = { UUID: uuid };
     return this.records.put(keys.volumeName(project, name), index);
   }
 
-  deleteNameIndex(project: string, name: string): IOperation {
+  private deleteNameIndex(project: string, name: string): IOperation {
     return this.records.delete(keys.volumeName(project, name));
   }
 
@@ -186,3 +212,8 @@ export class VolumeStore {
   }
 }
 
+
+/** A record read with the guard that it is still at the revision read. */
+function guarded<T>(stored: Versioned<T> | null): (Versioned<T> & { readonly guard: Guard }) | null {
+  return stored && { ...stored, guard: [stored.key, stored.revision] };
+}

@@ -1,0 +1,120 @@
+// What the membership events controller (membership-events.ts) last reported, in etcd:
+// /strata/membership-events/{nodes,servers,devices}/<id>, each written in the same transaction as
+// the event that reported it (fenced by the leader's term when the composition root gives the
+// fenced write); and the watch on the records those events derive from (presence, nodes, servers,
+// devices).
+import type { Etcd3, Watcher } from 'etcd3';
+import type { IOperation } from 'etcd3/lib/builder.js';
+import { parseRecord } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import { commitOps, type PreparedEvent } from '../events/etcd-event-log.js';
+
+/** The keys of what the controller last reported (lib/etcd/keys.ts). */
+export const membershipKeys = {
+  prefix: keys.membershipEventsPrefix,
+  node: keys.membershipEventNode,
+  server: keys.membershipEventServer,
+  device: keys.membershipEventDevice,
+};
+
+/** /strata/membership-events/nodes/<nodeUUID> */
+export interface ReportedNodeState {
+  nodeUUID: string;
+  state: 'Active' | 'Inactive';
+  /** The event that reported it; '' when none was recorded (event log disabled, or first seen Inactive). */
+  eventID: string;
+  at: string;
+}
+
+/** /strata/membership-events/servers/<serverUUID> */
+export interface ReportedServer {
+  serverUUID: string;
+  eventID: string;
+  at: string;
+}
+
+/** /strata/membership-events/devices/<serial> */
+export interface ReportedDevice {
+  serial: string;
+  present: boolean;
+  eventID: string;
+  at: string;
+}
+
+/** Everything last reported, by node UUID, server UUID and device serial. */
+export interface Reported {
+  readonly nodes: Map<string, ReportedNodeState>;
+  readonly servers: Map<string, ReportedServer>;
+  readonly devices: Map<string, ReportedDevice>;
+}
+
+/** One reported state to write (null: forget it), with the event that reports it, if any. */
+export type ReportedWrite = (
+  | { readonly kind: 'node'; readonly id: string; readonly reported: ReportedNodeState | null }
+  | { readonly kind: 'server'; readonly id: string; readonly reported: ReportedServer | null }
+  | { readonly kind: 'device'; readonly id: string; readonly reported: ReportedDevice | null }
+) & { readonly event: PreparedEvent | null };
+
+export interface MembershipWatch {
+  cancel(): Promise<void>;
+}
+
+/** The leader's fenced commit (LeaderElection.fencedWrite). */
+export type FencedWrite = (ops: IOperation[]) => Promise<void>;
+
+export class MembershipEventsStore {
+  /** Without `fencedWrite`, writes are plain transactions (tests). */
+  constructor(
+    private readonly etcd: Etcd3,
+    private readonly fencedWrite?: FencedWrite,
+  ) {}
+
+  async loadReported(): Promise<Reported> {
+    const all = await this.etcd.getAll().prefix(membershipKeys.prefix()).strings();
+    const reported: Reported = { nodes: new Map(), servers: new Map(), devices: new Map() };
+    for (const [key, value] of Object.entries(all)) {
+      const record = parseRecord<Record<string, unknown>>(key, value);
+      if (!record) continue;
+      if (key.startsWith(membershipKeys.node(''))) reported.nodes.set(String(record['nodeUUID']), record as unknown as ReportedNodeState);
+      else if (key.startsWith(membershipKeys.server(''))) reported.servers.set(String(record['serverUUID']), record as unknown as ReportedServer);
+      else if (key.startsWith(membershipKeys.device(''))) reported.devices.set(String(record['serial']), record as unknown as ReportedDevice);
+    }
+    return reported;
+  }
+
+  /**
+   * Watches what node, server and device events derive from (presence, nodes, servers, devices),
+   * from the change after `revision`: `changed` on every change, `failed` when a watch fails.
+   */
+  async watchAfter(revision: string, changed: () => void, failed: (err: Error) => void): Promise<MembershipWatch> {
+    const from = (BigInt(revision) + 1n).toString();
+    const watchers: Watcher[] = [];
+    const cancel = async () => {
+      await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
+    };
+    try {
+      for (const prefix of [keys.presencePrefix(), keys.nodesPrefix(), keys.serversPrefix(), keys.devicesPrefix()]) {
+        const watcher = await this.etcd.watch().prefix(prefix).startRevision(from).create();
+        watcher.on('data', () => changed());
+        watcher.on('error', (err) => failed(err));
+        watchers.push(watcher);
+      }
+    } catch (err) {
+      await cancel();
+      throw err;
+    }
+    return { cancel };
+  }
+
+  /** Writes the states with their events in one (fenced) transaction. */
+  async commit(writes: readonly ReportedWrite[]): Promise<void> {
+    const ops: IOperation[] = [];
+    for (const { kind, id, reported, event } of writes) {
+      if (event) ops.push(...event.ops);
+      const key = membershipKeys[kind](id);
+      ops.push(reported ? this.etcd.put(key).value(JSON.stringify(reported)) : this.etcd.delete().key(key));
+    }
+    if (this.fencedWrite) await this.fencedWrite(ops);
+    else await commitOps(this.etcd, ops);
+  }
+}
