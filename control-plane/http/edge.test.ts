@@ -174,6 +174,12 @@ describe('HTTP edge (issue 17)', () => {
     jsonError(await raw(port, 'NOT A REQUEST\r\n\r\n'), 400, 3);
     jsonError(await raw(port, 'GET /api/v2/version HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n'), 400, 3);
     jsonError(await raw(port, `POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;${'e'.repeat(20_000)}\r\n`), 413, 3);
+    // Node answers an HTTP/1.1 request without Host with its own 400 and an empty body; the API
+    // does not depend on Host, so such a request is answered as usual, errors with the JSON body.
+    const noHost = await raw(port, `GET /api/v2/version HTTP/1.1\r\nAuthorization: Bearer ${admin}\r\nConnection: close\r\n\r\n`);
+    assert.equal(noHost.status, 200, noHost.headers);
+    assert.deepEqual(JSON.parse(noHost.body), { apiVersion: 'v2.0' });
+    jsonError(await raw(port, 'GET /api/v2/version HTTP/1.1\r\nConnection: close\r\n\r\n'), 401, 16);
   });
 
   it('2. order: authentication, then parameters, then permission', async () => {

@@ -4,7 +4,10 @@
 // - a malformed request (400), headers too large (431), chunk extensions too large (413), a
 //   request whose headers or body do not arrive in time (408): 'clientError';
 // - an `Expect` other than `100-continue` (Cinder sends an empty `Expect:` on every call):
-//   Node would answer 417; the request is answered as usual instead ('checkExpectation').
+//   Node would answer 417; the request is answered as usual instead ('checkExpectation');
+// - an HTTP/1.1 request without a `Host` header: Node would answer 400 with an empty body; the
+//   API never depends on Host (wire-conventions §1: clients send any), so it is answered as usual
+//   ('requireHostHeader').
 import { STATUS_CODES, createServer as createHttpServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
@@ -34,6 +37,7 @@ export function createApiServer(limits: ApiServerLimits, tls?: { cert: Buffer; k
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+    requireHostHeader: false,
   };
   const server: Server = tls ? createHttpsServer({ ...options, ...tls }) : createHttpServer(options);
   server.maxConnections = limits.maxConnections;
