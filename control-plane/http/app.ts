@@ -9,9 +9,9 @@ import type { IncomingHttpHeaders } from 'node:http';
 import Koa from 'koa';
 import type Router from '@koa/router';
 import { StrataError, toStrataError } from '../../lib/errors.js';
+import { writeError } from '../../lib/http-errors.js';
 import type { Logger } from '../../lib/logger.js';
 import { apiRequestDuration, apiRequests, routeLabel } from '../metrics/control-plane-metrics.js';
-import { writeError } from './server.js';
 
 export interface HttpAppOptions {
   /**
