@@ -24,6 +24,7 @@ import type { AgentReportingHandlers } from '../../proto/gen/strata/v1/AgentRepo
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, spawnDaemon, startControlPlaneProcess, type ControlPlaneProcess, type DaemonProcess } from '../helpers/processes.js';
 import { createFakeSysfs, type FakeSysfs } from '../helpers/sysfs-fixture.js';
+import { assertJsonError, rawHttp } from '../helpers/raw-http.js';
 import { waitUntil } from '../helpers/wait.js';
 
 const GiB = 1024n ** 3n;
@@ -120,21 +121,7 @@ describe('HTTPS by default and TLS on the agents\' channel', () => {
   });
 
   it('over HTTPS as over HTTP (issue 13 items 1 and 11): an empty Expect and a missing Host are answered as usual; Node\'s own 431 carries the JSON error body', async () => {
-    /** Writes `text` on a fresh TLS connection and reads until the server closes it. */
-    const raw = (text: string) =>
-      new Promise<{ status: number; headers: string; body: string }>((resolve, reject) => {
-        const socket = connect({ host: '127.0.0.1', port: portOf(plane.apiUrl), ca, servername: CONTROL_PLANE_TLS_NAME });
-        const chunks: Buffer[] = [];
-        const timer = setTimeout(() => socket.destroy(new Error('no close within 10 s')), 10_000);
-        socket.on('data', (c: Buffer) => chunks.push(c));
-        socket.on('error', reject);
-        socket.on('close', () => {
-          clearTimeout(timer);
-          const [headers = '', body = ''] = Buffer.concat(chunks).toString('utf8').split('\r\n\r\n', 2);
-          resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(headers)?.[1] ?? 0), headers, body });
-        });
-        socket.write(text);
-      });
+    const raw = (text: string) => rawHttp(portOf(plane.apiUrl), text, { tls: { ca, servername: CONTROL_PLANE_TLS_NAME } });
     const auth = `Authorization: Bearer ${plane.adminToken()}\r\n`;
     for (const head of [`Host: x\r\nExpect:\r\n${auth}`, auth]) {
       const reply = await raw(`GET /api/v2/version HTTP/1.1\r\n${head}Connection: close\r\n\r\n`);
@@ -142,10 +129,7 @@ describe('HTTPS by default and TLS on the agents\' channel', () => {
       assert.deepEqual(JSON.parse(reply.body), { apiVersion: 'v2.0' });
     }
     const big = await raw(`GET /api/v2/version HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
-    assert.equal(big.status, 431, big.headers);
-    assert.match(big.headers, /content-type: application\/json/i);
-    const body = JSON.parse(big.body) as { error: string; code: number; message: string };
-    assert.deepEqual([body.code, body.error === body.message], [3, true]);
+    assertJsonError(big, 431, 3);
   });
 
   it('a second control plane serves a certificate from the same CA; an operator\'s own certificate replaces it on the REST API', async () => {
