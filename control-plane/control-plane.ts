@@ -25,7 +25,8 @@ import { bootstrapCluster, type BootstrapResult } from './bootstrap/bootstrap.js
 import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
 import { instanceIdOf, type ControlPlaneConfig } from './config.js';
 import { createHttpApp } from './http/app.js';
-import { createApiServer, writeError } from './http/server.js';
+import { createApiServer } from './http/server.js';
+import { writeError } from '../lib/http-errors.js';
 import { InventoryReader } from './inventory/inventory-reader.js';
 import { LeaderElection } from './leadership/leader-election.js';
 import { LeaderTasks } from './leadership/leader-tasks.js';

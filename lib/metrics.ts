@@ -6,6 +6,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { StrataError } from './errors.js';
+import { answerClientError, writeError } from './http-errors.js';
 import type { Logger } from './logger.js';
 
 export const registry = new Registry();
@@ -48,20 +50,23 @@ export interface MetricsServer {
  * does: monitoring must not keep storage from being served.
  */
 export async function startMetricsServer(host: string, port: number, logger: Logger): Promise<MetricsServer> {
-  const server: Server = createServer((req, res) => {
+  // Errors carry the JSON error body, as every error the daemons send (lib/http-errors.ts); the
+  // scrape itself is Prometheus' text format. Host is not required, as on the REST API.
+  const server: Server = createServer({ requireHostHeader: false }, (req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
-      res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' }).end('only GET /metrics is served here\n');
+      writeError(res, new StrataError('ROUTE_NOT_FOUND', `no route for ${req.method} ${path}: only GET /metrics is served here`));
       return;
     }
     registry.metrics().then(
       (text) => res.writeHead(200, { 'Content-Type': registry.contentType }).end(req.method === 'HEAD' ? undefined : text),
       (err: unknown) => {
         logger.error({ err }, 'collecting metrics failed');
-        res.writeHead(500, { 'Content-Type': 'text/plain; charset=utf-8' }).end(`collecting metrics failed: ${(err as Error).message}\n`);
+        writeError(res, new StrataError('INTERNAL', `collecting metrics failed: ${(err as Error).message}`));
       },
     );
   });
+  server.on('clientError', answerClientError);
   const listening = await new Promise<boolean>((resolve) => {
     server.once('error', (err) => {
       logger.error({ err: err.message, host, port }, 'the metrics endpoint cannot listen; metrics are not served');

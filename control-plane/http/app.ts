@@ -1,12 +1,15 @@
 // The Koa application: request ids and logs, the error mapper (every failure becomes the JSON
 // error body of wire-conventions §3 with the registry's status), authentication of every /api
 // request from its headers before any route reads a parameter or the body, routers, and the 404
-// fallback (an unknown path or method gets the JSON 404 body too, not Koa's plain text).
+// fallback (an unknown path or method gets the JSON 404 body too, not Koa's plain text). An error
+// Koa meets after the middleware (writing the response) would get Koa's plain-text answer: it gets
+// the JSON body as well (jsonOnError).
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import Koa from 'koa';
 import type Router from '@koa/router';
 import { StrataError, toStrataError } from '../../lib/errors.js';
+import { writeError } from '../../lib/http-errors.js';
 import type { Logger } from '../../lib/logger.js';
 import { apiRequestDuration, apiRequests, routeLabel } from '../metrics/control-plane-metrics.js';
 
@@ -27,6 +30,7 @@ export interface HttpAppOptions {
 export function createHttpApp(logger: Logger, routers: readonly Router[], options: HttpAppOptions = {}): Koa {
   const app = new Koa({ proxy: false });
   app.silent = true; // errors are logged by the mapper below, once
+  jsonOnError(app, logger);
 
   app.use(async (ctx, next) => {
     const requestId = randomUUID();
@@ -80,6 +84,24 @@ export function createHttpApp(logger: Logger, routers: readonly Router[], option
     app.use(router.routes());
   }
   return app;
+}
+
+/**
+ * Koa answers an error it meets after the middleware returned (a body it cannot serialize, say) with
+ * its own ctx.onerror: text/plain. Answer with the JSON error body instead, keeping X-Request-Id;
+ * once the response has begun nothing can be rewritten, and Koa's handler just drops it.
+ */
+function jsonOnError(app: Koa, logger: Logger): void {
+  const koaOnError = app.context.onerror;
+  app.context.onerror = function onerror(this: Koa.Context, err: unknown): void {
+    if (err === null || err === undefined) return;
+    if (this.headerSent || !this.writable) return koaOnError.call(this, err as Error);
+    const error = toStrataError(err);
+    const requestId = this.response.get('X-Request-Id');
+    logger.error({ err, requestId, method: this.method, path: this.path, code: error.code }, 'response failed');
+    for (const name of this.res.getHeaderNames()) this.res.removeHeader(name);
+    writeError(this.res, error, requestId ? { 'X-Request-Id': requestId } : {});
+  };
 }
 
 /** The route template a path and method address (the last matching layer, as koa-router picks). */

@@ -17,50 +17,12 @@ import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '.
 import { joinServer, nodePoolRecord, putRecord, reportInventory } from '../../test/helpers/records.js';
 import { importPrivateKey, signToken } from '../auth/tokens.js';
 import { putVolume } from '../../test/kits/api-test-kit.js';
+import { assertJsonError, rawHttp } from '../../test/helpers/raw-http.js';
 
 const HEADERS_TIMEOUT_S = 2;
 const REQUEST_TIMEOUT_S = 3;
 const MAX_CONNECTIONS = 40;
 const TiB = 1024 ** 4;
-
-interface RawReply {
-  readonly status: number;
-  readonly headers: string;
-  readonly body: string;
-  /** ms from the first byte sent to the socket's close. */
-  readonly closedAfterMs: number;
-}
-
-/** Writes `text` on a fresh socket and reads until the server closes it (or `waitMs` passes). */
-function raw(port: number, text: string | Buffer, waitMs = 10_000): Promise<RawReply> {
-  return new Promise((resolve, reject) => {
-    const socket: Socket = connect(port, '127.0.0.1');
-    const started = Date.now();
-    const chunks: Buffer[] = [];
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`no close within ${waitMs} ms; got ${Buffer.concat(chunks).toString().slice(0, 300)}`));
-    }, waitMs);
-    socket.on('data', (c) => chunks.push(c));
-    socket.on('error', () => {});
-    socket.on('close', () => {
-      clearTimeout(timer);
-      const all = Buffer.concat(chunks).toString('utf8');
-      const [head = '', body = ''] = all.split('\r\n\r\n', 2);
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), headers: head, body, closedAfterMs: Date.now() - started });
-    });
-    socket.write(text);
-  });
-}
-
-function jsonError(reply: { status: number; body: string }, status: number, code: number): { error: string; code: number; message: string } {
-  assert.equal(reply.status, status, reply.body.slice(0, 300));
-  const body = JSON.parse(reply.body) as { error: string; code: number; message: string };
-  assert.equal(body.code, code);
-  assert.equal(typeof body.error, 'string');
-  assert.equal(body.error, body.message);
-  return body;
-}
 
 describe('HTTP edge (issue 17)', () => {
   let etcd: TestEtcd;
@@ -117,21 +79,21 @@ describe('HTTP edge (issue 17)', () => {
   }
 
   it('1. a slow body without a token: 401 within a second, connection closed', async () => {
-    const reply = await raw(port, 'POST /api/v2/projects/default/volumes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"na', 5000);
-    jsonError(reply, 401, 16);
+    const reply = await rawHttp(port, 'POST /api/v2/projects/default/volumes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"na', { waitMs: 5000 });
+    assertJsonError(reply, 401, 16);
     assert.match(reply.headers, /^connection: close$/im);
     assert.ok(reply.closedAfterMs < 1000, `closed after ${reply.closedAfterMs} ms`);
   });
 
   it('1. a slow body with a token: 408 with the JSON body once the request timeout passes', async () => {
-    const reply = await raw(port, `POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"na`, 10_000);
-    jsonError(reply, 408, 4);
+    const reply = await rawHttp(port, `POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"na`, { waitMs: 10_000 });
+    assertJsonError(reply, 408, 4);
     assert.ok(reply.closedAfterMs < (REQUEST_TIMEOUT_S + 2) * 1000, `closed after ${reply.closedAfterMs} ms`);
   });
 
   it('1. headers that never finish: 408 with the JSON body after the headers timeout', async () => {
-    const reply = await raw(port, 'GET /api/v2/version HTTP/1.1\r\nHost: x\r\n', 10_000);
-    jsonError(reply, 408, 4);
+    const reply = await rawHttp(port, 'GET /api/v2/version HTTP/1.1\r\nHost: x\r\n', { waitMs: 10_000 });
+    assertJsonError(reply, 408, 4);
     assert.ok(reply.closedAfterMs < (HEADERS_TIMEOUT_S + 2) * 1000, `closed after ${reply.closedAfterMs} ms`);
   });
 
@@ -142,7 +104,7 @@ describe('HTTP edge (issue 17)', () => {
         held.push(await new Promise<Socket>((resolve) => { const s = connect(port, '127.0.0.1', () => resolve(s)); s.on('error', () => {}); }));
       }
       await new Promise((r) => setTimeout(r, 200));
-      const refused = await raw(port, `GET /api/v2/version HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\n\r\n`, 3000);
+      const refused = await rawHttp(port, `GET /api/v2/version HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\n\r\n`, { waitMs: 3000 });
       assert.equal(refused.status, 0, 'closed without an answer');
     } finally {
       for (const s of held) s.destroy();
@@ -163,27 +125,32 @@ describe('HTTP edge (issue 17)', () => {
       });
       assert.equal(status, 200, `Expect: "${expect}"`);
     }
-    const reply = await raw(port, `POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nExpect:\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{"name":"expe"}`);
+    const reply = await rawHttp(port, `POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nExpect:\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{"name":"expe"}`);
     assert.equal(reply.status, 200, reply.body);
   });
 
   it('issue 13 item 11: Node\'s own 431, 400 and 413 carry the JSON error body', async () => {
-    const big = await raw(port, `GET /api/v2/version HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
-    jsonError(big, 431, 3);
-    assert.match(big.headers, /content-type: application\/json/i);
-    jsonError(await raw(port, 'NOT A REQUEST\r\n\r\n'), 400, 3);
-    jsonError(await raw(port, 'GET /api/v2/version HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n'), 400, 3);
-    jsonError(await raw(port, `POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;${'e'.repeat(20_000)}\r\n`), 413, 3);
+    const big = await rawHttp(port, `GET /api/v2/version HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    assertJsonError(big, 431, 3);
+    assertJsonError(await rawHttp(port, 'NOT A REQUEST\r\n\r\n'), 400, 3);
+    assertJsonError(await rawHttp(port, 'GET /api/v2/version HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n'), 400, 3);
+    assertJsonError(await rawHttp(port, `POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;${'e'.repeat(20_000)}\r\n`), 413, 3);
+    // Node answers an HTTP/1.1 request without Host with its own 400 and an empty body; the API
+    // does not depend on Host, so such a request is answered as usual, errors with the JSON body.
+    const noHost = await rawHttp(port, `GET /api/v2/version HTTP/1.1\r\nAuthorization: Bearer ${admin}\r\nConnection: close\r\n\r\n`);
+    assert.equal(noHost.status, 200, noHost.headers);
+    assert.deepEqual(JSON.parse(noHost.body), { apiVersion: 'v2.0' });
+    assertJsonError(await rawHttp(port, 'GET /api/v2/version HTTP/1.1\r\nConnection: close\r\n\r\n'), 401, 16);
   });
 
   it('2. order: authentication, then parameters, then permission', async () => {
     const bad = { size: 'lots' };
     const noToken = await api('POST', '/api/v2/projects/default/volumes', { body: bad });
-    jsonError(noToken, 401, 16);
+    assertJsonError(noToken, 401, 16);
     assert.doesNotMatch(noToken.body, /size|name/, 'nothing about the request shape');
-    jsonError(await api('POST', '/api/v2/projects/default/volumes', { body: bad, token: defaultViewer }), 400, 3);
-    jsonError(await api('POST', '/api/v2/projects/default/volumes', { body: { name: 'v', size: '1GiB' }, token: defaultViewer }), 403, 7);
-    jsonError(await api('GET', '/api/v2/nothing-here'), 401, 16);
+    assertJsonError(await api('POST', '/api/v2/projects/default/volumes', { body: bad, token: defaultViewer }), 400, 3);
+    assertJsonError(await api('POST', '/api/v2/projects/default/volumes', { body: { name: 'v', size: '1GiB' }, token: defaultViewer }), 403, 7);
+    assertJsonError(await api('GET', '/api/v2/nothing-here'), 401, 16);
   });
 
   it('3. identifiers are typed and bounded; messages quote at most a short prefix', async () => {
@@ -191,19 +158,19 @@ describe('HTTP edge (issue 17)', () => {
     const before = await strataKeys();
     for (const body of [{ name: 's1', sourceVolumeName: huge }, { name: 's1', sourceVolumeUUID: huge }, { name: 's1', sourceVolumeUUID: 'not-a-uuid' }]) {
       const res = await api('POST', '/api/v2/projects/default/snapshots', { token: admin, body });
-      jsonError(res, 400, 3);
+      assertJsonError(res, 400, 3);
       assert.ok(res.body.length < 2000, `answer of ${res.body.length} bytes`);
     }
     for (const body of [{ serialNumber: huge, nodeUUID: randomUUID() }, { serialNumber: 'SN1', nodeUUID: 'n'.repeat(5000) }]) {
       const res = await api('POST', '/api/v2/nvmeDevices', { token: admin, body });
-      jsonError(res, 400, 3);
+      assertJsonError(res, 400, 3);
       assert.ok(res.body.length < 2000, `answer of ${res.body.length} bytes`);
     }
     const long = 'n'.repeat(8000);
     const missing = await api('GET', `/api/v2/nodes/${long}`, { token: admin });
-    jsonError(missing, 404, 5);
+    assertJsonError(missing, 404, 5);
     assert.ok(missing.body.length < 600, `404 of ${missing.body.length} bytes`);
-    jsonError(await api('GET', `/api/v2/projects/default/snapshots/${long}`, { token: admin }), 400, 3);
+    assertJsonError(await api('GET', `/api/v2/projects/default/snapshots/${long}`, { token: admin }), 400, 3);
     assert.deepEqual(await strataKeys(), before, 'nothing written');
   });
 
@@ -211,11 +178,11 @@ describe('HTTP edge (issue 17)', () => {
     const project = (await api('GET', '/api/v2/projects/alpha', { token: admin })).json() as { ETag: string };
     const before = await strataKeys();
     const put = (ifMatch: string) => api('PUT', '/api/v2/projects/alpha', { token: admin, body: { description: 'changed' }, headers: { 'If-Match': ifMatch } });
-    jsonError(await put(`W/"${project.ETag}"`), 412, 9);
-    jsonError(await put('""'), 412, 9);
-    jsonError(await put('"1'), 400, 3);
-    jsonError(await put(`"${project.ETag}" junk`), 400, 3);
-    jsonError(await put(`"${project.ETag}", "1"`), 400, 3);
+    assertJsonError(await put(`W/"${project.ETag}"`), 412, 9);
+    assertJsonError(await put('""'), 412, 9);
+    assertJsonError(await put('"1'), 400, 3);
+    assertJsonError(await put(`"${project.ETag}" junk`), 400, 3);
+    assertJsonError(await put(`"${project.ETag}", "1"`), 400, 3);
     assert.deepEqual(await strataKeys(), before, 'nothing written');
     assert.equal((await put(`"${project.ETag}"`)).status, 200);
   });
@@ -223,7 +190,7 @@ describe('HTTP edge (issue 17)', () => {
   it('5. a body that is not JSON is 415; JSON without a Content-Type still works', async () => {
     const before = await strataKeys();
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
-      jsonError(await api('POST', '/api/v2/projects', { token: admin, raw: '{"name":"typed"}', headers: { 'Content-Type': type } }), 415, 3);
+      assertJsonError(await api('POST', '/api/v2/projects', { token: admin, raw: '{"name":"typed"}', headers: { 'Content-Type': type } }), 415, 3);
     }
     assert.deepEqual(await strataKeys(), before, 'nothing written');
     const untyped = await new Promise<number>((resolve, reject) => {
@@ -240,9 +207,9 @@ describe('HTTP edge (issue 17)', () => {
     const foreign = await putVolume(kv, { projectName: 'default' });
     await new Promise((r) => setTimeout(r, 100));
     for (const [method, path] of [['GET', `/api/v2/volumes/${foreign.UUID}`], ['DELETE', `/api/v2/volumes/${foreign.UUID}`], ['GET', `/api/v2/volumes/${foreign.UUID}/connection`]] as const) {
-      const other = jsonError(await api(method, path, { token: alphaAdmin }), 404, 5);
+      const other = assertJsonError(await api(method, path, { token: alphaAdmin }), 404, 5);
       const absentUUID = randomUUID();
-      const absent = jsonError(await api(method, path.replace(foreign.UUID, absentUUID), { token: alphaAdmin }), 404, 5);
+      const absent = assertJsonError(await api(method, path.replace(foreign.UUID, absentUUID), { token: alphaAdmin }), 404, 5);
       assert.equal(other.message.replace(foreign.UUID, 'X'), absent.message.replace(absentUUID, 'X'), `${method} ${path}`);
     }
     assert.equal((await api('GET', `/api/v2/volumes/${foreign.UUID}`, { token: admin })).status, 200);
@@ -255,7 +222,7 @@ describe('HTTP edge (issue 17)', () => {
     await putRecord(kv, keys.nodePool(node.UUID), nodePoolRecord(node, { rawBytes: String(TiB), arrayBytes: String(TiB), capacityBytes: String(TiB), freeBytes: String(TiB) }));
     const before = await strataKeys();
     for (const size of ['8191 pib', '2TiB']) {
-      const refused = jsonError(await api('POST', '/api/v2/projects/default/volumes', { token: admin, body: { name: `big-${size.replace(/\W/g, '')}`, size } }), 400, 3);
+      const refused = assertJsonError(await api('POST', '/api/v2/projects/default/volumes', { token: admin, body: { name: `big-${size.replace(/\W/g, '')}`, size } }), 400, 3);
       assert.match(refused.message, new RegExp(`can never be placed.*${TiB} bytes`));
     }
     assert.deepEqual(await strataKeys(), before, 'nothing written');

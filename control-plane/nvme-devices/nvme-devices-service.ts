@@ -28,7 +28,10 @@ export interface NvmeDeviceWire {
   name: string;
   nodeUUID: string;
   ETag: string;
-  /** Data devices only; null for the others. The two counts are not measured: always 0 (docs/api.md "Measured and not measured"). */
+  /**
+   * Data devices only; null for the others. Recoverable: md's corrected read errors of this device
+   * (0 until measured); Unrecoverable: not measured, always 0 (docs/api.md "Measured and not measured").
+   */
   statistics: { UnrecoverableDataIntegrityErrors: number; RecoverableDataIntegrityErrors: number } | null;
   deviceUsage: DeviceUsage;
 }

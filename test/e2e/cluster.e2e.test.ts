@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
+import type { ConnectedHostWire } from '../../control-plane/connected-hosts/connected-hosts-service.js';
 import type { NodeWire } from '../../control-plane/nodes/nodes-service.js';
 import type { VolumeWire as Volume } from '../../control-plane/volumes/volume-wire.js';
 import { randomDhchapSecret } from '../../lib/contract/dhchap.js';
@@ -233,6 +234,19 @@ describe(`cluster end to end through the REST API (two storage guests, one initi
     });
     const [c] = await controllers(volumeA.UUID);
     assert.deepEqual([c?.state, c?.hostnqn], ['live', H1]);
+    // Issue 13 item 4: the host doing I/O is listed by GET /api/v2/connectedHosts with its NQN
+    // (the ACL names one host, so the kernel admitted no other: source acl) and the address the
+    // storage guest sees it from. Agents list connections in every pass (5 s here).
+    const listed = await step('listed in connectedHosts', () =>
+      waitUntil(async () => {
+        const { connectedHosts } = await api<{ connectedHosts: ConnectedHostWire[] }>('GET', `/connectedHosts?volumeUUID=${volumeA.UUID}`);
+        return connectedHosts.find((h) => h.hostNQN === H1);
+      }, `${H1} in GET /api/v2/connectedHosts`, 60_000, 1000),
+    );
+    assert.equal(listed.hostNQNSource, 'acl');
+    assert.equal(listed.iPAddress, FORWARDED_SOURCE);
+    assert.deepEqual(listed.volumeUUIDs, [volumeA.UUID]);
+    assert.deepEqual(listed.connectedNodesUUID, volumeA.nodeList);
   });
 
   // Added early: the node's md array reshapes onto the device while the other scenarios run;

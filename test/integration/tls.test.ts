@@ -24,6 +24,7 @@ import type { AgentReportingHandlers } from '../../proto/gen/strata/v1/AgentRepo
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, spawnDaemon, startControlPlaneProcess, type ControlPlaneProcess, type DaemonProcess } from '../helpers/processes.js';
 import { createFakeSysfs, type FakeSysfs } from '../helpers/sysfs-fixture.js';
+import { assertJsonError, rawHttp } from '../helpers/raw-http.js';
 import { waitUntil } from '../helpers/wait.js';
 
 const GiB = 1024n ** 3n;
@@ -117,6 +118,18 @@ describe('HTTPS by default and TLS on the agents\' channel', () => {
     // Without the CA the certificate is not trusted; LightOS clients that skip verification still work.
     await assert.rejects(get(`${plane.apiUrl}/api/v2/version`, plane.adminToken()), (err: Error) => /certificate/i.test(String((err.cause as Error)?.message ?? err.message)));
     assert.equal((await get(`${plane.apiUrl}/api/v2/version`, plane.adminToken(), { insecure: true })).status, 200);
+  });
+
+  it('over HTTPS as over HTTP (issue 13 items 1 and 11): an empty Expect and a missing Host are answered as usual; Node\'s own 431 carries the JSON error body', async () => {
+    const raw = (text: string) => rawHttp(portOf(plane.apiUrl), text, { tls: { ca, servername: CONTROL_PLANE_TLS_NAME } });
+    const auth = `Authorization: Bearer ${plane.adminToken()}\r\n`;
+    for (const head of [`Host: x\r\nExpect:\r\n${auth}`, auth]) {
+      const reply = await raw(`GET /api/v2/version HTTP/1.1\r\n${head}Connection: close\r\n\r\n`);
+      assert.equal(reply.status, 200, reply.headers);
+      assert.deepEqual(JSON.parse(reply.body), { apiVersion: 'v2.0' });
+    }
+    const big = await raw(`GET /api/v2/version HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    assertJsonError(big, 431, 3);
   });
 
   it('a second control plane serves a certificate from the same CA; an operator\'s own certificate replaces it on the REST API', async () => {
