@@ -439,7 +439,27 @@ export interface VolumeStatusRecord {
   physicalUsedBytes: string;
   /** From a replicated volume's primary: every copy as it sees it (absent elsewhere). */
   replicaLegs?: ReplicaLegState[];
+  /**
+   * What hosts wrote through this node's device-mapper device of a replicated volume, kept by the
+   * control plane across restarts of the device's counter (control-plane/agents/user-written.ts).
+   * Absent for a node that never reported one (single-copy volumes, replicas never primary).
+   */
+  userWritten?: UserWrittenCount;
   reportedAt: string;
+}
+
+/**
+ * A volume's bytes written on one node, from the block layer's counter of its device-mapper
+ * device (docs/api.md "Measured and not measured"): `base` is what earlier instances of the
+ * device counted, `last` what the current one (`device`) counted at the last report. Byte counts
+ * are decimal strings.
+ */
+export interface UserWrittenCount {
+  device: string;
+  base: string;
+  last: string;
+  /** Earlier instances (latest last, a few): a late report of one of them is not a new device. */
+  retired: string[];
 }
 
 /** A copy of a replicated volume as its primary sees it. */

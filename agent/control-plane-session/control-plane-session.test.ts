@@ -363,6 +363,8 @@ describe('ControlPlaneSession', () => {
           logical_used_bytes: '4096',
           physical_used_bytes: '1024',
           replica_legs: [], // a replica set's primary lists its copies here; proto3 decodes the empty list
+          user_written_bytes: '0', // measured on a replicated volume's primary only: absent decodes as 0 and ''
+          user_written_device: '',
         },
       ],
     });

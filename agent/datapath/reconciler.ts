@@ -25,6 +25,7 @@ import type { DataPathState } from './datapath-state.js';
 import { assignmentProblem, desiredExportOf, replicationExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
 import { DEFAULT_REPLICATION_PORT, replicaBackingBytes, withReplicaSet } from '../../lib/replication.js';
 import { NotReadyYet, type ReplicaLegStatus, type ReplicaManager } from './replication/replica-manager.js';
+import type { WrittenCount } from './replication/block-stack.js';
 import { ipAclOf, type IpAcl } from './ip-acl.js';
 import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
 import type { NvmetConfigfs } from './nvmet-configfs.js';
@@ -105,6 +106,8 @@ interface PreparedVolume {
   readonly backing: { readonly devicePath: string; readonly bufferedIo: boolean; readonly warning?: string };
   /** Last measured; undefined until measured. */
   usage?: VolumeUsage;
+  /** Bytes written through a replicated volume's device while this node is its primary, as last measured. */
+  written?: WrittenCount;
 }
 
 class PassPreempted extends Error {}
@@ -146,6 +149,10 @@ function onlyReplicationChanged(a: VolumeAssignment, b: VolumeAssignment): boole
 
 function replicaLegsOf(legs: readonly ReplicaLegStatus[] | undefined): Pick<VolumeStatusEntry, 'replicaLegs'> {
   return legs ? { replicaLegs: legs.map((l) => ({ ...l })) } : {};
+}
+
+function userWrittenOf(written: WrittenCount | undefined): Pick<VolumeStatusEntry, 'userWrittenBytes' | 'userWrittenDevice'> {
+  return written ? { userWrittenBytes: String(written.bytes), userWrittenDevice: written.device } : {};
 }
 
 export class DataPathReconciler implements VolumeReportSource {
@@ -1029,7 +1036,19 @@ export class DataPathReconciler implements VolumeReportSource {
     }
     const desiredByVolume = new Map(desired.map((d) => [d.volumeUUID, d]));
     await mapLimit(preparedNow, BACKINGS_PREPARED_AT_ONCE, async (p) => {
-      if (!full && !refresh && p.usage && !touchedVolumes.has(p.desired.volumeUUID)) return;
+      const again = full || refresh || touchedVolumes.has(p.desired.volumeUUID);
+      // Bytes written, on the same rhythm as usage (a new count is a new report): read while this
+      // node is the primary (a map lookup otherwise), dropped the moment it no longer is.
+      const replicas = this.options.replicas;
+      if (!replicas?.legStatus(p.desired.volumeUUID)) p.written = undefined;
+      else if (again || !p.written) {
+        try {
+          p.written = await replicas.writtenBytes(p.desired.volumeUUID);
+        } catch (err) {
+          log.debug({ err, volumeUUID: p.desired.volumeUUID }, 'reading bytes written failed');
+        }
+      }
+      if (!again && p.usage) return;
       try {
         p.usage = await p.pool.usage(p.desired.volumeUUID);
       } catch (err) {
@@ -1051,6 +1070,7 @@ export class DataPathReconciler implements VolumeReportSource {
         logicalUsedBytes: String(p.usage?.logicalUsed ?? 0n),
         physicalUsedBytes: String(p.usage?.physicalUsed ?? 0n),
         ...replicaLegsOf(this.options.replicas?.legStatus(e.volumeUUID)),
+        ...userWrittenOf(p.written),
       });
     }
     for (const e of entries) {

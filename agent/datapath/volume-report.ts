@@ -5,7 +5,12 @@ import type { VolumeStatusRecord } from '../../lib/records.js';
 import type { VolumeReport } from '../../proto/gen/strata/v1/VolumeReport.js';
 import type { VolumeServeState } from '../../proto/gen/strata/v1/VolumeServeState.js';
 
-export type VolumeStatusEntry = Omit<VolumeStatusRecord, 'reportedAt'>;
+/**
+ * A volume's status as the agent reports it. The control plane keeps `userWritten` across device
+ * restarts; the agent reports what its primary's device counts now (userWrittenBytes, a decimal
+ * string) and which device instance counted it, both absent when this node measured none.
+ */
+export type VolumeStatusEntry = Omit<VolumeStatusRecord, 'reportedAt' | 'userWritten'> & { userWrittenBytes?: string; userWrittenDevice?: string };
 
 export interface VolumeReportSnapshot {
   /** Grows per agent process whenever the content changes. */
@@ -44,6 +49,7 @@ export function toVolumeReportMessage(report: VolumeReportSnapshot): VolumeRepor
       logical_used_bytes: v.logicalUsedBytes,
       physical_used_bytes: v.physicalUsedBytes,
       ...(v.replicaLegs ? { replica_legs: v.replicaLegs.map((l) => ({ node_uuid: l.nodeUUID, state: l.state, sync_percent: l.syncPercent })) } : {}),
+      ...(v.userWrittenDevice && v.userWrittenBytes ? { user_written_bytes: v.userWrittenBytes, user_written_device: v.userWrittenDevice } : {}),
     })),
   };
 }

@@ -210,6 +210,65 @@ describe('agent gRPC service', () => {
     }
   });
 
+  it('keeps a replicated volume\'s bytes written across device restarts: accumulated, never backwards, kept when not reported', async () => {
+    const [serverUUID, node, volume] = [randomUUID(), randomUUID(), randomUUID()];
+    const s = openSession(await tokenFor(serverUUID, [node]));
+    const stored = async () => parseRecord<VolumeStatusRecord>('', await client.get(keys.volumeStatus(volume, node)).string());
+    const total = async () => {
+      const c = (await stored())?.userWritten;
+      return c ? BigInt(c.base) + BigInt(c.last) : undefined;
+    };
+    let sequence = 0;
+    const report = async (written?: { bytes: string; device: string }, volumes = 1) => {
+      sequence += 1;
+      const status = {
+        volume_uuid: volume, node_uuid: node, generation: '1', state: 'VOLUME_SERVED' as const,
+        ...(written ? { user_written_bytes: written.bytes, user_written_device: written.device } : {}),
+      };
+      s.send({ volume_report: { sequence: String(sequence), volumes: volumes ? [status] : [], complete: true } });
+      const seq = String(sequence);
+      await waitUntil(async () => s.received.find((m) => m.volume_report_ack?.sequence === seq), `ack ${seq}`, 3000);
+    };
+    try {
+      s.send({ hello: { server_uuid: serverUUID, node_uuids: [node], agent_instance: 'i', cluster_uuid: CLUSTER } });
+      await waitUntil(async () => s.received.find((m) => m.welcome), 'welcome', 3000);
+      await report();
+      assert.equal((await stored())?.userWritten, undefined, 'nothing measured: nothing stored');
+      await report({ bytes: '8388608', device: 'boot-1/253:3/17' });
+      assert.equal(await total(), 8388608n);
+      await report({ bytes: '9437184', device: 'boot-1/253:3/17' });
+      assert.equal(await total(), 9437184n);
+      // The node rebooted (or the device was made again): its counter starts at 0.
+      await report({ bytes: '4096', device: 'boot-2/253:0/5' });
+      assert.equal(await total(), 9437184n + 4096n, 'what the old device counted is kept');
+      assert.deepEqual((await stored())?.userWritten, { device: 'boot-2/253:0/5', base: '9437184', last: '4096', retired: ['boot-1/253:3/17'] });
+      await report({ bytes: '1024', device: 'boot-2/253:0/5' });
+      assert.equal(await total(), 9437184n + 4096n, 'an older count of the same device: not backwards');
+      await report({ bytes: '8388608', device: 'boot-1/253:3/17' });
+      assert.equal(await total(), 9437184n + 4096n, 'a late report of the old device: not counted twice');
+      await report();
+      assert.equal(await total(), 9437184n + 4096n, 'not the primary any more: the count stays');
+      await report(undefined, 0);
+      assert.equal((await stored())?.state, 'Absent');
+      assert.equal(await total(), 9437184n + 4096n, 'absent from this node: its writes were still the volume\'s');
+    } finally {
+      s.close();
+    }
+  });
+
+  it('two reports of one node racing (an agent between two control planes) lose no count and count none twice', async () => {
+    const [node, volume] = [randomUUID(), randomUUID()];
+    const store = new VolumeStatusStore(client);
+    const status = (bytes: string, device: string) => ({
+      volumeUUID: volume, nodeUUID: node, generation: 1, state: 'Served' as const, error: '', snapshots: [], connectedHosts: [],
+      logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(), written: { bytes, device },
+    });
+    await store.save([status('1000', 'd1')], undefined);
+    await Promise.all([store.save([status('10', 'd2')], undefined), store.save([status('20', 'd2')], new Set([node]))]);
+    const c = parseRecord<VolumeStatusRecord>('', await client.get(keys.volumeStatus(volume, node)).string())?.userWritten;
+    assert.deepEqual(c && { base: c.base, last: c.last, retired: c.retired }, { base: '1000', last: '20', retired: ['d1'] });
+  });
+
   it('persists pool reports of the agent\'s own nodes with each device\'s history, drops stale ones, deletes pools no longer reported', async () => {
     const [serverUUID, node, otherNode] = [randomUUID(), randomUUID(), randomUUID()];
     const s = openSession(await tokenFor(serverUUID, [node, otherNode]));

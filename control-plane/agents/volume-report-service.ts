@@ -4,7 +4,7 @@ import { errors, StrataError } from '../../lib/errors.js';
 import type { HostNqnSource, ReplicaLegState, VolumeStatusRecord } from '../../lib/records.js';
 import type { VolumeReport__Output } from '../../proto/gen/strata/v1/VolumeReport.js';
 import type { VolumeServeState__Output } from '../../proto/gen/strata/v1/VolumeServeState.js';
-import type { VolumeStatusStore } from './volume-status-store.js';
+import type { ReportedVolumeStatus, VolumeStatusStore } from './volume-status-store.js';
 
 const stateOf: Record<VolumeServeState__Output, VolumeStatusRecord['state'] | undefined> = {
   VOLUME_SERVE_STATE_UNSPECIFIED: undefined,
@@ -19,7 +19,7 @@ export class VolumeReportService {
   async record(agentNodes: readonly string[], report: VolumeReport__Output): Promise<void> {
     const nodes = new Set(agentNodes);
     const now = new Date().toISOString();
-    const records: VolumeStatusRecord[] = [];
+    const records: ReportedVolumeStatus[] = [];
     for (const status of report.volumes) {
       if (!nodes.has(status.node_uuid)) {
         throw errors.denied(`volume report names node ${status.node_uuid}, which is not this agent's`);
@@ -37,6 +37,8 @@ export class VolumeReportService {
         logicalUsedBytes: status.logical_used_bytes,
         physicalUsedBytes: status.physical_used_bytes,
         ...(status.replica_legs.length > 0 ? { replicaLegs: status.replica_legs.map(legStateOf) } : {}),
+        // A replicated volume's primary: what its device counted (the store keeps the total).
+        ...(status.user_written_device !== '' ? { written: { bytes: status.user_written_bytes, device: status.user_written_device } } : {}),
         reportedAt: now,
       });
     }

@@ -2,11 +2,15 @@
 import type { Etcd3 } from 'etcd3';
 import type { IOperation } from 'etcd3/lib/builder.js';
 import { keys } from '../../lib/etcd/keys.js';
-import { parseRecord, unconditionalTxn } from '../../lib/etcd/client.js';
+import { parseRecord } from '../../lib/etcd/client.js';
 import type { VolumeStatusRecord } from '../../lib/records.js';
+import { withWrittenReport, type WrittenReport } from '../volumes/user-written.js';
 
 /** etcd refuses transactions with more than 128 operations (--max-txn-ops). */
 const OPS_PER_TXN = 100;
+
+/** A reported status before the store adds what it keeps from the stored one (bytes written). */
+export type ReportedVolumeStatus = Omit<VolumeStatusRecord, 'userWritten'> & { written?: WrittenReport };
 
 export class VolumeStatusStore {
   constructor(private readonly etcd: Etcd3) {}
@@ -14,39 +18,59 @@ export class VolumeStatusStore {
   /**
    * Writes the reported records that changed (ignoring reportedAt, so an unchanged volume costs
    * no write); with `completeFor`, also marks Absent every stored record of those nodes that
-   * the report does not list (the node holds nothing else).
+   * the report does not list (the node holds nothing else). A record's bytes written are carried
+   * from the stored one (user-written.ts), so every write compares the mod_revision of the
+   * record it was derived from: two reports racing (an agent failing over between control
+   * planes) never lose a count or count one twice; the loser reads again.
    */
-  async save(reported: readonly VolumeStatusRecord[], completeFor: ReadonlySet<string> | undefined): Promise<void> {
-    const stored = new Map<string, VolumeStatusRecord>();
+  async save(reported: readonly ReportedVolumeStatus[], completeFor: ReadonlySet<string> | undefined): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (await this.trySave(reported, completeFor)) return;
+    }
+    throw new Error('volume states kept changing under concurrent writes');
+  }
+
+  private async trySave(reported: readonly ReportedVolumeStatus[], completeFor: ReadonlySet<string> | undefined): Promise<boolean> {
+    const stored = new Map<string, { record: VolumeStatusRecord; revision: string }>();
     if (completeFor) {
       for (const kv of (await this.etcd.getAll().prefix(keys.volumeStatusPrefix()).exec()).kvs) {
         const key = kv.key.toString();
         const record = parseRecord<VolumeStatusRecord>(key, kv.value);
-        if (record && completeFor.has(record.nodeUUID)) stored.set(key, record);
+        if (record && completeFor.has(record.nodeUUID)) stored.set(key, { record, revision: kv.mod_revision });
       }
     } else {
-      const read = await Promise.all(reported.map((r) => this.etcd.get(keys.volumeStatus(r.volumeUUID, r.nodeUUID)).string()));
+      const read = await Promise.all(reported.map((r) => this.etcd.get(keys.volumeStatus(r.volumeUUID, r.nodeUUID)).exec()));
       reported.forEach((r, i) => {
-        const record = parseRecord<VolumeStatusRecord>('', read[i] ?? null);
-        if (record) stored.set(keys.volumeStatus(r.volumeUUID, r.nodeUUID), record);
+        const kv = read[i]?.kvs[0];
+        const key = keys.volumeStatus(r.volumeUUID, r.nodeUUID);
+        const record = kv ? parseRecord<VolumeStatusRecord>(key, kv.value) : null;
+        if (kv && record) stored.set(key, { record, revision: kv.mod_revision });
       });
     }
-    const ops: IOperation[] = [];
+    const writes: { key: string; op: IOperation }[] = [];
     const listed = new Set<string>();
-    for (const record of reported) {
-      const key = keys.volumeStatus(record.volumeUUID, record.nodeUUID);
+    for (const { written, ...status } of reported) {
+      const key = keys.volumeStatus(status.volumeUUID, status.nodeUUID);
       listed.add(key);
-      const before = stored.get(key);
-      if (!before || !sameStatus(before, record)) ops.push(this.etcd.put(key).value(JSON.stringify(record)));
+      const before = stored.get(key)?.record;
+      const userWritten = withWrittenReport(before?.userWritten, written);
+      const record: VolumeStatusRecord = { ...status, ...(userWritten ? { userWritten } : {}) };
+      if (!before || !sameStatus(before, record)) writes.push({ key, op: this.etcd.put(key).value(JSON.stringify(record)) });
     }
-    for (const [key, record] of stored) {
+    for (const [key, { record }] of stored) {
       if (!listed.has(key) && record.state !== 'Absent') {
-        ops.push(this.etcd.put(key).value(JSON.stringify({ ...record, state: 'Absent', error: '', connectedHosts: [], snapshots: [], reportedAt: new Date().toISOString() })));
+        writes.push({ key, op: this.etcd.put(key).value(JSON.stringify({ ...record, state: 'Absent', error: '', connectedHosts: [], snapshots: [], reportedAt: new Date().toISOString() })) });
       }
     }
-    for (let i = 0; i < ops.length; i += OPS_PER_TXN) {
-      await unconditionalTxn(this.etcd).then(...ops.slice(i, i + OPS_PER_TXN)).commit();
+    for (let i = 0; i < writes.length; i += OPS_PER_TXN) {
+      const chunk = writes.slice(i, i + OPS_PER_TXN);
+      const [first, ...rest] = chunk.map((w) => [w.key, stored.get(w.key)?.revision ?? '0'] as const);
+      // A key read absent compares with mod_revision 0: made meanwhile, it fails the transaction too.
+      const txn = this.etcd.if(first![0], 'Mod', '==', first![1]);
+      for (const [key, revision] of rest) txn.and(key, 'Mod', '==', revision);
+      if (!(await txn.then(...chunk.map((w) => w.op)).commit()).succeeded) return false;
     }
+    return true;
   }
 }
 

@@ -6,6 +6,7 @@ import { hostOf, portOf } from '../../lib/endpoints.js';
 import type { StoredVolume } from './volume-store.js';
 
 import { primaryOf, protectionOf, rebuildProgressOf, type ProtectionState } from './protection.js';
+import { volumeWritten } from './user-written.js';
 export type { ProtectionState } from './protection.js';
 
 /** The 11 volume statistics (wire-conventions §7). Byte counts are decimal strings. */
@@ -20,7 +21,11 @@ export interface VolumeStatisticsWire {
   physicalOwnedMemory: string;
   /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   physicalMemory: string;
-  /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
+  /**
+   * Replicated volumes: bytes hosts wrote, from the block layer's counter of the volume's
+   * device-mapper device on each primary, as last reported (a lower bound). Single-copy volumes:
+   * not measured, always 0 (docs/api.md "Measured and not measured").
+   */
   userWritten: string;
   /** Not measured: always 0 (docs/api.md "Measured and not measured"). */
   unrecoverableDataIntegrityErrors: number;
@@ -121,7 +126,7 @@ export function volumeToWire(stored: StoredVolume, observed: VolumeObservation, 
     nsid: v.placement?.nsid ?? 0,
     // The primary's md resync progress (docs/replication.md).
     rebuildProgress: rebuildProgressOf(protection, v, observed.replicaSet, primary?.replicaLegs),
-    statistics: statisticsOf(primary, nodeList, statusOf),
+    statistics: statisticsOf(primary, nodeList, statusOf, v.replicaCount > 1 ? volumeWritten(observed.statuses) : undefined),
     ETag: stored.revision,
     connectedHosts: [...hosts.keys()].sort(),
     primaryNodeUUID,
@@ -175,10 +180,12 @@ function ratio(logical: bigint, physical: bigint): number {
 
 /**
  * Usage as the primary reports it (logical = what the host sees written, physical = what it
- * takes after compression); capacity counts every replica. Memory, userWritten and integrity
- * counters are not measured by the data path: 0, not invented.
+ * takes after compression); capacity counts every replica. userWritten is measured for
+ * replicated volumes only (`written`: every node that was ever their primary counts, in the
+ * nodeList now or not). Memory and integrity counters, and a single copy's userWritten, are not
+ * measured by the data path: 0, not invented.
  */
-function statisticsOf(primary: VolumeStatusRecord | undefined, nodeList: readonly string[], statusOf: ReadonlyMap<string, VolumeStatusRecord>): VolumeStatisticsWire {
+function statisticsOf(primary: VolumeStatusRecord | undefined, nodeList: readonly string[], statusOf: ReadonlyMap<string, VolumeStatusRecord>, written: bigint | undefined): VolumeStatisticsWire {
   const logical = bytes(primary?.logicalUsedBytes);
   const physical = bytes(primary?.physicalUsedBytes);
   const allReplicas = nodeList.reduce((sum, node) => sum + bytes(statusOf.get(node)?.physicalUsedBytes), 0n);
@@ -191,7 +198,7 @@ function statisticsOf(primary: VolumeStatusRecord | undefined, nodeList: readonl
     physicalOwnedCapacity: allReplicas.toString(),
     physicalOwnedMemory: '0',
     physicalMemory: '0',
-    userWritten: '0',
+    userWritten: (written ?? 0n).toString(),
     unrecoverableDataIntegrityErrors: 0,
     recoverableDataIntegrityErrors: 0,
   };

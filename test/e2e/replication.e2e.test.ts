@@ -298,6 +298,15 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     const digests = await step('read each backing', () => Promise.all(volume.nodeList.map((n) => backingDigest(n, volume.UUID, 8))));
     assert.deepEqual(digests, volume.nodeList.map(() => sha256(data)), 'byte for byte on all three backings');
 
+    // Bytes written, from the block layer's counter of the primary's device-mapper device: the
+    // agent reads it at its interval's pass (5 s here), the control plane keeps it.
+    await step('userWritten counts the 8 MiB', () =>
+      until('userWritten ≥ 8 MiB', async () => {
+        const v = await getVolume(volume.UUID);
+        return BigInt(v.statistics.userWritten) >= BigInt(8 * MiB) && v;
+      }, 60_000),
+    );
+
     // The mirror's write-intent bitmap chunk (the unit a returning copy resyncs): 1 MiB by default.
     const chunk = await sh(storageOf(volume.primaryNodeUUID).guest, `cat /sys/dev/block/$(dmsetup table strata-${volume.UUID} | awk '{print $4}')/md/bitmap/chunksize`);
     assert.equal(chunk.trim(), String(MiB), 'md bitmap chunk of 1 MiB');

@@ -168,3 +168,63 @@ describe('assembling a mirror', () => {
     }
   });
 });
+
+describe('bytes written through the host-path device', () => {
+  const volume = '0b5c3f52-8e0a-4d5e-9a55-3f1b2c4d5e6f';
+  // /sys/block/<dev>/stat: reads, read merges, read sectors, read ticks, writes, write merges,
+  // write sectors (field 7), ...
+  const stat = (writeSectors: number) => `     120        0     9600       40      300        0 ${String(writeSectors).padStart(8)}      900        0       50      940        0        0        0        0        7       10\n`;
+  function fixture() {
+    const root = mkdtempSync(join(tmpdir(), 'strata-written-'));
+    const sys = join(root, 'sys');
+    const bootIdFile = join(root, 'boot_id');
+    writeFileSync(bootIdFile, 'f3a1c2d4-0000-4000-8000-000000000001\n');
+    const dm = (block: string, name: string, dev: string, diskseq: number | undefined, writeSectors: number) => {
+      mkdirSync(join(sys, 'block', block, 'dm'), { recursive: true });
+      writeFileSync(join(sys, 'block', block, 'dm', 'name'), `${name}\n`);
+      writeFileSync(join(sys, 'block', block, 'dev'), `${dev}\n`);
+      if (diskseq !== undefined) writeFileSync(join(sys, 'block', block, 'diskseq'), `${diskseq}\n`);
+      writeFileSync(join(sys, 'block', block, 'stat'), stat(writeSectors));
+    };
+    mkdirSync(join(sys, 'block', 'loop2', 'loop'), { recursive: true });
+    const run = async () => ({ stdout: '', stderr: '' });
+    const stack = new BlockStack({ run, sysfsRoot: sys, devRoot: '/dev', fenceFile: join(root, 'fence.img'), reconnectDelaySeconds: 1, keepAliveSeconds: 5, bootIdFile });
+    return { stack, dm, sys, bootIdFile };
+  }
+
+  it('is field 7 of the stat of the dm device named strata-<volume>, × 512, with the instance it was counted by', async () => {
+    const { stack, dm } = fixture();
+    dm('dm-0', 'strata-other', '253:0', 11, 999);
+    dm('dm-3', `strata-${volume}`, '253:3', 17, 16384);
+    assert.deepEqual(await stack.writtenBytes(volume), { bytes: 16384n * 512n, device: 'f3a1c2d4-0000-4000-8000-000000000001/253:3/17' });
+  });
+
+  it('follows the device when it is made again (a new disk sequence, the same dm-N), and is undefined without one', async () => {
+    const { stack, dm, sys } = fixture();
+    assert.equal(await stack.writtenBytes(volume), undefined, 'no device');
+    dm('dm-3', `strata-${volume}`, '253:3', 17, 2048);
+    assert.equal((await stack.writtenBytes(volume))?.bytes, 2048n * 512n);
+    // Removed, then made again: the kernel may give it the same minor, never the same diskseq.
+    dm('dm-3', `strata-${volume}`, '253:3', 21, 8);
+    assert.deepEqual(await stack.writtenBytes(volume), { bytes: 8n * 512n, device: 'f3a1c2d4-0000-4000-8000-000000000001/253:3/21' });
+    // Another volume now holds dm-3, this one moved to dm-5: found again by name.
+    dm('dm-3', 'strata-other', '253:3', 22, 5);
+    dm('dm-5', `strata-${volume}`, '253:5', 23, 64);
+    assert.deepEqual(await stack.writtenBytes(volume), { bytes: 64n * 512n, device: 'f3a1c2d4-0000-4000-8000-000000000001/253:5/23' });
+    writeFileSync(join(sys, 'block', 'dm-5', 'dm', 'name'), 'strata-third\n');
+    assert.equal(await stack.writtenBytes(volume), undefined, 'gone');
+  });
+
+  it('without diskseq (before Linux 5.15) the device number names the instance', async () => {
+    const { stack, dm } = fixture();
+    dm('dm-1', `strata-${volume}`, '253:1', undefined, 1);
+    assert.deepEqual(await stack.writtenBytes(volume), { bytes: 512n, device: 'f3a1c2d4-0000-4000-8000-000000000001/253:1' });
+  });
+
+  it('says nothing from a stat it cannot read', async () => {
+    const { stack, dm, sys } = fixture();
+    dm('dm-1', `strata-${volume}`, '253:1', 3, 1);
+    writeFileSync(join(sys, 'block', 'dm-1', 'stat'), '');
+    assert.equal(await stack.writtenBytes(volume), undefined);
+  });
+});

@@ -95,6 +95,24 @@ export interface BlockStackOptions {
    * (an ioctl: 20-40 ms there).
    */
   readonly ioctls?: BlockIoctls | null;
+  /** /proc/sys/kernel/random/boot_id: names the boot a device's counters belong to. */
+  readonly bootIdFile?: string;
+}
+
+/**
+ * What hosts wrote through a volume's device-mapper device on this node, as the block layer
+ * counts it (VolumeStatus.userWrittenBytes).
+ */
+export interface WrittenCount {
+  /** Sectors written (field 7 of /sys/block/dm-N/stat) × 512: every write and Write Zeroes the device took, failed ones included. */
+  readonly bytes: bigint;
+  /**
+   * The device instance the count belongs to: the boot (boot_id), the device number and its disk
+   * sequence number (diskseq: given to each disk the kernel makes, never twice in one boot). A
+   * count starts again at 0 only on a new instance (the device made again, the node rebooted), so
+   * a change of this string is what tells the control plane to keep what the old one counted.
+   */
+  readonly device: string;
 }
 
 /** The native addon's calls the block stack makes instead of starting dmsetup and losetup. */
@@ -117,6 +135,9 @@ export class BlockStack {
   private fencing: Promise<string> | undefined;
   /** The fence's loop device as last made or found. */
   private fence: { readonly loop: string; readonly dev: string; readonly bytes: bigint } | undefined;
+  /** Device-mapper name → its block device (dm-3) as last found, checked at every use. */
+  private dmBlocks = new Map<string, string>();
+  private bootId: string | undefined;
 
   constructor(private readonly options: BlockStackOptions) {}
 
@@ -236,6 +257,48 @@ export class BlockStack {
     const dev = (await readText(join(this.options.sysfsRoot, 'block', block, 'dev'))).trim();
     if (!/^\d+:\d+$/.test(dev)) throw new Error(`no device number for ${block}`);
     return dev;
+  }
+
+  /**
+   * The block layer's count of what was written through the volume's host-path device here,
+   * undefined when the device does not exist. Only a primary's device serves writes (the fence
+   * fails them, and hosts send none to an inaccessible path); md's resync and the mirror's
+   * writes to its legs go below it and are not counted.
+   */
+  async writtenBytes(volumeUUID: string): Promise<WrittenCount | undefined> {
+    const name = dmNameOf(volumeUUID);
+    const block = await this.dmBlockOf(name);
+    if (!block) return undefined;
+    const dir = join(this.options.sysfsRoot, 'block', block);
+    // The name and disk sequence read again after the counters: the same device all along, not
+    // one removed and another made under the same dm-N meanwhile.
+    const instance = async () => `${(await readText(join(dir, 'dm', 'name'))).trim()} ${(await readText(join(dir, 'diskseq'))).trim()}`;
+    const before = await instance();
+    const [stat, dev, diskseq] = await Promise.all([readText(join(dir, 'stat')), readText(join(dir, 'dev')), readText(join(dir, 'diskseq'))]);
+    if ((await instance()) !== before || !before.startsWith(`${name} `)) return undefined;
+    const sectors = stat.trim().split(/\s+/)[6];
+    if (sectors === undefined || !/^\d+$/.test(sectors) || !/^\d+:\d+$/.test(dev.trim())) return undefined;
+    this.bootId ??= (await readText(this.options.bootIdFile ?? '/proc/sys/kernel/random/boot_id')).trim() || undefined;
+    if (!this.bootId) return undefined;
+    // diskseq exists from Linux 5.15; before it, the device number alone (reused by a device made
+    // again in the same boot: its count then looks like the old one's until it passes it).
+    const seq = diskseq.trim();
+    return { bytes: BigInt(sectors) * SECTOR, device: `${this.bootId}/${dev.trim()}${/^\d+$/.test(seq) ? `/${seq}` : ''}` };
+  }
+
+  /** The block device of a device-mapper name: the one last found if it still has that name, else a scan of /sys/block. */
+  private async dmBlockOf(name: string): Promise<string | undefined> {
+    const sys = join(this.options.sysfsRoot, 'block');
+    const known = this.dmBlocks.get(name);
+    if (known && (await readText(join(sys, known, 'dm', 'name'))).trim() === name) return known;
+    const found = new Map<string, string>();
+    for (const entry of await readDir(sys)) {
+      if (!entry.startsWith('dm-')) continue;
+      const dmName = (await readText(join(sys, entry, 'dm', 'name'))).trim();
+      if (dmName) found.set(dmName, entry);
+    }
+    this.dmBlocks = found;
+    return found.get(name);
   }
 
   async removeDm(volumeUUID: string): Promise<void> {

@@ -17,7 +17,7 @@ import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication } from '../../../lib/records.js';
-import type { ArrayState, BlockStack, LegDevice, LegTarget, StackSnapshot } from './block-stack.js';
+import type { ArrayState, BlockStack, LegDevice, LegTarget, StackSnapshot, WrittenCount } from './block-stack.js';
 import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
 /**
@@ -217,6 +217,16 @@ export class ReplicaManager {
   /** The primary's view of every copy, undefined when this node is not the volume's primary. */
   legStatus(volumeUUID: string): readonly ReplicaLegStatus[] | undefined {
     return this.primaries.get(volumeUUID)?.legs;
+  }
+
+  /**
+   * What hosts wrote through the volume's device here, undefined when this node is not its
+   * primary (a replica's fence serves no writes) or the device is not there. A fenced primary
+   * still reports it: its device counted those writes.
+   */
+  async writtenBytes(volumeUUID: string): Promise<WrittenCount | undefined> {
+    if (!this.primaries.has(volumeUUID)) return undefined;
+    return this.options.stack.writtenBytes(volumeUUID);
   }
 
   serve(input: ServeInput): Promise<ServeResult> {

@@ -17,6 +17,8 @@ export interface VolumeStatus {
   'logical_used_bytes'?: (number | string | Long);
   'physical_used_bytes'?: (number | string | Long);
   'replica_legs'?: (_strata_v1_ReplicaLegStatus)[];
+  'user_written_bytes'?: (number | string | Long);
+  'user_written_device'?: (string);
 }
 
 export interface VolumeStatus__Output {
@@ -30,4 +32,6 @@ export interface VolumeStatus__Output {
   'logical_used_bytes': (string);
   'physical_used_bytes': (string);
   'replica_legs': (_strata_v1_ReplicaLegStatus__Output)[];
+  'user_written_bytes': (string);
+  'user_written_device': (string);
 }
