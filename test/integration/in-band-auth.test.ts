@@ -17,7 +17,7 @@ import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '.
 import { joinServer, putRecord, reportInventory } from '../helpers/records.js';
 import { waitUntil } from '../helpers/wait.js';
 
-const ALL = { nvmetInBandAuth: true, nvmeTcpTls: true, ublk: true, dmVdo: true };
+const ALL = { nvmetInBandAuth: true, nvmeTcpTls: true, tlshd: true, ublk: true, dmVdo: true };
 const H1 = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
 const H2 = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
 
