@@ -12,9 +12,8 @@
 //   retained = HKDF(configured, info = len (16 bits, little endian) "tls13 " "HostNQN" <host NQN>)
 //   digest   = base64(HMAC(retained, "<host NQN> <subsystem NQN> NVMe-over-Fabrics"))       (version 1)
 //   TLS PSK  = HKDF(retained, info = len "tls13 " "nvme-tls-psk" <identity> | "<hh> " <digest>)
-// (HKDF-Extract with an empty salt, then Expand; the hash is the key's). libnvme 1.14 moved to
-// RFC 8446's HkdfLabel and kept this one as `--compat`: hosts with a newer nvme-cli connect with
-// `--compat` (docs/security.md).
+// (HKDF-Extract with an empty salt, then Expand; the hash is the key's). libnvme 1.16 moved to
+// RFC 8446's HkdfLabel and kept this one as its compatibility variant (docs/nvme-tcp-tls.md).
 import { createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { formatNvmeKeyString, parseNvmeKeyString } from './nvme-key-string.js';
 
