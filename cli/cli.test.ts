@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { randomDhchapSecret } from '../lib/contract/dhchap.js';
+import { randomTlsPsk } from '../lib/contract/nvme-tls-psk.js';
 import { createEtcdClient } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';
 import { packageRoot } from '../lib/paths.js';
@@ -415,6 +416,28 @@ describe('strata CLI against a real control plane', () => {
     assert.match(refused.stderr, /in-band|nvmet/i);
     await ok(['trusted-hosts', 'delete', 'cli-host']);
     assert.equal((await api('GET', '/projects/default/trustedHosts/cli-host')).status, 404);
+  });
+
+  it('tls-hosts create, list, get, psk, rotate, delete; nvme-tcp-tls status, enable refused naming the node, disable', async () => {
+    const HOST_NQN = 'nqn.2014-08.org.nvmexpress:uuid:0d0d0d0d-1111-4222-8333-444455556666';
+    const [first, second] = [randomTlsPsk(), randomTlsPsk()];
+    const pskFile = join(home, 'host.psk');
+    writeFileSync(pskFile, `${first}\n`, { mode: 0o600 });
+    assert.match(await ok(['tls-hosts', 'create', 'cli-tls', HOST_NQN, '--psk-file', pskFile]), new RegExp(`^cli-tls\\s+${HOST_NQN.replace(/\./g, '\\.')}\\s`, 'm'));
+    assert.deepEqual(JSON.parse(await ok(['tls-hosts', 'list', '-o', 'json'])), (await api('GET', '/tlsHosts')).body);
+    assert.ok(!(await ok(['tls-hosts', 'list'])).includes(first), 'no PSK in the list');
+    assert.match(await ok(['tls-hosts', 'get', 'cli-tls']), /cli-tls/);
+    assert.equal((await ok(['tls-hosts', 'psk', 'cli-tls'])).trim(), first);
+    await ok(['tls-hosts', 'rotate', 'cli-tls', '--psk-env', 'CLI_TLS_PSK'], { CLI_TLS_PSK: second });
+    assert.equal((await api<{ psk: string }>('GET', '/tlsHostPSKs/cli-tls')).body.psk, second);
+    assert.equal((await ok(['nvme-tcp-tls', 'status'])).trim(), 'Disabled');
+    // The joined server's agent never reported its kernel: refused, naming it.
+    const refused = await strata(['nvme-tcp-tls', 'enable']);
+    assert.equal(refused.code, 1, refused.stderr);
+    assert.match(refused.stderr, /TLS/);
+    assert.match(await ok(['nvme-tcp-tls', 'disable']), /TLS on NVMe\/TCP disabled/);
+    await ok(['tls-hosts', 'delete', 'cli-tls']);
+    assert.equal((await api('GET', '/tlsHosts/cli-tls')).status, 404);
   });
 
   it('--output json prints the API\'s answer for every read command; --output table a table', async () => {

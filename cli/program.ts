@@ -5,6 +5,7 @@ import { registerBundleCommands } from './commands/bundle.js';
 import { registerClusterCommands } from './commands/cluster.js';
 import { registerAdminEndpointCommands } from './commands/admin-endpoints.js';
 import { registerInBandAuthCommands } from './commands/in-band-auth.js';
+import { registerNvmeTcpTlsCommands } from './commands/nvme-tcp-tls.js';
 import { registerCompletionCommand } from './commands/completion.js';
 import { registerConnectedHostCommands } from './commands/connected-hosts.js';
 import { registerCredentialCommands } from './commands/credentials.js';
@@ -58,6 +59,7 @@ export function buildProgram(): Command {
   registerFeatureFlagCommands(program);
   registerAdminEndpointCommands(program);
   registerInBandAuthCommands(program);
+  registerNvmeTcpTlsCommands(program);
   registerConnectedHostCommands(program);
   registerPolicyCommands(program);
   registerBundleCommands(program);

@@ -72,6 +72,8 @@ import type { HostSecretKey } from './in-band-auth/host-secret-key.js';
 import { InBandAuthService } from './in-band-auth/in-band-auth-service.js';
 import { createInBandAuthRoutes } from './in-band-auth/in-band-auth-routes.js';
 import { startResealTask } from './in-band-auth/reseal-task.js';
+import { NvmeTcpTlsService } from './nvme-tcp-tls/nvme-tcp-tls-service.js';
+import { createNvmeTcpTlsRoutes } from './nvme-tcp-tls/nvme-tcp-tls-routes.js';
 import { createServersRoutes } from './servers/servers-routes.js';
 import { writeEtcdDump } from './logs/etcd-dump.js';
 import { LogsService } from './logs/logs-service.js';
@@ -131,6 +133,7 @@ export function buildResources(ctx: ResourceContext): Resources {
   const flags = new FeatureFlagsService(new FeatureFlagsStore(etcd), events);
   const inBandAuth = new InBandAuthService(etcd, ctx.hostSecretKey, kernelCapabilities, async (p) => (await projectsStore.get(p)) !== null);
   flags.delegate('in-band-authentication', (enabled, actor) => inBandAuth.setEnabled(enabled, actor));
+  const nvmeTcpTls = new NvmeTcpTlsService(etcd, ctx.hostSecretKey, kernelCapabilities);
   const cluster = new ClusterService(inventory, new WatchedVolumeHealth(cache), { inBandAuth });
   const snapshotStore = new SnapshotStore(etcd);
   const volumes = new VolumeService({
@@ -173,6 +176,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     }),
     createKernelCapabilitiesRoutes({ auth, capabilities: kernelCapabilities }),
     createInBandAuthRoutes({ auth, inBandAuth, flags }),
+    createNvmeTcpTlsRoutes({ auth, tls: nvmeTcpTls }),
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.sessions) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
     createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),
@@ -202,7 +206,8 @@ export function buildResources(ctx: ResourceContext): Resources {
   const child = (component: string) => logger.child({ component });
   const leaderTasks: LeaderTask[] = [
     { name: 'event retention', start: async () => startEventRetention(new EventStore(etcd), child('event-retention')) },
-    { name: 'in-band auth sealing', start: async () => startResealTask(inBandAuth, child('in-band-auth')) },
+    { name: 'in-band auth sealing', start: async () => startResealTask(inBandAuth, child('in-band-auth'), 'in-band authentication') },
+    { name: 'TLS PSK sealing', start: async () => startResealTask(nvmeTcpTls, child('nvme-tcp-tls'), 'TLS on NVMe/TCP') },
     {
       name: 'membership events',
       start: async () => startMembershipEvents({ store: new MembershipEventsStore(etcd, (ops) => ctx.election.fencedWrite(ops)), inventory: new InventoryReader(etcd), events, logger: child('membership-events') }),

@@ -529,3 +529,14 @@ export interface AdminEndpointRecord {
   ips: string[];
   createdAt: string;
 }
+
+/** /strata/nvme-tcp-tls/hosts/<name>: a host that may connect over TLS, its configured PSK encrypted. */
+export interface TlsHostRecord {
+  UUID: string;
+  name: string;
+  hostNQN: string;
+  /** `NVMeTLSkey-1:..` (the host connects with `nvme connect --tls --tls-key=<it>`). */
+  psk: SecretCiphertext;
+  createdAt: string;
+  pskUpdatedAt: string;
+}

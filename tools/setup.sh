@@ -32,5 +32,5 @@ fi
 # STRATA_E2E=0 skips this, as it skips the e2e suites.
 if [ "${STRATA_E2E:-1}" != 0 ]; then
   npx tsc -p tools/tsconfig.lab.json
-  node dist/test/e2e/lab/setup.js --kernels trixie,bookworm | sed -n 's/^\(kernel\|initramfs\)/setup: lab &/p'
+  node dist/test/e2e/lab/setup.js --kernels trixie,bookworm | sed -n 's/^\(kernel\|initramfs\|userland\)/setup: lab &/p'
 fi

@@ -518,6 +518,7 @@ export function toInventoryMessage(snapshot: InventorySnapshot): Inventory {
             kernel_capabilities: {
               nvmet_in_band_auth: snapshot.facts.kernelCapabilities.nvmetInBandAuth,
               nvme_tcp_tls: snapshot.facts.kernelCapabilities.nvmeTcpTls,
+              tlshd: snapshot.facts.kernelCapabilities.tlshd,
               ublk: snapshot.facts.kernelCapabilities.ublk,
               dm_vdo: snapshot.facts.kernelCapabilities.dmVdo,
             },

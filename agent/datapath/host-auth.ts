@@ -11,20 +11,29 @@
 //   key (it published the key after the last change): every volume host is locked out until the
 //   control plane seals one (fail closed). Replication legs (node to node) are not host entries
 //   of volumes and keep no key.
+// TLS on NVMe/TCP (docs/nvme-tcp-tls.md) reaches the agent the same way, with the same key pair:
+// the cluster's switch (/strata/nvme-tcp-tls/switch) and this server's sealed record of the TLS
+// hosts' PSKs (/strata/nvme-tcp-tls/servers/<server>). Required: every volume port admits TLS
+// 1.3 only (nvmet-plan.ts withHostAuth) and the PSKs go into the `.nvme` keyring (tls-keyring.ts,
+// which this starts: agent/agent.ts only knows EtcdHostAuth). Required without a record sealed to
+// this server: TLS ports and no PSK, so no host connects (fail closed).
 import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Etcd3, Watcher } from 'etcd3';
 import { randomDhchapSecret } from '../../lib/contract/dhchap.js';
 import { parseRecord } from '../../lib/etcd/client.js';
+import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { SEALED_FEATURES, type SealedFeatureLayout } from '../../lib/etcd/sealed-host-keys-store.js';
 import { writeFileAtomic } from '../../lib/files.js';
 import type { Logger } from '../../lib/logger.js';
-import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../../lib/records.js';
+import type { ClusterRecord, ServerBoxKeyRecord, ServerHostKeysRecord } from '../../lib/records.js';
 import { boxPublicKeyOf, newBoxKeyPair, open } from '../../lib/sealed-box.js';
+import { DEFAULT_NVMET_ROOT } from './nvmet-configfs.js';
+import { TlsPskKeyring } from './tls-keyring.js';
 
 export const HOST_AUTH_KEY_FILE = 'host-auth.key';
-const FLAG = 'in-band-authentication';
 
 export interface HostKeys {
   /** nvmet `dhchap_key` ('' = none). */
@@ -33,13 +42,27 @@ export interface HostKeys {
   readonly ctrlKey: string;
 }
 
-export interface HostAuthState {
+/** One feature as this server was told: on or off, and its hosts' secrets by NQN. */
+interface SealedState<T> {
   readonly enabled: boolean;
-  /** Trusted hosts by NQN (empty while failing closed). */
-  readonly hosts: ReadonlyMap<string, HostKeys>;
+  /** By host NQN (empty while failing closed). */
+  readonly hosts: ReadonlyMap<string, T>;
+}
+
+export interface TlsState {
+  /** Every volume port admits TLS 1.3 only. */
+  readonly required: boolean;
+  /** Host NQN → configured PSK (NVMeTLSkey-1:..). */
+  readonly psks: ReadonlyMap<string, string>;
+}
+
+export interface HostAuthState extends SealedState<HostKeys> {
+  /** TLS on NVMe/TCP; absent = not required. */
+  readonly tls?: TlsState;
 }
 
 export const HOST_AUTH_DISABLED: HostAuthState = { enabled: false, hosts: new Map() };
+const off = <T>(): SealedState<T> => ({ enabled: false, hosts: new Map() });
 
 /** What the data path reads: the current state and a signal when it changes. */
 export interface HostAuthSource {
@@ -59,10 +82,19 @@ export class EtcdHostAuth implements HostAuthSource {
   private readonly watchers: Watcher[] = [];
   private privateKeyPem = '';
   private stopped = false;
+  private subsystemPrefix: string | undefined;
+  private readonly keyring: TlsPskKeyring;
 
   constructor(
-    private readonly options: { etcd: Etcd3; serverUUID: string; stateDir: string; logger: Logger },
-  ) {}
+    private readonly options: { etcd: Etcd3; serverUUID: string; stateDir: string; logger: Logger; nvmetRoot?: string },
+  ) {
+    this.keyring = new TlsPskKeyring({
+      psks: () => (this.state.tls?.required ? this.state.tls.psks : undefined),
+      subsystemPrefix: () => this.subsystemPrefix,
+      nvmetRoot: options.nvmetRoot ?? DEFAULT_NVMET_ROOT,
+      logger: options.logger,
+    });
+  }
 
   current(): HostAuthState {
     return this.state;
@@ -84,7 +116,8 @@ export class EtcdHostAuth implements HostAuthSource {
       const record: ServerBoxKeyRecord = { serverUUID: this.options.serverUUID, publicKey, createdAt: new Date().toISOString() };
       await etcd.put(keys.serverBoxKey(this.options.serverUUID)).value(JSON.stringify(record));
     }
-    for (const key of [keys.serverHostKeys(this.options.serverUUID), keys.featureFlag(FLAG)]) {
+    const watched = [SEALED_FEATURES.inBandAuth, SEALED_FEATURES.nvmeTcpTls].flatMap((f) => [f.serverRecord(this.options.serverUUID), f.switchKey]);
+    for (const key of watched) {
       const watcher = await etcd.watch().key(key).create();
       this.watchers.push(watcher);
       watcher.on('data', () => void this.refresh());
@@ -92,56 +125,67 @@ export class EtcdHostAuth implements HostAuthSource {
     }
     if (this.stopped) await this.stop();
     await this.refresh();
+    if (!this.stopped) this.keyring.start();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     await Promise.all(this.watchers.splice(0).map((w) => w.cancel().catch(() => undefined)));
+    await this.keyring.stop();
   }
 
-  /** Re-reads the flag and this server's record. */
+  /** Re-reads both features' switches and this server's records. */
   async refresh(): Promise<void> {
-    const etcd = this.options.etcd;
     try {
-      const [flagText, recordText] = await Promise.all([
-        etcd.get(keys.featureFlag(FLAG)).string(),
-        etcd.get(keys.serverHostKeys(this.options.serverUUID)).string(),
+      const [auth, tls, cluster] = await Promise.all([
+        this.read<HostKeys>(SEALED_FEATURES.inBandAuth),
+        this.read<string>(SEALED_FEATURES.nvmeTcpTls),
+        this.options.etcd.get(keys.cluster()).string(),
       ]);
-      const flag = parseRecord<{ enabled: boolean }>('', flagText);
-      const record = parseRecord<ServerHostKeysRecord>('', recordText);
-      this.set(this.decide(flag?.enabled ?? false, record));
+      const subsystemNQN = parseRecord<ClusterRecord>('', cluster)?.subsystemNQN;
+      if (subsystemNQN) this.subsystemPrefix = volumeNqnPrefix(subsystemNQN);
+      this.set({ ...auth, ...(tls.enabled || tls.hosts.size > 0 ? { tls: { required: tls.enabled, psks: tls.hosts } } : {}) });
     } catch (err) {
-      this.options.logger.warn({ err }, 'reading the in-band authentication state failed; keeping the last one');
+      this.options.logger.warn({ err }, 'reading the in-band authentication and TLS state failed; keeping the last one');
     }
+    void this.keyring.schedule();
   }
 
-  private decide(flagEnabled: boolean, record: ServerHostKeysRecord | null): HostAuthState {
+  private async read<T>(feature: SealedFeatureLayout): Promise<SealedState<T>> {
+    const etcd = this.options.etcd;
+    const [switchText, recordText] = await Promise.all([etcd.get(feature.switchKey).string(), etcd.get(feature.serverRecord(this.options.serverUUID)).string()]);
+    const flagEnabled = parseRecord<{ enabled: boolean }>('', switchText)?.enabled ?? false;
+    const record = parseRecord<ServerHostKeysRecord>('', recordText);
     const publicKey = boxPublicKeyOf(this.privateKeyPem);
     if (record && record.publicKey === publicKey) {
       try {
-        const { hosts } = JSON.parse(open(this.privateKeyPem, record.box, this.options.serverUUID).toString('utf8')) as { hosts: Record<string, HostKeys> };
-        // The record is written with the flag in one transaction; the flag alone may be newer
-        // only while a change is in flight.
+        const { hosts } = JSON.parse(open(this.privateKeyPem, record.box, this.options.serverUUID).toString('utf8')) as { hosts: Record<string, T> };
+        // The record is written with the switch in one transaction; the switch alone may be
+        // newer only while a change is in flight.
         return { enabled: record.enabled || flagEnabled, hosts: new Map(Object.entries(hosts)) };
       } catch (err) {
-        this.options.logger.error({ err }, 'the in-band authentication record does not open with this server\'s key');
+        this.options.logger.error({ err }, `the ${feature.what} record does not open with this server's key`);
       }
     }
-    if (!flagEnabled) return HOST_AUTH_DISABLED;
-    this.options.logger.warn('in-band authentication is enabled but no host keys are sealed to this server yet: every volume host is locked out');
+    if (!flagEnabled) return off();
+    this.options.logger.warn(`${feature.what} is on but no host keys are sealed to this server yet: every volume host is locked out`);
     return { enabled: true, hosts: new Map() };
   }
 
   private set(next: HostAuthState): void {
-    const same =
-      next.enabled === this.state.enabled &&
-      next.hosts.size === this.state.hosts.size &&
-      [...next.hosts].every(([nqn, k]) => this.state.hosts.get(nqn)?.key === k.key && this.state.hosts.get(nqn)?.ctrlKey === k.ctrlKey);
+    const sameTls =
+      (next.tls?.required ?? false) === (this.state.tls?.required ?? false) &&
+      sameHosts(next.tls?.psks ?? new Map(), this.state.tls?.psks ?? new Map(), (a, b) => a === b);
+    const same = next.enabled === this.state.enabled && sameHosts(next.hosts, this.state.hosts, (a, b) => a.key === b.key && a.ctrlKey === b.ctrlKey) && sameTls;
     if (same) return;
     this.state = next;
-    this.options.logger.info({ enabled: next.enabled, trustedHosts: next.hosts.size }, 'in-band authentication state changed');
+    this.options.logger.info({ enabled: next.enabled, trustedHosts: next.hosts.size, tlsRequired: next.tls?.required ?? false, tlsHosts: next.tls?.psks.size ?? 0 }, 'in-band authentication or TLS state changed');
     for (const listener of this.listeners) listener();
   }
+}
+
+function sameHosts<T>(a: ReadonlyMap<string, T>, b: ReadonlyMap<string, T>, same: (x: T, y: T) => boolean): boolean {
+  return a.size === b.size && [...a].every(([nqn, v]) => b.has(nqn) && same(v, b.get(nqn)!));
 }
 
 /** A key no host has: given to untrusted hosts while in-band authentication is enabled (one per agent process). */

@@ -7,7 +7,8 @@ import { NQN_MAX_BYTES } from '../../lib/contract/nqn.js';
 /** Attribute files the data path reads, per object kind (all others are left unread). */
 export const subsystemAttributes = ['attr_allow_any_host', 'attr_serial', 'attr_model', 'attr_cntlid_min', 'attr_cntlid_max'] as const;
 export const namespaceAttributes = ['device_path', 'device_uuid', 'device_nguid', 'buffered_io', 'enable', 'ana_grpid'] as const;
-export const portAttributes = ['addr_trtype', 'addr_adrfam', 'addr_traddr', 'addr_trsvcid'] as const;
+/** addr_tsas and addr_treq exist only on kernels with NVMe/TCP TLS (6.7+): missing on 6.1. */
+export const portAttributes = ['addr_trtype', 'addr_adrfam', 'addr_traddr', 'addr_trsvcid', 'addr_tsas', 'addr_treq'] as const;
 
 export type SubsystemAttribute = (typeof subsystemAttributes)[number];
 export type NamespaceAttribute = (typeof namespaceAttributes)[number];
@@ -122,6 +123,8 @@ export interface DesiredExport {
     readonly traddr: string;
     readonly trsvcid: string;
     readonly anaState: AnaState;
+    /** Only TLS 1.3 connections (addr_tsas tls1.3, addr_treq required; docs/nvme-tcp-tls.md). */
+    readonly tls?: boolean;
   };
 }
 

@@ -361,6 +361,26 @@ describe('planNvmet', () => {
     ]);
   });
 
+  it('TLS on volume ports: the port is disabled to change addr_tsas/addr_treq and linked again; off writes "none"; a kernel without them (6.1) is left alone', () => {
+    const nqn = `${PREFIX}${V1}`;
+    const { tree, owned: own } = established([exportOf(V1)], { strict: true });
+    assert.equal(tree.ports.get(20001)?.attrs['addr_tsas'], undefined, 'no attribute written while TLS was never wanted');
+    const on = converge({ desired: [exportOf(V1, { port: { tls: true } })], observed: tree, owned: own });
+    assert.deepEqual(ops(on.plan.ops), [
+      `unlink ports/20001/subsystems/${nqn}`,
+      'write "tls1.3" to ports/20001/addr_tsas',
+      'write "required" to ports/20001/addr_treq',
+      `link ports/20001/subsystems/${nqn} -> subsystems/${nqn}`,
+    ]);
+    const off = converge({ desired: [exportOf(V1)], observed: on.tree, owned: own });
+    assert.deepEqual(ops(off.plan.ops), [`unlink ports/20001/subsystems/${nqn}`, 'write "none" to ports/20001/addr_tsas', `link ports/20001/subsystems/${nqn} -> subsystems/${nqn}`]);
+    // A new port gets TLS before its first link: no host ever reaches it in clear.
+    const fresh = converge({ desired: [exportOf(V2, { port: { tls: true } })], observed: emptyTree(), owned: owned() });
+    const names = ops(fresh.plan.ops);
+    assert.ok(names.indexOf('write "tls1.3" to ports/20002/addr_tsas') > names.indexOf('write "tcp" to ports/20002/addr_trtype'));
+    assert.ok(names.indexOf('write "tls1.3" to ports/20002/addr_tsas') < names.findIndex((o) => o.startsWith('link ports/20002/subsystems/')));
+  });
+
   it('repairs what was deleted behind its back (a link, an attribute, a whole port)', () => {
     const { tree, owned: own } = established([exportOf(V1), exportOf(V2)], { strict: true });
     const damaged = simulateOps(tree, [

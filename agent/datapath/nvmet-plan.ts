@@ -77,13 +77,30 @@ export function volumeOfNqn(nqn: string, prefix: string): string | undefined {
 }
 
 /**
+ * TLS on a port (written after addr_trtype: the kernel takes addr_tsas on TCP ports only).
+ * Writing addr_tsas tls1.3 makes addr_treq "required" and writing "none" makes it "not
+ * specified" (6.12); treq is written too so that a port an operator set to "not required"
+ * (TLS optional) is required again. Without TLS wanted, a kernel without the attribute (6.1)
+ * is left alone.
+ */
+function portSecurity(tls: boolean, observedTsas: string | undefined): [PortAttribute, string][] {
+  if (tls) return [['addr_tsas', 'tls1.3'], ['addr_treq', 'required']];
+  return observedTsas === undefined ? [] : [['addr_tsas', 'none']];
+}
+
+/**
  * A volume's host-path export under in-band authentication: open to any host (ALLOW_ANY) means
  * open to the trusted hosts, each with its secret (nvmet skips authentication entirely for
- * attr_allow_any_host=1).
+ * attr_allow_any_host=1). With TLS required on volume ports (nvme-tcp-tls.ts), its port admits
+ * TLS 1.3 connections only. Replication legs are not host paths and keep plain ports.
  */
-export function withHostAuth(d: DesiredExport, auth: { readonly enabled: boolean; readonly hosts: ReadonlyMap<string, unknown> }): DesiredExport {
-  if (!auth.enabled || !d.allowAnyHost) return d;
-  return { ...d, allowAnyHost: false, allowedHosts: [...auth.hosts.keys()].sort() };
+export function withHostAuth(
+  d: DesiredExport,
+  auth: { readonly enabled: boolean; readonly hosts: ReadonlyMap<string, unknown>; readonly tls?: { readonly required: boolean } },
+): DesiredExport {
+  const tls = auth.tls?.required ? { ...d, port: { ...d.port, tls: true } } : d;
+  if (!auth.enabled || !tls.allowAnyHost) return tls;
+  return { ...tls, allowAnyHost: false, allowedHosts: [...auth.hosts.keys()].sort() };
 }
 
 export function planNvmet(input: PlanInput): NvmetPlan {
@@ -240,6 +257,7 @@ export function planNvmet(input: PlanInput): NvmetPlan {
       ['addr_adrfam', d.port.adrfam],
       ['addr_traddr', d.port.traddr],
       ['addr_trsvcid', d.port.trsvcid],
+      ...portSecurity(d.port.tls ?? false, port.attrs['addr_tsas']),
     ];
     const addressChanges = address.filter(([attr, value]) => port.attrs[attr] !== value);
     const cycle = port.subsystems.has(nqn) && (lostAccess || pendingRelink.has(nqn));

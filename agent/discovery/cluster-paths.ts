@@ -29,6 +29,8 @@ export interface ClusterPathState {
   readonly status: (volumeUUID: string, nodeUUID: string) => { state: string; generation: number } | undefined;
   /** This agent's server: its own discovery endpoint is not a referral. */
   readonly localServerUUID: string;
+  /** TLS required on volume ports (docs/nvme-tcp-tls.md). */
+  readonly tlsRequired?: boolean;
 }
 
 /** Builds the view: which paths are served, and which other discovery endpoints exist. */
@@ -58,7 +60,7 @@ export function buildDiscoveryView(state: ClusterPathState): DiscoveryView {
     const endpoint = parseEndpoint(node.discoveryEndpoint);
     if (endpoint) referrals.push(endpoint);
   }
-  return makeDiscoveryView(state.cluster?.subsystemNQN ?? '', paths, referrals);
+  return makeDiscoveryView(state.cluster?.subsystemNQN ?? '', paths, referrals, state.tlsRequired ?? false);
 }
 
 const unbracket = (host: string) => (host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host);
@@ -93,6 +95,7 @@ function isAssignment(value: unknown): value is VolumeAssignment {
 
 const PREFIXES = {
   cluster: keys.cluster(),
+  tls: keys.nvmeTcpTlsSwitch(),
   servers: keys.serversPrefix(),
   nodes: keys.nodesPrefix(),
   presence: keys.presencePrefix(),
@@ -228,6 +231,7 @@ export class ClusterPaths {
         return record && typeof record.generation === 'number' ? record : undefined;
       },
       localServerUUID: this.options.localServerUUID,
+      tlsRequired: this.mirror.get<{ enabled?: boolean }>(PREFIXES.tls, PREFIXES.tls)?.record?.enabled === true,
     };
   }
 }

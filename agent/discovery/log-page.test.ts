@@ -4,7 +4,7 @@ import type { NodeRecord, ServerRecord, VolumeAssignment } from '../../lib/recor
 import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import { buildDiscoveryView, parseEndpoint, type ClusterPathState } from './cluster-paths.js';
 import { HostLogs } from './host-logs.js';
-import { decodeDiscoveryLog, encodeDiscoveryLog, entriesForHost, makeDiscoveryView, type VolumePath } from './log-page.js';
+import { decodeDiscoveryLog, encodeDiscoveryLog, entriesForHost, entriesKey, makeDiscoveryView, type VolumePath } from './log-page.js';
 
 const CLUSTER_NQN = 'nqn.2016-01.io.strata:cluster:test';
 const H1 = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-000000000001';
@@ -38,6 +38,17 @@ describe('discovery log page', () => {
     ]);
     assert.deepEqual(summary(H2), ['2 v2 10.0.0.1:20002', '2 v4 fd00::1:20004', '1 nqn.2014-08.org.nvmexpress.discovery 10.0.0.2:8009']);
     assert.deepEqual(summary(H3), ['2 v2 10.0.0.1:20002', '1 nqn.2014-08.org.nvmexpress.discovery 10.0.0.2:8009'], 'ALLOW_ANY only');
+  });
+
+  it('with TLS required, volume entries say TREQ required and TSAS TLS 1.3; referrals stay plain; the page changes', () => {
+    const tls = makeDiscoveryView(CLUSTER_NQN, [path('v1', [H1], '10.0.0.1', 20001)], [{ traddr: '10.0.0.2', port: 8009 }], true);
+    const entries = entriesForHost(tls, H1);
+    const page = encodeDiscoveryLog(1n, entries);
+    const [volume, referral] = [page.subarray(1024, 2048), page.subarray(2048, 3072)];
+    assert.deepEqual([volume[3], volume[768]], [0x01, 0x02]);
+    assert.deepEqual([referral[3], referral[768]], [0x00, 0x00]);
+    const plain = entriesForHost(makeDiscoveryView(CLUSTER_NQN, [path('v1', [H1], '10.0.0.1', 20001)], [{ traddr: '10.0.0.2', port: 8009 }]), H1);
+    assert.notEqual(entriesKey(entries), entriesKey(plain));
   });
 
   it('gives a host in no ACL no volume at all (ALLOW_NONE and empty ACLs admit nobody)', () => {

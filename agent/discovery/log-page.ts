@@ -16,6 +16,13 @@ export const SubsystemType = { Referral: 1, Nvme: 2 } as const;
  * TLS in use and asks the kernel for it (`tls`), which a 6.1 kernel refuses.
  */
 export const TREQ_NOT_SPECIFIED = 0x00;
+/**
+ * With TLS required on volume ports (docs/nvme-tcp-tls.md) their entries say so, as the kernel's
+ * own discovery controller does for a port with addr_tsas tls1.3: TREQ secure channel required,
+ * TSAS security type TLS 1.3. Referrals (discovery controllers) stay plain.
+ */
+export const TREQ_REQUIRED = 0x01;
+export const TSAS_SECTYPE_TLS13 = 0x02;
 /** ASQSZ: the admin queue depth the volumes' controllers (kernel nvmet) accept. */
 export const ADMIN_QUEUE_ENTRIES = 32;
 const TRSVCID_BYTES = 32;
@@ -48,9 +55,13 @@ export interface DiscoveryView {
   /** Paths by admitted host NQN. */
   readonly pathsByHost: ReadonlyMap<string, readonly VolumePath[]>;
   readonly referrals: readonly Referral[];
+  /** Volume ports require TLS 1.3. */
+  readonly tlsRequired: boolean;
 }
 
 export interface DiscoveryLogEntry {
+  /** TREQ "required" and TSAS TLS 1.3. */
+  readonly tls?: boolean;
   readonly subtype: number;
   readonly adrfam: number;
   readonly portid: number;
@@ -60,7 +71,7 @@ export interface DiscoveryLogEntry {
 }
 
 /** Indexes paths by the hosts their ACLs name, so a host's page costs only its own paths. */
-export function makeDiscoveryView(clusterSubsystemNQN: string, paths: readonly VolumePath[], referrals: readonly Referral[]): DiscoveryView {
+export function makeDiscoveryView(clusterSubsystemNQN: string, paths: readonly VolumePath[], referrals: readonly Referral[], tlsRequired = false): DiscoveryView {
   const openPaths: VolumePath[] = [];
   const pathsByHost = new Map<string, VolumePath[]>();
   for (const path of paths) {
@@ -75,7 +86,7 @@ export function makeDiscoveryView(clusterSubsystemNQN: string, paths: readonly V
       list.push(path);
     }
   }
-  return { clusterSubsystemNQN, openPaths, pathsByHost, referrals };
+  return { clusterSubsystemNQN, openPaths, pathsByHost, referrals, tlsRequired };
 }
 
 export const EMPTY_VIEW: DiscoveryView = makeDiscoveryView('', [], []);
@@ -97,7 +108,7 @@ export function entriesForHost(view: DiscoveryView, hostNQN: string): DiscoveryL
     const key = `${path.subsystemNQN} ${path.traddr} ${path.port}`;
     if (adrfam === undefined || seen.has(key)) continue;
     seen.add(key);
-    volumes.push({ subtype: SubsystemType.Nvme, adrfam, portid: path.port, trsvcid: String(path.port), subnqn: path.subsystemNQN, traddr: path.traddr });
+    volumes.push({ ...(view.tlsRequired ? { tls: true } : {}), subtype: SubsystemType.Nvme, adrfam, portid: path.port, trsvcid: String(path.port), subnqn: path.subsystemNQN, traddr: path.traddr });
   }
   volumes.sort((a, b) => compare(a.subnqn, b.subnqn) || compare(a.traddr, b.traddr) || a.portid - b.portid);
   const referrals: DiscoveryLogEntry[] = [];
@@ -116,7 +127,7 @@ const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** Identifies a host's entries: equal keys, equal pages (but for genctr). */
 export function entriesKey(entries: readonly DiscoveryLogEntry[]): string {
-  return entries.map((e) => `${e.subtype}|${e.adrfam}|${e.portid}|${e.trsvcid}|${e.subnqn}|${e.traddr}`).join('\n');
+  return entries.map((e) => `${e.subtype}|${e.adrfam}|${e.portid}|${e.trsvcid}|${e.subnqn}|${e.traddr}|${e.tls ? 'tls' : ''}`).join('\n');
 }
 
 /** Writes an ASCII field NUL-padded to its width, as the kernel's own discovery controller does. */
@@ -134,14 +145,15 @@ export function encodeDiscoveryLog(genctr: bigint, entries: readonly DiscoveryLo
     b[o] = TRTYPE_TCP;
     b[o + 1] = e.adrfam;
     b[o + 2] = e.subtype;
-    b[o + 3] = TREQ_NOT_SPECIFIED;
+    b[o + 3] = e.tls ? TREQ_REQUIRED : TREQ_NOT_SPECIFIED;
     b.writeUInt16LE(e.portid & 0xffff, o + 4);
     b.writeUInt16LE(CNTLID_DYNAMIC, o + 6);
     b.writeUInt16LE(ADMIN_QUEUE_ENTRIES, o + 8);
     writeField(b, e.trsvcid, o + 32, TRSVCID_BYTES);
     writeField(b, e.subnqn, o + 256, NQN_FIELD_BYTES - 1);
     writeField(b, e.traddr, o + 512, TRADDR_BYTES);
-    // TSAS (o + 768): TCP security type 0, none.
+    // TSAS (o + 768): the TCP security type, 0 (none) unless TLS is required.
+    if (e.tls) b[o + 768] = TSAS_SECTYPE_TLS13;
   });
   return b;
 }

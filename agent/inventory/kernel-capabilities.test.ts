@@ -26,22 +26,27 @@ describe('kernel capabilities, read from the running kernel', () => {
         'sys/module/nvmet_tcp/parameters/tls_handshake_timeout': '10\n',
         'nvmet/hosts/nqn.2014-08.org.nvmexpress:uuid:1/dhchap_key': '\n',
         'modules/modules.order': 'kernel/drivers/block/ublk_drv.ko\nkernel/drivers/md/dm-vdo/dm-vdo.ko\n',
+        'proc/1/comm': 'init\n',
+        'proc/812/comm': 'tlshd\n',
+        'proc/self/comm': 'tlshd\n',
       },
       ['nvmet/subsystems', 'nvmet/ports'],
     );
-    assert.deepEqual(await probeKernelCapabilities({ sysfsRoot: join(root, 'sys'), nvmetRoot: join(root, 'nvmet'), modulesDir: join(root, 'modules') }), {
+    assert.deepEqual(await probeKernelCapabilities({ sysfsRoot: join(root, 'sys'), nvmetRoot: join(root, 'nvmet'), modulesDir: join(root, 'modules'), procRoot: join(root, 'proc') }), {
       nvmetInBandAuth: true,
       nvmeTcpTls: true,
+      tlshd: true,
       ublk: true,
       dmVdo: true,
     });
   });
 
   test('6.1: no dhchap attributes (the probe host entry is removed again), no TLS parameter, no such modules', async () => {
-    const root = tree({ 'sys/module/nvmet_tcp/parameters/.keep': '', 'modules/modules.order': 'kernel/drivers/nvme/target/nvmet.ko\n' }, ['nvmet/hosts']);
-    assert.deepEqual(await probeKernelCapabilities({ sysfsRoot: join(root, 'sys'), nvmetRoot: join(root, 'nvmet'), modulesDir: join(root, 'modules') }), {
+    const root = tree({ 'sys/module/nvmet_tcp/parameters/.keep': '', 'modules/modules.order': 'kernel/drivers/nvme/target/nvmet.ko\n', 'proc/1/comm': 'init\n', 'proc/2/comm': 'tlshd-helper\n' }, ['nvmet/hosts']);
+    assert.deepEqual(await probeKernelCapabilities({ sysfsRoot: join(root, 'sys'), nvmetRoot: join(root, 'nvmet'), modulesDir: join(root, 'modules'), procRoot: join(root, 'proc') }), {
       nvmetInBandAuth: false,
       nvmeTcpTls: false,
+      tlshd: false,
       ublk: false,
       dmVdo: false,
     });
@@ -50,9 +55,10 @@ describe('kernel capabilities, read from the running kernel', () => {
 
   test('a loaded or built-in module counts (sysfs module/<name>); no nvmet at all means no in-band authentication', async () => {
     const root = tree({ 'sys/module/ublk_drv/refcnt': '0\n', 'modules/modules.builtin': 'kernel/drivers/md/dm-vdo/dm-vdo.ko\n' });
-    assert.deepEqual(await probeKernelCapabilities({ sysfsRoot: join(root, 'sys'), nvmetRoot: undefined, modulesDir: join(root, 'modules') }), {
+    assert.deepEqual(await probeKernelCapabilities({ sysfsRoot: join(root, 'sys'), nvmetRoot: undefined, modulesDir: join(root, 'modules'), procRoot: join(root, 'proc') }), {
       nvmetInBandAuth: false,
       nvmeTcpTls: false,
+      tlshd: false,
       ublk: true,
       dmVdo: true,
     });

@@ -4,6 +4,8 @@
 //   entry yet, one probe entry is made and removed again.
 // - nvmeTcpTls: nvmet-tcp has its `tls_handshake_timeout` parameter (only built with
 //   NVME_TARGET_TCP_TLS): <sysfs>/module/nvmet_tcp/parameters/tls_handshake_timeout.
+// - tlshd: a process named tlshd runs (/proc/<pid>/comm). The kernel hands every NVMe/TCP TLS
+//   handshake to it (over netlink); without it a port that requires TLS admits no host.
 // - ublk, dmVdo: the module is loaded or built in (<sysfs>/module/<name>), or the kernel's own
 //   module lists name it (lib/modules/<release>/modules.builtin, modules.order: what the kernel
 //   was built with and its package ships).
@@ -21,6 +23,8 @@ export interface KernelCapabilityProbeOptions {
   readonly nvmetRoot: string | undefined;
   /** lib/modules/<release> of the running kernel. */
   readonly modulesDir: string;
+  /** Default /proc. */
+  readonly procRoot?: string;
 }
 
 async function nvmetHasAuth(nvmetRoot: string | undefined): Promise<boolean> {
@@ -51,12 +55,23 @@ async function moduleAvailable(options: KernelCapabilityProbeOptions, name: stri
   return false;
 }
 
+/** Whether a process named `name` runs (its /proc/<pid>/comm). */
+export async function processRuns(name: string, procRoot = '/proc'): Promise<boolean> {
+  const pids = (await fs.readdir(procRoot).catch(() => [] as string[])).filter((entry) => /^\d+$/.test(entry));
+  for (const pid of pids) {
+    const comm = await fs.readFile(join(procRoot, pid, 'comm'), 'utf8').catch(() => '');
+    if (comm.trim() === name) return true;
+  }
+  return false;
+}
+
 export async function probeKernelCapabilities(options: KernelCapabilityProbeOptions): Promise<KernelCapabilities> {
-  const [nvmetInBandAuth, nvmeTcpTls, ublk, dmVdo] = await Promise.all([
+  const [nvmetInBandAuth, nvmeTcpTls, tlshd, ublk, dmVdo] = await Promise.all([
     nvmetHasAuth(options.nvmetRoot),
     pathExists(join(options.sysfsRoot, 'module', 'nvmet_tcp', 'parameters', 'tls_handshake_timeout')),
+    processRuns('tlshd', options.procRoot),
     moduleAvailable(options, 'ublk_drv', 'ublk_drv.ko'),
     moduleAvailable(options, 'dm_vdo', 'dm-vdo.ko'),
   ]);
-  return { nvmetInBandAuth, nvmeTcpTls, ublk, dmVdo };
+  return { nvmetInBandAuth, nvmeTcpTls, tlshd, ublk, dmVdo };
 }

@@ -27,7 +27,7 @@ const hostColumns = [
 ];
 
 /** A secret from a file (first line) or an environment variable. */
-function secretFrom(file: string | undefined, envName: string | undefined, what: string): string | undefined {
+export function secretFrom(file: string | undefined, envName: string | undefined, what: string): string | undefined {
   if (file !== undefined) return readFileSync(file, 'utf8').split('\n')[0]!.trim();
   if (envName !== undefined) {
     const value = process.env[envName];

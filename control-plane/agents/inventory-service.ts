@@ -40,6 +40,7 @@ export class InventoryService {
             kernelCapabilities: {
               nvmetInBandAuth: facts.kernel_capabilities.nvmet_in_band_auth,
               nvmeTcpTls: facts.kernel_capabilities.nvme_tcp_tls,
+              tlshd: facts.kernel_capabilities.tlshd,
               ublk: facts.kernel_capabilities.ublk,
               dmVdo: facts.kernel_capabilities.dm_vdo,
             },

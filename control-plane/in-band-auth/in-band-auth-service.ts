@@ -1,26 +1,22 @@
 // In-band authentication (DH-HMAC-CHAP, docs/in-band-auth.md): trusted hosts and their secrets
 // per project, the cluster's enable/disable (also the `in-band-authentication` feature flag), and
-// what each server's agent is told to apply. Every change is one etcd transaction, serialized on
-// the in-band-auth generation key: the trusted host records (secrets encrypted with the control
-// planes' host-secret key), the flag, and for every server that published its box key a fresh
-// record of the host keys sealed to it (lib/sealed-box.ts) — so agents never see a half-applied
-// change and etcd never holds a secret in the clear.
+// what each server's agent is told to apply. Every change is one etcd transaction
+// (lib/etcd/sealed-host-keys-store.ts): the trusted host records (secrets encrypted with the
+// control planes' host-secret key), the flag, and for every server that published its box key a
+// fresh record of the host keys sealed to it — so agents never see a half-applied change and etcd
+// never holds a secret in the clear.
 import { randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
 import { dhchapSecretProblem } from '../../lib/contract/dhchap.js';
 import { hostNqnProblem } from '../../lib/contract/nqn.js';
 import { keys } from '../../lib/etcd/keys.js';
-import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import type { RecordStore, Versioned } from '../../lib/etcd/record-store.js';
+import { SEALED_FEATURES, SealedHostKeysStore } from '../../lib/etcd/sealed-host-keys-store.js';
 import { errors, quote, StrataError } from '../../lib/errors.js';
-import type { ServerBoxKeyRecord, ServerHostKeysRecord, TrustedHostRecord } from '../../lib/records.js';
-import { seal } from '../../lib/sealed-box.js';
-import type { FeatureFlagRecord } from '../feature-flags/feature-flags-store.js';
+import type { TrustedHostRecord } from '../../lib/records.js';
 import type { KernelCapabilitiesService } from '../kernel-capabilities/kernel-capabilities-service.js';
 import type { HostSecretKey } from './host-secret-key.js';
 
-const FLAG = 'in-band-authentication';
-const ATTEMPTS = 20;
 
 /** A trusted host on the wire: never its secrets, only whether they are set. */
 export interface TrustedHostWire {
@@ -63,27 +59,22 @@ export function checkHostNqn(value: unknown): string {
   return value;
 }
 
-interface Snapshot {
-  generation: string;
-  flag: Versioned<FeatureFlagRecord> | null;
-  hosts: Versioned<TrustedHostRecord>[];
-  boxKeys: ServerBoxKeyRecord[];
-}
-
 export class InBandAuthService {
+  private readonly store: SealedHostKeysStore<TrustedHostRecord>;
   private readonly records: RecordStore;
 
   constructor(
-    private readonly etcd: Etcd3,
+    etcd: Etcd3,
     private readonly key: HostSecretKey,
     private readonly capabilities: KernelCapabilitiesService,
     private readonly projectExists: (project: string) => Promise<boolean>,
   ) {
-    this.records = new RecordStore(etcd);
+    this.store = new SealedHostKeysStore(etcd, SEALED_FEATURES.inBandAuth, key, (hosts) => this.hostKeys(hosts));
+    this.records = this.store.records;
   }
 
-  async isEnabled(): Promise<boolean> {
-    return (await this.records.get<FeatureFlagRecord>(keys.featureFlag(FLAG)))?.record.enabled ?? false;
+  isEnabled(): Promise<boolean> {
+    return this.store.isEnabled();
   }
 
   async list(project?: string): Promise<TrustedHostWire[]> {
@@ -114,7 +105,7 @@ export class InBandAuthService {
       createdAt: now,
       secretUpdatedAt: now,
     };
-    await this.change(async (s) => {
+    await this.store.change(async (s) => {
       if (s.hosts.some((h) => h.record.projectName === project && h.record.name === input.name)) throw errors.exists('trusted host', `${project}/${input.name}`);
       const other = s.hosts.find((h) => h.record.hostNQN === input.hostNQN);
       if (other) throw errors.exists('trusted host NQN', `${input.hostNQN} (trusted host ${other.record.projectName}/${other.record.name})`);
@@ -125,7 +116,7 @@ export class InBandAuthService {
 
   /** Rotation: new connects need the new secret; connected hosts stay connected (docs/in-band-auth.md). */
   async rotate(project: string, name: string, input: SecretsInput, expectedRevision?: string): Promise<void> {
-    await this.change(async (s) => {
+    await this.store.change(async (s) => {
       const current = s.hosts.find((h) => h.record.projectName === project && h.record.name === name);
       if (!current) throw errors.notFound('trusted host', `${project}/${name}`);
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('trusted host', `${project}/${name}`);
@@ -143,7 +134,7 @@ export class InBandAuthService {
   }
 
   async delete(project: string, name: string, expectedRevision?: string): Promise<void> {
-    await this.change(async (s) => {
+    await this.store.change(async (s) => {
       const current = s.hosts.find((h) => h.record.projectName === project && h.record.name === name);
       if (!current) throw errors.notFound('trusted host', `${project}/${name}`);
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('trusted host', `${project}/${name}`);
@@ -160,30 +151,21 @@ export class InBandAuthService {
   async setEnabled(enabled: boolean, actor: string): Promise<boolean> {
     if (enabled) await this.capabilities.require('nvmetInBandAuth', 'enable in-band authentication');
     let changed = false;
-    await this.change(async (s) => {
-      const was = s.flag?.record.enabled ?? false;
+    await this.store.change(async (s) => {
+      const was = s.switch?.record.enabled ?? false;
       if (was === enabled) return undefined;
       if (enabled && s.hosts.length === 0) {
         throw new StrataError('INVALID_STATE', 'cannot enable in-band authentication: no trusted hosts (POST /api/v2/projects/{project}/trustedHosts first): no host could connect');
       }
       changed = true;
-      const flag: FeatureFlagRecord = { name: FLAG, enabled, updatedAt: new Date().toISOString(), updatedBy: actor };
-      return { enabled, hosts: s.hosts.map((h) => h.record), ops: [this.records.put(keys.featureFlag(FLAG), flag)] };
+      return { enabled, actor, hosts: s.hosts.map((h) => h.record), ops: [] };
     });
     return changed;
   }
 
   /** Seals the current state again for servers whose record is missing or sealed to an old key (leader task). */
-  async resealStale(): Promise<number> {
-    let sealed = 0;
-    await this.change(async (s) => {
-      const current = new Map((await this.records.list<ServerHostKeysRecord>(keys.serverHostKeysPrefix())).map((r) => [r.record.serverUUID, r.record]));
-      const stale = s.boxKeys.filter((k) => current.get(k.serverUUID)?.publicKey !== k.publicKey);
-      sealed = stale.length;
-      if (stale.length === 0) return undefined;
-      return { hosts: s.hosts.map((h) => h.record), ops: [], servers: stale };
-    });
-    return sealed;
+  resealStale(): Promise<number> {
+    return this.store.resealStale();
   }
 
   // ---- internals ------------------------------------------------------------------------------
@@ -206,71 +188,14 @@ export class InBandAuthService {
     };
   }
 
-  private async snapshot(): Promise<Snapshot> {
-    const [generation, flag, hosts, boxKeys] = await Promise.all([
-      this.etcd.get(keys.inBandAuthGeneration()).exec().then((r) => r.kvs[0]?.mod_revision ?? '0'),
-      this.records.get<FeatureFlagRecord>(keys.featureFlag(FLAG)),
-      this.records.list<TrustedHostRecord>(keys.trustedHostsPrefix()),
-      this.records.list<ServerBoxKeyRecord>(keys.serverBoxKeysPrefix()),
-    ]);
-    return { generation, flag, hosts, boxKeys: boxKeys.map((k) => k.record) };
-  }
-
-  /** The host keys every server is told, sealed to each server's key. */
-  private sealedFor(servers: readonly ServerBoxKeyRecord[], enabled: boolean, hosts: readonly TrustedHostRecord[]): IOperation[] {
+  /** What each server's box holds: every trusted host's keys by NQN. */
+  private hostKeys(hosts: readonly TrustedHostRecord[]): Record<string, { key: string; ctrlKey: string }> {
     const map: Record<string, { key: string; ctrlKey: string }> = {};
     for (const host of hosts) {
       const { secret, ctrlSecret } = this.open(host);
       map[host.hostNQN] = { key: secret, ctrlKey: ctrlSecret };
     }
-    const plaintext = Buffer.from(JSON.stringify({ hosts: map }));
-    return servers.map((server) => {
-      const record: ServerHostKeysRecord = {
-        serverUUID: server.serverUUID,
-        enabled,
-        publicKey: server.publicKey,
-        box: seal(server.publicKey, plaintext, server.serverUUID),
-        writtenAt: new Date().toISOString(),
-      };
-      return this.records.put(keys.serverHostKeys(server.serverUUID), record);
-    });
-  }
-
-  /** Makes sure etcd names this control plane's key as the cluster's (the first one to write wins). */
-  private async keyCompare(): Promise<[string, string]> {
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-      const stored = await this.records.get<{ kid: string }>(keys.hostSecretKeyId());
-      if (stored) {
-        if (stored.record.kid !== this.key.kid) throw this.key.otherKey(stored.record.kid);
-        return [keys.hostSecretKeyId(), stored.revision];
-      }
-      await this.records.commitIf([[keys.hostSecretKeyId(), '0']], [this.records.put(keys.hostSecretKeyId(), { kid: this.key.kid })]);
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', 'the host-secret key is being registered; retry');
-  }
-
-  /**
-   * One serialized change: `decide` returns the trusted hosts after it, its own ops and (for a
-   * flag change) the new enabled state, or undefined for nothing to do. The servers' sealed
-   * records are rewritten in the same transaction.
-   */
-  private async change(
-    decide: (s: Snapshot) => Promise<{ hosts: TrustedHostRecord[]; ops: IOperation[]; enabled?: boolean; servers?: ServerBoxKeyRecord[] } | undefined>,
-  ): Promise<void> {
-    const keyCompare = await this.keyCompare();
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-      const s = await this.snapshot();
-      const outcome = await decide(s);
-      if (!outcome) return;
-      const enabled = outcome.enabled ?? s.flag?.record.enabled ?? false;
-      const ops = [
-        ...outcome.ops,
-        ...this.sealedFor(outcome.servers ?? s.boxKeys, enabled, outcome.hosts),
-        this.etcd.put(keys.inBandAuthGeneration()).value(String(Date.now())),
-      ];
-      if (await this.records.commitIf([[keys.inBandAuthGeneration(), s.generation], keyCompare], ops)) return;
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', 'in-band authentication is being changed by other requests; retry');
+    return map;
   }
 }
 

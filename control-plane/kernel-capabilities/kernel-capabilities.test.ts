@@ -8,8 +8,8 @@ import { InventoryReader } from '../inventory/inventory-reader.js';
 import { createKernelCapabilitiesRoutes } from './kernel-capabilities-routes.js';
 import { KernelCapabilitiesService } from './kernel-capabilities-service.js';
 
-const ALL = { nvmetInBandAuth: true, nvmeTcpTls: true, ublk: true, dmVdo: true };
-const NONE = { nvmetInBandAuth: false, nvmeTcpTls: false, ublk: false, dmVdo: false };
+const ALL = { nvmetInBandAuth: true, nvmeTcpTls: true, tlshd: true, ublk: true, dmVdo: true };
+const NONE = { nvmetInBandAuth: false, nvmeTcpTls: false, tlshd: false, ublk: false, dmVdo: false };
 
 describe('kernel capabilities API and check', () => {
   let api: ApiHarness;

@@ -114,6 +114,19 @@ export const keys = {
   serverHostKeysPrefix: () => `${ROOT}in-band-auth/servers/`,
   serverHostKeys: (serverUUID: string) => `${ROOT}in-band-auth/servers/${serverUUID}`,
 
+  /**
+   * TLS on NVMe/TCP (docs/nvme-tcp-tls.md): the cluster's switch, TLS hosts (each host NQN once)
+   * and their PSKs sealed to each server; serialized like in-band authentication, with the same
+   * host-secret key and server box keys.
+   */
+  nvmeTcpTlsSwitch: () => `${ROOT}nvme-tcp-tls/switch`,
+  nvmeTcpTlsGeneration: () => `${ROOT}nvme-tcp-tls/generation`,
+  tlsHostsPrefix: () => `${ROOT}nvme-tcp-tls/hosts/`,
+  tlsHost: (name: string) => `${ROOT}nvme-tcp-tls/hosts/${name}`,
+  tlsHostNqn: (hostNQN: string) => `${ROOT}nvme-tcp-tls/host-nqns/${encodeURIComponent(hostNQN)}`,
+  serverTlsKeysPrefix: () => `${ROOT}nvme-tcp-tls/servers/`,
+  serverTlsKeys: (serverUUID: string) => `${ROOT}nvme-tcp-tls/servers/${serverUUID}`,
+
   adminEndpointsPrefix: () => `${ROOT}admin-endpoints/`,
   adminEndpoint: (port: number) => `${ROOT}admin-endpoints/${String(port).padStart(5, '0')}`,
 };

@@ -7,7 +7,7 @@
 //
 // Used by test/e2e/cluster.e2e.test.ts and by `npm run cluster` (tools/local-cluster.ts) on
 // machines whose kernel has no NVMe target.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Etcd3 } from 'etcd3';
@@ -16,6 +16,8 @@ import type { VolumeRecord } from '../../lib/records.js';
 import { repoRoot, startGuest, type Guest, type Lab, type NvmeDriveSpec } from './lab/index.js';
 import { tail } from './lab/util.js';
 import { GUEST_AGENT_LEASE_ARGS } from './guest-agent.js';
+import type { TestEtcd } from '../helpers/etcd.js';
+import type { ControlPlaneProcess } from '../helpers/processes.js';
 
 /** Where agents in guests put their pools (guest-local; the node's btrfs is mounted below it). */
 const GUEST_POOL_DIR = '/var/lib/strata/pool';
@@ -283,4 +285,22 @@ export class VolumePortForwards {
 export async function hostHasNvmet(run: (file: string, args: string[]) => Promise<unknown>): Promise<boolean> {
   for (const module of ['nvmet', 'nvmet-tcp']) await run('modprobe', [module]).catch(() => undefined);
   return existsSync('/sys/kernel/config/nvmet') && existsSync('/sys/module/nvmet_tcp');
+}
+
+/**
+ * The end of a suite's host side: the control plane's log kept in `logDir`, the control plane,
+ * the etcd client and etcd stopped, and the suite's timings and log location printed.
+ */
+export async function stopHostSide(options: { plane?: ControlPlaneProcess; client?: Etcd3; etcd?: TestEtcd; logDir: string; suite: string; timings: readonly string[] }): Promise<void> {
+  const { plane, logDir } = options;
+  if (plane) {
+    mkdirSync(logDir, { recursive: true });
+    writeFileSync(join(logDir, `control-plane.${process.pid}.log`), plane.logs.map((l) => JSON.stringify(l)).join('\n'));
+    await plane.stop();
+    rmSync(plane.stateDir, { recursive: true, force: true });
+  }
+  options.client?.close();
+  await options.etcd?.stop();
+  console.log(`# ${options.suite} e2e timings: ${options.timings.join(', ')}`);
+  console.log(`# logs: ${logDir} (*.${process.pid}.*)`);
 }

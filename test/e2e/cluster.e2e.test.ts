@@ -21,10 +21,10 @@ import type { VolumeWire as Volume } from '../../control-plane/volumes/volume-wi
 import { randomDhchapSecret } from '../../lib/contract/dhchap.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
-import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
+import { startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
 import { adminApi } from '../helpers/admin-api.js';
 import { waitUntil } from '../helpers/wait.js';
-import { readVolumePorts, startStorageGuest, VolumePortForwards, type StorageGuest } from './cluster-lab.js';
+import { readVolumePorts, startStorageGuest, stopHostSide, VolumePortForwards, type StorageGuest } from './cluster-lab.js';
 import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, nvmeHostArgs, prepareLab, script, sha256, startGuest, StepTimer, type Guest, type RunResult } from './lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
@@ -206,15 +206,7 @@ describe(`cluster end to end through the REST API (two storage guests, one initi
     mkdirSync(logDir, { recursive: true });
     for (const s of storage) writeFileSync(join(logDir, `${s.name}.${process.pid}.agent.log`), s.agentLogTail(2_000_000));
     await Promise.all([...storage.map((s) => s.guest.stop()), initiator?.stop()]);
-    if (plane) {
-      writeFileSync(join(logDir, `control-plane.${process.pid}.log`), plane.logs.map((l) => JSON.stringify(l)).join('\n'));
-      await plane.stop();
-      removeDir(plane.stateDir);
-    }
-    client?.close();
-    await etcd?.stop();
-    console.log(`# cluster e2e timings: ${timings.join(', ')}`);
-    console.log(`# logs: ${logDir} (*.${process.pid}.*)`);
+    await stopHostSide({ plane, client, etcd, logDir, suite: 'cluster', timings });
   }, { timeout: 120_000 });
 
   // ---- scenarios -----------------------------------------------------------------------------

@@ -106,7 +106,7 @@ describe('two agents join one control plane', () => {
     const byName = new Map(rows.map((r) => [r.name, r]));
     assert.deepEqual([...byName.keys()].sort(), ['storage-0', 'storage-1']);
     for (const row of rows) {
-      assert.deepEqual(Object.keys(row.capabilities).sort(), ['dmVdo', 'nvmeTcpTls', 'nvmetInBandAuth', 'ublk']);
+      assert.deepEqual(Object.keys(row.capabilities).sort(), ['dmVdo', 'nvmeTcpTls', 'nvmetInBandAuth', 'tlshd', 'ublk']);
       assert.equal(row.NodesUUIDs.length, 1);
       assert.ok(row.kernel.length > 0, 'the kernel release is reported');
       // This machine's kernel has no nvmet (configfs): no in-band authentication to offer.

@@ -6,39 +6,25 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import type { Etcd3 } from 'etcd3';
 import { randomDhchapSecret } from '../../lib/contract/dhchap.js';
-import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ServerHostKeysRecord } from '../../lib/records.js';
 import { newBoxKeyPair, open } from '../../lib/sealed-box.js';
-import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
-import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
 import { joinServer, putRecord, reportInventory } from '../helpers/records.js';
+import { ALL_CAPABILITIES as ALL, startSealedFeatureCluster, type SealedFeatureCluster } from '../helpers/sealed-feature-cluster.js';
 import { waitUntil } from '../helpers/wait.js';
 
-const ALL = { nvmetInBandAuth: true, nvmeTcpTls: true, ublk: true, dmVdo: true };
 const H1 = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
 const H2 = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
 
 describe('in-band authentication through the real control plane', () => {
-  let etcd: TestEtcd;
-  let client: Etcd3;
-  let plane: ControlPlaneProcess;
-  const box = newBoxKeyPair();
+  let cluster: SealedFeatureCluster;
+  let client: SealedFeatureCluster['client'];
+  let box: SealedFeatureCluster['box'];
   let serverUUID = '';
+  const call = (method: string, path: string, body?: unknown, token?: string) => cluster.call(method, path, body, token);
   const s1 = randomDhchapSecret();
   const c1 = randomDhchapSecret();
-
-  const call = async (method: string, path: string, body?: unknown, token = plane.adminToken()) => {
-    const res = await fetch(`${plane.apiUrl}${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : undefined };
-  };
   const mode = async () => [(await call('GET', '/api/v2/cluster')).body.inBandAuthMode, (await call('GET', '/api/v2/clusterinfo')).body.inBandAuthMode];
   const sealed = async () => {
     const text = await client.get(keys.serverHostKeys(serverUUID)).string();
@@ -46,24 +32,13 @@ describe('in-band authentication through the real control plane', () => {
     const record = JSON.parse(text) as ServerHostKeysRecord;
     return { enabled: record.enabled, hosts: (JSON.parse(open(box.privateKeyPem, record.box, serverUUID).toString()) as { hosts: Record<string, { key: string; ctrlKey: string }> }).hosts };
   };
-  const etcdDump = async () => JSON.stringify(await client.getAll().prefix('/strata/').strings());
+  const etcdDump = () => cluster.etcdDump();
 
   before(async () => {
-    etcd = await startEtcd();
-    client = createEtcdClient([etcd.endpoint]);
-    plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint });
-    // A server on Debian 13's kernel whose agent published its box key.
-    const joined = await joinServer(client, { server: { name: 'trixie' }, nodes: [{ name: 'trixie-n' }] });
-    serverUUID = joined.server.UUID;
-    await reportInventory(client, serverUUID, { facts: { kernel: '6.12.117+deb13-amd64', kernelCapabilities: ALL } });
-    await putRecord(client, keys.serverBoxKey(serverUUID), { serverUUID, publicKey: box.publicKey, createdAt: new Date().toISOString() });
+    cluster = await startSealedFeatureCluster();
+    ({ client, box, serverUUID } = cluster);
   });
-  after(async () => {
-    await plane?.stop();
-    client?.close();
-    await etcd?.stop();
-    if (plane) removeDir(plane.stateDir);
-  });
+  after(() => cluster?.stop());
 
   test('bad input is a 400 with the JSON error body, and changes nothing', async () => {
     const bad: [unknown, RegExp][] = [

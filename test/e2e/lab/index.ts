@@ -8,3 +8,5 @@ export type { InitramfsInfo, InitramfsOptions } from './initramfs.js';
 export { LAB_MODULES, resolveModules, modinfoRecords, parseModinfo } from './modules.js';
 export { LAB_PACKAGES, installPackages } from './packages.js';
 export { script, scriptsDir, repoRoot, cacheDir, execArgv, sha256, StepTimer, nvmeHostArgs } from './util.js';
+export { prepareUserland, USERLAND_PACKAGES, USERLAND_SUITE } from './userland.js';
+export type { UserlandInfo } from './userland.js';

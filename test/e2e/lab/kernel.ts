@@ -76,7 +76,7 @@ function hostSuite(): string | undefined {
 }
 
 /** The Debian mirror apt already uses ($STRATA_E2E_DEBIAN_MIRROR overrides). */
-function debianMirror(): string {
+export function debianMirror(): string {
   const fromEnv = process.env['STRATA_E2E_DEBIAN_MIRROR'];
   if (fromEnv) return fromEnv;
   for (const [file, pattern] of [

@@ -8,7 +8,9 @@ import { execArgv } from './util.js';
 /**
  * The modules lab.md lists for the guests: configfs and virtio transports, 9p + overlay for the
  * shared root, the NVMe host and target over TCP, device-mapper, md, btrfs, nftables, loop/brd/
- * null_blk. crc32c_generic comes first so libcrc32c users find a crc32c implementation.
+ * null_blk; kTLS and the AES-GCM it negotiates (TLS on NVMe/TCP: tlshd hands the handshaken socket
+ * to the kernel's `tls` ULP; the guest's modprobe only finds what the initramfs holds).
+ * crc32c_generic comes first so libcrc32c users find a crc32c implementation.
  */
 export const LAB_MODULES: readonly string[] = [
   'crc32c_generic',
@@ -21,6 +23,7 @@ export const LAB_MODULES: readonly string[] = [
   'btrfs',
   'nf_tables', 'nft_reject_inet', 'nft_ct',
   'loop', 'brd', 'null_blk',
+  'tls', 'gcm', 'ghash-generic',
 ];
 
 export interface ModInfo {

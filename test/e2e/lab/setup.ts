@@ -1,12 +1,15 @@
 // Prepares this machine for the e2e suite: installs the Debian packages the lab needs (when
 // missing), fetches Debian's kernel and builds the guest initramfs, for the lab's suite
 // ($STRATA_E2E_KERNEL_SUITE, default trixie) or each suite of --kernels (tools/setup.sh:
-// trixie,bookworm). With --boot it also boots a guest of each once and reports the boot time.
+// trixie,bookworm), and the guests' Debian 13 userland for TLS on NVMe/TCP (userland.ts: tlshd,
+// nvme-cli 2.13; STRATA_E2E_USERLAND=0 skips it). With --boot it also boots a guest of each once
+// and reports the boot time.
 //   node dist/test/e2e/lab/setup.js [--kernels trixie,bookworm] [--boot]
 import { fetchKernel, labKernelSuite } from './kernel.js';
 import { buildInitramfs } from './initramfs.js';
 import { startGuest } from './guest.js';
 import { installPackages } from './packages.js';
+import { prepareUserland } from './userland.js';
 import { cacheDir, since } from './util.js';
 
 async function main(): Promise<void> {
@@ -21,6 +24,11 @@ async function main(): Promise<void> {
   const suites = at > 0 ? (process.argv[at + 1] ?? '').split(',').filter(Boolean) : [labKernelSuite()];
   if (suites.length === 0) throw new Error('--kernels: give a comma-separated list of Debian suites (trixie,bookworm)');
   for (const suite of suites) await prepare(labKernelSuite(suite), boot);
+  if (process.env['STRATA_E2E_USERLAND'] !== '0') {
+    start = performance.now();
+    const userland = await prepareUserland();
+    console.log(`userland: ${userland.built ? 'built' : 'cached'} ${userland.root} (${since(start)} ms)`);
+  }
   console.log(`done in ${since(total)} ms`);
 }
 

@@ -6,6 +6,7 @@ export interface KernelCapabilities {
   'nvme_tcp_tls'?: (boolean);
   'ublk'?: (boolean);
   'dm_vdo'?: (boolean);
+  'tlshd'?: (boolean);
 }
 
 export interface KernelCapabilities__Output {
@@ -13,4 +14,5 @@ export interface KernelCapabilities__Output {
   'nvme_tcp_tls': (boolean);
   'ublk': (boolean);
   'dm_vdo': (boolean);
+  'tlshd': (boolean);
 }

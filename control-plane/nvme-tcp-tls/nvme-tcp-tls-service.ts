@@ -1,0 +1,154 @@
+// TLS on NVMe/TCP (docs/nvme-tcp-tls.md, a Strata extension): TLS hosts (a host NQN and its
+// configured PSK, cluster-wide), and the cluster's switch that makes every volume port admit TLS
+// 1.3 connections only. PSKs are encrypted with the control planes' host-secret key and reach each
+// server's agent sealed to its key, in the same transaction as the change
+// (lib/etcd/sealed-host-keys-store.ts, as in-band authentication's secrets).
+import { randomUUID } from 'node:crypto';
+import type { Etcd3 } from 'etcd3';
+import { tlsPskProblem } from '../../lib/contract/nvme-tls-psk.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { RecordStore, Versioned } from '../../lib/etcd/record-store.js';
+import { SEALED_FEATURES, SealedHostKeysStore } from '../../lib/etcd/sealed-host-keys-store.js';
+import { errors, StrataError } from '../../lib/errors.js';
+import type { TlsHostRecord } from '../../lib/records.js';
+import type { HostSecretKey } from '../in-band-auth/host-secret-key.js';
+import type { KernelCapabilitiesService } from '../kernel-capabilities/kernel-capabilities-service.js';
+
+/** A TLS host on the wire: never its PSK. */
+export interface TlsHostWire {
+  UUID: string;
+  name: string;
+  hostNQN: string;
+  hasPSK: boolean;
+  pskUpdatedAt: string;
+  creationTime: string;
+  ETag: string;
+}
+
+export interface TlsHostInput {
+  readonly name: string;
+  readonly hostNQN: string;
+  readonly psk: string;
+}
+
+export type TlsMode = 'Required' | 'Disabled';
+
+/** Validates a configured PSK field (400 naming the field, never echoing the key). */
+export function checkPsk(value: unknown): string {
+  if (typeof value !== 'string' || value === '') throw errors.invalid('psk is required: a configured TLS PSK (NVMeTLSkey-1:..., nvme gen-tls-key)');
+  const problem = tlsPskProblem(value);
+  if (problem) throw errors.invalid(`psk is not a valid TLS PSK: ${problem}`);
+  return value;
+}
+
+export class NvmeTcpTlsService {
+  private readonly store: SealedHostKeysStore<TlsHostRecord>;
+  private readonly records: RecordStore;
+
+  constructor(
+    etcd: Etcd3,
+    private readonly key: HostSecretKey,
+    private readonly capabilities: KernelCapabilitiesService,
+  ) {
+    this.store = new SealedHostKeysStore(etcd, SEALED_FEATURES.nvmeTcpTls, key, (hosts) => Object.fromEntries(hosts.map((h) => [h.hostNQN, this.open(h)])));
+    this.records = this.store.records;
+  }
+
+  async mode(): Promise<TlsMode> {
+    return (await this.store.isEnabled()) ? 'Required' : 'Disabled';
+  }
+
+  async list(): Promise<TlsHostWire[]> {
+    return (await this.records.list<TlsHostRecord>(keys.tlsHostsPrefix())).map(toWire);
+  }
+
+  async get(name: string): Promise<TlsHostWire> {
+    return toWire(await this.stored(name));
+  }
+
+  /** The host's PSK, decrypted (one host at a time, cluster admin; never in a list). */
+  async psk(name: string): Promise<{ name: string; hostNQN: string; psk: string }> {
+    const stored = await this.stored(name);
+    return { name, hostNQN: stored.record.hostNQN, psk: this.open(stored.record) };
+  }
+
+  async create(input: TlsHostInput): Promise<TlsHostWire> {
+    const now = new Date().toISOString();
+    const record: TlsHostRecord = { UUID: randomUUID(), name: input.name, hostNQN: input.hostNQN, psk: this.key.encrypt(input.psk, aad(input.name)), createdAt: now, pskUpdatedAt: now };
+    await this.store.change(async (s) => {
+      if (s.hosts.some((h) => h.record.name === input.name)) throw errors.exists('TLS host', input.name);
+      const other = s.hosts.find((h) => h.record.hostNQN === input.hostNQN);
+      if (other) throw errors.exists('TLS host NQN', `${input.hostNQN} (TLS host ${other.record.name})`);
+      return { hosts: [...s.hosts.map((h) => h.record), record], ops: [this.records.put(keys.tlsHost(record.name), record), this.records.put(keys.tlsHostNqn(record.hostNQN), { name: record.name })] };
+    });
+    return this.get(input.name);
+  }
+
+  /** Rotation: new connections need the new PSK; established TLS sessions are not renegotiated. */
+  async rotate(name: string, psk: string, expectedRevision?: string): Promise<void> {
+    await this.store.change(async (s) => {
+      const current = this.current(s.hosts, name, expectedRevision);
+      const record: TlsHostRecord = { ...current.record, psk: this.key.encrypt(psk, aad(name)), pskUpdatedAt: new Date().toISOString() };
+      return { hosts: s.hosts.map((h) => (h === current ? record : h.record)), ops: [this.records.put(keys.tlsHost(name), record)] };
+    });
+  }
+
+  async delete(name: string, expectedRevision?: string): Promise<void> {
+    await this.store.change(async (s) => {
+      const current = this.current(s.hosts, name, expectedRevision);
+      return { hosts: s.hosts.filter((h) => h !== current).map((h) => h.record), ops: [this.records.delete(keys.tlsHost(name)), this.records.delete(keys.tlsHostNqn(current.record.hostNQN))] };
+    });
+  }
+
+  /**
+   * Requires TLS on every volume port, or stops requiring it. Requiring needs a TLS host and every
+   * node able to do it: the kernel's NVMe/TCP TLS and a running tlshd (KERNEL_CAPABILITY_MISSING
+   * naming the others). Idempotent; returns whether it changed.
+   */
+  async setRequired(required: boolean, actor: string): Promise<boolean> {
+    if (required) {
+      await this.capabilities.require('nvmeTcpTls', 'require TLS on NVMe/TCP');
+      await this.capabilities.require('tlshd', 'require TLS on NVMe/TCP');
+    }
+    let changed = false;
+    await this.store.change(async (s) => {
+      if ((s.switch?.record.enabled ?? false) === required) return undefined;
+      if (required && s.hosts.length === 0) {
+        throw new StrataError('INVALID_STATE', 'cannot require TLS on NVMe/TCP: no TLS hosts (POST /api/v2/tlsHosts first): no host could connect');
+      }
+      changed = true;
+      return { enabled: required, actor, hosts: s.hosts.map((h) => h.record), ops: [] };
+    });
+    return changed;
+  }
+
+  resealStale(): Promise<number> {
+    return this.store.resealStale();
+  }
+
+  private current(hosts: readonly Versioned<TlsHostRecord>[], name: string, expectedRevision: string | undefined): Versioned<TlsHostRecord> {
+    const current = hosts.find((h) => h.record.name === name);
+    if (!current) throw errors.notFound('TLS host', name);
+    if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('TLS host', name);
+    return current;
+  }
+
+  private async stored(name: string): Promise<Versioned<TlsHostRecord>> {
+    const stored = await this.records.get<TlsHostRecord>(keys.tlsHost(name));
+    if (!stored) throw errors.notFound('TLS host', name);
+    return stored;
+  }
+
+  private open(record: TlsHostRecord): string {
+    return this.key.decrypt(record.psk, aad(record.name));
+  }
+}
+
+function aad(name: string): string {
+  return `tls-host/${name}/psk`;
+}
+
+function toWire(stored: Versioned<TlsHostRecord>): TlsHostWire {
+  const r = stored.record;
+  return { UUID: r.UUID, name: r.name, hostNQN: r.hostNQN, hasPSK: true, pskUpdatedAt: r.pskUpdatedAt, creationTime: r.createdAt, ETag: stored.revision };
+}

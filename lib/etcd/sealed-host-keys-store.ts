@@ -1,0 +1,179 @@
+// Host secrets that the control plane keeps encrypted and every server's agent receives sealed to
+// its own key, through etcd (docs/security.md). Two features use it: in-band authentication
+// (DH-HMAC-CHAP secrets of trusted hosts, docs/in-band-auth.md) and TLS on NVMe/TCP (PSKs of TLS
+// hosts, docs/nvme-tcp-tls.md). Each has a switch (a flag-shaped record), its host records, a
+// generation key every change is serialized on, and one sealed record per server that published
+// its box key (lib/sealed-box.ts). Every change is one transaction: the feature's own operations,
+// the switch, and a fresh record sealed to every server, so agents never see half a change and
+// etcd never holds a secret in the clear. Both features' secrets are encrypted with the same
+// host-secret key, whose id etcd names (the first control plane to write wins).
+import type { Etcd3 } from 'etcd3';
+import type { IOperation } from 'etcd3/lib/builder.js';
+import { StrataError } from '../errors.js';
+import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../records.js';
+import { seal } from '../sealed-box.js';
+import { keys } from './keys.js';
+import { RecordStore, type Versioned } from './record-store.js';
+
+const ATTEMPTS = 20;
+
+/** The switch of a feature: a feature flag's shape, wherever it is stored. */
+export interface SwitchRecord {
+  name: string;
+  enabled: boolean;
+  updatedAt: string;
+  updatedBy: string;
+}
+
+/** Where a feature keeps its records in etcd. */
+export interface SealedFeatureLayout {
+  readonly what: string;
+  /** The switch record's `name`. */
+  readonly switchName: string;
+  readonly switchKey: string;
+  readonly generationKey: string;
+  readonly hostsPrefix: string;
+  readonly serverRecordsPrefix: string;
+  readonly serverRecord: (serverUUID: string) => string;
+}
+
+export const SEALED_FEATURES = {
+  inBandAuth: {
+    what: 'in-band authentication',
+    switchName: 'in-band-authentication',
+    switchKey: keys.featureFlag('in-band-authentication'),
+    generationKey: keys.inBandAuthGeneration(),
+    hostsPrefix: keys.trustedHostsPrefix(),
+    serverRecordsPrefix: keys.serverHostKeysPrefix(),
+    serverRecord: keys.serverHostKeys,
+  },
+  nvmeTcpTls: {
+    what: 'TLS on NVMe/TCP',
+    switchName: 'nvme-tcp-tls',
+    switchKey: keys.nvmeTcpTlsSwitch(),
+    generationKey: keys.nvmeTcpTlsGeneration(),
+    hostsPrefix: keys.tlsHostsPrefix(),
+    serverRecordsPrefix: keys.serverTlsKeysPrefix(),
+    serverRecord: keys.serverTlsKeys,
+  },
+} as const satisfies Record<string, SealedFeatureLayout>;
+
+/** Something that holds the host-secret key (control-plane/in-band-auth/host-secret-key.ts). */
+export interface KeyHolder {
+  readonly kid: string;
+  otherKey(kid: string): Error;
+}
+
+export interface SealedSnapshot<H> {
+  readonly generation: string;
+  readonly switch: Versioned<SwitchRecord> | null;
+  readonly hosts: Versioned<H>[];
+  readonly boxKeys: ServerBoxKeyRecord[];
+}
+
+export interface SealedOutcome<H> {
+  /** The feature's host records after the change. */
+  readonly hosts: H[];
+  /** Its own operations (host records, indexes). */
+  readonly ops: IOperation[];
+  /** The new switch, when it changes. */
+  readonly enabled?: boolean;
+  readonly actor?: string;
+  /** Only these servers' records (a reseal); default all that published a key. */
+  readonly servers?: ServerBoxKeyRecord[];
+}
+
+export class SealedHostKeysStore<H> {
+  readonly records: RecordStore;
+
+  constructor(
+    private readonly etcd: Etcd3,
+    private readonly layout: SealedFeatureLayout,
+    private readonly key: KeyHolder,
+    /** What each server's box holds for these hosts (decrypted secrets: only ever sealed). */
+    private readonly boxOf: (hosts: readonly H[]) => Record<string, unknown>,
+  ) {
+    this.records = new RecordStore(etcd);
+  }
+
+  async isEnabled(): Promise<boolean> {
+    return (await this.records.get<SwitchRecord>(this.layout.switchKey))?.record.enabled ?? false;
+  }
+
+  async snapshot(): Promise<SealedSnapshot<H>> {
+    const [generation, sw, hosts, boxKeys] = await Promise.all([
+      this.etcd.get(this.layout.generationKey).exec().then((r) => r.kvs[0]?.mod_revision ?? '0'),
+      this.records.get<SwitchRecord>(this.layout.switchKey),
+      this.records.list<H>(this.layout.hostsPrefix),
+      this.records.list<ServerBoxKeyRecord>(keys.serverBoxKeysPrefix()),
+    ]);
+    return { generation, switch: sw, hosts, boxKeys: boxKeys.map((k) => k.record) };
+  }
+
+  /**
+   * One serialized change: `decide` returns the outcome, or undefined for nothing to do. The
+   * servers' sealed records are rewritten in the same transaction.
+   */
+  async change(decide: (s: SealedSnapshot<H>) => Promise<SealedOutcome<H> | undefined>): Promise<void> {
+    const keyCompare = await this.keyCompare();
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      const s = await this.snapshot();
+      const outcome = await decide(s);
+      if (!outcome) return;
+      const enabled = outcome.enabled ?? s.switch?.record.enabled ?? false;
+      const switchOps =
+        outcome.enabled === undefined
+          ? []
+          : [this.records.put(this.layout.switchKey, { name: this.layout.switchName, enabled, updatedAt: new Date().toISOString(), updatedBy: outcome.actor ?? '' } satisfies SwitchRecord)];
+      const ops = [
+        ...outcome.ops,
+        ...switchOps,
+        ...this.sealedFor(outcome.servers ?? s.boxKeys, enabled, outcome.hosts),
+        this.etcd.put(this.layout.generationKey).value(String(Date.now())),
+      ];
+      if (await this.records.commitIf([[this.layout.generationKey, s.generation], keyCompare], ops)) return;
+    }
+    throw new StrataError('OPERATION_IN_PROGRESS', `${this.layout.what} is being changed by other requests; retry`);
+  }
+
+  /** Seals the current state again for servers whose record is missing or sealed to an old key (leader task). */
+  async resealStale(): Promise<number> {
+    let sealed = 0;
+    await this.change(async (s) => {
+      const current = new Map((await this.records.list<ServerHostKeysRecord>(this.layout.serverRecordsPrefix)).map((r) => [r.record.serverUUID, r.record]));
+      const stale = s.boxKeys.filter((k) => current.get(k.serverUUID)?.publicKey !== k.publicKey);
+      sealed = stale.length;
+      if (stale.length === 0) return undefined;
+      return { hosts: s.hosts.map((h) => h.record), ops: [], servers: stale };
+    });
+    return sealed;
+  }
+
+  /** The feature's state every server is told, sealed to each server's key. */
+  private sealedFor(servers: readonly ServerBoxKeyRecord[], enabled: boolean, hosts: readonly H[]): IOperation[] {
+    const plaintext = Buffer.from(JSON.stringify({ hosts: this.boxOf(hosts) }));
+    return servers.map((server) => {
+      const record: ServerHostKeysRecord = {
+        serverUUID: server.serverUUID,
+        enabled,
+        publicKey: server.publicKey,
+        box: seal(server.publicKey, plaintext, server.serverUUID),
+        writtenAt: new Date().toISOString(),
+      };
+      return this.records.put(this.layout.serverRecord(server.serverUUID), record);
+    });
+  }
+
+  /** Makes sure etcd names this control plane's key as the cluster's (the first one to write wins). */
+  private async keyCompare(): Promise<[string, string]> {
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      const stored = await this.records.get<{ kid: string }>(keys.hostSecretKeyId());
+      if (stored) {
+        if (stored.record.kid !== this.key.kid) throw this.key.otherKey(stored.record.kid);
+        return [keys.hostSecretKeyId(), stored.revision];
+      }
+      await this.records.commitIf([[keys.hostSecretKeyId(), '0']], [this.records.put(keys.hostSecretKeyId(), { kid: this.key.kid })]);
+    }
+    throw new StrataError('OPERATION_IN_PROGRESS', 'the host-secret key is being registered; retry');
+  }
+}
