@@ -73,6 +73,7 @@ import { InBandAuthService } from './in-band-auth/in-band-auth-service.js';
 import { createInBandAuthRoutes } from './in-band-auth/in-band-auth-routes.js';
 import { startResealTask } from './in-band-auth/reseal-task.js';
 import { NvmeTcpTlsService } from './nvme-tcp-tls/nvme-tcp-tls-service.js';
+import { TlsHostStore } from './nvme-tcp-tls/tls-host-store.js';
 import { createNvmeTcpTlsRoutes } from './nvme-tcp-tls/nvme-tcp-tls-routes.js';
 import { createServersRoutes } from './servers/servers-routes.js';
 import { writeEtcdDump } from './logs/etcd-dump.js';
@@ -133,7 +134,11 @@ export function buildResources(ctx: ResourceContext): Resources {
   const flags = new FeatureFlagsService(new FeatureFlagsStore(etcd), events);
   const inBandAuth = new InBandAuthService(etcd, ctx.hostSecretKey, kernelCapabilities, async (p) => (await projectsStore.get(p)) !== null);
   flags.delegate('in-band-authentication', (enabled, actor) => inBandAuth.setEnabled(enabled, actor));
-  const nvmeTcpTls = new NvmeTcpTlsService(etcd, ctx.hostSecretKey, kernelCapabilities);
+  const nvmeTcpTls: NvmeTcpTlsService = new NvmeTcpTlsService(
+    new TlsHostStore(etcd, ctx.hostSecretKey, (record) => nvmeTcpTls.open(record)),
+    ctx.hostSecretKey,
+    kernelCapabilities,
+  );
   const cluster = new ClusterService(inventory, new WatchedVolumeHealth(cache), { inBandAuth });
   const snapshotStore = new SnapshotStore(etcd);
   const volumes = new VolumeService({

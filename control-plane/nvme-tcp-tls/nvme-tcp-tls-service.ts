@@ -4,15 +4,13 @@
 // server's agent sealed to its key, in the same transaction as the change
 // (lib/etcd/sealed-host-keys-store.ts, as in-band authentication's secrets).
 import { randomUUID } from 'node:crypto';
-import type { Etcd3 } from 'etcd3';
 import { tlsPskProblem } from '../../lib/contract/nvme-tls-psk.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { RecordStore, Versioned } from '../../lib/etcd/record-store.js';
-import { SEALED_FEATURES, SealedHostKeysStore } from '../../lib/etcd/sealed-host-keys-store.js';
+import type { Versioned } from '../../lib/etcd/record-store.js';
 import { errors, StrataError } from '../../lib/errors.js';
 import type { TlsHostRecord } from '../../lib/records.js';
 import type { HostSecretKey } from '../in-band-auth/host-secret-key.js';
 import type { KernelCapabilitiesService } from '../kernel-capabilities/kernel-capabilities-service.js';
+import type { TlsHostStore } from './tls-host-store.js';
 
 /** A TLS host on the wire: never its PSK. */
 export interface TlsHostWire {
@@ -42,24 +40,24 @@ export function checkPsk(value: unknown): string {
 }
 
 export class NvmeTcpTlsService {
-  private readonly store: SealedHostKeysStore<TlsHostRecord>;
-  private readonly records: RecordStore;
-
+  /** `store` is made with this service's `open` (TlsHostStore's constructor). */
   constructor(
-    etcd: Etcd3,
+    private readonly store: TlsHostStore,
     private readonly key: HostSecretKey,
     private readonly capabilities: KernelCapabilitiesService,
-  ) {
-    this.store = new SealedHostKeysStore(etcd, SEALED_FEATURES.nvmeTcpTls, key, (hosts) => Object.fromEntries(hosts.map((h) => [h.hostNQN, this.open(h)])));
-    this.records = this.store.records;
+  ) {}
+
+  /** A host's PSK in the clear, for the records sealed to each server. */
+  open(record: TlsHostRecord): string {
+    return this.key.decrypt(record.psk, aad(record.name));
   }
 
   async mode(): Promise<TlsMode> {
-    return (await this.store.isEnabled()) ? 'Required' : 'Disabled';
+    return (await this.store.isRequired()) ? 'Required' : 'Disabled';
   }
 
   async list(): Promise<TlsHostWire[]> {
-    return (await this.records.list<TlsHostRecord>(keys.tlsHostsPrefix())).map(toWire);
+    return (await this.store.list()).map(toWire);
   }
 
   async get(name: string): Promise<TlsHostWire> {
@@ -75,29 +73,25 @@ export class NvmeTcpTlsService {
   async create(input: TlsHostInput): Promise<TlsHostWire> {
     const now = new Date().toISOString();
     const record: TlsHostRecord = { UUID: randomUUID(), name: input.name, hostNQN: input.hostNQN, psk: this.key.encrypt(input.psk, aad(input.name)), createdAt: now, pskUpdatedAt: now };
-    await this.store.change(async (s) => {
+    await this.store.change((s) => {
       if (s.hosts.some((h) => h.record.name === input.name)) throw errors.exists('TLS host', input.name);
       const other = s.hosts.find((h) => h.record.hostNQN === input.hostNQN);
       if (other) throw errors.exists('TLS host NQN', `${input.hostNQN} (TLS host ${other.record.name})`);
-      return { hosts: [...s.hosts.map((h) => h.record), record], ops: [this.records.put(keys.tlsHost(record.name), record), this.records.put(keys.tlsHostNqn(record.hostNQN), { name: record.name })] };
+      return { add: record };
     });
     return this.get(input.name);
   }
 
   /** Rotation: new connections need the new PSK; established TLS sessions are not renegotiated. */
   async rotate(name: string, psk: string, expectedRevision?: string): Promise<void> {
-    await this.store.change(async (s) => {
+    await this.store.change((s) => {
       const current = this.current(s.hosts, name, expectedRevision);
-      const record: TlsHostRecord = { ...current.record, psk: this.key.encrypt(psk, aad(name)), pskUpdatedAt: new Date().toISOString() };
-      return { hosts: s.hosts.map((h) => (h === current ? record : h.record)), ops: [this.records.put(keys.tlsHost(name), record)] };
+      return { replace: { ...current.record, psk: this.key.encrypt(psk, aad(name)), pskUpdatedAt: new Date().toISOString() } };
     });
   }
 
   async delete(name: string, expectedRevision?: string): Promise<void> {
-    await this.store.change(async (s) => {
-      const current = this.current(s.hosts, name, expectedRevision);
-      return { hosts: s.hosts.filter((h) => h !== current).map((h) => h.record), ops: [this.records.delete(keys.tlsHost(name)), this.records.delete(keys.tlsHostNqn(current.record.hostNQN))] };
-    });
+    await this.store.change((s) => ({ remove: this.current(s.hosts, name, expectedRevision).record }));
   }
 
   /**
@@ -111,13 +105,13 @@ export class NvmeTcpTlsService {
       await this.capabilities.require('tlshd', 'require TLS on NVMe/TCP');
     }
     let changed = false;
-    await this.store.change(async (s) => {
+    await this.store.change((s) => {
       if ((s.switch?.record.enabled ?? false) === required) return undefined;
       if (required && s.hosts.length === 0) {
         throw new StrataError('INVALID_STATE', 'cannot require TLS on NVMe/TCP: no TLS hosts (POST /api/v2/tlsHosts first): no host could connect');
       }
       changed = true;
-      return { enabled: required, actor, hosts: s.hosts.map((h) => h.record), ops: [] };
+      return { required, actor };
     });
     return changed;
   }
@@ -134,13 +128,9 @@ export class NvmeTcpTlsService {
   }
 
   private async stored(name: string): Promise<Versioned<TlsHostRecord>> {
-    const stored = await this.records.get<TlsHostRecord>(keys.tlsHost(name));
+    const stored = await this.store.get(name);
     if (!stored) throw errors.notFound('TLS host', name);
     return stored;
-  }
-
-  private open(record: TlsHostRecord): string {
-    return this.key.decrypt(record.psk, aad(record.name));
   }
 }
 
