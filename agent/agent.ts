@@ -21,14 +21,14 @@ import { clusterCaCredentials, controlPlaneChannelOptions } from './control-plan
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
 import { createDataPathAndPools, type DataPathParts } from './datapath/datapath.js';
 import { BundleCollector } from './diagnostics/bundle-collector.js';
-import type { NodePools } from './datapath/node-pools.js';
+import type { NodePools } from './datapath/pool/node-pools.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery/discovery-service.js';
 import { PresentedHosts } from './discovery/presented-hosts.js';
-import type { DataPathReconciler } from './datapath/reconciler.js';
+import type { DataPathReconciler } from './datapath/reconcile/reconciler.js';
 import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-store.js';
 import { InventoryService } from './inventory/inventory-service.js';
 import { probeKernelCapabilities } from './inventory/kernel-capabilities.js';
-import { EtcdHostAuth } from './datapath/host-auth.js';
+import { EtcdHostAuth } from './datapath/kernel/host-auth.js';
 import { Membership } from './membership/membership.js';
 import { NodeCommandStore } from '../lib/etcd/node-command-store.js';
 import { NodeOperations } from './node-ops/node-operations.js';

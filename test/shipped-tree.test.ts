@@ -54,7 +54,7 @@ it('the production wiring has no test switch: only test code builds the emulated
   // The wiring, the configfs driver and the agent's composition root: none has an emulated mode
   // to turn on or asks whether it is on (test/kits/datapath/emulated-nvmet-configfs.ts is the
   // stand-in, a subclass).
-  for (const file of [['agent', 'datapath', 'datapath.js'], ['agent', 'datapath', 'nvmet-configfs.js'], ['agent', 'agent.js']]) {
+  for (const file of [['agent', 'datapath', 'datapath.js'], ['agent', 'datapath', 'kernel', 'nvmet-configfs.js'], ['agent', 'agent.js']]) {
     const code = readFileSync(join(dist, ...file), 'utf8');
     assert.doesNotMatch(code, /emulated:\s*(?:true|false)|\.emulated\b|prepareEmulatedRoot|removeEmulatedContents|tests only/, file.join('/'));
   }

@@ -1,6 +1,6 @@
 // Admin endpoints on this server (docs/admin-endpoints.md): every `/strata/admin-endpoints/<port>`
 // record becomes entries of the agent's nftables table (the same table as the volumes' IP ACLs,
-// agent/datapath/ip-acl-enforcer.ts), so that only the listed addresses reach that TCP port; a
+// agent/datapath/kernel/ip-acl-enforcer.ts), so that only the listed addresses reach that TCP port; a
 // deleted record's entries go. A watch on the prefix applies a change within the debounce (and
 // one nft transaction); a resync every interval puts back what someone else removed, and retries
 // what nftables refused.
@@ -9,8 +9,8 @@ import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
 import type { AdminEndpointRecord } from '../../lib/records.js';
-import type { AdminEndpointAcls } from '../datapath/ip-acl-enforcer.js';
-import { ipAclOf, type IpAcl } from '../datapath/ip-acl.js';
+import type { AdminEndpointAcls } from '../datapath/kernel/ip-acl-enforcer.js';
+import { ipAclOf, type IpAcl } from '../datapath/kernel/ip-acl.js';
 
 export interface AdminEndpointsTarget {
   enforceAdminEndpoints(endpoints: AdminEndpointAcls): Promise<ReadonlyMap<number, string>>;

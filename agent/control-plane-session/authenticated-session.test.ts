@@ -22,7 +22,7 @@ import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { joinServer } from '../../test/helpers/records.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/volume-report.js';
+import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/reconcile/volume-report.js';
 import type { InventorySnapshot, InventorySource } from '../inventory/inventory-service.js';
 import { EtcdAgentTokenIssuer } from './agent-token-issuer.js';
 import { ControlPlaneSession } from './control-plane-session.js';

@@ -12,8 +12,8 @@ import { InventoryService, type InventorySnapshot, type InventorySource } from '
 import { createFakeSysfs } from '../../test/helpers/sysfs-fixture.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/volume-report.js';
-import type { PoolReportSnapshot, PoolReportSource } from '../datapath/pool-report.js';
+import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/reconcile/volume-report.js';
+import type { PoolReportSnapshot, PoolReportSource } from '../datapath/pool/pool-report.js';
 import type { AgentTokenSource } from './agent-token-issuer.js';
 import { ControlPlaneSession } from './control-plane-session.js';
 

@@ -22,8 +22,8 @@ import type { ControlMessage__Output } from '../../proto/gen/strata/v1/ControlMe
 import type { LedPattern, LedPattern__Output } from '../../proto/gen/strata/v1/LedPattern.js';
 import type { Inventory } from '../../proto/gen/strata/v1/Inventory.js';
 import { Backoff, sleep, type BackoffOptions } from '../../lib/retry.js';
-import { toPoolReportMessage, type PoolReportSource } from '../datapath/pool-report.js';
-import { toVolumeReportMessage, type VolumeReportSource } from '../datapath/volume-report.js';
+import { toPoolReportMessage, type PoolReportSource } from '../datapath/pool/pool-report.js';
+import { toVolumeReportMessage, type VolumeReportSource } from '../datapath/reconcile/volume-report.js';
 import type { AgentIdentity } from '../identity/identity-store.js';
 import type { AgentTokenSource } from './agent-token-issuer.js';
 import type { InventorySnapshot, InventorySource } from '../inventory/inventory-service.js';

@@ -2,21 +2,21 @@
 // the node pools (node-pools.ts: one storage pool per node, grown and measured), and wires the
 // reconciler. agent/agent.ts calls createDataPathAndPools; a caller may bring some parts itself
 // (DataPathParts, through startAgent): tests bring test/kits/datapath/emulated-datapath.ts's.
-import type { HostAuthSource } from './host-auth.js';
+import type { HostAuthSource } from './kernel/host-auth.js';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import type { Logger } from '../../lib/logger.js';
-import { SsConnectedHostsProbe, type ConnectedHostsProbe } from './connected-hosts.js';
+import { SsConnectedHostsProbe, type ConnectedHostsProbe } from './reconcile/connected-hosts.js';
 import type { PresentedHostsView } from '../discovery/presented-hosts.js';
-import { DataPathState } from './datapath-state.js';
-import { IpAclEnforcer } from './ip-acl-enforcer.js';
-import { NftablesDriver } from './nftables.js';
-import type { ClusterFacts } from './desired-state.js';
-import { DEFAULT_NVMET_ROOT, isOnConfigfs, NvmetConfigfs } from './nvmet-configfs.js';
-import { DataPathReconciler, type DataPathBackend } from './reconciler.js';
-import { NodePools } from './node-pools.js';
-import { runCommand, type CommandRunner, type StoragePool } from './storage-pool.js';
+import { DataPathState } from './reconcile/datapath-state.js';
+import { IpAclEnforcer } from './kernel/ip-acl-enforcer.js';
+import { NftablesDriver } from './kernel/nftables.js';
+import type { ClusterFacts } from './pool/node-pools.js';
+import { DEFAULT_NVMET_ROOT, isOnConfigfs, NvmetConfigfs } from './kernel/nvmet-configfs.js';
+import { DataPathReconciler, type DataPathBackend } from './reconcile/reconciler.js';
+import { NodePools } from './pool/node-pools.js';
+import { runCommand, type CommandRunner, type StoragePool } from './pool/storage-pool.js';
 import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
 import { BlockStack, type BlockIoctls } from './replication/block-stack.js';
 import { ReplicaManager } from './replication/replica-manager.js';

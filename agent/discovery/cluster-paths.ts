@@ -14,7 +14,7 @@ import { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../lib/records.js';
 import { retry, RetryAborted, sleep } from '../../lib/retry.js';
-import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/volume-report.js';
+import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/reconcile/volume-report.js';
 import { addressFamily, makeDiscoveryView, type DiscoveryView, type Referral, type VolumePath } from './log-page.js';
 
 /** The cluster's state as far as discovery needs it (one consistent snapshot). */

@@ -3,7 +3,7 @@
 // the per-host log pages between them. agent/agent.ts owns its life.
 import type { Etcd3 } from 'etcd3';
 import type { Logger } from '../../lib/logger.js';
-import type { VolumeReportSource } from '../datapath/volume-report.js';
+import type { VolumeReportSource } from '../datapath/reconcile/volume-report.js';
 import { ClusterPaths } from './cluster-paths.js';
 import type { ControllerLimits } from './controller.js';
 import { HostLogs } from './host-logs.js';

@@ -13,7 +13,7 @@ import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
-import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from '../datapath/volume-report.js';
+import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from '../datapath/reconcile/volume-report.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery-service.js';
 import { PresentedHosts } from './presented-hosts.js';
 import { decodeDiscoveryLog } from './log-page.js';

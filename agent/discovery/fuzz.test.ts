@@ -15,7 +15,7 @@ import type { ClusterRecord, NodeRecord, ServerRecord } from '../../lib/records.
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
-import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/volume-report.js';
+import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/reconcile/volume-report.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery-service.js';
 import { AdminOpcode, encodeConnect, encodeConnectData, encodeSqe, FabricsType, Property } from './nvme.js';
 import { encodeCapsuleCmd, encodeICReq, encodeTermReq, PduType } from './pdu.js';

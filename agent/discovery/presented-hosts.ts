@@ -2,7 +2,7 @@
 // from. The kernel target of Debian's 6.1 and 6.12 kernels does not say which host NQN a
 // connection belongs to (docs/connected-hosts.md), but a host that attached through discovery
 // told this node its NQN from the same address first: the data path uses that to name the hosts
-// of live volume connections (agent/datapath/connected-hosts.ts, source `discovery`).
+// of live volume connections (agent/datapath/reconcile/connected-hosts.ts, source `discovery`).
 import { isIP } from 'node:net';
 
 /** What the data path reads. */

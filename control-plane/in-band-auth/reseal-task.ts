@@ -1,7 +1,7 @@
 // Leader task: a server whose agent published its box key after the last change of in-band
 // authentication or TLS on NVMe/TCP (a new server, or an agent that lost its state directory)
 // gets the current host keys sealed to it within `intervalMs`. Until then its agent fails closed
-// while the feature is on (agent/datapath/host-auth.ts).
+// while the feature is on (agent/datapath/kernel/host-auth.ts).
 import type { Logger } from '../../lib/logger.js';
 
 export function startResealTask(feature: { resealStale(): Promise<number> }, logger: Logger, what: string, intervalMs = 2000): { stop(): Promise<void> } {

@@ -180,7 +180,7 @@ export function nodeToWire(view: InventoryView, stored: Stored<NodeRecord>): Nod
 
 /**
  * The storage figures and the data-integrity counts come from the node's pool
- * (inventory/storage-statistics.ts, agent/datapath/integrity-errors.ts). Not measured, 0: the
+ * (inventory/storage-statistics.ts, agent/datapath/pool/integrity-errors.ts). Not measured, 0: the
  * garbage collector's count (btrfs has no separate one) and the metadata utilization.
  */
 const NOT_MEASURED = {

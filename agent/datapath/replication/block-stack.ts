@@ -24,7 +24,7 @@ import { promises as fs } from 'node:fs';
 import { uuidFromName } from '../../../lib/contract/uuid.js';
 import { dirname, join } from 'node:path';
 import { REPLICA_DATA_OFFSET_BYTES } from '../../../lib/replication.js';
-import type { CommandRunner } from '../storage-pool.js';
+import type { CommandRunner } from '../pool/storage-pool.js';
 import type { NativeAddon } from '../../../lib/native-addon.js';
 
 const SECTOR = 512n;

@@ -277,8 +277,8 @@ describe(`data path on the real kernel (QEMU guest, ${labKernelLabel()}, nvmet)`
     const mountPoint = '/mnt/md-test';
     const prepare = async (data: string[], journal: string, ec: boolean, nodeUUID = 'abcdef01-0000-4000-8000-000000000000'): Promise<Record<string, unknown>> => {
       const code = [
-        `import { prepareBtrfsMdPool } from '${repoRoot}/dist/agent/datapath/btrfs-md-pool.js';`,
-        `import { runCommand } from '${repoRoot}/dist/agent/datapath/storage-pool.js';`,
+        `import { prepareBtrfsMdPool } from '${repoRoot}/dist/agent/datapath/pool/btrfs-md-pool.js';`,
+        `import { runCommand } from '${repoRoot}/dist/agent/datapath/pool/storage-pool.js';`,
         `import { createLogger } from '${repoRoot}/dist/lib/logger.js';`,
         'const [nodeUUID, data, journal, ec, mountPoint] = process.argv.slice(1);',
         'try {',

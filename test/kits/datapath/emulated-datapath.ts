@@ -4,8 +4,8 @@
 import { promises as fs } from 'node:fs';
 import type { DataPathParts } from '../../../agent/datapath/datapath.js';
 import { findBackend } from '../../../agent/datapath/datapath.js';
-import { isOnConfigfs } from '../../../agent/datapath/nvmet-configfs.js';
-import { NftablesDriver } from '../../../agent/datapath/nftables.js';
+import { isOnConfigfs } from '../../../agent/datapath/kernel/nvmet-configfs.js';
+import { NftablesDriver } from '../../../agent/datapath/kernel/nftables.js';
 import { emulatedConfigfs } from './emulated-nvmet-configfs.js';
 
 /** Why volumes with an IP ACL are Failed in a test that gives no nft command. */

@@ -9,7 +9,7 @@
 //   directory: those make rmdir fail, as user-created children do on configfs).
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
-import { defaultGroups, NvmetConfigfs, objectKind } from '../../../agent/datapath/nvmet-configfs.js';
+import { defaultGroups, NvmetConfigfs, objectKind } from '../../../agent/datapath/kernel/nvmet-configfs.js';
 
 export class EmulatedNvmetConfigfs extends NvmetConfigfs {
   /** A plain directory has no kernel behind it: nothing to probe capabilities from. */

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { agentSettings, resolveAgentConfig } from '../../../agent/config.js';
 import { startAgent, type RunningAgent } from '../../../agent/agent.js';
-import { FilePool } from '../../../agent/datapath/storage-pool.js';
+import { FilePool } from '../../../agent/datapath/pool/storage-pool.js';
 import { loadConfig } from '../../../lib/config.js';
 import { removeDir } from '../../helpers/processes.js';
 import { silentLogger } from '../../helpers/silent-logger.js';

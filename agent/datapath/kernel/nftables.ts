@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { isIP } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
 import { canonicalIpv6, type IpAclChange, type IpAclTable, type ObservedIpAcls, type PortDelta } from './ip-acl.js';
-import { nftablesOperations } from '../metrics/agent-metrics.js';
+import { nftablesOperations } from '../../metrics/agent-metrics.js';
 
 export const NFT_FAMILY = 'inet';
 export const NFT_TABLE = 'strata';

@@ -2,7 +2,7 @@
 // typed model, the operations that change it, and the desired state of one exported volume.
 // Pure types and helpers: no I/O here. Paths are relative to the nvmet root
 // (/sys/kernel/config/nvmet on a real server) and always use '/'.
-import { NQN_MAX_BYTES } from '../../lib/contract/nqn.js';
+import { NQN_MAX_BYTES } from '../../../lib/contract/nqn.js';
 
 /** Attribute files the data path reads, per object kind (all others are left unread). */
 export const subsystemAttributes = ['attr_allow_any_host', 'attr_serial', 'attr_model', 'attr_cntlid_min', 'attr_cntlid_max'] as const;

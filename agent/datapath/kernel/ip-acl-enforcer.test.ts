@@ -4,8 +4,8 @@
 // when nftables cannot be used.
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { silentLogger } from '../../test/helpers/silent-logger.js';
-import { createNetns, type TestNetns } from '../../test/helpers/netns.js';
+import { silentLogger } from '../../../test/helpers/silent-logger.js';
+import { createNetns, type TestNetns } from '../../../test/helpers/netns.js';
 import { IpAclEnforcer, type WantedIpAcl } from './ip-acl-enforcer.js';
 import { ipAclOf, type IpAcl, type IpAclChange } from './ip-acl.js';
 import { NftablesDriver, type IpAclDriver } from './nftables.js';

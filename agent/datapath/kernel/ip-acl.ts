@@ -9,7 +9,7 @@
 // with two constant rules (one per family) that reset every TCP packet to a restricted port
 // whose (source, port) pair is not allowed. Changing an ACL only adds and removes elements.
 import { isIP } from 'node:net';
-import { accessOf, ALLOW_ANY, mixedPseudoValuesProblem } from '../../lib/contract/acl.js';
+import { accessOf, ALLOW_ANY, mixedPseudoValuesProblem } from '../../../lib/contract/acl.js';
 
 /** What one volume's IP ACL asks for. */
 export interface IpAcl {

@@ -14,19 +14,27 @@
 import { mkdirSync, promises as fs, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Etcd3, Watcher } from 'etcd3';
-import { parseRecord } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
-import { writeFileAtomic } from '../../lib/files.js';
-import type { Logger } from '../../lib/logger.js';
-import type { ClusterRecord, NodeRecord } from '../../lib/records.js';
+import { parseRecord } from '../../../lib/etcd/client.js';
+import { keys } from '../../../lib/etcd/keys.js';
+import { writeFileAtomic } from '../../../lib/files.js';
+import type { Logger } from '../../../lib/logger.js';
+import type { ClusterRecord, NodeRecord } from '../../../lib/records.js';
 import { arrayNameOf, examine, prepareBtrfsMdPool, runningArray, runOrFail, signatureOf } from './btrfs-md-pool.js';
 import { parseBtrfsUsage, type BtrfsUsage } from './btrfs-usage.js';
-import type { ClusterFacts } from './desired-state.js';
 import { integrityErrorsOf, readBtrfsErrorStats } from './integrity-errors.js';
 import { isActiveData, isArrayBusy, isFaulty, isJournal, pcieNamespaces, readMdArray, type MdArray, type NvmeNamespace } from './md-array.js';
 import { commandsOf, deviceStatuses, parityFactor, planGrowth, type DesiredDevice, type GrowthPlan } from './pool-growth.js';
 import type { NodePoolStatus, PoolReportSnapshot, PoolReportSource, PoolStateName } from './pool-report.js';
 import { FilePool, type CommandRunner, type StoragePool } from './storage-pool.js';
+
+/**
+ * The cluster as the data path knows it, from the cluster record: pools are opened for its UUID
+ * (a pool of another cluster is refused) and volume subsystems are named after its NQN.
+ */
+export interface ClusterFacts {
+  readonly clusterUUID: string;
+  readonly subsystemNQN: string;
+}
 
 export interface NodePoolsOptions {
   readonly etcd: Etcd3;

@@ -6,7 +6,7 @@
 // holds anything it did not create.
 import { promises as fs } from 'node:fs';
 import { basename, join } from 'node:path';
-import type { Logger } from '../../lib/logger.js';
+import type { Logger } from '../../../lib/logger.js';
 import { pcieNamespaces } from './md-array.js';
 import { PoolError, type CommandRunner } from './storage-pool.js';
 

@@ -28,7 +28,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { isAbsolute, join, normalize, sep } from 'node:path';
-import { configfsOperations } from '../metrics/agent-metrics.js';
+import { configfsOperations } from '../../metrics/agent-metrics.js';
 import {
   describeOp,
   emptyTree,

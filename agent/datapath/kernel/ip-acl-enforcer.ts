@@ -16,7 +16,7 @@
 // entries of every such port exactly the endpoints', whenever they change, and the two data path
 // steps keep them. Every step runs alone (one at a time), since each reads, plans and applies the
 // whole table.
-import type { Logger } from '../../lib/logger.js';
+import type { Logger } from '../../../lib/logger.js';
 import {
   describeIpAclChange,
   planIpAcls,

@@ -1,9 +1,9 @@
 // The data path's report to the control plane: one VolumeStatus per volume this agent's nodes
 // hold, after every pass. The control-plane session sends the latest report that no control
 // plane acknowledged yet, like the inventory.
-import type { VolumeStatusRecord } from '../../lib/records.js';
-import type { VolumeReport } from '../../proto/gen/strata/v1/VolumeReport.js';
-import type { VolumeServeState } from '../../proto/gen/strata/v1/VolumeServeState.js';
+import type { VolumeStatusRecord } from '../../../lib/records.js';
+import type { VolumeReport } from '../../../proto/gen/strata/v1/VolumeReport.js';
+import type { VolumeServeState } from '../../../proto/gen/strata/v1/VolumeServeState.js';
 
 /**
  * A volume's status as the agent reports it. The control plane keeps `userWritten` across device

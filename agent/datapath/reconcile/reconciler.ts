@@ -13,30 +13,31 @@
 // When etcd is unreachable the last known assignments stay in force: nothing is torn down
 // because a read or a watch failed.
 import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
-import { parseRecord } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { Logger } from '../../lib/logger.js';
-import type { ClusterRecord, PresenceRecord, ReplicaSetRecord, VolumeAssignment } from '../../lib/records.js';
-import { mapLimit } from '../../lib/concurrency.js';
-import { sleep } from '../../lib/retry.js';
+import { parseRecord } from '../../../lib/etcd/client.js';
+import { keys } from '../../../lib/etcd/keys.js';
+import type { Logger } from '../../../lib/logger.js';
+import type { ClusterRecord, PresenceRecord, ReplicaSetRecord, VolumeAssignment } from '../../../lib/records.js';
+import { mapLimit } from '../../../lib/concurrency.js';
+import { sleep } from '../../../lib/retry.js';
 import { resolveHostNqn, type ConnectedHostsProbe, type ConnectionsByPort } from './connected-hosts.js';
-import type { PresentedHostsView } from '../discovery/presented-hosts.js';
+import type { PresentedHostsView } from '../../discovery/presented-hosts.js';
 import type { DataPathState } from './datapath-state.js';
-import { assignmentProblem, desiredExportOf, replicationExportOf, type ClusterFacts, type ExportSettings } from './desired-state.js';
-import { DEFAULT_REPLICATION_PORT, replicaBackingBytes, withReplicaSet } from '../../lib/replication.js';
-import { NotReadyYet, type ReplicaLegStatus, type ReplicaManager } from './replication/replica-manager.js';
-import type { WrittenCount } from './replication/block-stack.js';
-import { ipAclOf, type IpAcl } from './ip-acl.js';
-import type { IpAclEnforcer, WantedIpAcl } from './ip-acl-enforcer.js';
-import type { NvmetConfigfs } from './nvmet-configfs.js';
-import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
-import { describeOp, objectOfOp, paths, type DesiredExport, type NvmetTree } from './nvmet-model.js';
-import { planNvmet, volumeOfNqn, withHostAuth } from './nvmet-plan.js';
-import { HOST_AUTH_DISABLED, hostKeysFor, hostKeyWrites, LOCKED_OUT_KEY, type HostAuthSource, type HostKeys } from './host-auth.js';
-import { replaceObjects, treeOf, workCopy, type WorkTree } from './nvmet-simulator.js';
-import type { StoragePool, VolumeUsage } from './storage-pool.js';
+import { assignmentProblem, desiredExportOf, replicationExportOf, type ExportSettings } from './desired-state.js';
+import { DEFAULT_REPLICATION_PORT, replicaBackingBytes, withReplicaSet } from '../../../lib/replication.js';
+import { NotReadyYet, type ReplicaLegStatus, type ReplicaManager } from '../replication/replica-manager.js';
+import type { WrittenCount } from '../replication/block-stack.js';
+import { ipAclOf, type IpAcl } from '../kernel/ip-acl.js';
+import type { IpAclEnforcer, WantedIpAcl } from '../kernel/ip-acl-enforcer.js';
+import type { NvmetConfigfs } from '../kernel/nvmet-configfs.js';
+import { volumeNqnPrefix } from '../../../lib/contract/nqn.js';
+import { describeOp, objectOfOp, paths, type DesiredExport, type NvmetTree } from '../kernel/nvmet-model.js';
+import { planNvmet, volumeOfNqn, withHostAuth } from '../kernel/nvmet-plan.js';
+import { HOST_AUTH_DISABLED, hostKeysFor, hostKeyWrites, LOCKED_OUT_KEY, type HostAuthSource, type HostKeys } from '../kernel/host-auth.js';
+import { replaceObjects, treeOf, workCopy, type WorkTree } from '../kernel/nvmet-simulator.js';
+import type { StoragePool, VolumeUsage } from '../pool/storage-pool.js';
+import type { ClusterFacts } from '../pool/node-pools.js';
 import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from './volume-report.js';
-import { reconcilePassDuration, reconcilePasses, reconcilePhaseDuration } from '../metrics/agent-metrics.js';
+import { reconcilePassDuration, reconcilePasses, reconcilePhaseDuration } from '../../metrics/agent-metrics.js';
 
 /** What the data path runs on, decided once at start. */
 export type DataPathBackend =

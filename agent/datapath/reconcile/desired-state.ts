@@ -1,23 +1,19 @@
 // From a VolumeAssignment (etcd, written by the active cluster manager) to what the kernel
 // target must show on this node. Checks every field the kernel or a path depends on: an
 // assignment that fails here is reported Failed with the reason, and nothing is touched for it.
-import { accessOf, ALLOW_NONE, mixedPseudoValuesProblem } from '../../lib/contract/acl.js';
-import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
-import { isCanonicalUuid, uuidFromName } from '../../lib/contract/uuid.js';
-import type { AclEntry, AssignmentReplication, VolumeAssignment } from '../../lib/records.js';
-import { DEFAULT_REPLICATION_PORT, nodeHostNQN } from '../../lib/replication.js';
+import { accessOf, ALLOW_NONE, mixedPseudoValuesProblem } from '../../../lib/contract/acl.js';
+import { volumeNqnPrefix } from '../../../lib/contract/nqn.js';
+import { isCanonicalUuid, uuidFromName } from '../../../lib/contract/uuid.js';
+import type { AclEntry, AssignmentReplication, VolumeAssignment } from '../../../lib/records.js';
+import { DEFAULT_REPLICATION_PORT, nodeHostNQN } from '../../../lib/replication.js';
 import {
   isSafeObjectName,
   serialOfVolume,
   STRATA_MODEL,
   type DesiredExport,
-} from './nvmet-model.js';
-import { ipAclOf } from './ip-acl.js';
-
-export interface ClusterFacts {
-  readonly clusterUUID: string;
-  readonly subsystemNQN: string;
-}
+} from '../kernel/nvmet-model.js';
+import { ipAclOf } from '../kernel/ip-acl.js';
+import type { ClusterFacts } from '../pool/node-pools.js';
 
 export interface ExportSettings {
   /** traddr of every volume port (0.0.0.0 = all IPv4 addresses). */

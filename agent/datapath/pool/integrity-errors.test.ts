@@ -2,7 +2,7 @@
 // md's per-member corrected read errors and btrfs' devinfo error_stats.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createFakeSysfs, type FakeSysfs } from '../../test/helpers/sysfs-fixture.js';
+import { createFakeSysfs, type FakeSysfs } from '../../../test/helpers/sysfs-fixture.js';
 import { integrityErrorsOf, parseBtrfsErrorStats, readBtrfsErrorStats } from './integrity-errors.js';
 import { pcieNamespaces, readMdArray } from './md-array.js';
 import { toPoolReportMessage, type NodePoolStatus } from './pool-report.js';

@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { createFakeSysfs } from '../../test/helpers/sysfs-fixture.js';
-import { silentLogger } from '../../test/helpers/silent-logger.js';
+import { createFakeSysfs } from '../../../test/helpers/sysfs-fixture.js';
+import { silentLogger } from '../../../test/helpers/silent-logger.js';
 import { arrayNameOf, exportedName, prepareBtrfsMdPool, raidLevelOf } from './btrfs-md-pool.js';
 import { PoolError, type CommandRunner } from './storage-pool.js';
 

@@ -8,20 +8,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { ClusterRecord, VolumeAssignment } from '../../lib/records.js';
-import { EmulatedNvmetConfigfs } from '../../test/kits/datapath/emulated-nvmet-configfs.js';
-import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
-import { silentLogger } from '../../test/helpers/silent-logger.js';
-import { waitUntil } from '../../test/helpers/wait.js';
+import { createEtcdClient } from '../../../lib/etcd/client.js';
+import { keys } from '../../../lib/etcd/keys.js';
+import type { ClusterRecord, VolumeAssignment } from '../../../lib/records.js';
+import { EmulatedNvmetConfigfs } from '../../../test/kits/datapath/emulated-nvmet-configfs.js';
+import { testAssignment } from '../../../test/kits/datapath/test-assignment.js';
+import { startEtcd, type TestEtcd } from '../../../test/helpers/etcd.js';
+import { silentLogger } from '../../../test/helpers/silent-logger.js';
+import { waitUntil } from '../../../test/helpers/wait.js';
 import type { ConnectedHostsProbe } from './connected-hosts.js';
 import { DataPathState } from './datapath-state.js';
-import { IpAclEnforcer } from './ip-acl-enforcer.js';
-import { describeOp, type NvmetObjects, type NvmetOp, type NvmetTree } from './nvmet-model.js';
+import { IpAclEnforcer } from '../kernel/ip-acl-enforcer.js';
+import { describeOp, type NvmetObjects, type NvmetOp, type NvmetTree } from '../kernel/nvmet-model.js';
 import { DataPathReconciler, type PassSummary } from './reconciler.js';
-import { FilePool } from './storage-pool.js';
+import { FilePool } from '../pool/storage-pool.js';
 
 const CLUSTER: ClusterRecord = {
   UUID: 'c0ffee00-0000-4000-8000-000000000002',

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { parseSsAll, resolveHostNqn, SsConnectedHostsProbe } from './connected-hosts.js';
-import { PresentedHosts } from '../discovery/presented-hosts.js';
+import { PresentedHosts } from '../../discovery/presented-hosts.js';
 
 describe('connected hosts from TCP sockets', () => {
   it('counts established connections to listening ports only, by peer address', () => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
-import { createNetns, type TestNetns } from '../../test/helpers/netns.js';
+import { createNetns, type TestNetns } from '../../../test/helpers/netns.js';
 import { planIpAcls, type IpAcl, type IpAclTable } from './ip-acl.js';
 import { NftablesDriver, NftablesUnavailable, nftCommandsOf, parseNftTable } from './nftables.js';
 

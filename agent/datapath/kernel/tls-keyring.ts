@@ -14,8 +14,8 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
-import { deriveTlsPsks, parseTlsPsk } from '../../lib/contract/nvme-tls-psk.js';
-import type { Logger } from '../../lib/logger.js';
+import { deriveTlsPsks, parseTlsPsk } from '../../../lib/contract/nvme-tls-psk.js';
+import type { Logger } from '../../../lib/logger.js';
 
 const KEY_TYPE = 'psk';
 const KEYRING = '.nvme';

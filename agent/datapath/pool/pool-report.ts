@@ -1,10 +1,10 @@
 // The storage pools' report to the control plane: one NodePoolStatus per node that has a pool
 // (md + btrfs over its data devices), measured on the server. The control-plane session sends
 // the latest report no control plane acknowledged yet, like the inventory and volume reports.
-import type { NodePool } from '../../proto/gen/strata/v1/NodePool.js';
-import type { PoolDeviceState } from '../../proto/gen/strata/v1/PoolDeviceState.js';
-import type { PoolReport } from '../../proto/gen/strata/v1/PoolReport.js';
-import type { PoolState } from '../../proto/gen/strata/v1/PoolState.js';
+import type { NodePool } from '../../../proto/gen/strata/v1/NodePool.js';
+import type { PoolDeviceState } from '../../../proto/gen/strata/v1/PoolDeviceState.js';
+import type { PoolReport } from '../../../proto/gen/strata/v1/PoolReport.js';
+import type { PoolState } from '../../../proto/gen/strata/v1/PoolState.js';
 import type { DeviceState, PoolDeviceStatus } from './pool-growth.js';
 
 export type PoolStateName = 'Ready' | 'Growing' | 'Rebuilding' | 'Degraded' | 'Failed';

@@ -10,14 +10,14 @@
 // flag first. On other filesystems (ext4 in tests) the same layout works without NOCOW or
 // compression, and snapshots fall back to full sparse copies when the filesystem cannot reflink.
 import { execFile } from 'node:child_process';
-import { loadNativeAddon, type NativeAddon } from '../../lib/native-addon.js';
+import { loadNativeAddon, type NativeAddon } from '../../../lib/native-addon.js';
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { UUID_PATTERN } from '../../lib/contract/uuid.js';
-import { pathExists, writeFileAtomic } from '../../lib/files.js';
-import type { Logger } from '../../lib/logger.js';
+import { UUID_PATTERN } from '../../../lib/contract/uuid.js';
+import { pathExists, writeFileAtomic } from '../../../lib/files.js';
+import type { Logger } from '../../../lib/logger.js';
 
 export interface VolumeSpec {
   readonly compression: boolean;

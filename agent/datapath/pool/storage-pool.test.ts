@@ -4,8 +4,8 @@ import { mkdtempSync, promises as fs, readFileSync, rmSync, statSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { silentLogger } from '../../test/helpers/silent-logger.js';
-import { loadNativeAddon } from '../../lib/native-addon.js';
+import { silentLogger } from '../../../test/helpers/silent-logger.js';
+import { loadNativeAddon } from '../../../lib/native-addon.js';
 import { FilePool, parseCompsizeDiskUsage, PoolError } from './storage-pool.js';
 
 const CLUSTER = 'c0ffee00-0000-4000-8000-000000000000';

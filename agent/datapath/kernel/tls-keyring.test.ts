@@ -6,9 +6,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { volumeNqnPrefix } from '../../lib/contract/nqn.js';
-import { deriveTlsPsks, parseTlsPsk, randomTlsPsk } from '../../lib/contract/nvme-tls-psk.js';
-import { silentLogger } from '../../test/helpers/silent-logger.js';
+import { volumeNqnPrefix } from '../../../lib/contract/nqn.js';
+import { deriveTlsPsks, parseTlsPsk, randomTlsPsk } from '../../../lib/contract/nvme-tls-psk.js';
+import { silentLogger } from '../../../test/helpers/silent-logger.js';
 import { parseProcKeys, subsystemOfIdentity, TlsPskKeyring, type Keyring, type KeyringKey } from './tls-keyring.js';
 
 const PREFIX = volumeNqnPrefix('nqn.2024-01.io.strata:cluster:c1');

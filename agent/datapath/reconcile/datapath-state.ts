@@ -10,7 +10,7 @@
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { writeFileAtomic } from '../../lib/files.js';
+import { writeFileAtomic } from '../../../lib/files.js';
 
 const stateSchema = z.object({
   version: z.literal(1),

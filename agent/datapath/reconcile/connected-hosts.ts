@@ -4,9 +4,9 @@
 // queue) is an established connection to the volume's own port. The agent reads them with
 // `ss -Htan` and reports the peer addresses. resolveHostNqn names the host of each address where
 // it can be known, and says how (docs/connected-hosts.md).
-import type { PresentedHostsView } from '../discovery/presented-hosts.js';
-import type { ConnectedHostReport } from '../../lib/records.js';
-import { runCommand, type CommandRunner } from './storage-pool.js';
+import type { PresentedHostsView } from '../../discovery/presented-hosts.js';
+import type { ConnectedHostReport } from '../../../lib/records.js';
+import { runCommand, type CommandRunner } from '../pool/storage-pool.js';
 
 /** Local port → peer addresses (unique, sorted). */
 export type ConnectionsByPort = ReadonlyMap<number, readonly string[]>;
