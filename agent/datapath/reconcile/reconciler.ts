@@ -3,41 +3,46 @@
 //
 // Level-triggered and serialized. A pass runs at start, on every change of the node's
 // assignments (etcd watch from the revision read), and every resync interval (which also
-// re-reads all assignments). Each pass: prepare each assigned volume's backing (create, grow,
-// snapshots, rollback), read the whole configfs tree back, plan against what is really there,
-// apply, read back again to verify, remove the backings of volumes no longer assigned, and
-// publish a complete report. Because the plan is computed from the real tree, a pass
-// interrupted anywhere (kill -9) is finished by the next one; the few things the tree cannot
-// tell are written ahead to DataPathState.
+// re-reads all assignments). Each pass (its five phases: pass.ts, a module each): prepare each
+// assigned volume's backing (create, grow, snapshots, rollback), read the whole configfs tree
+// back, plan against what is really there, apply, read back again to verify, remove the backings
+// of volumes no longer assigned, and publish a complete report. Because the plan is computed
+// from the real tree, a pass interrupted anywhere (kill -9) is finished by the next one; the few
+// things the tree cannot tell are written ahead to DataPathState.
 //
 // When etcd is unreachable the last known assignments stay in force: nothing is torn down
 // because a read or a watch failed.
 import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
 import { parseRecord } from '../../../lib/etcd/client.js';
 import { keys } from '../../../lib/etcd/keys.js';
-import type { Logger } from '../../../lib/logger.js';
 import type { ClusterRecord, PresenceRecord, ReplicaSetRecord, VolumeAssignment } from '../../../lib/records.js';
 import { mapLimit } from '../../../lib/concurrency.js';
 import { sleep } from '../../../lib/retry.js';
-import { resolveHostNqn, type ConnectedHostsProbe, type ConnectionsByPort } from './connected-hosts.js';
-import type { PresentedHostsView } from '../../discovery/presented-hosts.js';
-import type { DataPathState } from './datapath-state.js';
-import { assignmentProblem, desiredExportOf, replicationExportOf, type ExportSettings } from './desired-state.js';
-import { DEFAULT_REPLICATION_PORT, replicaBackingBytes, withReplicaSet } from '../../../lib/replication.js';
-import { NotReadyYet, type ReplicaLegStatus, type ReplicaManager } from '../replication/replica-manager.js';
-import type { WrittenCount } from '../replication/block-stack.js';
-import { ipAclOf, type IpAcl } from '../kernel/ip-acl.js';
-import type { IpAclEnforcer, WantedIpAcl } from '../kernel/ip-acl-enforcer.js';
-import type { NvmetConfigfs } from '../kernel/nvmet-configfs.js';
+import { withReplicaSet } from '../../../lib/replication.js';
 import { volumeNqnPrefix } from '../../../lib/contract/nqn.js';
-import { describeOp, objectOfOp, paths, type DesiredExport, type NvmetTree } from '../kernel/nvmet-model.js';
-import { planNvmet, volumeOfNqn, withHostAuth } from '../kernel/nvmet-plan.js';
-import { HOST_AUTH_DISABLED, hostKeysFor, hostKeyWrites, LOCKED_OUT_KEY, type HostAuthSource, type HostKeys } from '../kernel/host-auth.js';
-import { replaceObjects, treeOf, workCopy, type WorkTree } from '../kernel/nvmet-simulator.js';
-import type { StoragePool, VolumeUsage } from '../pool/storage-pool.js';
+import { reconcilePassDuration, reconcilePasses } from '../../metrics/agent-metrics.js';
+import type { NvmetConfigfs } from '../kernel/nvmet-configfs.js';
+import { paths, type NvmetTree } from '../kernel/nvmet-model.js';
+import { volumeOfNqn } from '../kernel/nvmet-plan.js';
 import type { ClusterFacts } from '../pool/node-pools.js';
+import type { StoragePool } from '../pool/storage-pool.js';
+import { prepareBackings } from './pass-backings.js';
+import { applyTarget, enforceIpAcls, readTarget, type TargetRead } from './pass-kernel.js';
+import { statusesOf } from './pass-statuses.js';
+import { tearDown } from './pass-teardown.js';
+import { verify } from './pass-verify.js';
+import {
+  BACKINGS_PREPARED_AT_ONCE,
+  failedStatus,
+  PassPreempted,
+  PhaseTimer,
+  type AssignmentEntry,
+  type PassContext,
+  type PassMemory,
+  type PassOptions,
+  type PassScope,
+} from './pass.js';
 import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from './volume-report.js';
-import { reconcilePassDuration, reconcilePasses, reconcilePhaseDuration } from '../../metrics/agent-metrics.js';
 
 /** What the data path runs on, decided once at start. */
 export type DataPathBackend =
@@ -45,27 +50,15 @@ export type DataPathBackend =
   /** No usable kernel target: every assigned volume is reported Failed with `reason`. */
   | { readonly kind: 'unavailable'; readonly reason: string };
 
-export interface DataPathReconcilerOptions {
+/** What the reconciler runs on; a pass uses the PassOptions part (pass.ts). */
+export interface DataPathReconcilerOptions extends PassOptions {
   readonly etcd: Etcd3;
-  readonly nodeUUIDs: readonly string[];
   readonly backend: () => Promise<DataPathBackend>;
   /** Opens the storage pool of one node (called once per node, again after a failure). */
   readonly openPool: (nodeUUID: string, cluster: ClusterFacts) => Promise<StoragePool>;
-  readonly state: DataPathState;
-  readonly settings: ExportSettings;
-  readonly connectedHosts?: ConnectedHostsProbe;
-  /** The host NQNs hosts presented to this node's discovery controller, by address (names connected hosts). */
-  readonly presentedHosts?: PresentedHostsView;
-  /** The volume ports' IP ACLs (nftables). */
-  readonly ipAcls: IpAclEnforcer;
-  /** Replicated volumes (md raid1 over NVMe/TCP); without it they are reported Failed. */
-  readonly replicas?: ReplicaManager;
   readonly resyncIntervalMs: number;
-  /** In-band authentication (host-auth.ts); without it, no host entry gets a key. */
-  readonly hostAuth?: HostAuthSource;
   /** Coalesces bursts of watch events into one pass. */
   readonly debounceMs?: number;
-  readonly logger: Logger;
 }
 
 export interface PassSummary {
@@ -82,45 +75,8 @@ export interface PassSummary {
   readonly prepared: number;
 }
 
-interface AssignmentEntry {
-  readonly nodeUUID: string;
-  readonly volumeUUID: string;
-  /** undefined: the record could not be parsed. */
-  readonly assignment: VolumeAssignment | undefined;
-}
-
-/** A volume whose backing is ready, kept until its assignment changes or a full pass. */
-interface PreparedVolume {
-  readonly entry: AssignmentEntry;
-  /** The assignment it was prepared for (its JSON). */
-  readonly fingerprint: string;
-  readonly generation: number;
-  readonly pool: StoragePool;
-  /** The host path. */
-  readonly desired: DesiredExport;
-  /** More subsystems of the volume on this node: the replication export of a replica's copy. */
-  readonly extra: readonly DesiredExport[];
-  readonly ipAcl: WantedIpAcl;
-  readonly snapshots: VolumeStatusEntry['snapshots'];
-  readonly warning?: string;
-  /** The backing file the pool made (a replicated volume's copy). */
-  readonly backing: { readonly devicePath: string; readonly bufferedIo: boolean; readonly warning?: string };
-  /** Last measured; undefined until measured. */
-  usage?: VolumeUsage;
-  /** Bytes written through a replicated volume's device while this node is its primary, as last measured. */
-  written?: WrittenCount;
-}
-
-class PassPreempted extends Error {}
-
 /** A volume waiting for something outside this node (a replica to come up) is tried again this soon. */
 const NOT_READY_RETRY_MS = 1000;
-
-/** Configfs operations applied between two turns of the event loop. */
-const OPS_PER_TURN = 8;
-
-/** Backings prepared (and usages measured) at the same time. */
-const BACKINGS_PREPARED_AT_ONCE = 8;
 
 /**
  * A full pass at least this many times its own duration apart: on a server with thousands of
@@ -128,32 +84,18 @@ const BACKINGS_PREPARED_AT_ONCE = 8;
  */
 const FULL_PASS_SPACING = 10;
 
-function failedStatus(e: AssignmentEntry, error: string): VolumeStatusEntry {
-  return {
-    volumeUUID: e.volumeUUID,
-    nodeUUID: e.nodeUUID,
-    generation: e.assignment?.generation ?? 0,
-    state: 'Failed',
-    error,
-    snapshots: [],
-    connectedHosts: [],
-    logicalUsedBytes: '0',
-    physicalUsedBytes: '0',
-  };
-}
-
-/** Whether two assignments of a volume differ only in what a change of its replica set changes. */
-function onlyReplicationChanged(a: VolumeAssignment, b: VolumeAssignment): boolean {
-  const rest = (x: VolumeAssignment) => JSON.stringify({ ...x, role: '', anaState: '', replication: null });
-  return a.replication != null && b.replication != null && rest(a) === rest(b);
-}
-
-function replicaLegsOf(legs: readonly ReplicaLegStatus[] | undefined): Pick<VolumeStatusEntry, 'replicaLegs'> {
-  return legs ? { replicaLegs: legs.map((l) => ({ ...l })) } : {};
-}
-
-function userWrittenOf(written: WrittenCount | undefined): Pick<VolumeStatusEntry, 'userWrittenBytes' | 'userWrittenDevice'> {
-  return written ? { userWrittenBytes: String(written.bytes), userWrittenDevice: written.device } : {};
+/** How a pass starts: which kind it is, and the cluster and assignments it works from. */
+interface PassStart {
+  readonly backend: DataPathBackend;
+  /** Every backing checked and the whole kernel tree read back. */
+  readonly full: boolean;
+  /** A periodic full pass that still gives way to assignment changes. */
+  readonly preemptible: boolean;
+  /** The interval's refresh of connected hosts and usage is due. */
+  readonly refresh: boolean;
+  readonly cluster: ClusterFacts;
+  /** By volume, then node. */
+  readonly entries: readonly AssignmentEntry[];
 }
 
 export class DataPathReconciler implements VolumeReportSource {
@@ -168,11 +110,7 @@ export class DataPathReconciler implements VolumeReportSource {
   /** The replica-set and presence watches of replication. */
   private readonly replicaSetWatchers: Watcher[] = [];
   private watchBroken = false;
-  private readonly pools = new Map<string, StoragePool>();
   private readonly poolErrors = new Map<string, string>();
-  /** Volumes torn down by this process, reported Absent until a report listing them is acked. */
-  private readonly absent = new Map<string, { nodeUUID: string; generation: number; sequence: number }>();
-  private readonly lastNodeOf = new Map<string, { nodeUUID: string; generation: number }>();
   private report: VolumeReportSnapshot | undefined;
   private reportKey = '';
   private sequence = 0;
@@ -202,21 +140,28 @@ export class DataPathReconciler implements VolumeReportSource {
   private readonly abort = new AbortController();
   private lastSummary: PassSummary | undefined;
   private readonly passListeners = new Set<(s: PassSummary) => void>();
-  /** volume/node → its prepared backing and export. */
-  private readonly prepared = new Map<string, PreparedVolume>();
-  /** The kernel target as last read back, kept between passes. */
-  private observed: WorkTree | undefined;
-  /**
-   * Nodes being stopped (docs/node-operations.md): their volumes' kernel objects stay exactly as
-   * they are (no pass prepares or changes them) while their primaries are handed over.
-   */
-  private readonly frozenNodes = new Set<string>();
-  /** Stopped nodes: their volumes are not served (host paths and replication exports leave); backings stay. */
-  private readonly heldNodes = new Set<string>();
-  /** Volumes of held nodes whose device-mapper device and mirror were taken down. */
-  private readonly releasedHeld = new Set<string>();
+  /** What passes keep from one to the next (pass.ts). */
+  private readonly memory: PassMemory = {
+    prepared: new Map(),
+    observed: undefined,
+    pools: new Map(),
+    absent: new Map(),
+    lastNodeOf: new Map(),
+    frozenNodes: new Set(),
+    heldNodes: new Set(),
+    releasedHeld: new Set(),
+  };
+  /** What every pass is lent. */
+  private readonly context: PassContext;
 
-  constructor(private readonly options: DataPathReconcilerOptions) {}
+  constructor(private readonly options: DataPathReconcilerOptions) {
+    this.context = {
+      options,
+      memory: this.memory,
+      stopped: () => this.stopped,
+      poolOf: (nodeUUID, cluster) => this.poolOf(nodeUUID, cluster),
+    };
+  }
 
   start(): void {
     if (this.stopped || this.started) return;
@@ -306,7 +251,7 @@ export class DataPathReconciler implements VolumeReportSource {
    * any, finishes first), so a hand-over cannot be undone by a pass serving them again.
    */
   async freezeNode(nodeUUID: string): Promise<void> {
-    this.frozenNodes.add(nodeUUID);
+    this.memory.frozenNodes.add(nodeUUID);
     while (this.running) await this.running;
   }
 
@@ -319,7 +264,7 @@ export class DataPathReconciler implements VolumeReportSource {
   async handOverNode(nodeUUID: string): Promise<string[]> {
     const replicas = this.options.replicas;
     if (!replicas) return [];
-    const volumes = replicas.primaryVolumes().filter((v) => this.prepared.get(`${v}/${nodeUUID}`) !== undefined);
+    const volumes = replicas.primaryVolumes().filter((v) => this.memory.prepared.get(`${v}/${nodeUUID}`) !== undefined);
     const set = new Set(volumes);
     await this.writeInaccessible((volumeUUID) => set.has(volumeUUID));
     for (const volumeUUID of volumes) {
@@ -338,69 +283,42 @@ export class DataPathReconciler implements VolumeReportSource {
    * their subsystems left and took down their device-mapper devices; returns what is still there.
    */
   async holdNode(nodeUUID: string): Promise<string[]> {
-    this.heldNodes.add(nodeUUID);
-    this.frozenNodes.delete(nodeUUID);
+    this.memory.heldNodes.add(nodeUUID);
+    this.memory.frozenNodes.delete(nodeUUID);
     await this.reconcileNow();
     return this.servedSubsystemsOf(nodeUUID);
   }
 
   /** Node start: the node's volumes are served again; resolves after a full pass with them. */
   async releaseNode(nodeUUID: string): Promise<PassSummary | undefined> {
-    this.heldNodes.delete(nodeUUID);
-    this.frozenNodes.delete(nodeUUID);
-    for (const v of [...this.releasedHeld]) if (this.lastNodeOf.get(v)?.nodeUUID === nodeUUID) this.releasedHeld.delete(v);
+    this.memory.heldNodes.delete(nodeUUID);
+    this.memory.frozenNodes.delete(nodeUUID);
+    for (const v of [...this.memory.releasedHeld]) if (this.memory.lastNodeOf.get(v)?.nodeUUID === nodeUUID) this.memory.releasedHeld.delete(v);
     return this.reconcileNow();
   }
 
   /** Held from the agent's start (a node stopped before the agent restarted). */
   holdNodeAtStart(nodeUUID: string): void {
-    this.heldNodes.add(nodeUUID);
+    this.memory.heldNodes.add(nodeUUID);
   }
 
   /** The node's volumes' subsystems still in the kernel target as last read back. */
   private servedSubsystemsOf(nodeUUID: string): string[] {
     const prefix = this.cluster ? volumeNqnPrefix(this.cluster.subsystemNQN) : undefined;
-    if (!prefix || !this.observed || !this.assignments) return [];
+    if (!prefix || !this.memory.observed || !this.assignments) return [];
     const volumes = new Set(this.assignments.get(nodeUUID)?.keys() ?? []);
-    return [...this.observed.subsystems.keys()].filter((nqn) => volumes.has(volumeOfNqn(nqn, prefix) ?? ''));
-  }
-
-  private fenced(d: DesiredExport): DesiredExport {
-    return this.options.replicas?.isFenced(d.volumeUUID) ? { ...d, port: { ...d.port, anaState: 'inaccessible' } } : d;
+    return [...this.memory.observed.subsystems.keys()].filter((nqn) => volumes.has(volumeOfNqn(nqn, prefix) ?? ''));
   }
 
   private writeFencedAnaStates(): Promise<void> {
     return this.writeInaccessible((volumeUUID) => this.options.replicas?.isFenced(volumeUUID) === true);
   }
 
-  /**
-   * A promotion's host path turns ANA-optimized as soon as its device-mapper table points at the
-   * array (serve() returned: the copies etcd no longer calls in sync are out of the mirror), not
-   * at the end of the pass (IP ACLs, configfs read-back, plan, apply): the failover's critical
-   * path. Only when the kernel already serves this path as the pass would but for the ANA state
-   * (the port, the subsystem linked to it, the namespace enabled on this very device) and the
-   * volume is not fenced; the pass then writes the same state again. No other node can write to
-   * the copies by then: the replica set moved only once the old primary was drained and cut off
-   * (hand-over) or its lease was gone (the leader's failover), and the array holds the in-sync
-   * copies alone.
-   */
-  private async serveOptimizedNow(now: PreparedVolume, before: PreparedVolume): Promise<void> {
-    if (this.backend?.kind !== 'nvmet' || !this.observed) return;
-    const d = this.fenced(now.desired);
-    if (d.port.anaState !== 'optimized' || before.desired.port.anaState === 'optimized') return;
-    if (before.desired.port.id !== d.port.id || before.desired.namespace.devicePath !== d.namespace.devicePath) return;
-    const port = this.observed.ports.get(d.port.id);
-    const ns = this.observed.subsystems.get(d.nqn)?.namespaces.get(d.namespace.nsid);
-    if (!port?.subsystems.has(d.nqn) || ns?.attrs['enable'] !== '1' || ns.attrs['device_path'] !== d.namespace.devicePath) return;
-    await this.backend.configfs.apply({ op: 'write', path: paths.anaState(d.port.id, d.namespace.anaGroupId), value: 'optimized', volume: d.volumeUUID });
-    this.options.logger.info({ volumeUUID: d.volumeUUID, port: d.port.id }, 'promoted: host path ANA-optimized');
-  }
-
   /** Writes `inaccessible` to the ANA state of the host paths of the volumes chosen, straight to configfs. */
   private async writeInaccessible(chosen: (volumeUUID: string) => boolean): Promise<void> {
     if (this.backend?.kind !== 'nvmet') return;
     const configfs = this.backend.configfs;
-    for (const p of this.prepared.values()) {
+    for (const p of this.memory.prepared.values()) {
       if (!chosen(p.desired.volumeUUID)) continue;
       try {
         await configfs.apply({ op: 'write', path: paths.anaState(p.desired.port.id, p.desired.namespace.anaGroupId), value: 'inaccessible', volume: p.desired.volumeUUID });
@@ -434,9 +352,9 @@ export class DataPathReconciler implements VolumeReportSource {
 
   acknowledged(sequence: number): void {
     let changed = false;
-    for (const [volume, entry] of this.absent) {
+    for (const [volume, entry] of this.memory.absent) {
       if (entry.sequence <= sequence) {
-        this.absent.delete(volume);
+        this.memory.absent.delete(volume);
         changed = true;
       }
     }
@@ -635,19 +553,97 @@ export class DataPathReconciler implements VolumeReportSource {
 
   // --- The pass ----------------------------------------------------------------------------------
 
+  /**
+   * One pass, in the five phases of pass.ts, each handing its result to the next. Undefined when
+   * none ran to the end: the cluster is not bootstrapped yet, or a periodic full pass gave way.
+   */
   private async pass(): Promise<PassSummary | undefined> {
     const log = this.options.logger;
     const started = Date.now();
+    const start = await this.startPass();
+    if (!start) return undefined;
+    const { backend, full, preemptible, refresh, cluster, entries } = start;
+    if (backend.kind === 'unavailable') {
+      const statuses = entries.map((e) => failedStatus(e, backend.reason));
+      this.publish(statuses);
+      return { operations: 0, failedOperations: 0, ipAclChanges: 0, served: 0, failed: statuses.length, removed: 0, full: true, prepared: 0 };
+    }
+    const pass: PassScope = { full, cluster, prefix: volumeNqnPrefix(cluster.subsystemNQN), configfs: backend.configfs, entries, timer: new PhaseTimer() };
+    const { timer } = pass;
+
+    // 1. Backings. A periodic full pass gives way to assignment changes that arrive before it
+    // changes anything (while it checks backings or reads the tree, its long steps): the watch
+    // aborts it, the changes get a pass of their own, then the full pass runs again, to the end.
+    const preempt = preemptible ? new AbortController() : undefined;
+    this.givingWay = preempt;
+    const backings = await prepareBackings(this.context, pass, preempt?.signal);
+    if (backings.notReady) this.schedule(false, NOT_READY_RETRY_MS);
+    if (preempt?.signal.aborted) return this.givenWay(timer.phases);
+    timer.lap('prepare');
+
+    // 2. Kernel target: 2a the IP ACLs, before the exports change; 2b nvmet, read, planned,
+    // applied and read back.
+    const exports = await enforceIpAcls(this.context, backings);
+    timer.lap('ipAcl');
+    let read: TargetRead | undefined;
+    try {
+      read = await readTarget(this.context, pass, backings, exports, preempt?.signal);
+    } finally {
+      this.givingWay = undefined;
+    }
+    if (!read) return this.givenWay(timer.phases);
+    timer.lap('read');
+    const target = await applyTarget(this.context, pass, exports, read);
+
+    // 3. Verify: what is still not as desired after applying.
+    const verified = await verify(this.context, pass, exports, target);
+    timer.lap('verify');
+
+    // 4. Backings of volumes no longer assigned (only once their export is gone).
+    const teardown = await tearDown(this.context, pass, target);
+    timer.lap('teardown');
+
+    // 5. Statuses, published as one complete report.
+    const statuses = await statusesOf(this.context, pass, refresh, { backings, exports, target, verified, teardown });
+    timer.lap('status');
+    this.publish(statuses);
+
+    const summary: PassSummary = {
+      operations: target.plan.ops.length,
+      failedOperations: target.failedOperations,
+      ipAclChanges: exports.ipAclPass.changes,
+      served: statuses.filter((s) => s.state === 'Served').length,
+      failed: statuses.filter((s) => s.state === 'Failed').length,
+      removed: teardown.removed,
+      full,
+      prepared: backings.preparing,
+    };
+    if (full) this.periodicFullYielded = false;
+    timer.lap('publish');
+    const timing = { ms: Date.now() - started, phases: timer.phases };
+    reconcilePassDuration.labels(full ? 'full' : 'incremental').observe(timing.ms / 1000);
+    if (summary.operations > 0 || summary.removed > 0 || summary.failedOperations > 0 || summary.ipAclChanges > 0) log.info({ ...summary, ...timing }, 'data path reconciled');
+    else log.debug({ ...summary, ...timing }, 'data path pass');
+    return summary;
+  }
+
+  /**
+   * Which pass runs, and what it works from. Start, a failed pass, reconcileNow: a full pass, now.
+   * The periodic full pass gives way once to assignment changes: pending ones go first, and ones
+   * that arrive while it reads the kernel tree stop it there; after one pass for them it runs to
+   * the end. A full pass reads the cluster and the assignments again (the last known ones stay
+   * when etcd does not answer). Undefined: the cluster is not bootstrapped yet.
+   */
+  private async startPass(): Promise<PassStart | undefined> {
+    const log = this.options.logger;
     if (!this.backend) {
       this.backend = await this.options.backend();
       if (this.backend.kind === 'unavailable') {
         log.error({ reason: this.backend.reason }, 'the data path is unavailable: volumes assigned to this server are reported Failed');
       }
     }
-    // Start, a failed pass, reconcileNow: a full pass, now. The periodic full pass gives way once
-    // to assignment changes: pending ones go first, and ones that arrive while it reads the
-    // kernel tree stop it there; after one pass for them it runs to the end.
-    const required = this.resyncDue || !this.cluster || !this.assignments || !this.observed;
+    const backend = this.backend;
+    const required = this.resyncDue || !this.cluster || !this.assignments || !this.memory.observed;
     let full = required;
     let preemptible = false;
     if (!required && this.periodicFullDue) {
@@ -680,505 +676,8 @@ export class DataPathReconciler implements VolumeReportSource {
 
     const entries = [...this.assignments.values()].flatMap((m) => [...m.values()]);
     entries.sort((a, b) => (a.volumeUUID < b.volumeUUID ? -1 : a.volumeUUID > b.volumeUUID ? 1 : a.nodeUUID < b.nodeUUID ? -1 : 1));
-    const statuses: VolumeStatusEntry[] = [];
-    for (const e of entries) this.lastNodeOf.set(e.volumeUUID, { nodeUUID: e.nodeUUID, generation: e.assignment?.generation ?? 0 });
-
-    if (this.backend.kind === 'unavailable') {
-      for (const e of entries) statuses.push(failedStatus(e, this.backend.reason));
-      this.publish(statuses);
-      return { operations: 0, failedOperations: 0, ipAclChanges: 0, served: 0, failed: statuses.length, removed: 0, full: true, prepared: 0 };
-    }
-    const configfs = this.backend.configfs;
-    const state = this.options.state;
-    const prefix = volumeNqnPrefix(cluster.subsystemNQN);
-    // Milliseconds per step, in the pass's log line: where a slow pass spends its time.
-    const phases: Record<string, number> = {};
-    let lapStart = Date.now();
-    const lap = (name: string) => {
-      const now = Date.now();
-      phases[name] = now - lapStart;
-      reconcilePhaseDuration.labels(name).observe((now - lapStart) / 1000);
-      lapStart = now;
-    };
-    const nqnOf = (volumeUUID: string) => `${prefix}${volumeUUID}`;
-
-    // 1. Backings. Checks that span volumes run over all of them; the pool work runs only for
-    // volumes whose assignment changed since it was last prepared (every volume in a full pass).
-    // Volumes whose kernel objects (host path and replication export alike) stay exactly as they are.
-    const keptVolumes = new Set<string>();
-    const results = new Map<string, VolumeStatusEntry>();
-    const seen = new Map<string, string>();
-    const portTaken = new Map<number, string>();
-    const valid: { key: string; entry: AssignmentEntry; assignment: VolumeAssignment; fingerprint: string }[] = [];
-    for (const e of entries) {
-      const key = `${e.volumeUUID}/${e.nodeUUID}`;
-      const a = e.assignment;
-      // A stopped node serves nothing (its backings stay: the volume is still assigned); a node
-      // being stopped keeps its volumes' kernel objects exactly as they are.
-      if (this.heldNodes.has(e.nodeUUID)) continue;
-      if (this.frozenNodes.has(e.nodeUUID)) {
-        keptVolumes.add(e.volumeUUID);
-        continue;
-      }
-      if (!a) {
-        results.set(key, failedStatus(e, 'the assignment record is corrupt'));
-        keptVolumes.add(e.volumeUUID);
-        continue;
-      }
-      const other = seen.get(e.volumeUUID);
-      if (other) {
-        results.set(key, failedStatus(e, `volume ${e.volumeUUID} is also assigned to node ${other} of this server; one server serves a volume once`));
-        continue;
-      }
-      seen.set(e.volumeUUID, e.nodeUUID);
-      const problem =
-        a.volumeUUID !== e.volumeUUID
-          ? `the assignment at ${e.volumeUUID} names volume ${a.volumeUUID}`
-          : (assignmentProblem(a, cluster, this.options.settings) ??
-            (portTaken.has(a.port) ? `port ${a.port} is also assigned to volume ${portTaken.get(a.port)}` : undefined));
-      if (problem) {
-        results.set(key, failedStatus(e, problem));
-        keptVolumes.add(e.volumeUUID);
-        continue;
-      }
-      portTaken.set(a.port, a.volumeUUID);
-      valid.push({ key, entry: e, assignment: a, fingerprint: JSON.stringify(a) });
-    }
-    const validKeys = new Set(valid.map((v) => v.key));
-    // What changes this pass: volumes prepared afresh, and volumes prepared before that are gone
-    // or no longer valid. In an incremental pass only their kernel objects are read back.
-    const touchedVolumes = new Set<string>();
-    const previousPorts = new Map<string, number>();
-    for (const [key, p] of this.prepared) {
-      if (validKeys.has(key) || this.frozenNodes.has(p.entry.nodeUUID)) continue;
-      this.prepared.delete(key);
-      touchedVolumes.add(p.desired.volumeUUID);
-      previousPorts.set(p.desired.volumeUUID, p.desired.port.id);
-    }
-    const toPrepare = valid.filter((v) => full || this.prepared.get(v.key)?.fingerprint !== v.fingerprint);
-    for (const v of toPrepare) {
-      const before = this.prepared.get(v.key);
-      if (before) previousPorts.set(v.entry.volumeUUID, before.desired.port.id);
-    }
-    // What was prepared before stays until this pass prepares it again: a full pass that gives
-    // way leaves every volume as the last pass left it.
-    // A periodic full pass gives way to assignment changes that arrive before it changes
-    // anything (while it checks backings or reads the tree, its long steps): the watch aborts
-    // it, the changes get a pass of their own, then the full pass runs again, to the end.
-    const preempt = preemptible ? new AbortController() : undefined;
-    this.givingWay = preempt;
-    const preempted = () => preempt?.signal.aborted === true;
-    let notReady = false;
-    await mapLimit(toPrepare, BACKINGS_PREPARED_AT_ONCE, async (v) => {
-      if (preempted()) return;
-      try {
-        // A promotion or demotion (only the replica set's part changed) in an incremental pass:
-        // the pool work stands as it was; only the block stack changes (the failover's critical path).
-        const before = this.prepared.get(v.key);
-        const poolWorkDone = !full && before?.entry.assignment && onlyReplicationChanged(before.entry.assignment, v.assignment) ? before : undefined;
-        const prepared = await this.prepareVolume(v.entry, v.assignment, v.fingerprint, cluster, poolWorkDone);
-        this.prepared.set(v.key, prepared);
-        touchedVolumes.add(v.entry.volumeUUID);
-        if (poolWorkDone) await this.serveOptimizedNow(prepared, poolWorkDone);
-      } catch (err) {
-        this.prepared.delete(v.key);
-        keptVolumes.add(v.entry.volumeUUID);
-        if (err instanceof NotReadyYet) {
-          // Not a failure: reported as not served (no status), and tried again soon.
-          log.debug({ volumeUUID: v.entry.volumeUUID, reason: err.message }, 'volume not ready to serve yet');
-          notReady = true;
-        } else {
-          results.set(v.key, failedStatus(v.entry, (err as Error).message));
-        }
-      }
-    });
-    if (notReady) this.schedule(false, NOT_READY_RETRY_MS);
-    if (preempted()) return this.givenWay(phases);
-    const preparedNow = valid.map((v) => this.prepared.get(v.key)).filter((p): p is PreparedVolume => p !== undefined);
-
-    lap('prepare');
-    // 2a. IP ACLs, before the exports change: a new port is filtered before nvmet listens on it.
-    // A volume whose ACL cannot be enforced keeps its export exactly as it is (a new one is not
-    // created) and is reported Failed.
-    const wantedIpAcls = new Map<number, WantedIpAcl>(preparedNow.map((p) => [p.desired.port.id, p.ipAcl]));
-    const ipAclPass = await this.options.ipAcls.enforce(wantedIpAcls);
-    const desired: DesiredExport[] = [];
-    const auth = this.options.hostAuth?.current() ?? HOST_AUTH_DISABLED;
-    const volumeHosts = new Set<string>();
-    for (const p of preparedNow) {
-      if (ipAclPass.failed.has(p.desired.volumeUUID)) keptVolumes.add(p.desired.volumeUUID);
-      else {
-        const hostPath = withHostAuth(this.fenced(p.desired), auth);
-        for (const h of hostPath.allowedHosts) volumeHosts.add(h);
-        desired.push(hostPath, ...p.extra);
-      }
-    }
-    const hostKeys = (host: string): HostKeys | undefined => (volumeHosts.has(host) ? hostKeysFor(auth, host, LOCKED_OUT_KEY) : undefined);
-
-    lap('ipAcl');
-    // 2b. Kernel target: the whole tree in a full pass; otherwise the objects of the volumes
-    // that change, over the tree kept from earlier passes (which the periodic full pass checks).
-    if (full || !this.observed) {
-      try {
-        this.observed = workCopy(await configfs.read(preempt?.signal));
-      } catch (err) {
-        if (!(err instanceof PassPreempted)) throw err;
-        return this.givenWay(phases);
-      } finally {
-        this.givingWay = undefined;
-      }
-    } else {
-      // Strata subsystems nobody wants (left by a failed teardown): read back before removing.
-      const wanted = new Set(desired.map((d) => d.nqn));
-      for (const nqn of this.observed.subsystems.keys()) {
-        const volumeUUID = volumeOfNqn(nqn, prefix);
-        if (volumeUUID && !keptVolumes.has(volumeUUID) && !wanted.has(nqn)) touchedVolumes.add(volumeUUID);
-      }
-      const ports = new Set<number>();
-      for (const d of desired) if (touchedVolumes.has(d.volumeUUID)) ports.add(d.port.id);
-      for (const volumeUUID of touchedVolumes) {
-        const old = previousPorts.get(volumeUUID);
-        if (old !== undefined) ports.add(old);
-        for (const port of this.observed.ports.values()) {
-          if ([...port.subsystems].some((nqn) => volumeOfNqn(nqn, prefix) === volumeUUID)) ports.add(port.id);
-        }
-      }
-      const subsystems = [...touchedVolumes].flatMap((v) => this.nqnsOf(v, prefix, desired));
-      replaceObjects(this.observed, await configfs.readObjects({ subsystems, ports }));
-    }
-    const tree = treeOf(this.observed);
-    const keep = new Set([...tree.subsystems.keys()].filter((nqn) => keptVolumes.has(volumeOfNqn(nqn, prefix) ?? '')));
-    for (const v of keptVolumes) keep.add(nqnOf(v));
-    const owned = {
-      subsystemPrefix: prefix,
-      portIdMin: this.options.settings.portIdMin,
-      portIdMax: this.options.settings.portIdMax,
-      ...(this.options.replicas ? { replicationPortId: this.options.settings.replicationPort ?? DEFAULT_REPLICATION_PORT } : {}),
-      hosts: state.ownedHosts,
-    };
-    let stateChanged = false;
-    const desiredNqns = new Set(desired.map((d) => d.nqn));
-    for (const set of [state.pendingRelink, state.pendingRevalidate]) {
-      for (const nqn of set) {
-        if (!desiredNqns.has(nqn) && !keep.has(nqn)) {
-          set.delete(nqn);
-          stateChanged = true;
-        }
-      }
-    }
-    lap('read');
-    const plan = planNvmet({
-      desired,
-      observed: tree,
-      owned,
-      keep,
-      pendingRelink: state.pendingRelink,
-      pendingRevalidate: state.pendingRevalidate,
-      hostKeys,
-    });
-    if (plan.createdHosts.length > 0 || plan.relinked.some((n) => !state.pendingRelink.has(n))) {
-      for (const h of plan.createdHosts) state.ownedHosts.add(h);
-      for (const n of plan.relinked) state.pendingRelink.add(n);
-      state.save(); // ahead of acting: a crash must not forget a host entry or a revocation
-      stateChanged = false;
-    }
-    lap('plan');
-    const opFailures = new Map<string, string>();
-    const failedPaths = new Set<string>();
-    let failedOperations = 0;
-    for (const [index, op] of plan.ops.entries()) {
-      if (this.stopped) break;
-      if (op.volume && opFailures.has(op.volume)) continue;
-      // Operations are synchronous system calls: let the event loop (etcd keepalives, gRPC) run.
-      if (index % OPS_PER_TURN === OPS_PER_TURN - 1) await new Promise((resolve) => setImmediate(resolve));
-      try {
-        await configfs.apply(op);
-        log.debug({ op: describeOp(op), volumeUUID: op.volume }, 'configfs operation applied');
-      } catch (err) {
-        failedOperations += 1;
-        failedPaths.add(op.path);
-        log.warn({ err: (err as Error).message, volumeUUID: op.volume }, 'configfs operation failed');
-        if (op.volume) opFailures.set(op.volume, (err as Error).message);
-      }
-    }
-    lap('apply');
-    const okVolume = (nqn: string) => {
-      const v = volumeOfNqn(nqn, prefix);
-      return v !== undefined && !opFailures.has(v);
-    };
-    for (const h of plan.removedHosts) {
-      if (!failedPaths.has(`hosts/${h}`)) {
-        state.ownedHosts.delete(h);
-        stateChanged = true;
-      }
-    }
-    for (const n of plan.relinked) if (okVolume(n) && state.pendingRelink.delete(n)) stateChanged = true;
-    for (const n of plan.revalidated) if (okVolume(n) && state.pendingRevalidate.delete(n)) stateChanged = true;
-    // Read back what the operations touched (nothing else changed by this pass's hand).
-    if (plan.ops.length > 0) {
-      const subsystems = new Set<string>();
-      const ports = new Set<number>();
-      for (const op of plan.ops) {
-        const object = objectOfOp(op);
-        if (object && 'subsystem' in object) subsystems.add(object.subsystem);
-        else if (object && 'port' in object) ports.add(object.port);
-      }
-      replaceObjects(this.observed, await configfs.readObjects({ subsystems, ports }));
-    }
-    // Keys of host entries that already existed (enable, disable, rotation): new connects need
-    // the new key; connected hosts stay connected (the kernel re-authenticates only when asked).
-    for (const host of [...state.ownedHosts].sort()) {
-      const wanted = hostKeys(host);
-      if (!wanted) continue;
-      for (const op of await hostKeyWrites(configfs.root, host, wanted)) {
-        try {
-          await configfs.apply(op);
-        } catch (err) {
-          failedOperations += 1;
-          log.warn({ err: (err as Error).message, host }, 'setting a host entry\'s DH-HMAC-CHAP key failed');
-        }
-      }
-    }
-    lap('readBack');
-    const after = plan.ops.length > 0 ? treeOf(this.observed) : tree;
-    for (const h of [...state.ownedHosts]) {
-      if (!after.hosts.has(h)) {
-        state.ownedHosts.delete(h);
-        stateChanged = true;
-      }
-    }
-    for (const [volumeUUID, mark] of [...state.rollbacksDone]) {
-      const stillPending = entries.some((e) => e.volumeUUID === volumeUUID && e.assignment && `${e.assignment.generation}:${e.assignment.rollbackSnapshotUUID}` === mark);
-      if (!stillPending) {
-        state.rollbacksDone.delete(volumeUUID);
-        stateChanged = true;
-      }
-    }
-    if (stateChanged) state.save();
-    // IP ACLs of ports that are gone from the kernel target now and wanted by no volume.
-    await this.options.ipAcls.release(new Set(wantedIpAcls.keys()), new Set(after.ports.keys()));
-
-    // 3. Verify: what is still not as desired after applying.
-    const remaining = planNvmet({ desired, observed: after, owned, keep }).ops;
-    const notConverged = new Map<string, string>();
-    for (const op of remaining) if (op.volume && !notConverged.has(op.volume)) notConverged.set(op.volume, describeOp(op));
-    // A volume that did not converge is prepared and read back again by the next pass.
-    for (const volumeUUID of [...notConverged.keys(), ...opFailures.keys()]) {
-      const e = entries.find((x) => x.volumeUUID === volumeUUID);
-      if (e) this.prepared.delete(`${e.volumeUUID}/${e.nodeUUID}`);
-    }
-
-    // Volumes of stopped nodes whose exports are gone: their device-mapper device and mirror go too.
-    for (const e of entries) {
-      if (!this.heldNodes.has(e.nodeUUID) || this.releasedHeld.has(e.volumeUUID) || !this.options.replicas) continue;
-      if ([...after.subsystems.keys()].some((nqn) => volumeOfNqn(nqn, prefix) === e.volumeUUID)) continue;
-      try {
-        await this.options.replicas.release(e.volumeUUID);
-        this.releasedHeld.add(e.volumeUUID);
-      } catch (err) {
-        log.warn({ err, volumeUUID: e.volumeUUID, nodeUUID: e.nodeUUID }, 'taking down the stopped node\'s volume failed; retrying at the next pass');
-      }
-    }
-
-    lap('verify');
-    // 4. Backings of volumes no longer assigned (only once their export is gone). Every node's
-    // pool is looked at, also of nodes that have no assignment left.
-    for (const nodeUUID of this.options.nodeUUIDs) await this.poolOf(nodeUUID, cluster).catch(() => undefined);
-    const assigned = new Set(entries.map((e) => e.volumeUUID));
-    let removed = 0;
-    const teardown = new Map<string, { nodeUUID: string; error: string }>();
-    for (const [nodeUUID, pool] of this.pools) {
-      let volumes: string[];
-      try {
-        volumes = await pool.listVolumes();
-      } catch (err) {
-        log.warn({ err, nodeUUID }, 'listing the pool failed');
-        continue;
-      }
-      for (const volumeUUID of volumes) {
-        if (assigned.has(volumeUUID)) continue;
-        if (after.subsystems.has(nqnOf(volumeUUID))) {
-          teardown.set(volumeUUID, { nodeUUID, error: opFailures.get(volumeUUID) ?? 'its export could not be removed yet' });
-          continue;
-        }
-        try {
-          await this.options.replicas?.release(volumeUUID);
-          await pool.removeVolume(volumeUUID);
-          removed += 1;
-          log.info({ volumeUUID, nodeUUID }, 'volume backing removed');
-          this.markAbsent(volumeUUID, nodeUUID);
-        } catch (err) {
-          teardown.set(volumeUUID, { nodeUUID, error: `removing the backing failed: ${(err as Error).message}` });
-        }
-      }
-    }
-    for (const nqn of tree.subsystems.keys()) {
-      const volumeUUID = volumeOfNqn(nqn, prefix);
-      if (!volumeUUID || assigned.has(volumeUUID) || teardown.has(volumeUUID)) continue;
-      if (after.subsystems.has(nqn)) {
-        const nodeUUID = this.lastNodeOf.get(volumeUUID)?.nodeUUID ?? (this.options.nodeUUIDs[0] as string);
-        teardown.set(volumeUUID, { nodeUUID, error: opFailures.get(volumeUUID) ?? 'its export could not be removed yet' });
-      } else if (!this.absent.has(volumeUUID)) {
-        this.markAbsent(volumeUUID, this.lastNodeOf.get(volumeUUID)?.nodeUUID ?? (this.options.nodeUUIDs[0] as string));
-      }
-    }
-
-    lap('teardown');
-    // 5. Statuses. Usage is measured again for volumes prepared now, in full passes and in the
-    // interval's refresh (the pool keeps a measurement for a while); otherwise a volume reports
-    // its last one. Connected hosts are listed in every pass.
-    let connections: ConnectionsByPort = new Map();
-    if (this.options.connectedHosts && desired.length > 0) {
-      try {
-        connections = await this.options.connectedHosts.connectionsByPort();
-      } catch (err) {
-        log.debug({ err }, 'listing connected hosts failed');
-      }
-    }
-    const desiredByVolume = new Map(desired.map((d) => [d.volumeUUID, d]));
-    await mapLimit(preparedNow, BACKINGS_PREPARED_AT_ONCE, async (p) => {
-      const again = full || refresh || touchedVolumes.has(p.desired.volumeUUID);
-      // Bytes written, on the same rhythm as usage (a new count is a new report): read while this
-      // node is the primary (a map lookup otherwise), dropped the moment it no longer is.
-      const replicas = this.options.replicas;
-      if (!replicas?.legStatus(p.desired.volumeUUID)) p.written = undefined;
-      else if (again || !p.written) {
-        try {
-          p.written = await replicas.writtenBytes(p.desired.volumeUUID);
-        } catch (err) {
-          log.debug({ err, volumeUUID: p.desired.volumeUUID }, 'reading bytes written failed');
-        }
-      }
-      if (!again && p.usage) return;
-      try {
-        p.usage = await p.pool.usage(p.desired.volumeUUID);
-      } catch (err) {
-        log.debug({ err, volumeUUID: p.desired.volumeUUID }, 'reading usage failed');
-      }
-    });
-    for (const p of preparedNow) {
-      const e = p.entry;
-      const d = desiredByVolume.get(e.volumeUUID);
-      const error = ipAclPass.failed.get(e.volumeUUID) ?? opFailures.get(e.volumeUUID) ?? (notConverged.has(e.volumeUUID) ? `the kernel target does not match after applying: ${notConverged.get(e.volumeUUID)}` : undefined);
-      results.set(`${e.volumeUUID}/${e.nodeUUID}`, {
-        volumeUUID: e.volumeUUID,
-        nodeUUID: e.nodeUUID,
-        generation: p.generation,
-        state: error ? 'Failed' : 'Served',
-        error: error ?? p.warning ?? '',
-        snapshots: p.snapshots,
-        connectedHosts: error || !d ? [] : (connections.get(d.port.id) ?? []).map((address) => resolveHostNqn(address, d, this.options.presentedHosts)),
-        logicalUsedBytes: String(p.usage?.logicalUsed ?? 0n),
-        physicalUsedBytes: String(p.usage?.physicalUsed ?? 0n),
-        ...replicaLegsOf(this.options.replicas?.legStatus(e.volumeUUID)),
-        ...userWrittenOf(p.written),
-      });
-    }
-    for (const e of entries) {
-      const s = results.get(`${e.volumeUUID}/${e.nodeUUID}`);
-      if (s) statuses.push(s);
-    }
-    for (const [volumeUUID, t] of teardown) {
-      statuses.push({
-        ...failedStatus({ volumeUUID, nodeUUID: t.nodeUUID, assignment: undefined }, `teardown incomplete: ${t.error}`),
-        generation: this.lastNodeOf.get(volumeUUID)?.generation ?? 0,
-      });
-    }
-    lap('status');
-    this.publish(statuses);
-
-    const summary: PassSummary = {
-      operations: plan.ops.length,
-      failedOperations,
-      ipAclChanges: ipAclPass.changes,
-      served: statuses.filter((s) => s.state === 'Served').length,
-      failed: statuses.filter((s) => s.state === 'Failed').length,
-      removed,
-      full,
-      prepared: toPrepare.length,
-    };
-    if (full) this.periodicFullYielded = false;
-    lap('publish');
-    const timing = { ms: Date.now() - started, phases };
-    reconcilePassDuration.labels(full ? 'full' : 'incremental').observe(timing.ms / 1000);
-    if (plan.ops.length > 0 || removed > 0 || failedOperations > 0 || ipAclPass.changes > 0) log.info({ ...summary, ...timing }, 'data path reconciled');
-    else log.debug({ ...summary, ...timing }, 'data path pass');
-    return summary;
-  }
-
-  /** Pool work for one volume: backing, growth, snapshots, rollback (taken from `poolWorkDone` when given), then the block stack. */
-  private async prepareVolume(entry: AssignmentEntry, a: VolumeAssignment, fingerprint: string, cluster: ClusterFacts, poolWorkDone?: PreparedVolume): Promise<PreparedVolume> {
-    const { pool, backing, snapshots } = poolWorkDone ?? (await this.preparePool(entry, a, cluster));
-    const replication = a.replication ?? null;
-    let hostPath: { devicePath: string; bufferedIo: boolean } = backing;
-    const extra: DesiredExport[] = [];
-    if (replication) {
-      if (!this.options.replicas) throw new Error('this agent does not serve replicated volumes');
-      const served = await this.options.replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), replication, backing });
-      hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
-      if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, this.options.settings));
-    }
-    return {
-      entry,
-      fingerprint,
-      pool,
-      backing,
-      generation: a.generation,
-      desired: desiredExportOf(a, hostPath, cluster, this.options.settings),
-      extra,
-      ipAcl: { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl },
-      snapshots,
-      ...(backing.warning ? { warning: backing.warning } : {}),
-    };
-  }
-
-  private async preparePool(entry: AssignmentEntry, a: VolumeAssignment, cluster: ClusterFacts): Promise<Pick<PreparedVolume, 'pool' | 'backing' | 'snapshots'>> {
-    const state = this.options.state;
-    const log = this.options.logger;
-    const nqn = `${volumeNqnPrefix(cluster.subsystemNQN)}${a.volumeUUID}`;
-    const pool = await this.poolOf(entry.nodeUUID, cluster);
-    const size = BigInt(a.sizeBytes);
-    const spec = { compression: a.compression, sectorSize: a.sectorSize, ...(a.cloneFromSnapshotUUID ? { cloneFromSnapshot: a.cloneFromSnapshotUUID } : {}) };
-    const replication = a.replication ?? null;
-    const backing = await pool.ensureVolume(a.volumeUUID, replication ? replicaBackingBytes(size) : size, spec, () => {
-      if (state.pendingRevalidate.has(nqn)) return;
-      state.pendingRevalidate.add(nqn); // written ahead: the namespace must learn the new size
-      state.save();
-    });
-    const snapshots: VolumeStatusEntry['snapshots'] = [];
-    const wantedSnapshots = [...new Set(a.snapshotUUIDs ?? [])].sort();
-    for (const snapshotUUID of wantedSnapshots) {
-      try {
-        await pool.ensureSnapshot(a.volumeUUID, snapshotUUID);
-        snapshots.push({ snapshotUUID, state: 'Available', error: '' });
-      } catch (err) {
-        snapshots.push({ snapshotUUID, state: 'Failed', error: (err as Error).message });
-      }
-    }
-    const rollbackMark = a.rollbackSnapshotUUID ? `${a.generation}:${a.rollbackSnapshotUUID}` : undefined;
-    if (rollbackMark && state.rollbacksDone.get(a.volumeUUID) !== rollbackMark) {
-      state.pendingRevalidate.add(nqn);
-      state.save();
-      await pool.rollback(a.volumeUUID, a.rollbackSnapshotUUID);
-      await pool.resize(a.volumeUUID, size);
-      state.rollbacksDone.set(a.volumeUUID, rollbackMark);
-      state.save();
-      log.info({ volumeUUID: a.volumeUUID, snapshotUUID: a.rollbackSnapshotUUID, generation: a.generation }, 'volume rolled back');
-    }
-    for (const snapshotUUID of await pool.listSnapshots(a.volumeUUID)) {
-      if (wantedSnapshots.includes(snapshotUUID)) continue;
-      await pool.removeSnapshot(a.volumeUUID, snapshotUUID);
-      log.info({ volumeUUID: a.volumeUUID, snapshotUUID }, 'snapshot removed');
-    }
-    return { pool, backing, snapshots };
-  }
-
-  /** The subsystems of a volume on this node: desired now, or present in the kernel tree. */
-  private nqnsOf(volumeUUID: string, prefix: string, desired: readonly DesiredExport[]): string[] {
-    const nqns = new Set([`${prefix}${volumeUUID}`]);
-    for (const d of desired) if (d.volumeUUID === volumeUUID) nqns.add(d.nqn);
-    for (const nqn of this.observed?.subsystems.keys() ?? []) if (volumeOfNqn(nqn, prefix) === volumeUUID) nqns.add(nqn);
-    return [...nqns];
+    for (const e of entries) this.memory.lastNodeOf.set(e.volumeUUID, { nodeUUID: e.nodeUUID, generation: e.assignment?.generation ?? 0 });
+    return { backend, full, preemptible, refresh, cluster, entries };
   }
 
   /** A periodic full pass stops before changing anything: changes wait, it runs after them. */
@@ -1203,17 +702,12 @@ export class DataPathReconciler implements VolumeReportSource {
     this.schedule(false);
   }
 
-  private markAbsent(volumeUUID: string, nodeUUID: string): void {
-    // The sequence of the report that first lists it is filled in by publish().
-    this.absent.set(volumeUUID, { nodeUUID, generation: this.lastNodeOf.get(volumeUUID)?.generation ?? 0, sequence: Number.MAX_SAFE_INTEGER });
-  }
-
   private async poolOf(nodeUUID: string, cluster: ClusterFacts): Promise<StoragePool> {
-    const existing = this.pools.get(nodeUUID);
+    const existing = this.memory.pools.get(nodeUUID);
     if (existing) return existing;
     try {
       const pool = await this.options.openPool(nodeUUID, cluster);
-      this.pools.set(nodeUUID, pool);
+      this.memory.pools.set(nodeUUID, pool);
       this.poolErrors.delete(nodeUUID);
       return pool;
     } catch (err) {
@@ -1229,9 +723,9 @@ export class DataPathReconciler implements VolumeReportSource {
   private publish(statuses: VolumeStatusEntry[]): void {
     const listed = new Set(statuses.map((s) => s.volumeUUID));
     const absentEntries: VolumeStatusEntry[] = [];
-    for (const [volumeUUID, a] of this.absent) {
+    for (const [volumeUUID, a] of this.memory.absent) {
       if (listed.has(volumeUUID)) {
-        this.absent.delete(volumeUUID); // assigned again
+        this.memory.absent.delete(volumeUUID); // assigned again
         continue;
       }
       absentEntries.push({
@@ -1253,7 +747,7 @@ export class DataPathReconciler implements VolumeReportSource {
     if (key === this.reportKey && this.report) return;
     this.reportKey = key;
     this.sequence += 1;
-    for (const a of this.absent.values()) if (a.sequence === Number.MAX_SAFE_INTEGER) a.sequence = this.sequence;
+    for (const a of this.memory.absent.values()) if (a.sequence === Number.MAX_SAFE_INTEGER) a.sequence = this.sequence;
     this.report = { sequence: this.sequence, complete: true, volumes, takenAt: new Date().toISOString() };
     for (const l of this.listeners) l(this.report);
   }
