@@ -1,7 +1,9 @@
 // Builds the data path of an agent: finds the kernel NVMe target (or decides there is none),
-// the node pools (node-pools.ts: one storage pool per node, grown and measured), and wires the
-// reconciler. agent/agent.ts calls createDataPathAndPools; a caller may bring some parts itself
-// (DataPathParts, through startAgent): tests bring test/kits/datapath/emulated-datapath.ts's.
+// the node pools (pool/node-pools.ts: one storage pool per node, grown and measured), and wires the
+// reconciler (reconcile/). agent/agent.ts calls createDataPathAndPools; a caller may bring some
+// parts itself (DataPathParts, through startAgent): tests bring test/kits/datapath/emulated-datapath.ts's.
+// The rooms of agent/datapath/ (docs/datapath.md): reconcile/ (what to serve), kernel/ (nvmet,
+// nftables, host keys), pool/ (the storage pool), replication/; this file composes them.
 import type { HostAuthSource } from './kernel/host-auth.js';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
