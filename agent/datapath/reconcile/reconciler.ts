@@ -517,6 +517,10 @@ export class DataPathReconciler implements VolumeReportSource {
     await Promise.all([...this.watchers.values()].map((w) => w.cancel().catch(() => undefined)));
     this.watchers.clear();
     this.watchBroken = false;
+    // A pass that was reading the assignments when stop() came runs to its end: it watches no
+    // more (stop() cancelled the watches it knew; one started now would outlive the reconciler and
+    // keep reconnecting after its client is closed, holding the process open).
+    if (this.stopped) return;
     for (const nodeUUID of this.options.nodeUUIDs) {
       const from = (revisions.get(nodeUUID) ?? 0n) + 1n;
       // watcher() starts connecting at once and keeps retrying while etcd is away; create()
