@@ -15,6 +15,7 @@
 // the fence (block-stack.ts) at once: two primaries never accept writes for one volume.
 import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
+import { retry } from '../../../lib/retry.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication } from '../../../lib/records.js';
 import type { ArrayState, BlockStack, LegDevice, LegTarget, StackSnapshot, WrittenCount } from './block-stack.js';
@@ -62,7 +63,12 @@ export interface ReplicaManagerOptions {
   readonly legLossGraceMs: number;
   /** Reconnect attempts to an out-of-sync replica at most this often. */
   readonly rejoinIntervalMs: number;
+  /** How long a promotion keeps trying an in-sync copy that refuses it (default 1.5 s; 0: once). */
+  readonly promotionLegWaitMs?: number;
 }
+
+const DEFAULT_PROMOTION_LEG_WAIT_MS = 1500;
+const PROMOTION_LEG_RETRY_MS = 100;
 
 interface PrimaryVolume {
   input: ServeInput;
@@ -271,7 +277,7 @@ export class ReplicaManager {
       const connected = await Promise.all(
         remotes.map(async (target) => {
           if (!target.endpoint) return undefined;
-          const leg = await stack.connectLeg(target, this.hostNQNOf(input)).catch((err: unknown) => {
+          const leg = await this.connectInSyncLeg(input, target).catch((err: unknown) => {
             logger.warn({ err, volumeUUID, replica: target.nodeUUID }, 'cannot reach a replica');
             return undefined;
           });
@@ -332,6 +338,31 @@ export class ReplicaManager {
     const notConnected = (nodeUUID: string): LegDevice => ({ nodeUUID, controller: undefined, controllerState: '', block: undefined });
     state.legs = this.legStates(state, arrayState, { loopOf: () => loop, leg: (t) => seen.get(t.nodeUUID) ?? notConnected(t.nodeUUID) });
     return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
+  }
+
+  /**
+   * Connects an in-sync copy's leg. On a promotion (epoch 2 on) a copy that refuses is tried
+   * again for a moment: its node relinks its export to the new primary on the same replica-set
+   * change this node acts on, and this node often dials first. Recording such a copy out of sync
+   * would leave a 3-copy volume with one copy until its resync, for a race of milliseconds. The
+   * leader only promotes with copies of Active nodes in sync, so the wait rarely runs out.
+   */
+  private connectInSyncLeg(input: ServeInput, target: LegTarget): Promise<LegDevice> {
+    const connect = async (): Promise<LegDevice> => {
+      const leg = await this.options.stack.connectLeg(target, this.hostNQNOf(input));
+      if (!leg.block || leg.controllerState !== 'live') throw new Error(`the replica's device did not appear (controller ${leg.controller ?? 'none'}, ${leg.controllerState || 'no state'})`);
+      return leg;
+    };
+    const waitMs = this.options.promotionLegWaitMs ?? DEFAULT_PROMOTION_LEG_WAIT_MS;
+    if (input.replication.epoch <= 1 || waitMs <= 0) return connect();
+    const started = Date.now();
+    return retry(connect, {
+      backoff: { initialMs: PROMOTION_LEG_RETRY_MS, maxMs: PROMOTION_LEG_RETRY_MS, jitter: 0 },
+      retryIf: () => Date.now() - started + PROMOTION_LEG_RETRY_MS <= waitMs,
+      onRetry: (err, _delay, n) => {
+        if (n === 1) this.options.logger.info({ err, volumeUUID: input.volumeUUID, replica: target.nodeUUID, waitMs }, 'an in-sync replica refused the new primary: trying again while it relinks its export');
+      },
+    });
   }
 
   /**
