@@ -63,11 +63,11 @@ export interface ReplicaManagerOptions {
   readonly legLossGraceMs: number;
   /** Reconnect attempts to an out-of-sync replica at most this often. */
   readonly rejoinIntervalMs: number;
-  /** How long a promotion keeps trying an in-sync copy that refuses it (default 1.5 s; 0: once). */
+  /** How long a promotion keeps trying an in-sync copy that refuses it (default 3 s; 0: once). */
   readonly promotionLegWaitMs?: number;
 }
 
-const DEFAULT_PROMOTION_LEG_WAIT_MS = 1500;
+const DEFAULT_PROMOTION_LEG_WAIT_MS = 3000;
 const PROMOTION_LEG_RETRY_MS = 100;
 
 interface PrimaryVolume {
