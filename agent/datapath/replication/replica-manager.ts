@@ -16,9 +16,10 @@
 import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { retry } from '../../../lib/retry.js';
+import { stopwatch } from '../../../lib/stopwatch.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication } from '../../../lib/records.js';
-import type { ArrayState, BlockStack, LegDevice, LegTarget, StackSnapshot, WrittenCount } from './block-stack.js';
+import { notConnected, type ArrayState, type BlockStack, type LegDevice, type LegTarget, type StackSnapshot, type WrittenCount } from './block-stack.js';
 import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
 /**
@@ -335,7 +336,6 @@ export class ReplicaManager {
     await stack.ensureDm(volumeUUID, await stack.linearTable(input.sizeBytes, array));
     const ms = lap('dm');
     if (started) logger.info({ volumeUUID, ...started, ms }, started.created ? 'replicated volume created' : 'replicated volume assembled');
-    const notConnected = (nodeUUID: string): LegDevice => ({ nodeUUID, controller: undefined, controllerState: '', block: undefined });
     state.legs = this.legStates(state, arrayState, { loopOf: () => loop, leg: (t) => seen.get(t.nodeUUID) ?? notConnected(t.nodeUUID) });
     return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
   }
@@ -600,16 +600,4 @@ const REJOIN_EAGER_MS = 120_000;
 /** Fenced by etcd at the epoch this node still serves (a newer assignment lifts it). */
 function isFencedAt(state: PrimaryVolume): boolean {
   return state.fencedAtEpoch !== undefined && state.fencedAtEpoch >= state.input.replication.epoch;
-}
-
-/** Laps of a multi-step operation: lap(name) records the milliseconds since the last lap and returns them all. */
-function stopwatch(): (step: string) => Record<string, number> {
-  const laps: Record<string, number> = {};
-  let last = performance.now();
-  return (step) => {
-    const now = performance.now();
-    laps[step] = Math.round(now - last);
-    last = now;
-    return laps;
-  };
 }
