@@ -429,13 +429,17 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     assert.notEqual(next.primaryNodeUUID, primary);
     // The stopping primary moved the set itself (not the leader after its lease): one epoch on,
     // its own copy out of the in-sync set in the same change.
-    // How the epoch began (the new primary may have recorded a copy out of sync since, which
-    // rewrites `reason`: with three copies it can dial the third before that one admits it).
+    // How the epoch began (`reason` is rewritten when a copy is recorded out of sync since).
     assert.match(next.epochReason ?? '', /^handed over/, `moved by the primary's hand-over: ${JSON.stringify(next)}`);
     assert.equal(next.epoch, set.epoch + 1);
     assert.ok(!next.inSync.includes(primary), 'the handing-over copy left the in-sync set with the move');
     await step('host I/O resumes', () => writes.resumed(stoppedAt));
     assertPromotedThroughSysfs(next.primaryNodeUUID);
+    // The third copy stayed in the mirror: the new primary waited for its export to admit it
+    // rather than record it out of sync (which would leave one copy until a resync).
+    const third = set.inSync.find((n) => n !== primary && n !== next.primaryNodeUUID)!;
+    const after = await replicaSet(volume.UUID);
+    assert.ok(after.inSync.includes(third), `the third copy ${third} is still in sync after the promotion: ${JSON.stringify(after)}`);
     const pause = await sh(host(), `awk 'NR>1 && $1 != "error" { d = $2 - prev; if (d > max) max = d } { prev = $2 } END { printf "%.3f", max }' /tmp/acked-planned.log`);
     console.log(`# planned failover: longest gap between acknowledged writes ${pause} s`);
     await writes.noneLost();

@@ -158,6 +158,14 @@ describe('assembling a mirror', () => {
     assert.deepEqual(calls, []);
   });
 
+  it('stops a mirror md started without the local leg (a stale local superblock), and refuses', async () => {
+    const { stack, calls, sys } = fixture('clear');
+    // The kernel kicked loop2 and runs the array over the remote leg alone.
+    mkdirSync(join(sys, 'block', 'nvme3n1', 'holders', name), { recursive: true });
+    await assert.rejects(stack.assembleArray(volume, 'loop2', ['nvme3n1']), /did not start the mirror over the local leg loop2/);
+    assert.deepEqual(calls, [['mdadm', '--stop', `/dev/${name}`]]);
+  });
+
   it('with mdadm, and says why, when md sysfs cannot (an array of that name runs, or none can be made)', async () => {
     for (const state of ['active', undefined]) {
       const { stack, calls } = fixture(state);

@@ -38,6 +38,11 @@ export interface LegTarget {
 }
 
 /** A remote leg as the kernel shows it on the primary. */
+/** A copy with no controller connected to it. */
+export function notConnected(nodeUUID: string): LegDevice {
+  return { nodeUUID, controller: undefined, controllerState: '', block: undefined };
+}
+
 export interface LegDevice {
   readonly nodeUUID: string;
   /** NVMe controller (nvme3) connected to the replica, undefined when not connected. */
@@ -381,7 +386,7 @@ export class BlockStack {
       loopOf: (file) => loops.get(file),
       leg: (target) => {
         const c = controllers.get(target.nqn);
-        return c ? { nodeUUID: target.nodeUUID, controller: c.controller, controllerState: c.state, block: c.block } : { nodeUUID: target.nodeUUID, controller: undefined, controllerState: '', block: undefined };
+        return c ? { nodeUUID: target.nodeUUID, controller: c.controller, controllerState: c.state, block: c.block } : notConnected(target.nodeUUID);
       },
     };
   }
@@ -394,7 +399,7 @@ export class BlockStack {
       const state = (await readText(join(classDir, controller, 'state'))).trim();
       return { nodeUUID: target.nodeUUID, controller, controllerState: state, block: await this.namespaceBlockOf(target.nqn) };
     }
-    return { nodeUUID: target.nodeUUID, controller: undefined, controllerState: '', block: undefined };
+    return notConnected(target.nodeUUID);
   }
 
   /** The multipath head (nvme3n1) of the subsystem's namespace 1. */
@@ -555,7 +560,17 @@ export class BlockStack {
       const device = join(this.options.devRoot, 'md', mdNameOf(volumeUUID));
       await this.run('mdadm', ['--assemble', device, '--run', join(this.options.devRoot, local), ...remotes.map((r) => join(this.options.devRoot, r))]);
     }
-    const block = await this.requireArray(local);
+    const block = await this.arrayOf(local);
+    if (!block) {
+      // md left the local leg out (its superblock older than a remote leg's) and may run the
+      // mirror from the remote legs alone: nothing may serve from that here (the caller refuses
+      // to be the primary), so it stops.
+      for (const r of remotes) {
+        const stray = await this.arrayOf(r);
+        if (stray) await this.stopArray(stray).catch(() => undefined);
+      }
+      throw new Error(`md did not start the mirror over the local leg ${local}${fallback ? ` (mdadm, after: ${fallback.message})` : ''}`);
+    }
     for (const r of remotes) await this.setWriteMostly(block, r);
     return fallback ? { block, fallback } : { block };
   }

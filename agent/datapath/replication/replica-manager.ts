@@ -15,9 +15,11 @@
 // the fence (block-stack.ts) at once: two primaries never accept writes for one volume.
 import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
+import { retry } from '../../../lib/retry.js';
+import { stopwatch } from '../../../lib/stopwatch.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication } from '../../../lib/records.js';
-import type { ArrayState, BlockStack, LegDevice, LegTarget, StackSnapshot, WrittenCount } from './block-stack.js';
+import { notConnected, type ArrayState, type BlockStack, type LegDevice, type LegTarget, type StackSnapshot, type WrittenCount } from './block-stack.js';
 import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
 /**
@@ -62,7 +64,12 @@ export interface ReplicaManagerOptions {
   readonly legLossGraceMs: number;
   /** Reconnect attempts to an out-of-sync replica at most this often. */
   readonly rejoinIntervalMs: number;
+  /** How long a promotion keeps trying an in-sync copy that refuses it (default 3 s; 0: once). */
+  readonly promotionLegWaitMs?: number;
 }
+
+const DEFAULT_PROMOTION_LEG_WAIT_MS = 3000;
+const PROMOTION_LEG_RETRY_MS = 100;
 
 interface PrimaryVolume {
   input: ServeInput;
@@ -271,7 +278,7 @@ export class ReplicaManager {
       const connected = await Promise.all(
         remotes.map(async (target) => {
           if (!target.endpoint) return undefined;
-          const leg = await stack.connectLeg(target, this.hostNQNOf(input)).catch((err: unknown) => {
+          const leg = await this.connectInSyncLeg(input, target).catch((err: unknown) => {
             logger.warn({ err, volumeUUID, replica: target.nodeUUID }, 'cannot reach a replica');
             return undefined;
           });
@@ -329,9 +336,33 @@ export class ReplicaManager {
     await stack.ensureDm(volumeUUID, await stack.linearTable(input.sizeBytes, array));
     const ms = lap('dm');
     if (started) logger.info({ volumeUUID, ...started, ms }, started.created ? 'replicated volume created' : 'replicated volume assembled');
-    const notConnected = (nodeUUID: string): LegDevice => ({ nodeUUID, controller: undefined, controllerState: '', block: undefined });
     state.legs = this.legStates(state, arrayState, { loopOf: () => loop, leg: (t) => seen.get(t.nodeUUID) ?? notConnected(t.nodeUUID) });
     return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
+  }
+
+  /**
+   * Connects an in-sync copy's leg. On a promotion (epoch 2 on) a copy that refuses is tried
+   * again for a moment: its node relinks its export to the new primary on the same replica-set
+   * change this node acts on, and this node often dials first. Recording such a copy out of sync
+   * would leave a 3-copy volume with one copy until its resync, for a race of milliseconds. The
+   * leader only promotes with copies of Active nodes in sync, so the wait rarely runs out.
+   */
+  private connectInSyncLeg(input: ServeInput, target: LegTarget): Promise<LegDevice> {
+    const connect = async (): Promise<LegDevice> => {
+      const leg = await this.options.stack.connectLeg(target, this.hostNQNOf(input));
+      if (!leg.block || leg.controllerState !== 'live') throw new Error(`the replica's device did not appear (controller ${leg.controller ?? 'none'}, ${leg.controllerState || 'no state'})`);
+      return leg;
+    };
+    const waitMs = this.options.promotionLegWaitMs ?? DEFAULT_PROMOTION_LEG_WAIT_MS;
+    if (input.replication.epoch <= 1 || waitMs <= 0) return connect();
+    const started = Date.now();
+    return retry(connect, {
+      backoff: { initialMs: PROMOTION_LEG_RETRY_MS, maxMs: PROMOTION_LEG_RETRY_MS, jitter: 0 },
+      retryIf: () => Date.now() - started + PROMOTION_LEG_RETRY_MS <= waitMs,
+      onRetry: (err, _delay, n) => {
+        if (n === 1) this.options.logger.info({ err, volumeUUID: input.volumeUUID, replica: target.nodeUUID, waitMs }, 'an in-sync replica refused the new primary: trying again while it relinks its export');
+      },
+    });
   }
 
   /**
@@ -569,16 +600,4 @@ const REJOIN_EAGER_MS = 120_000;
 /** Fenced by etcd at the epoch this node still serves (a newer assignment lifts it). */
 function isFencedAt(state: PrimaryVolume): boolean {
   return state.fencedAtEpoch !== undefined && state.fencedAtEpoch >= state.input.replication.epoch;
-}
-
-/** Laps of a multi-step operation: lap(name) records the milliseconds since the last lap and returns them all. */
-function stopwatch(): (step: string) => Record<string, number> {
-  const laps: Record<string, number> = {};
-  let last = performance.now();
-  return (step) => {
-    const now = performance.now();
-    laps[step] = Math.round(now - last);
-    last = now;
-    return laps;
-  };
 }
