@@ -8,6 +8,7 @@
 // reconciler.ts decides which pass runs and hands each phase's result to the next. This file
 // holds what the phases share: the assignments, what passes keep from one to the next, what the
 // reconciler lends them, and the phase timer.
+import { stopwatch, type Lap } from '../../../lib/stopwatch.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { VolumeAssignment } from '../../../lib/records.js';
 import type { PresentedHostsView } from '../../discovery/presented-hosts.js';
@@ -126,14 +127,11 @@ export const BACKINGS_PREPARED_AT_ONCE = 8;
 
 /** Milliseconds per step, in the pass's log line: where a slow pass spends its time. */
 export class PhaseTimer {
-  readonly phases: Record<string, number> = {};
-  private lapStart = Date.now();
+  private readonly laps: Lap = stopwatch((name, ms) => reconcilePhaseDuration.labels(name).observe(ms / 1000));
+  phases: Record<string, number> = {};
 
   lap(name: string): void {
-    const now = Date.now();
-    this.phases[name] = now - this.lapStart;
-    reconcilePhaseDuration.labels(name).observe((now - this.lapStart) / 1000);
-    this.lapStart = now;
+    this.phases = this.laps(name);
   }
 }
 
