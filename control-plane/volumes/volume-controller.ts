@@ -34,7 +34,7 @@ import { TxnBatcher } from './txn-batcher.js';
 import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
 import { assignmentFor, replicationFor, sameAssignment } from './assignments.js';
 import { HANDED_OVER } from '../../lib/etcd/replica-set-store.js';
-import { protectionOf } from '../volumes/protection.js';
+import { protectionOf } from './protection.js';
 import { chooseNodes, chooseReplacement, roomOn, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
 import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
