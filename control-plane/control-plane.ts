@@ -22,7 +22,8 @@ import { VolumeReportService } from './agents/volume-report-service.js';
 import { VolumeStatusStore } from './agents/volume-status-store.js';
 import { Authenticator } from './auth/authenticator.js';
 import { bootstrapCluster, type BootstrapResult } from './bootstrap/bootstrap.js';
-import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
+import { BootstrapStore } from './bootstrap/bootstrap-store.js';
+import { ControlPlaneStore } from './control-planes/control-plane-store.js';
 import { instanceIdOf, type ControlPlaneConfig } from './config.js';
 import { createHttpApp } from './http/app.js';
 import { createApiServer } from './http/server.js';
@@ -55,7 +56,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   const etcd = createEtcdClient(config.etcdEndpoints, undefined, etcdTlsOf(config));
   const bootstrap = await untilEtcdAnswers(logger, () =>
     bootstrapCluster({
-      etcd,
+      store: new BootstrapStore(etcd),
       logger,
       instanceId,
       clusterName: config.clusterName,
@@ -104,7 +105,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   });
   const apiPort = (httpServer.address() as AddressInfo).port;
 
-  const registry = new ControlPlaneRegistry(etcd, {
+  const registry = new ControlPlaneStore(etcd, {
     instanceId,
     hostname: hostname(),
     apiEndpoint: `${config.advertiseAddress}:${apiPort}`,

@@ -22,7 +22,7 @@ import { ConnectedHostsService } from './connected-hosts/connected-hosts-service
 import { ConnectedHostsStore } from './connected-hosts/connected-hosts-store.js';
 import { createConnectedHostsRoutes } from './connected-hosts/connected-hosts-routes.js';
 import type { ControlPlaneConfig } from './config.js';
-import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
+import { ControlPlaneStore } from './control-planes/control-plane-store.js';
 import { createControlPlaneRoutes } from './control-planes/control-plane-routes.js';
 import { CredentialsService } from './credentials/credentials-service.js';
 import { CredentialRecordsStore } from './credentials/credentials-store.js';
@@ -30,6 +30,8 @@ import { createCredentialsRoutes } from './credentials/credentials-routes.js';
 import { createEtcdCorruptionRoutes } from './etcd-corruption/etcd-corruption-routes.js';
 import { startEtcdCorruptionScanner } from './etcd-corruption/etcd-corruption-scanner.js';
 import { EtcdCorruptionService } from './etcd-corruption/etcd-corruption-service.js';
+import { EtcdCorruptionStore } from './etcd-corruption/etcd-corruption-store.js';
+import { scanEtcdHashes } from './etcd-corruption/etcd-hash-scan.js';
 import { EtcdEventLog } from './events/etcd-event-log.js';
 import { startEventRetention } from './events/event-retention.js';
 import { EventStore } from './events/event-store.js';
@@ -66,6 +68,7 @@ import { startEtcdMemberPromotion } from './servers/etcd-member-promotion.js';
 import { EtcdMembership } from './servers/etcd-membership.js';
 import { ServerAdder } from './servers/server-add.js';
 import { ServersService } from './servers/servers-service.js';
+import { ServersStore } from './servers/servers-store.js';
 import { KernelCapabilitiesService } from './kernel-capabilities/kernel-capabilities-service.js';
 import { createKernelCapabilitiesRoutes } from './kernel-capabilities/kernel-capabilities-routes.js';
 import type { HostSecretKey } from './in-band-auth/host-secret-key.js';
@@ -100,7 +103,7 @@ export interface ResourceContext {
   readonly cache: WatchCache;
   readonly auth: Authenticator;
   readonly election: LeaderElection;
-  readonly registry: ControlPlaneRegistry;
+  readonly registry: ControlPlaneStore;
   readonly cluster: ClusterRecord;
   readonly config: ControlPlaneConfig;
   readonly ports: { readonly api: number; readonly grpc: number };
@@ -167,7 +170,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createVersionRoutes({ auth }),
     createControlPlaneRoutes({ auth, registry: ctx.registry }),
     createClusterRoutes({ auth, cluster }),
-    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd), new WatchedReplicationRisk(cache)), adder: new ServerAdder(etcd, inventory, new EtcdMembership(etcd)) }),
+    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd), new WatchedReplicationRisk(cache)), adder: new ServerAdder(new ServersStore(etcd), inventory, new EtcdMembership(etcd)) }),
     createNodesRoutes({
       auth,
       nodes: new NodesService(inventory),
@@ -204,7 +207,7 @@ export function buildResources(ctx: ResourceContext): Resources {
         logger: logger.child({ component: 'diagnostics' }),
       }),
     }),
-    createEtcdCorruptionRoutes({ auth, etcdCorruption: new EtcdCorruptionService(etcd) }),
+    createEtcdCorruptionRoutes({ auth, etcdCorruption: new EtcdCorruptionService(new EtcdCorruptionStore(etcd)) }),
   ];
   routers.push(createOpenApiRoutes({ auth, routers })); // the document of every router above, and its own
 
@@ -219,11 +222,11 @@ export function buildResources(ctx: ResourceContext): Resources {
     },
     {
       name: 'etcd member promotion',
-      start: () => startEtcdMemberPromotion({ etcd, fencedCommit: (compares, ops) => ctx.election.fencedCommit(compares, ops), logger: child('etcd-members') }),
+      start: () => startEtcdMemberPromotion({ store: new ServersStore(etcd, (compares, ops) => ctx.election.fencedCommit(compares, ops)), membership: new EtcdMembership(etcd), logger: child('etcd-members') }),
     },
     {
       name: 'etcd corruption scan',
-      start: () => startEtcdCorruptionScanner({ etcd, events, cluster: ctx.cluster, fencedWrite: (ops) => ctx.election.fencedWrite(ops), logger: child('etcd-corruption') }),
+      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, (ops) => ctx.election.fencedWrite(ops)), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(etcd), logger: child('etcd-corruption') }),
     },
     { name: 'snapshot retention', start: async () => startSnapshotRetention({ store: snapshotStore, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {
