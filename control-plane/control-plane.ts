@@ -34,6 +34,7 @@ import { LeaderTasks } from './leadership/leader-tasks.js';
 import { observeControlPlane } from './metrics/control-plane-metrics.js';
 import { buildResources } from './resources.js';
 import { prepareControlPlaneTls } from './tls/control-plane-tls.js';
+import { ClusterCaStore } from '../lib/etcd/cluster-ca-store.js';
 import { WatchCache } from './watch-cache/watch-cache.js';
 import { HostSecretKey } from './in-band-auth/host-secret-key.js';
 
@@ -66,7 +67,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     }),
   );
   const child = (component: string) => logger.child({ component });
-  const tls = await untilEtcdAnswers(logger, () => prepareControlPlaneTls(config, etcd, bootstrap.cluster.UUID, instanceId));
+  const tls = await untilEtcdAnswers(logger, () => prepareControlPlaneTls(config, new ClusterCaStore(etcd), bootstrap.cluster.UUID, instanceId));
 
   // The agents' gRPC service. Listen first so advertised endpoints carry real ports (0 in tests).
   // The agent secret is read (created, on a cluster that has none yet) before agents can call.

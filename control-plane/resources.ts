@@ -73,6 +73,7 @@ import { KernelCapabilitiesService } from './kernel-capabilities/kernel-capabili
 import { createKernelCapabilitiesRoutes } from './kernel-capabilities/kernel-capabilities-routes.js';
 import type { HostSecretKey } from './in-band-auth/host-secret-key.js';
 import { InBandAuthService } from './in-band-auth/in-band-auth-service.js';
+import { TrustedHostStore } from './in-band-auth/trusted-host-store.js';
 import { createInBandAuthRoutes } from './in-band-auth/in-band-auth-routes.js';
 import { startResealTask } from './in-band-auth/reseal-task.js';
 import { NvmeTcpTlsService } from './nvme-tcp-tls/nvme-tcp-tls-service.js';
@@ -135,7 +136,12 @@ export function buildResources(ctx: ResourceContext): Resources {
   const volumeStore = new VolumeStore(new RecordStore(etcd), cache);
   const volumeUsage = new VolumeUsageCounter(volumeStore, () => cache.sync());
   const flags = new FeatureFlagsService(new FeatureFlagsStore(etcd), events);
-  const inBandAuth = new InBandAuthService(etcd, ctx.hostSecretKey, kernelCapabilities, async (p) => (await projectsStore.get(p)) !== null);
+  const inBandAuth: InBandAuthService = new InBandAuthService(
+    new TrustedHostStore(etcd, ctx.hostSecretKey, (record) => inBandAuth.open(record)),
+    ctx.hostSecretKey,
+    kernelCapabilities,
+    async (p) => (await projectsStore.get(p)) !== null,
+  );
   flags.delegate('in-band-authentication', (enabled, actor) => inBandAuth.setEnabled(enabled, actor));
   const nvmeTcpTls: NvmeTcpTlsService = new NvmeTcpTlsService(
     new TlsHostStore(etcd, ctx.hostSecretKey, (record) => nvmeTcpTls.open(record)),

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import { ensureClusterCa, readClusterCa } from '../../lib/tls/cluster-ca.js';
+import { ClusterCaStore } from '../../lib/etcd/cluster-ca-store.js';
+import { newClusterCa, readClusterCa } from '../../lib/tls/cluster-ca.js';
 import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess } from '../../test/helpers/processes.js';
@@ -142,7 +143,7 @@ describe('cluster bootstrap', () => {
 
       // A cluster bootstrapped before the CA existed: racing creators agree on one.
       await client.delete().key(keys.clusterCa());
-      const raced = await Promise.all([0, 1, 2].map(() => ensureClusterCa(client, created.cluster.UUID)));
+      const raced = await Promise.all([0, 1, 2].map(() => new ClusterCaStore(client).ensure(() => newClusterCa(created.cluster.UUID))));
       assert.equal(new Set(raced.map((r) => r.certificate)).size, 1);
       assert.equal((await readClusterCa(client))!.certificate, raced[0]!.certificate);
     } finally {

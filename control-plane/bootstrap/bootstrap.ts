@@ -10,7 +10,7 @@
 //
 // The cluster CA (docs/security.md) is created in the same transaction, in etcd: a cluster never
 // exists without it, and nothing of it is on local disk to finish after a crash. (A cluster
-// bootstrapped before the CA existed gets one from lib/tls/cluster-ca.ts's ensureClusterCa.)
+// bootstrapped before the CA existed gets one from lib/etcd/cluster-ca-store.ts's ensure.)
 import { randomUUID, createPublicKey } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
