@@ -33,6 +33,7 @@ import { EtcdCorruptionService } from './etcd-corruption/etcd-corruption-service
 import { EtcdCorruptionStore } from './etcd-corruption/etcd-corruption-store.js';
 import { scanEtcdHashes } from './etcd-corruption/etcd-hash-scan.js';
 import { EtcdEventLog } from './events/etcd-event-log.js';
+import { EventLogStore } from './events/event-log-store.js';
 import { startEventRetention } from './events/event-retention.js';
 import { EventStore } from './events/event-store.js';
 import { EventsService } from './events/events-service.js';
@@ -124,7 +125,7 @@ export interface Resources {
 
 export function buildResources(ctx: ResourceContext): Resources {
   const { etcd, cache, auth, config, logger } = ctx;
-  const events = new EtcdEventLog(etcd, logger.child({ component: 'events' }));
+  const events = new EtcdEventLog(new EventLogStore(etcd), logger.child({ component: 'events' }));
 
   // Inventory views share one reader: it keeps the last snapshot and reads only changes.
   const inventory = new InventoryReader(etcd);

@@ -46,7 +46,6 @@ const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[];
   'agent/node-ops/node-operations.ts': { imports: ['etcd3'], why: AGENT },
   'control-plane/agents/agent-authenticator.ts': { imports: ['etcd3', 'keys'], why: 'reads the agent secret and node records itself: a store for them (the secret\'s is lib/etcd/agent-secret-store.ts); agent/control-plane-session/authenticated-session.test.ts builds it with the client, so it moves with the agent side' },
   'control-plane/etcd-corruption/etcd-hash-scan.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
-  'control-plane/events/etcd-event-log.ts': { imports: ['etcd3', 'keys'], why: 'the event log\'s prepare/commit: replaced by the one transaction helper (item 2)' },
   'control-plane/inventory/inventory-reader.ts': { imports: ['etcd3', 'keys'], why: 'one of the views of etcd in the process (item 1): to read the one watched state' },
   'control-plane/leadership/leader-election.ts': { imports: ['etcd3', 'keys'], why: 'the leader key and the fence: part of the one transaction helper (item 2)' },
   'control-plane/logs/etcd-dump.ts': { imports: ['etcd3', 'keys'], why: ETCD_DRIVER },

@@ -6,7 +6,8 @@
 // not (or other ones), EtcdCorruptionResolved when a scan finds none after one that did.
 import type { Logger } from '../../lib/logger.js';
 import type { ClusterRecord } from '../../lib/records.js';
-import type { EventPreparer, PreparedEvent } from '../events/etcd-event-log.js';
+import type { EventPreparer } from '../events/etcd-event-log.js';
+import type { PreparedEvent } from '../events/event-log-store.js';
 import { catalogued } from '../events/event-catalogue.js';
 import type { EventName } from '../events/event-catalogue.js';
 import type { HashScan } from './etcd-hash-scan.js';

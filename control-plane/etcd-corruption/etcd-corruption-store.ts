@@ -3,10 +3,10 @@
 // the result written with its events in one transaction, fenced by the leader's term when the
 // composition root gives the fenced write. The service and the scanner see requests and results.
 import type { Etcd3 } from 'etcd3';
-import { parseRecord } from '../../lib/etcd/client.js';
+import { commitOps, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { FencedWrite } from '../../lib/etcd/record-store.js';
-import { commitOps, type PreparedEvent } from '../events/etcd-event-log.js';
+import type { PreparedEvent } from '../events/event-log-store.js';
 import type { MemberScan } from './etcd-hash-scan.js';
 
 export interface EtcdCorruptionScanRequest {
