@@ -90,6 +90,7 @@ import { createSnapshotRoutes } from './snapshots/snapshot-routes.js';
 import { startSnapshotRetention } from './snapshots/snapshot-retention.js';
 import { createVersionRoutes } from './version/version-routes.js';
 import { VolumeController } from './volumes/volume-controller.js';
+import { VolumeControllerStore } from './volumes/volume-controller-store.js';
 import { VolumeService, VolumeUsageCounter } from './volumes/volume-service.js';
 import { VolumeStore } from './volumes/volume-store.js';
 import { createVolumeRoutes } from './volumes/volume-routes.js';
@@ -240,8 +241,7 @@ export function buildResources(ctx: ResourceContext): Resources {
       name: 'volume controller',
       start: async () => {
         const controller = new VolumeController({
-          etcd,
-          election: ctx.election,
+          store: new VolumeControllerStore(etcd, (compares, ops) => ctx.election.fencedCommit(compares, ops), child('volume-controller')),
           logger: child('volume-controller'),
           events,
           clusterUUID: ctx.cluster.UUID,

@@ -54,7 +54,6 @@ const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[];
   'control-plane/servers/etcd-members.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/servers/etcd-membership.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/volumes/txn-batcher.ts': { imports: ['etcd3'], why: 'batches fenced commits of etcd ops: part of the one transaction helper (item 2)' },
-  'control-plane/volumes/volume-controller.ts': { imports: ['etcd3', 'keys'], why: 'builds every placement, assignment and replica-set op itself over its own mirror (items 1-3)' },
   'control-plane/watch-cache/watch-cache.ts': { imports: ['etcd3', 'keys'], why: 'the API\'s view of etcd (item 1): to become the one watched state, under lib/etcd/' },
 };
 
