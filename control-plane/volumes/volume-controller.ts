@@ -21,7 +21,7 @@ import { HANDED_OVER } from '../../lib/etcd/replica-set-store.js';
 import { protectionOf } from './protection.js';
 import { chooseNodes, chooseReplacement, roomOn, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
-import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
+import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from './snapshot-lifecycle.js';
 import { failoverDuration, failovers, type FailoverKind } from '../metrics/control-plane-metrics.js';
 
 export interface VolumeControllerOptions {
