@@ -22,7 +22,8 @@ import { VolumeReportService } from './agents/volume-report-service.js';
 import { VolumeStatusStore } from './agents/volume-status-store.js';
 import { Authenticator } from './auth/authenticator.js';
 import { bootstrapCluster, type BootstrapResult } from './bootstrap/bootstrap.js';
-import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
+import { BootstrapStore } from './bootstrap/bootstrap-store.js';
+import { ControlPlaneStore } from './control-planes/control-plane-store.js';
 import { instanceIdOf, type ControlPlaneConfig } from './config.js';
 import { createHttpApp } from './http/app.js';
 import { createApiServer } from './http/server.js';
@@ -33,6 +34,7 @@ import { LeaderTasks } from './leadership/leader-tasks.js';
 import { observeControlPlane } from './metrics/control-plane-metrics.js';
 import { buildResources } from './resources.js';
 import { prepareControlPlaneTls } from './tls/control-plane-tls.js';
+import { ClusterCaStore } from '../lib/etcd/cluster-ca-store.js';
 import { WatchCache } from './watch-cache/watch-cache.js';
 import { HostSecretKey } from './in-band-auth/host-secret-key.js';
 
@@ -55,7 +57,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   const etcd = createEtcdClient(config.etcdEndpoints, undefined, etcdTlsOf(config));
   const bootstrap = await untilEtcdAnswers(logger, () =>
     bootstrapCluster({
-      etcd,
+      store: new BootstrapStore(etcd),
       logger,
       instanceId,
       clusterName: config.clusterName,
@@ -65,7 +67,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     }),
   );
   const child = (component: string) => logger.child({ component });
-  const tls = await untilEtcdAnswers(logger, () => prepareControlPlaneTls(config, etcd, bootstrap.cluster.UUID, instanceId));
+  const tls = await untilEtcdAnswers(logger, () => prepareControlPlaneTls(config, new ClusterCaStore(etcd), bootstrap.cluster.UUID, instanceId));
 
   // The agents' gRPC service. Listen first so advertised endpoints carry real ports (0 in tests).
   // The agent secret is read (created, on a cluster that has none yet) before agents can call.
@@ -104,7 +106,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   });
   const apiPort = (httpServer.address() as AddressInfo).port;
 
-  const registry = new ControlPlaneRegistry(etcd, {
+  const registry = new ControlPlaneStore(etcd, {
     instanceId,
     hostname: hostname(),
     apiEndpoint: `${config.advertiseAddress}:${apiPort}`,

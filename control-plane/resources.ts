@@ -22,7 +22,7 @@ import { ConnectedHostsService } from './connected-hosts/connected-hosts-service
 import { ConnectedHostsStore } from './connected-hosts/connected-hosts-store.js';
 import { createConnectedHostsRoutes } from './connected-hosts/connected-hosts-routes.js';
 import type { ControlPlaneConfig } from './config.js';
-import { ControlPlaneRegistry } from './control-planes/control-plane-registry.js';
+import { ControlPlaneStore } from './control-planes/control-plane-store.js';
 import { createControlPlaneRoutes } from './control-planes/control-plane-routes.js';
 import { CredentialsService } from './credentials/credentials-service.js';
 import { CredentialRecordsStore } from './credentials/credentials-store.js';
@@ -30,7 +30,10 @@ import { createCredentialsRoutes } from './credentials/credentials-routes.js';
 import { createEtcdCorruptionRoutes } from './etcd-corruption/etcd-corruption-routes.js';
 import { startEtcdCorruptionScanner } from './etcd-corruption/etcd-corruption-scanner.js';
 import { EtcdCorruptionService } from './etcd-corruption/etcd-corruption-service.js';
+import { EtcdCorruptionStore } from './etcd-corruption/etcd-corruption-store.js';
+import { scanEtcdHashes } from './etcd-corruption/etcd-hash-scan.js';
 import { EtcdEventLog } from './events/etcd-event-log.js';
+import { EventLogStore } from './events/event-log-store.js';
 import { startEventRetention } from './events/event-retention.js';
 import { EventStore } from './events/event-store.js';
 import { EventsService } from './events/events-service.js';
@@ -42,8 +45,8 @@ import { createFederationRoutes } from './federation/federation-routes.js';
 import { InventoryReader } from './inventory/inventory-reader.js';
 import type { LeaderElection } from './leadership/leader-election.js';
 import type { LeaderTask } from './leadership/leader-tasks.js';
-import { startMembershipEvents } from './membership-events/membership-events.js';
-import { MembershipEventsStore } from './membership-events/membership-events-store.js';
+import { startMembershipEvents } from './nodes/membership-events.js';
+import { MembershipEventsStore } from './nodes/membership-events-store.js';
 import { NodesService } from './nodes/nodes-service.js';
 import { createNodesRoutes } from './nodes/nodes-routes.js';
 import { NodeCommandsService } from './nodes/node-commands-service.js';
@@ -66,10 +69,12 @@ import { startEtcdMemberPromotion } from './servers/etcd-member-promotion.js';
 import { EtcdMembership } from './servers/etcd-membership.js';
 import { ServerAdder } from './servers/server-add.js';
 import { ServersService } from './servers/servers-service.js';
+import { ServersStore } from './servers/servers-store.js';
 import { KernelCapabilitiesService } from './kernel-capabilities/kernel-capabilities-service.js';
 import { createKernelCapabilitiesRoutes } from './kernel-capabilities/kernel-capabilities-routes.js';
 import type { HostSecretKey } from './in-band-auth/host-secret-key.js';
 import { InBandAuthService } from './in-band-auth/in-band-auth-service.js';
+import { TrustedHostStore } from './in-band-auth/trusted-host-store.js';
 import { createInBandAuthRoutes } from './in-band-auth/in-band-auth-routes.js';
 import { startResealTask } from './in-band-auth/reseal-task.js';
 import { NvmeTcpTlsService } from './nvme-tcp-tls/nvme-tcp-tls-service.js';
@@ -84,7 +89,8 @@ import { SnapshotStore } from './snapshots/snapshot-store.js';
 import { createSnapshotRoutes } from './snapshots/snapshot-routes.js';
 import { startSnapshotRetention } from './snapshots/snapshot-retention.js';
 import { createVersionRoutes } from './version/version-routes.js';
-import { VolumeController } from './volume-controller/volume-controller.js';
+import { VolumeController } from './volumes/volume-controller.js';
+import { VolumeControllerStore } from './volumes/volume-controller-store.js';
 import { VolumeService, VolumeUsageCounter } from './volumes/volume-service.js';
 import { VolumeStore } from './volumes/volume-store.js';
 import { createVolumeRoutes } from './volumes/volume-routes.js';
@@ -100,7 +106,7 @@ export interface ResourceContext {
   readonly cache: WatchCache;
   readonly auth: Authenticator;
   readonly election: LeaderElection;
-  readonly registry: ControlPlaneRegistry;
+  readonly registry: ControlPlaneStore;
   readonly cluster: ClusterRecord;
   readonly config: ControlPlaneConfig;
   readonly ports: { readonly api: number; readonly grpc: number };
@@ -120,7 +126,7 @@ export interface Resources {
 
 export function buildResources(ctx: ResourceContext): Resources {
   const { etcd, cache, auth, config, logger } = ctx;
-  const events = new EtcdEventLog(etcd, logger.child({ component: 'events' }));
+  const events = new EtcdEventLog(new EventLogStore(etcd), logger.child({ component: 'events' }));
 
   // Inventory views share one reader: it keeps the last snapshot and reads only changes.
   const inventory = new InventoryReader(etcd);
@@ -132,7 +138,12 @@ export function buildResources(ctx: ResourceContext): Resources {
   const volumeStore = new VolumeStore(new RecordStore(etcd), cache);
   const volumeUsage = new VolumeUsageCounter(volumeStore, () => cache.sync());
   const flags = new FeatureFlagsService(new FeatureFlagsStore(etcd), events);
-  const inBandAuth = new InBandAuthService(etcd, ctx.hostSecretKey, kernelCapabilities, async (p) => (await projectsStore.get(p)) !== null);
+  const inBandAuth: InBandAuthService = new InBandAuthService(
+    new TrustedHostStore(etcd, ctx.hostSecretKey, (record) => inBandAuth.open(record)),
+    ctx.hostSecretKey,
+    kernelCapabilities,
+    async (p) => (await projectsStore.get(p)) !== null,
+  );
   flags.delegate('in-band-authentication', (enabled, actor) => inBandAuth.setEnabled(enabled, actor));
   const nvmeTcpTls: NvmeTcpTlsService = new NvmeTcpTlsService(
     new TlsHostStore(etcd, ctx.hostSecretKey, (record) => nvmeTcpTls.open(record)),
@@ -167,7 +178,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createVersionRoutes({ auth }),
     createControlPlaneRoutes({ auth, registry: ctx.registry }),
     createClusterRoutes({ auth, cluster }),
-    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd), new WatchedReplicationRisk(cache)), adder: new ServerAdder(etcd, inventory, new EtcdMembership(etcd)) }),
+    createServersRoutes({ auth, servers: new ServersService(inventory, new EtcdMembers(etcd), new WatchedReplicationRisk(cache)), adder: new ServerAdder(new ServersStore(etcd), inventory, new EtcdMembership(etcd)) }),
     createNodesRoutes({
       auth,
       nodes: new NodesService(inventory),
@@ -204,7 +215,7 @@ export function buildResources(ctx: ResourceContext): Resources {
         logger: logger.child({ component: 'diagnostics' }),
       }),
     }),
-    createEtcdCorruptionRoutes({ auth, etcdCorruption: new EtcdCorruptionService(etcd) }),
+    createEtcdCorruptionRoutes({ auth, etcdCorruption: new EtcdCorruptionService(new EtcdCorruptionStore(etcd)) }),
   ];
   routers.push(createOpenApiRoutes({ auth, routers })); // the document of every router above, and its own
 
@@ -219,19 +230,18 @@ export function buildResources(ctx: ResourceContext): Resources {
     },
     {
       name: 'etcd member promotion',
-      start: () => startEtcdMemberPromotion({ etcd, fencedCommit: (compares, ops) => ctx.election.fencedCommit(compares, ops), logger: child('etcd-members') }),
+      start: () => startEtcdMemberPromotion({ store: new ServersStore(etcd, (compares, ops) => ctx.election.fencedCommit(compares, ops)), membership: new EtcdMembership(etcd), logger: child('etcd-members') }),
     },
     {
       name: 'etcd corruption scan',
-      start: () => startEtcdCorruptionScanner({ etcd, events, cluster: ctx.cluster, fencedWrite: (ops) => ctx.election.fencedWrite(ops), logger: child('etcd-corruption') }),
+      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, (ops) => ctx.election.fencedWrite(ops)), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(etcd), logger: child('etcd-corruption') }),
     },
     { name: 'snapshot retention', start: async () => startSnapshotRetention({ store: snapshotStore, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {
       name: 'volume controller',
       start: async () => {
         const controller = new VolumeController({
-          etcd,
-          election: ctx.election,
+          store: new VolumeControllerStore(etcd, (compares, ops) => ctx.election.fencedCommit(compares, ops), child('volume-controller')),
           logger: child('volume-controller'),
           events,
           clusterUUID: ctx.cluster.UUID,

@@ -8,14 +8,10 @@
 // Both daemons use this module: agents sign, control planes verify. Either creates the secret the
 // first time it needs one, in a transaction guarded by "the key does not exist", so concurrent
 // starters agree on one secret and no install step has to make it.
-import { randomBytes, randomUUID } from 'node:crypto';
-import type { Etcd3 } from 'etcd3';
 import { SignJWT, decodeProtectedHeader, errors as joseErrors, jwtVerify } from 'jose';
 import { UUID_PATTERN } from './contract/uuid.js';
-import { errors, StrataError } from './errors.js';
-import { parseRecord } from './etcd/client.js';
-import { keys } from './etcd/keys.js';
-import type { AgentSecret, AgentSecretRecord } from './records.js';
+import { errors } from './errors.js';
+import type { AgentSecret } from './records.js';
 
 /** The gRPC metadata key carrying `Bearer <agent token>` on the Session call. */
 export const AGENT_TOKEN_METADATA_KEY = 'authorization';
@@ -46,49 +42,10 @@ export interface SignedAgentToken {
   readonly expiresAtMs: number;
 }
 
-export function newAgentSecret(now = new Date()): AgentSecret {
-  return { id: randomUUID(), key: randomBytes(32).toString('base64url'), createdAt: now.toISOString() };
-}
-
-export async function readAgentSecrets(etcd: Etcd3): Promise<{ record: AgentSecretRecord; revision: string } | null> {
-  const kv = (await etcd.get(keys.agentSecret()).exec()).kvs[0];
-  if (!kv) return null;
-  const record = parseRecord<AgentSecretRecord>(keys.agentSecret(), kv.value);
-  return record ? { record, revision: kv.mod_revision } : null;
-}
-
-/** The agent secret, created if there is none yet; concurrent callers all get the one that won. */
-export async function ensureAgentSecrets(etcd: Etcd3): Promise<AgentSecretRecord> {
-  const existing = await readAgentSecrets(etcd);
-  if (existing) return existing.record;
-  const created: AgentSecretRecord = { current: newAgentSecret() };
-  const key = keys.agentSecret();
-  const result = await etcd.if(key, 'Create', '==', 0).then(etcd.put(key).value(JSON.stringify(created))).else(etcd.get(key)).commit();
-  if (result.succeeded) return created;
-  const winner = parseRecord<AgentSecretRecord>(key, result.responses[0]?.response_range.kvs[0]?.value ?? null);
-  if (!winner) throw errors.internal('the agent secret vanished while it was being created');
-  return winner;
-}
-
-/**
- * Makes a new current secret and keeps the old current one as previous (the one before that is
- * dropped). Agents sign with the new secret from their next token on; tokens signed with the
- * previous one stay valid, so no session breaks.
- */
-export async function rotateAgentSecret(etcd: Etcd3): Promise<AgentSecretRecord> {
-  const key = keys.agentSecret();
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const existing = await readAgentSecrets(etcd);
-    if (!existing) {
-      await ensureAgentSecrets(etcd);
-      continue;
-    }
-    const rotated: AgentSecretRecord = { current: newAgentSecret(), previous: existing.record.current };
-    const result = await etcd.if(key, 'Mod', '==', existing.revision).then(etcd.put(key).value(JSON.stringify(rotated))).commit();
-    if (result.succeeded) return rotated;
-  }
-  throw new StrataError('OPERATION_IN_PROGRESS', 'the agent secret kept changing while it was being rotated; try again');
-}
+// The secret's record (read, created once, rotated) is kept by lib/etcd/agent-secret-store.ts;
+// its client-taking forms are re-exported for callers that hold the client (the agent's token
+// issuer, tests).
+export { ensureAgentSecrets, newAgentSecret, readAgentSecrets, rotateAgentSecret } from './etcd/agent-secret-store.js';
 
 export async function signAgentToken(
   secret: AgentSecret,

@@ -7,11 +7,13 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import { ensureClusterCa, readClusterCa } from '../../lib/tls/cluster-ca.js';
+import { ClusterCaStore } from '../../lib/etcd/cluster-ca-store.js';
+import { newClusterCa, readClusterCa } from '../../lib/tls/cluster-ca.js';
 import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess } from '../../test/helpers/processes.js';
 import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster } from './bootstrap.js';
+import { BootstrapStore } from './bootstrap-store.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -76,8 +78,8 @@ describe('cluster bootstrap', () => {
     const client = createEtcdClient([etcd.endpoint]);
     const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
     try {
-      const before = await bootstrapCluster({ etcd: client, logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
-      const again = await bootstrapCluster({ etcd: client, logger, instanceId: 'a', clusterName: 'other', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+      const before = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+      const again = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'other', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
       assert.equal(again.created, false);
       assert.equal(again.cluster.UUID, before.cluster.UUID);
       assert.equal(again.cluster.clusterName, before.cluster.clusterName, 'clusterName is fixed at bootstrap');
@@ -92,7 +94,7 @@ describe('cluster bootstrap', () => {
     const client = createEtcdClient([scratch.endpoint]);
     const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
     try {
-      const options = { etcd: client, logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 };
+      const options = { store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 };
       const first = await bootstrapCluster(options);
       assert.equal(first.created, true);
       // The state right after the transaction committed: key still pending, no token.
@@ -109,7 +111,7 @@ describe('cluster bootstrap', () => {
       const scratch2 = await startEtcd();
       const client2 = createEtcdClient([scratch2.endpoint]);
       try {
-        await bootstrapCluster({ ...options, etcd: client2, stateDir: otherDir });
+        await bootstrapCluster({ ...options, store: new BootstrapStore(client2), stateDir: otherDir });
         renameSync(join(otherDir, ROOT_KEY_FILE), join(stateDir, `${ROOT_KEY_FILE}.pending`));
         await bootstrapCluster(options);
         assert.ok(!existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)));
@@ -130,7 +132,7 @@ describe('cluster bootstrap', () => {
     const client = createEtcdClient([scratch.endpoint]);
     const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
     try {
-      const created = await bootstrapCluster({ etcd: client, logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+      const created = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
       const clusterKv = (await client.get(keys.cluster()).exec()).kvs[0]!;
       const caKv = (await client.get(keys.clusterCa()).exec()).kvs[0]!;
       assert.equal(caKv.create_revision, clusterKv.create_revision, 'the CA was written in the same transaction as the cluster record');
@@ -141,7 +143,7 @@ describe('cluster bootstrap', () => {
 
       // A cluster bootstrapped before the CA existed: racing creators agree on one.
       await client.delete().key(keys.clusterCa());
-      const raced = await Promise.all([0, 1, 2].map(() => ensureClusterCa(client, created.cluster.UUID)));
+      const raced = await Promise.all([0, 1, 2].map(() => new ClusterCaStore(client).ensure(() => newClusterCa(created.cluster.UUID))));
       assert.equal(new Set(raced.map((r) => r.certificate)).size, 1);
       assert.equal((await readClusterCa(client))!.certificate, raced[0]!.certificate);
     } finally {

@@ -10,20 +10,18 @@
 //
 // The cluster CA (docs/security.md) is created in the same transaction, in etcd: a cluster never
 // exists without it, and nothing of it is on local disk to finish after a crash. (A cluster
-// bootstrapped before the CA existed gets one from lib/tls/cluster-ca.ts's ensureClusterCa.)
+// bootstrapped before the CA existed gets one from lib/etcd/cluster-ca-store.ts's ensure.)
 import { randomUUID, createPublicKey } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Etcd3 } from 'etcd3';
 import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
-import { keys } from '../../lib/etcd/keys.js';
-import { parseRecord } from '../../lib/etcd/client.js';
 import { writeFileAtomic } from '../../lib/files.js';
 import { newClusterCa } from '../../lib/tls/cluster-ca.js';
 import type { Logger } from '../../lib/logger.js';
 import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
 import { DEFAULT_PROJECT, ROLE_CLUSTER_ADMIN, SYSTEM_PROJECT } from '../auth/permissions.js';
 import { importPrivateKey, signToken } from '../auth/tokens.js';
+import type { BootstrapStore } from './bootstrap-store.js';
 
 export const ROOT_CREDENTIAL = 'root';
 export const ROOT_KEY_FILE = 'root-key.pem';
@@ -31,7 +29,7 @@ export const ADMIN_TOKEN_FILE = 'admin.jwt';
 const PENDING_SUFFIX = '.pending';
 
 export interface BootstrapOptions {
-  readonly etcd: Etcd3;
+  readonly store: BootstrapStore;
   readonly logger: Logger;
   readonly instanceId: string;
   readonly clusterName: string;
@@ -49,13 +47,13 @@ export interface BootstrapResult {
 }
 
 export async function bootstrapCluster(options: BootstrapOptions): Promise<BootstrapResult> {
-  const { etcd, logger, stateDir } = options;
+  const { store, logger, stateDir } = options;
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
   const keyPath = join(stateDir, ROOT_KEY_FILE);
   const pendingKeyPath = keyPath + PENDING_SUFFIX;
   const tokenPath = join(stateDir, ADMIN_TOKEN_FILE);
 
-  const existing = await readCluster(etcd);
+  const existing = await store.cluster();
   if (existing) {
     await finishPendingKey(options, pendingKeyPath, keyPath, tokenPath);
     logger.info({ clusterUUID: existing.UUID }, 'joined existing cluster');
@@ -84,21 +82,17 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Boots
 
   const ca = await newClusterCa(clusterUUID);
 
-  const result = await etcd
-    .if(keys.cluster(), 'Create', '==', 0)
-    .then(
-      etcd.put(keys.cluster()).value(JSON.stringify(cluster)),
-      etcd.put(keys.clusterCa()).value(JSON.stringify(ca)),
-      etcd.put(keys.bootstrap()).value(JSON.stringify({ by: options.instanceId, at: now })),
-      etcd.put(keys.project(DEFAULT_PROJECT)).value(JSON.stringify(project(DEFAULT_PROJECT, 'Default project'))),
-      etcd.put(keys.project(SYSTEM_PROJECT)).value(JSON.stringify(project(SYSTEM_PROJECT, 'System project: installation credentials'))),
-      etcd.put(keys.credential(SYSTEM_PROJECT, ROOT_CREDENTIAL)).value(JSON.stringify(credential)),
-    )
-    .commit();
+  const created = await store.create({
+    cluster,
+    ca,
+    bootstrap: { by: options.instanceId, at: now },
+    projects: [project(DEFAULT_PROJECT, 'Default project'), project(SYSTEM_PROJECT, 'System project: installation credentials')],
+    credential,
+  });
 
-  if (!result.succeeded) {
+  if (!created) {
     rmSync(pendingKeyPath, { force: true });
-    const winner = await readCluster(etcd);
+    const winner = await store.cluster();
     if (!winner) throw new Error('bootstrap lost the race but no cluster record exists');
     logger.info({ clusterUUID: winner.UUID }, 'another control plane bootstrapped the cluster; joined it');
     return { cluster: winner, created: false, adminTokenPath: existsSync(tokenPath) ? tokenPath : undefined };
@@ -108,10 +102,6 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Boots
   renameSync(pendingKeyPath, keyPath);
   logger.info({ clusterUUID, adminTokenPath: tokenPath }, 'bootstrapped a new cluster');
   return { cluster, created: true, adminTokenPath: tokenPath };
-}
-
-export async function readCluster(etcd: Etcd3): Promise<ClusterRecord | null> {
-  return parseRecord<ClusterRecord>(keys.cluster(), await etcd.get(keys.cluster()).string());
 }
 
 async function writeAdminToken(privateKeyPath: string, tokenPath: string, options: BootstrapOptions): Promise<void> {
@@ -128,10 +118,7 @@ async function writeAdminToken(privateKeyPath: string, tokenPath: string, option
 /** Completes a bootstrap that crashed after its transaction, or discards a losing key. */
 async function finishPendingKey(options: BootstrapOptions, pendingKeyPath: string, keyPath: string, tokenPath: string): Promise<void> {
   if (!existsSync(pendingKeyPath)) return;
-  const stored = parseRecord<CredentialRecord>(
-    keys.credential(SYSTEM_PROJECT, ROOT_CREDENTIAL),
-    await options.etcd.get(keys.credential(SYSTEM_PROJECT, ROOT_CREDENTIAL)).string(),
-  );
+  const stored = await options.store.credential(SYSTEM_PROJECT, ROOT_CREDENTIAL);
   const pendingPublic = createPublicKey(readFileSync(pendingKeyPath, 'utf8')).export({ type: 'spki', format: 'pem' }).toString();
   if (stored && normalizePem(stored.payload) === normalizePem(pendingPublic)) {
     if (!existsSync(tokenPath)) await writeAdminToken(pendingKeyPath, tokenPath, options);

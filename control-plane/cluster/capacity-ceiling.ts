@@ -1,8 +1,8 @@
 // CapacityCeiling (volume-dependencies.ts): the largest volume the cluster could ever place, from
 // the nodes, their pool reports and devices, all from the watch cache. Node capacity is what
-// placement counts (volume-controller/placement.ts): a pool's measured capacity; until a node's
+// placement counts (volumes/placement.ts): a pool's measured capacity; until a node's
 // pool reports, the raw size of its present managed data devices, which the pool never exceeds.
-import { allowedAllocation } from '../volume-controller/placement.js';
+import { allowedAllocation } from '../volumes/placement.js';
 import type { CapacityCeiling } from '../volumes/volume-dependencies.js';
 import type { WatchCache } from '../watch-cache/watch-cache.js';
 

@@ -5,7 +5,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { z } from 'zod';
 import { permissions } from '../auth/permissions.js';
 import { route } from '../http/routes.js';
-import type { ControlPlaneRegistry } from './control-plane-registry.js';
+import type { ControlPlaneStore } from './control-plane-store.js';
 
 const controlPlanesAnswer = z.object({
   controlPlanes: z.array(z.object({
@@ -14,7 +14,7 @@ const controlPlanesAnswer = z.object({
   })),
 });
 
-export function createControlPlaneRoutes(deps: { readonly auth: Authenticator; readonly registry: ControlPlaneRegistry }): Router {
+export function createControlPlaneRoutes(deps: { readonly auth: Authenticator; readonly registry: ControlPlaneStore }): Router {
   const router = new Router();
   router.get('/healthz', (ctx) => {
     ctx.body = { status: 'ok' };

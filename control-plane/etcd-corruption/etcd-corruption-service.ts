@@ -2,48 +2,26 @@
 // and write. POST /cluster/etcdCorruption/scan records a request in etcd and answers at once; the
 // active cluster manager (etcd-corruption-scanner.ts) runs the scan and records its result, which
 // every control plane serves as metrics. A request is a record, not a message: a leader that
-// changes or restarts meanwhile finds it unanswered and runs it.
+// changes or restarts meanwhile finds it unanswered and runs it. The records live in
+// etcd-corruption-store.ts.
 import { randomUUID } from 'node:crypto';
-import type { Etcd3 } from 'etcd3';
-import { parseRecord } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { MemberScan } from './etcd-hash-scan.js';
-
-export interface EtcdCorruptionScanRequest {
-  readonly requestId: string;
-  readonly requestedAt: string;
-}
-
-export interface EtcdCorruptionStatus {
-  /** The request this scan answered. */
-  readonly requestId: string;
-  readonly startedAt: string;
-  readonly finishedAt: string;
-  /** The revision every member hashed ('' when the scan could not run). */
-  readonly revision: string;
-  readonly corrupted: boolean;
-  /** Why the scan could not compare anything ('' when it ran). */
-  readonly error: string;
-  readonly members: readonly MemberScan[];
-}
+import type { EtcdCorruptionScanRequest, EtcdCorruptionStatus, EtcdCorruptionStore } from './etcd-corruption-store.js';
 
 export class EtcdCorruptionService {
-  constructor(private readonly etcd: Etcd3) {}
+  constructor(private readonly store: EtcdCorruptionStore) {}
 
   /** Records a scan request; the active cluster manager picks it up. */
   async requestScan(now = new Date()): Promise<EtcdCorruptionScanRequest> {
     const request: EtcdCorruptionScanRequest = { requestId: randomUUID(), requestedAt: now.toISOString() };
-    await this.etcd.put(keys.etcdCorruptionScanRequest()).value(JSON.stringify(request));
+    await this.store.putRequest(request);
     return request;
   }
 
-  async request(): Promise<EtcdCorruptionScanRequest | null> {
-    const key = keys.etcdCorruptionScanRequest();
-    return parseRecord<EtcdCorruptionScanRequest>(key, await this.etcd.get(key).string());
+  request(): Promise<EtcdCorruptionScanRequest | null> {
+    return this.store.request();
   }
 
-  async status(): Promise<EtcdCorruptionStatus | null> {
-    const key = keys.etcdCorruptionStatus();
-    return parseRecord<EtcdCorruptionStatus>(key, await this.etcd.get(key).string());
+  status(): Promise<EtcdCorruptionStatus | null> {
+    return this.store.status();
   }
 }

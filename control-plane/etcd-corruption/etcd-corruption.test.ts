@@ -15,7 +15,7 @@ import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '.
 import { waitUntil } from '../../test/helpers/wait.js';
 import { freePort } from '../../lib/ports.js';
 import { compare } from './etcd-hash-scan.js';
-import type { EtcdCorruptionStatus } from './etcd-corruption-service.js';
+import type { EtcdCorruptionStatus } from './etcd-corruption-store.js';
 
 interface ApiEvent {
   EventName: string;

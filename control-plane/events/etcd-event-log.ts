@@ -1,31 +1,21 @@
-// The event log over etcd: one immutable key per event at keys.event(id) (event-id.ts tells
+// The event log over etcd: one immutable key per event (event-log-store.ts; event-id.ts tells
 // why ids sort newest first). Any control plane records (API events happen where the request
 // lands); the random id suffix keeps them from colliding. Recording is honoured only while
 // the `event-log` feature flag is enabled (absent flag = enabled), read at most every
 // `flagCacheMs`. record() never throws: a lost event must not fail the caller.
-import type { Etcd3 } from 'etcd3';
-import { unconditionalTxn } from '../../lib/etcd/client.js';
-import type { IOperation } from 'etcd3/lib/builder.js';
-import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
 import { isCatalogued } from './event-catalogue.js';
 import { newEventId, nowNs } from './event-id.js';
+import type { EventLogStore, PreparedEvent } from './event-log-store.js';
 import type { EventRecorder } from './event-recorder.js';
-import { toEventWire, type EventWire, type RecordableEvent } from './event-wire.js';
+import { toEventWire, type RecordableEvent } from './event-wire.js';
 
 export const EVENT_LOG_FLAG = 'event-log';
 const DEFAULT_FLAG_CACHE_MS = 2000;
 
-export interface PreparedEvent {
-  readonly id: string;
-  readonly wire: EventWire;
-  /** Commit these (alone or in a caller's transaction) to append the event. */
-  readonly ops: IOperation[];
-}
-
 /** What a writer that commits an event together with its own state needs (membership-events). */
 export interface EventPreparer {
-  /** The ops that append the event; null while the event log is disabled. Throws on etcd failure. */
+  /** The event, ready to append in the caller's transaction; null while the event log is disabled. Throws on etcd failure. */
   prepare(event: RecordableEvent): Promise<PreparedEvent | null>;
 }
 
@@ -44,7 +34,7 @@ export class EtcdEventLog implements EventRecorder, EventPreparer {
   private readonly clock: () => bigint;
 
   constructor(
-    private readonly etcd: Etcd3,
+    private readonly store: EventLogStore,
     private readonly logger: Logger,
     options: EtcdEventLogOptions = {},
   ) {
@@ -56,7 +46,7 @@ export class EtcdEventLog implements EventRecorder, EventPreparer {
     try {
       const prepared = await this.prepare(event);
       if (!prepared) return;
-      await commitOps(this.etcd, prepared.ops);
+      await this.store.append(prepared);
     } catch (err) {
       this.logger.warn({ err: (err as Error).message, eventName: event.eventName }, 'event dropped: cannot write the event log');
     }
@@ -71,7 +61,7 @@ export class EtcdEventLog implements EventRecorder, EventPreparer {
     const ns = this.clock();
     const id = newEventId(ns);
     const wire = toEventWire(event, id, ns);
-    return { id, wire, ops: [this.etcd.put(keys.event(id)).value(JSON.stringify(wire))] };
+    return this.store.prepare(id, wire);
   }
 
   /** The event-log flag: `{name, enabled}` at keys.featureFlag('event-log'); absent = enabled. */
@@ -86,21 +76,8 @@ export class EtcdEventLog implements EventRecorder, EventPreparer {
   }
 
   private async readFlag(): Promise<boolean> {
-    const raw = await this.etcd.get(keys.featureFlag(EVENT_LOG_FLAG)).string();
-    let enabled = true;
-    if (raw !== null) {
-      try {
-        enabled = (JSON.parse(raw) as { enabled?: unknown }).enabled !== false;
-      } catch {
-        this.logger.warn({ key: keys.featureFlag(EVENT_LOG_FLAG) }, 'unreadable event-log flag record: treating the event log as enabled');
-      }
-    }
+    const enabled = await this.store.isFlagOn(EVENT_LOG_FLAG, this.logger);
     this.flag = { enabled, readAt: Date.now() };
     return enabled;
   }
-}
-
-/** Commits ops in one transaction whatever the compare says (etcd needs one to batch ops). */
-export async function commitOps(etcd: Etcd3, ops: IOperation[]): Promise<void> {
-  await unconditionalTxn(etcd).then(...ops).commit();
 }

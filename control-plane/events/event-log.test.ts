@@ -10,6 +10,7 @@ import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { catalogued } from './event-catalogue.js';
 import { EtcdEventLog } from './etcd-event-log.js';
+import { EventLogStore } from './event-log-store.js';
 import { nsOfEventId, nowNs } from './event-id.js';
 import { startEventRetention, trimEvents } from './event-retention.js';
 import { EventStore } from './event-store.js';
@@ -40,7 +41,7 @@ describe('etcd event log', () => {
   const setFlag = (enabled: boolean) => etcd.put(keys.featureFlag('event-log')).value(JSON.stringify({ name: 'event-log', enabled })).exec();
 
   test('records at keys.event(ID) while the flag is absent (enabled by default)', async () => {
-    const log = new EtcdEventLog(etcd, silentLogger(), { flagCacheMs: 0 });
+    const log = new EtcdEventLog(new EventLogStore(etcd), silentLogger(), { flagCacheMs: 0 });
     await log.record(nodeEvent('up'));
     const [event, ...rest] = await stored();
     assert.equal(rest.length, 0);
@@ -52,7 +53,7 @@ describe('etcd event log', () => {
   });
 
   test('event-log flag off: nothing is recorded; on again: recording resumes', async () => {
-    const log = new EtcdEventLog(etcd, silentLogger(), { flagCacheMs: 0 });
+    const log = new EtcdEventLog(new EventLogStore(etcd), silentLogger(), { flagCacheMs: 0 });
     await setFlag(false);
     await log.record(nodeEvent('dropped'));
     assert.equal(await log.prepare(nodeEvent('dropped')), null);
@@ -63,7 +64,7 @@ describe('etcd event log', () => {
   });
 
   test('the flag is cached for flagCacheMs', async () => {
-    const log = new EtcdEventLog(etcd, silentLogger(), { flagCacheMs: 300 });
+    const log = new EtcdEventLog(new EventLogStore(etcd), silentLogger(), { flagCacheMs: 300 });
     await log.record(nodeEvent('first'));
     await setFlag(false);
     await log.record(nodeEvent('within the cache time'));
@@ -74,7 +75,7 @@ describe('etcd event log', () => {
 
   test('an unknown event name is recorded with EventCode 0; a corrupt flag counts as enabled', async () => {
     await etcd.put(keys.featureFlag('event-log')).value('{not json').exec();
-    const log = new EtcdEventLog(etcd, silentLogger(), { flagCacheMs: 0 });
+    const log = new EtcdEventLog(new EventLogStore(etcd), silentLogger(), { flagCacheMs: 0 });
     await log.record({ ...nodeEvent('odd'), eventName: 'SomethingNew' });
     const [event] = await stored();
     assert.equal(event!.EventName, 'SomethingNew');
@@ -84,7 +85,7 @@ describe('etcd event log', () => {
   test('record() never throws when etcd cannot be reached', async () => {
     const dead = createEtcdClient([`127.0.0.1:${await freePort()}`], 200);
     try {
-      const log = new EtcdEventLog(dead, silentLogger());
+      const log = new EtcdEventLog(new EventLogStore(dead), silentLogger());
       await log.record(nodeEvent('lost')); // resolves
     } finally {
       dead.close();
@@ -92,7 +93,7 @@ describe('etcd event log', () => {
   });
 
   test('concurrent records get distinct ids in time order', async () => {
-    const log = new EtcdEventLog(etcd, silentLogger());
+    const log = new EtcdEventLog(new EventLogStore(etcd), silentLogger());
     await Promise.all(Array.from({ length: 50 }, (_, i) => log.record(nodeEvent(`e${i}`))));
     const events = await stored(); // key order: newest first
     assert.equal(new Set(events.map((e) => e.ID)).size, 50);
@@ -103,7 +104,7 @@ describe('etcd event log', () => {
   /** Records `count` events evenly spread over `spanNs` up to `now`, oldest first. */
   async function fill(count: number, spanNs: bigint, now: bigint): Promise<void> {
     let t = 0n;
-    const log = new EtcdEventLog(etcd, silentLogger(), { clock: () => t, flagCacheMs: 60_000 });
+    const log = new EtcdEventLog(new EventLogStore(etcd), silentLogger(), { clock: () => t, flagCacheMs: 60_000 });
     const step = count > 1 ? spanNs / BigInt(count - 1) : 0n;
     for (let i = 0; i < count; i++) {
       t = now - spanNs + BigInt(i) * step;

@@ -6,6 +6,7 @@ import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { putRecord, startApiHarness, type ApiHarness } from '../../test/helpers/records.js';
 import { catalogued } from './event-catalogue.js';
 import { EtcdEventLog } from './etcd-event-log.js';
+import { EventLogStore } from './event-log-store.js';
 import type { EventInput } from './event-recorder.js';
 import { EVENT_FIELDS } from './event-wire.js';
 import { createEventsRoutes } from './events-routes.js';
@@ -51,7 +52,7 @@ describe('events API', () => {
     await putRecord(api.etcd, keys.project('proj-a'), { UUID: 'p-a', name: 'proj-a', description: '', defaultPolicies: [], builtIn: false, createdAt: new Date().toISOString() });
     await putRecord(api.etcd, keys.project('proj-b'), { UUID: 'p-b', name: 'proj-b', description: '', defaultPolicies: [], builtIn: false, createdAt: new Date().toISOString() });
     let now = 0n;
-    const log = new EtcdEventLog(api.etcd, silentLogger(), { clock: () => now });
+    const log = new EtcdEventLog(new EventLogStore(api.etcd), silentLogger(), { clock: () => now });
     for (const s of seeded) {
       now = s.ns;
       await log.record(s.input);
@@ -234,7 +235,7 @@ describe('events API', () => {
   // Last: it adds an event.
   test('events recorded while paging do not shift the pages', async () => {
     const first = await list('/api/v2/events?limit=10');
-    const log = new EtcdEventLog(api.etcd, silentLogger());
+    const log = new EtcdEventLog(new EventLogStore(api.etcd), silentLogger());
     await log.record(catalogued('ClusterManagerChanged', { component: { kind: 'cluster', ID: api.cluster.UUID, Name: api.cluster.clusterName }, description: 'new leader' }));
     const second = await list(`/api/v2/events?limit=10&nextToken=${first.nextToken}`);
     assert.deepEqual(descriptions(second), allNewestFirst.slice(10, 20));

@@ -1,21 +1,19 @@
 // In-band authentication (DH-HMAC-CHAP, docs/in-band-auth.md): trusted hosts and their secrets
 // per project, the cluster's enable/disable (also the `in-band-authentication` feature flag), and
 // what each server's agent is told to apply. Every change is one etcd transaction
-// (lib/etcd/sealed-host-keys-store.ts): the trusted host records (secrets encrypted with the
+// (trusted-host-store.ts, over lib/etcd/sealed-host-keys-store.ts): the trusted host records (secrets encrypted with the
 // control planes' host-secret key), the flag, and for every server that published its box key a
 // fresh record of the host keys sealed to it — so agents never see a half-applied change and etcd
 // never holds a secret in the clear.
 import { randomUUID } from 'node:crypto';
-import type { Etcd3 } from 'etcd3';
 import { dhchapSecretProblem } from '../../lib/contract/dhchap.js';
 import { hostNqnProblem } from '../../lib/contract/nqn.js';
-import { keys } from '../../lib/etcd/keys.js';
-import type { RecordStore, Versioned } from '../../lib/etcd/record-store.js';
-import { SEALED_FEATURES, SealedHostKeysStore } from '../../lib/etcd/sealed-host-keys-store.js';
+import type { Versioned } from '../../lib/etcd/record-store.js';
 import { errors, quote, StrataError } from '../../lib/errors.js';
 import type { TrustedHostRecord } from '../../lib/records.js';
 import type { KernelCapabilitiesService } from '../kernel-capabilities/kernel-capabilities-service.js';
 import type { HostSecretKey } from './host-secret-key.js';
+import type { TrustedHostStore } from './trusted-host-store.js';
 
 
 /** A trusted host on the wire: never its secrets, only whether they are set. */
@@ -60,18 +58,13 @@ export function checkHostNqn(value: unknown): string {
 }
 
 export class InBandAuthService {
-  private readonly store: SealedHostKeysStore<TrustedHostRecord>;
-  private readonly records: RecordStore;
-
+  /** `store` is made with this service's `open` (TrustedHostStore's constructor). */
   constructor(
-    etcd: Etcd3,
+    private readonly store: TrustedHostStore,
     private readonly key: HostSecretKey,
     private readonly capabilities: KernelCapabilitiesService,
     private readonly projectExists: (project: string) => Promise<boolean>,
-  ) {
-    this.store = new SealedHostKeysStore(etcd, SEALED_FEATURES.inBandAuth, key, (hosts) => this.hostKeys(hosts));
-    this.records = this.store.records;
-  }
+  ) {}
 
   isEnabled(): Promise<boolean> {
     return this.store.isEnabled();
@@ -79,7 +72,7 @@ export class InBandAuthService {
 
   async list(project?: string): Promise<TrustedHostWire[]> {
     if (project !== undefined) await this.requireProject(project);
-    return (await this.records.list<TrustedHostRecord>(keys.trustedHostsPrefix(project))).map(toWire);
+    return (await this.store.list(project)).map(toWire);
   }
 
   async get(project: string, name: string): Promise<TrustedHostWire> {
@@ -105,18 +98,18 @@ export class InBandAuthService {
       createdAt: now,
       secretUpdatedAt: now,
     };
-    await this.store.change(async (s) => {
+    await this.store.change((s) => {
       if (s.hosts.some((h) => h.record.projectName === project && h.record.name === input.name)) throw errors.exists('trusted host', `${project}/${input.name}`);
       const other = s.hosts.find((h) => h.record.hostNQN === input.hostNQN);
       if (other) throw errors.exists('trusted host NQN', `${input.hostNQN} (trusted host ${other.record.projectName}/${other.record.name})`);
-      return { hosts: [...s.hosts.map((h) => h.record), record], ops: [this.records.put(keys.trustedHost(project, record.name), record), this.records.put(keys.trustedHostNqn(record.hostNQN), { project, name: record.name })] };
+      return { add: record };
     });
     return this.get(project, input.name);
   }
 
   /** Rotation: new connects need the new secret; connected hosts stay connected (docs/in-band-auth.md). */
   async rotate(project: string, name: string, input: SecretsInput, expectedRevision?: string): Promise<void> {
-    await this.store.change(async (s) => {
+    await this.store.change((s) => {
       const current = s.hosts.find((h) => h.record.projectName === project && h.record.name === name);
       if (!current) throw errors.notFound('trusted host', `${project}/${name}`);
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('trusted host', `${project}/${name}`);
@@ -129,17 +122,16 @@ export class InBandAuthService {
         secret: this.key.encrypt(input.secret, aad(project, name, 'secret')),
         secretUpdatedAt: new Date().toISOString(),
       };
-      return { hosts: s.hosts.map((h) => (h === current ? record : h.record)), ops: [this.records.put(keys.trustedHost(project, name), record)] };
+      return { replace: record };
     });
   }
 
   async delete(project: string, name: string, expectedRevision?: string): Promise<void> {
-    await this.store.change(async (s) => {
+    await this.store.change((s) => {
       const current = s.hosts.find((h) => h.record.projectName === project && h.record.name === name);
       if (!current) throw errors.notFound('trusted host', `${project}/${name}`);
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('trusted host', `${project}/${name}`);
-      const hosts = s.hosts.filter((h) => h !== current).map((h) => h.record);
-      return { hosts, ops: [this.records.delete(keys.trustedHost(project, name)), this.records.delete(keys.trustedHostNqn(current.record.hostNQN))] };
+      return { remove: current.record };
     });
   }
 
@@ -151,14 +143,14 @@ export class InBandAuthService {
   async setEnabled(enabled: boolean, actor: string): Promise<boolean> {
     if (enabled) await this.capabilities.require('nvmetInBandAuth', 'enable in-band authentication');
     let changed = false;
-    await this.store.change(async (s) => {
+    await this.store.change((s) => {
       const was = s.switch?.record.enabled ?? false;
       if (was === enabled) return undefined;
       if (enabled && s.hosts.length === 0) {
         throw new StrataError('INVALID_STATE', 'cannot enable in-band authentication: no trusted hosts (POST /api/v2/projects/{project}/trustedHosts first): no host could connect');
       }
       changed = true;
-      return { enabled, actor, hosts: s.hosts.map((h) => h.record), ops: [] };
+      return { enabled, actor };
     });
     return changed;
   }
@@ -172,7 +164,7 @@ export class InBandAuthService {
 
   private async stored(project: string, name: string): Promise<Versioned<TrustedHostRecord>> {
     await this.requireProject(project);
-    const stored = await this.records.get<TrustedHostRecord>(keys.trustedHost(project, name));
+    const stored = await this.store.get(project, name);
     if (!stored) throw errors.notFound('trusted host', `${project}/${name}`);
     return stored;
   }
@@ -181,21 +173,12 @@ export class InBandAuthService {
     if (!(await this.projectExists(project))) throw errors.notFound('project', project);
   }
 
-  private open(record: TrustedHostRecord): { secret: string; ctrlSecret: string } {
+  /** The host's secrets, decrypted (for the API's single GET and the records sealed to servers). */
+  open(record: TrustedHostRecord): { secret: string; ctrlSecret: string } {
     return {
       secret: this.key.decrypt(record.secret, aad(record.projectName, record.name, 'secret')),
       ctrlSecret: record.ctrlSecret ? this.key.decrypt(record.ctrlSecret, aad(record.projectName, record.name, 'ctrlSecret')) : '',
     };
-  }
-
-  /** What each server's box holds: every trusted host's keys by NQN. */
-  private hostKeys(hosts: readonly TrustedHostRecord[]): Record<string, { key: string; ctrlKey: string }> {
-    const map: Record<string, { key: string; ctrlKey: string }> = {};
-    for (const host of hosts) {
-      const { secret, ctrlSecret } = this.open(host);
-      map[host.hostNQN] = { key: secret, ctrlKey: ctrlSecret };
-    }
-    return map;
   }
 }
 

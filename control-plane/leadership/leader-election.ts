@@ -10,11 +10,12 @@ import type { IOperation } from 'etcd3/lib/builder.js';
 import { StrataError } from '../../lib/errors.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { parseRecord } from '../../lib/etcd/client.js';
+import type { FenceCompare } from '../../lib/etcd/record-store.js';
 import type { Logger } from '../../lib/logger.js';
 import type { LeaderRecord } from '../../lib/records.js';
 
 export type LeadershipListener = (isLeader: boolean) => void;
-export type FenceCompare = readonly [key: string, target: 'Mod' | 'Create', revision: string];
+export type { FenceCompare };
 
 export class LeaderElection {
   private term: string | undefined;

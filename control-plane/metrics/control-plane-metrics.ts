@@ -7,7 +7,7 @@ import { Gauge } from 'prom-client';
 import { counter, gauge, histogram, registry } from '../../lib/metrics.js';
 import type { VolumeRecord } from '../../lib/records.js';
 import type { AgentSessions } from '../agents/agent-sessions.js';
-import { EtcdCorruptionService } from '../etcd-corruption/etcd-corruption-service.js';
+import { EtcdCorruptionStore } from '../etcd-corruption/etcd-corruption-store.js';
 import type { InventorySource } from '../inventory/inventory-reader.js';
 import type { LeaderElection } from '../leadership/leader-election.js';
 import type { ProtectionState } from '../volumes/protection.js';
@@ -169,7 +169,7 @@ gauge('strata_etcd_alarms', 'Active etcd alarms by type (CORRUPT: a member\'s da
 
 // The etcd corruption scan's last result (issue 15 item 6; docs/api.md), as every control plane
 // reads it from etcd.
-const corruptionStatus = async () => (sources ? new EtcdCorruptionService(sources.etcd).status().catch(() => null) : null);
+const corruptionStatus = async () => (sources ? new EtcdCorruptionStore(sources.etcd).status().catch(() => null) : null);
 /** A gauge without labels that has no sample at all while `read` answers undefined. */
 function optionalGauge(name: string, help: string, read: () => Promise<number | undefined>): void {
   new (class extends Gauge {

@@ -19,6 +19,7 @@ import {
   type JoinedServer,
 } from '../../test/helpers/records.js';
 import { EtcdEventLog } from '../events/etcd-event-log.js';
+import { EventLogStore } from '../events/event-log-store.js';
 import { InventoryReader } from '../inventory/inventory-reader.js';
 import { createNvmeDevicesRoutes } from './nvme-devices-routes.js';
 import { NvmeDevicesService } from './nvme-devices-service.js';
@@ -34,7 +35,7 @@ describe('POST /api/v2/nvmeDevices', () => {
     api = await startApiHarness((etcd, auth) => [
       createNvmeDevicesRoutes({
         auth,
-        devices: new NvmeDevicesService(new InventoryReader(etcd), { store: new NvmeDevicesStore(etcd), events: new EtcdEventLog(etcd, createLogger('test', 'silent')) }),
+        devices: new NvmeDevicesService(new InventoryReader(etcd), { store: new NvmeDevicesStore(etcd), events: new EtcdEventLog(new EventLogStore(etcd), createLogger('test', 'silent')) }),
       }),
     ]);
     s1 = await joinServer(api.etcd, {

@@ -111,7 +111,7 @@ export class NvmeTcpTlsService {
         throw new StrataError('INVALID_STATE', 'cannot require TLS on NVMe/TCP: no TLS hosts (POST /api/v2/tlsHosts first): no host could connect');
       }
       changed = true;
-      return { required, actor };
+      return { enabled: required, actor };
     });
     return changed;
   }

@@ -4,17 +4,11 @@
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import type { RecordStore, Versioned } from '../../lib/etcd/record-store.js';
-import { type KeyHolder, SEALED_FEATURES, type SealedSnapshot, SealedHostKeysStore } from '../../lib/etcd/sealed-host-keys-store.js';
+import { type KeyHolder, SEALED_FEATURES, type SealedHostChange, type SealedHostsView, SealedHostKeysStore } from '../../lib/etcd/sealed-host-keys-store.js';
 import type { TlsHostRecord } from '../../lib/records.js';
 
-/** What a change does to the TLS hosts, decided from the current ones. */
-export type TlsHostChange =
-  | { readonly add: TlsHostRecord }
-  | { readonly replace: TlsHostRecord }
-  | { readonly remove: TlsHostRecord }
-  | { readonly required: boolean; readonly actor: string };
-
-export type TlsHostsSnapshot = Pick<SealedSnapshot<TlsHostRecord>, 'hosts' | 'switch'>;
+/** What a change does to the TLS hosts, decided from the current ones (`enabled`: TLS required or not). */
+export type TlsHostChange = SealedHostChange<TlsHostRecord>;
 
 export class TlsHostStore {
   private readonly sealed: SealedHostKeysStore<TlsHostRecord>;
@@ -39,25 +33,15 @@ export class TlsHostStore {
   }
 
   /** One serialized change (undefined from `decide`: nothing to do), sealed to every server in its transaction. */
-  async change(decide: (s: TlsHostsSnapshot) => TlsHostChange | undefined): Promise<void> {
-    await this.sealed.change(async (s) => {
-      const change = decide(s);
-      if (!change) return undefined;
-      const others = (name: string) => s.hosts.filter((h) => h.record.name !== name).map((h) => h.record);
-      if ('add' in change) {
-        const r = change.add;
-        return { hosts: [...others(r.name), r], ops: [this.records.put(keys.tlsHost(r.name), r), this.records.put(keys.tlsHostNqn(r.hostNQN), { name: r.name })] };
-      }
-      if ('replace' in change) {
-        const r = change.replace;
-        return { hosts: s.hosts.map((h) => (h.record.name === r.name ? r : h.record)), ops: [this.records.put(keys.tlsHost(r.name), r)] };
-      }
-      if ('remove' in change) {
-        const r = change.remove;
-        return { hosts: others(r.name), ops: [this.records.delete(keys.tlsHost(r.name)), this.records.delete(keys.tlsHostNqn(r.hostNQN))] };
-      }
-      return { enabled: change.required, actor: change.actor, hosts: s.hosts.map((h) => h.record), ops: [] };
-    });
+  change(decide: (s: SealedHostsView<TlsHostRecord>) => TlsHostChange | undefined): Promise<void> {
+    return this.sealed.changeHosts(
+      {
+        same: (a, b) => a.name === b.name,
+        put: (r, isNew) => [this.records.put(keys.tlsHost(r.name), r), ...(isNew ? [this.records.put(keys.tlsHostNqn(r.hostNQN), { name: r.name })] : [])],
+        remove: (r) => [this.records.delete(keys.tlsHost(r.name)), this.records.delete(keys.tlsHostNqn(r.hostNQN))],
+      },
+      decide,
+    );
   }
 
   resealStale(): Promise<number> {

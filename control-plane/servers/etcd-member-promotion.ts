@@ -3,18 +3,14 @@
 // (found by peer URL, or added when a control plane died between the record and the member
 // add); a learner is promoted once etcd says it caught up with the leader (etcd refuses before),
 // and the record then carries promotedAt, which makes the server Enabled once its agent joined.
-import type { Etcd3 } from 'etcd3';
-import { parseRecord } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
 import type { Logger } from '../../lib/logger.js';
-import type { ServerRecord } from '../../lib/records.js';
-import type { FenceCompare } from '../leadership/leader-election.js';
-import type { IOperation } from 'etcd3';
-import { EtcdMembership } from './etcd-membership.js';
+import type { EtcdMembership } from './etcd-membership.js';
+import type { ServersStore } from './servers-store.js';
 
 export interface MemberPromotionDeps {
-  readonly etcd: Etcd3;
-  readonly fencedCommit: (compares: readonly FenceCompare[], ops: IOperation[]) => Promise<boolean>;
+  /** Its writes fenced by the leader's term (the composition root gives it the fenced commit). */
+  readonly store: ServersStore;
+  readonly membership: EtcdMembership;
   readonly logger: Logger;
   /** How often the records are compared with etcd's members (default 1 s). */
   readonly intervalMs?: number;
@@ -27,12 +23,11 @@ export interface MemberPromotionDeps {
 }
 
 export async function startEtcdMemberPromotion(deps: MemberPromotionDeps): Promise<{ stop(): Promise<void> }> {
-  const membership = new EtcdMembership(deps.etcd);
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let pass: Promise<void> = Promise.resolve();
   const tick = () => {
-    pass = reconcile(deps, membership)
+    pass = reconcile(deps)
       .catch((err: Error) => deps.logger.warn({ err: err.message }, 'etcd member reconciliation failed; will retry'))
       .finally(() => {
         if (!stopped) timer = setTimeout(tick, deps.intervalMs ?? 1000);
@@ -48,14 +43,13 @@ export async function startEtcdMemberPromotion(deps: MemberPromotionDeps): Promi
   };
 }
 
-async function reconcile(deps: MemberPromotionDeps, membership: EtcdMembership): Promise<void> {
-  const range = await deps.etcd.getAll().prefix(keys.serversPrefix()).exec();
-  const pending = range.kvs
-    .map((kv) => ({ kv, record: parseRecord<ServerRecord>(kv.key.toString(), kv.value) }))
-    .filter((s): s is { kv: typeof s.kv; record: ServerRecord & { added: NonNullable<ServerRecord['added']> } } => !!s.record?.added && s.record.added.promotedAt === '');
+async function reconcile(deps: MemberPromotionDeps): Promise<void> {
+  const { membership } = deps;
+  const pending = await deps.store.pendingAdds();
   if (pending.length === 0) return;
   const members = await membership.list();
-  for (const { kv, record } of pending) {
+  for (const current of pending) {
+    const { record } = current;
     const added = record.added;
     let member = added.etcdMemberID ? members.find((m) => m.ID === added.etcdMemberID) : members.find((m) => m.peerURLs.includes(added.etcdPeerURL));
     let next = { ...added };
@@ -77,7 +71,6 @@ async function reconcile(deps: MemberPromotionDeps, membership: EtcdMembership):
       continue;
     }
     if (JSON.stringify(next) === JSON.stringify(added)) continue;
-    const key = kv.key.toString();
-    await deps.fencedCommit([[key, 'Mod', String(kv.mod_revision)]], [deps.etcd.put(key).value(JSON.stringify({ ...record, added: next }))]);
+    await deps.store.completeAdd(current, next);
   }
 }

@@ -6,19 +6,18 @@
 // killed in between left (a record without its member), and promotes the learner once it caught
 // up. The server's agent, started with `serverUUID` set to the same UUID, then joins the record;
 // its nodes join Active with extendCluster, Unattached without (agent/membership).
-import type { Etcd3 } from 'etcd3';
 import { StrataError, toStrataError } from '../../lib/errors.js';
-import { keys } from '../../lib/etcd/keys.js';
 import { retry } from '../../lib/retry.js';
 import type { ServerRecord } from '../../lib/records.js';
 import type { InventorySource } from '../inventory/inventory-reader.js';
 import { addressOf } from './etcd-members.js';
 import type { EtcdMembership } from './etcd-membership.js';
 import type { AddServerInput } from './servers-schema.js';
+import type { ServersStore } from './servers-store.js';
 
 export class ServerAdder {
   constructor(
-    private readonly etcd: Etcd3,
+    private readonly store: ServersStore,
     private readonly inventory: InventorySource,
     private readonly membership: EtcdMembership,
   ) {}
@@ -41,7 +40,6 @@ export class ServerAdder {
       const member = members.find((m) => [...m.peerURLs, ...m.clientURLs].some((u) => addressOf(u) === address));
       if (member) throw new StrataError('ALREADY_EXISTS', `address ${address} is already used by etcd member ${member.name || member.ID}; give reuseIP true to add it anyway`);
     }
-    const key = keys.server(input.serverUUID);
     const record: ServerRecord = {
       UUID: input.serverUUID,
       name: '',
@@ -51,15 +49,14 @@ export class ServerAdder {
       createdAt: now.toISOString(),
       added: { etcdPeerURL: input.peerURL, etcdMemberID: '', extendCluster: input.extendCluster, promotedAt: '' },
     };
-    const created = await this.etcd.if(key, 'Create', '==', 0).then(this.etcd.put(key).value(JSON.stringify(record))).commit();
-    if (!created.succeeded) throw new StrataError('ALREADY_EXISTS', `server ${input.serverUUID} already exists`);
-    const revision = created.header.revision;
+    const revision = await this.store.create(record);
+    if (revision === null) throw new StrataError('ALREADY_EXISTS', `server ${input.serverUUID} already exists`);
     let memberID: string;
     try {
       memberID = await this.membership.add(input.peerURL, await this.membership.supportsLearners());
     } catch (err) {
       // Nothing half-done: the record goes again (unless something already changed it).
-      if (!(await this.removeRecord(key, revision))) {
+      if (!(await this.removeRecord(input.serverUUID, revision))) {
         const error = toStrataError(err);
         throw new StrataError(error.code, `${error.message}; the server record could not be removed: the active cluster manager adds its member later`, { cause: err });
       }
@@ -67,7 +64,7 @@ export class ServerAdder {
     }
     const withID: ServerRecord = { ...record, added: { ...record.added!, etcdMemberID: memberID } };
     // The promotion task fills the ID in as well, should this write lose a race with the agent.
-    await this.etcd.if(key, 'Mod', '==', revision).then(this.etcd.put(key).value(JSON.stringify(withID))).commit();
+    await this.store.replaceAt(withID, revision);
     return input.serverUUID;
   }
 
@@ -75,12 +72,9 @@ export class ServerAdder {
    * Deletes the record written at `revision`; true when it is gone. Retried for ~3 s: etcd's
    * refusal of the member add may have made the client skip the host for a second.
    */
-  private async removeRecord(key: string, revision: string): Promise<boolean> {
+  private async removeRecord(serverUUID: string, revision: string): Promise<boolean> {
     return retry(
-      async () => {
-        await this.etcd.if(key, 'Mod', '==', revision).then(this.etcd.delete().key(key)).commit();
-        return (await this.etcd.get(key).string()) === null;
-      },
+      () => this.store.removeAt(serverUUID, revision),
       { maxRetries: 9, backoff: { initialMs: 300, maxMs: 300, jitter: 0 } },
     ).catch(() => false);
   }

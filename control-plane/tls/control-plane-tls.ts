@@ -10,11 +10,11 @@ import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type { Etcd3 } from 'etcd3';
 import { StrataError } from '../../lib/errors.js';
 import { writeFileAtomic } from '../../lib/files.js';
 import { CONTROL_PLANE_TLS_NAME, checkPair, issueServerCertificate, type CertificateAndKey } from '../../lib/tls/certificates.js';
-import { ensureClusterCa } from '../../lib/tls/cluster-ca.js';
+import type { ClusterCaStore } from '../../lib/etcd/cluster-ca-store.js';
+import { newClusterCa } from '../../lib/tls/cluster-ca.js';
 import type { ControlPlaneConfig } from '../config.js';
 
 export const CA_FILE = 'ca.pem';
@@ -37,11 +37,11 @@ export function certificateNames(config: ControlPlaneConfig): string[] {
   return [...new Set(names.map((n) => n.replace(/^\[(.*)\]$/, '$1')).filter((n) => !unspecified.has(n) && (isIP(n) !== 0 || /^[A-Za-z0-9*.-]+$/.test(n))))];
 }
 
-export async function prepareControlPlaneTls(config: ControlPlaneConfig, etcd: Etcd3, clusterUUID: string, instanceId: string): Promise<ControlPlaneTls> {
+export async function prepareControlPlaneTls(config: ControlPlaneConfig, caStore: ClusterCaStore, clusterUUID: string, instanceId: string): Promise<ControlPlaneTls> {
   if (Boolean(config.tlsCert) !== Boolean(config.tlsKey)) {
     throw new StrataError('CONFIG_INVALID', 'tlsCert and tlsKey must be given together');
   }
-  const ca = await ensureClusterCa(etcd, clusterUUID);
+  const ca = await caStore.ensure(() => newClusterCa(clusterUUID));
   const caPath = join(config.stateDir, CA_FILE);
   writeFileAtomic(caPath, ca.certificate, 0o644);
   const issued = await issueServerCertificate(ca, `control plane ${instanceId}`, certificateNames(config));

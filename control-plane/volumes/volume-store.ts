@@ -11,7 +11,7 @@ import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { StrataError, errors } from '../../lib/errors.js';
 import type { ReplicaSetRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
-import type { PreparedEvent } from '../events/etcd-event-log.js';
+import type { PreparedEvent } from '../events/event-log-store.js';
 import type { WatchCache } from '../watch-cache/watch-cache.js';
 
 export type StoredVolume = Versioned<VolumeRecord>;

@@ -12,6 +12,15 @@ export interface Versioned<T> {
   readonly revision: string;
 }
 
+/** The active cluster manager's fenced commit (LeaderElection.fencedWrite), given to a store by the composition root. */
+export type FencedWrite = (ops: IOperation[]) => Promise<void>;
+
+/** A compare of the leader's fenced commit: the key's mod or create revision equals `revision` ('0': absent). */
+export type FenceCompare = readonly [key: string, target: 'Mod' | 'Create', revision: string];
+
+/** The fenced commit with compares on the records the write depends on (LeaderElection.fencedCommit): false when one failed. */
+export type FencedCommit = (compares: readonly FenceCompare[], ops: IOperation[]) => Promise<boolean>;
+
 export class RecordStore {
   constructor(readonly etcd: Etcd3) {}
 

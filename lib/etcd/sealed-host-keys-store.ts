@@ -83,6 +83,23 @@ export interface SealedOutcome<H> {
   readonly servers?: ServerBoxKeyRecord[];
 }
 
+/** What a change does to a feature's hosts, decided from the current ones (the switch: turned on or off). */
+export type SealedHostChange<H> =
+  | { readonly add: H }
+  | { readonly replace: H }
+  | { readonly remove: H }
+  | { readonly enabled: boolean; readonly actor: string };
+
+/** What a change is decided from. */
+export type SealedHostsView<H> = Pick<SealedSnapshot<H>, 'hosts' | 'switch'>;
+
+/** How a feature keeps one host: which records are the same host, the ops that write it (with its index when new) and remove it. */
+export interface HostRecordLayout<H> {
+  same(a: H, b: H): boolean;
+  put(host: H, isNew: boolean): IOperation[];
+  remove(host: H): IOperation[];
+}
+
 export class SealedHostKeysStore<H> {
   readonly records: RecordStore;
 
@@ -134,6 +151,20 @@ export class SealedHostKeysStore<H> {
       if (await this.records.commitIf([[this.layout.generationKey, s.generation], keyCompare], ops)) return;
     }
     throw new StrataError('OPERATION_IN_PROGRESS', `${this.layout.what} is being changed by other requests; retry`);
+  }
+
+  /** `change` for one host added, replaced or removed, or the switch (undefined from `decide`: nothing to do). */
+  async changeHosts(layout: HostRecordLayout<H>, decide: (s: SealedHostsView<H>) => SealedHostChange<H> | undefined): Promise<void> {
+    await this.change(async (s) => {
+      const change = decide(s);
+      if (!change) return undefined;
+      if ('enabled' in change) return { enabled: change.enabled, actor: change.actor, hosts: s.hosts.map((h) => h.record), ops: [] };
+      const host = 'add' in change ? change.add : 'replace' in change ? change.replace : change.remove;
+      const others = s.hosts.filter((h) => !layout.same(h.record, host)).map((h) => h.record);
+      if ('add' in change) return { hosts: [...others, host], ops: layout.put(host, true) };
+      if ('replace' in change) return { hosts: s.hosts.map((h) => (layout.same(h.record, host) ? host : h.record)), ops: layout.put(host, false) };
+      return { hosts: others, ops: layout.remove(host) };
+    });
   }
 
   /** Seals the current state again for servers whose record is missing or sealed to an old key (leader task). */

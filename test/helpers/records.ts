@@ -31,6 +31,7 @@ import { WatchCache } from '../../control-plane/watch-cache/watch-cache.js';
 import { ROLE_CLUSTER_VIEWER } from '../../control-plane/auth/permissions.js';
 import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
 import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster } from '../../control-plane/bootstrap/bootstrap.js';
+import { BootstrapStore } from '../../control-plane/bootstrap/bootstrap-store.js';
 import { createHttpApp } from '../../control-plane/http/app.js';
 import { startEtcd, type TestEtcd } from './etcd.js';
 
@@ -205,7 +206,7 @@ export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator
   try {
     const logger = createLogger('test', 'silent');
     const { cluster } = await bootstrapCluster({
-      etcd, logger, instanceId: 'test-cp', clusterName: 'test-cluster', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1,
+      store: new BootstrapStore(etcd), logger, instanceId: 'test-cp', clusterName: 'test-cluster', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1,
     });
     const adminToken = readFileSync(join(stateDir, ADMIN_TOKEN_FILE), 'utf8').trim();
     const rootKey = await importPrivateKey(readFileSync(join(stateDir, ROOT_KEY_FILE), 'utf8'));

@@ -11,7 +11,7 @@ import type { CredentialRecord, ProjectRecord, ReplicaSetRecord, SnapshotRecord,
 import { putRecord, startApiHarness, type ApiHarness } from '../helpers/records.js';
 import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
 import type { EventInput, EventRecorder } from '../../control-plane/events/event-recorder.js';
-import type { PreparedEvent } from '../../control-plane/events/etcd-event-log.js';
+import type { PreparedEvent } from '../../control-plane/events/event-log-store.js';
 import { FeatureFlagsService } from '../../control-plane/feature-flags/feature-flags-service.js';
 import { FeatureFlagsStore } from '../../control-plane/feature-flags/feature-flags-store.js';
 import { WatchedPolicyDirectory } from '../../control-plane/policies/policy-directory.js';

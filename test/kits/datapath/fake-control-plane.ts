@@ -3,7 +3,8 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
 import { CONTROL_PLANE_TLS_NAME, issueServerCertificate } from '../../../lib/tls/certificates.js';
-import { ensureClusterCa } from '../../../lib/tls/cluster-ca.js';
+import { ClusterCaStore } from '../../../lib/etcd/cluster-ca-store.js';
+import { newClusterCa } from '../../../lib/tls/cluster-ca.js';
 import { loadStrataProto } from '../../../lib/grpc/proto.js';
 import type { AgentMessage__Output } from '../../../proto/gen/strata/v1/AgentMessage.js';
 import type { AgentReportingHandlers } from '../../../proto/gen/strata/v1/AgentReporting.js';
@@ -31,7 +32,7 @@ export interface FakeControlPlane {
 
 /** Serves TLS with a certificate from the cluster CA in `etcd` (created when missing), as a real control plane does: agents accept nothing else. */
 export async function startFakeControlPlane(etcd: Etcd3, clusterUUID: string, host = '127.0.0.1'): Promise<FakeControlPlane> {
-  const ca = await ensureClusterCa(etcd, clusterUUID);
+  const ca = await new ClusterCaStore(etcd).ensure(() => newClusterCa(clusterUUID));
   const issued = await issueServerCertificate(ca, 'fake control plane', [CONTROL_PLANE_TLS_NAME]);
   const credentials = grpc.ServerCredentials.createSsl(null, [{ cert_chain: Buffer.from(issued.certificate), private_key: Buffer.from(issued.privateKey) }], false);
   const proto = loadStrataProto();

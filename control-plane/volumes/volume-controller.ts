@@ -9,40 +9,24 @@
 //   any node reports Failed at the generation → Failed (with the node's error)
 //   Deleting            → remove assignments; once no node holds the volume, delete it all
 //   snapshots           → Available once every node holds them; Deleting → gone likewise
-import type { Etcd3 } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
 import { StrataError } from '../../lib/errors.js';
-import { idOfKey, keys } from '../../lib/etcd/keys.js';
-import { PrefixMirror, type MirrorChange } from '../../lib/etcd/prefix-mirror.js';
 import type { Logger } from '../../lib/logger.js';
-import type {
-  DeviceRecord,
-  NodeCommandRecord,
-  NodePoolRecord,
-  NodeRecord,
-  PresenceRecord,
-  ReplicaSetRecord,
-  SnapshotRecord,
-  VolumeAssignment,
-  VolumeRecord,
-  VolumeStatusRecord,
-} from '../../lib/records.js';
+import type { NodeCommandRecord, NodeRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import type { EventInput } from '../events/event-recorder.js';
 import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { EventPreparer } from '../events/etcd-event-log.js';
-import { TxnBatcher } from './txn-batcher.js';
-import type { FenceCompare, LeaderElection } from '../leadership/leader-election.js';
+import type { ControllerChange, Guard, VolumeControllerStore, Write } from './volume-controller-store.js';
 import { assignmentFor, replicationFor, sameAssignment } from './assignments.js';
 import { HANDED_OVER } from '../../lib/etcd/replica-set-store.js';
-import { protectionOf } from '../volumes/protection.js';
+import { protectionOf } from './protection.js';
 import { chooseNodes, chooseReplacement, roomOn, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
-import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from '../snapshots/snapshot-lifecycle.js';
+import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from './snapshot-lifecycle.js';
 import { failoverDuration, failovers, type FailoverKind } from '../metrics/control-plane-metrics.js';
 
 export interface VolumeControllerOptions {
-  readonly etcd: Etcd3;
-  readonly election: LeaderElection;
+  /** Its writes are fenced by the leader's term (the composition root gives the store the fenced commit). */
+  readonly store: VolumeControllerStore;
   readonly logger: Logger;
   /** Events are prepared and committed in the same transaction as the change they record. */
   readonly events: EventPreparer;
@@ -74,24 +58,8 @@ const DEFAULT_REPLACE_TARGET_GRACE_MS = 60_000;
 /** Volumes reconciled at once within a pass. */
 const RECONCILE_CONCURRENCY = 32;
 
-const PREFIXES = {
-  volumes: keys.volumesPrefix(),
-  snapshots: keys.snapshotsPrefix(),
-  status: keys.volumeStatusPrefix(),
-  assignments: keys.assignmentsPrefix(),
-  nodes: keys.nodesPrefix(),
-  presence: keys.presencePrefix(),
-  devices: keys.devicesPrefix(),
-  pools: keys.nodePoolsPrefix(),
-  nsids: keys.nsidsPrefix(),
-  ports: keys.volumePortsPrefix(),
-  replicaSets: keys.replicaSetsPrefix(),
-  featureFlags: keys.featureFlagsPrefix(),
-  nodeCommands: keys.nodeCommandsPrefix(),
-};
-
 export class VolumeController {
-  private readonly mirror: PrefixMirror;
+  private readonly store: VolumeControllerStore;
   private readonly dirty = new Set<string>();
   private running: Promise<void> | undefined;
   private scheduled = false;
@@ -101,12 +69,11 @@ export class VolumeController {
   private readonly pendingNsids = new Set<number>();
   private readonly pendingPorts = new Set<number>();
   private readonly now: () => number;
-  /** Snapshot key → its volume, to find the volume when the snapshot record is deleted. */
+  /** Snapshot UUID → its volume, to find the volume when the snapshot record is deleted. */
   private readonly snapshotVolumes = new Map<string, string>();
   /** Node allocations for placement, computed once per pass and kept current within it. */
   private passCandidates: NodeCandidate[] | undefined;
-  private readonly allocationHints = new Map<string, number>();
-  private readonly batcher: TxnBatcher;
+  private readonly allocationHints = new Map<'nsid' | 'port', number>();
   /**
    * Since when (this process's clock) each node has been Inactive. Kept in memory: a new leader
    * starts counting afresh, which only delays re-creating copies, never hastens it.
@@ -118,29 +85,22 @@ export class VolumeController {
   private readonly failingOver = new Map<string, { kind: FailoverKind; epoch: number; since: number }>();
 
   constructor(private readonly options: VolumeControllerOptions) {
-    this.mirror = new PrefixMirror(options.etcd, Object.values(PREFIXES), options.logger);
-    // Per-volume lookups without scanning every key: a pass over 10,000 volumes must stay
-    // linear, or it blocks the event loop long enough to lose the lease (and leadership).
-    this.mirror.addIndex('assignments', PREFIXES.assignments, (key) => idOfKey(key));
-    this.mirror.addIndex('status', PREFIXES.status, (key) => volumeOfStatusKey(key));
-    this.mirror.addIndex('snapshots', PREFIXES.snapshots, (_key, record) => (record as SnapshotRecord).sourceVolumeUUID);
+    this.store = options.store;
     this.now = options.now ?? Date.now;
-    this.batcher = new TxnBatcher((compares, ops) => options.election.fencedCommit(compares, ops));
   }
 
   async start(): Promise<void> {
-    this.mirror.onChange((changes, reloaded) => this.onChanges(changes, reloaded));
-    await this.mirror.start();
+    await this.store.start((changes, reloaded) => this.onChanges(changes, reloaded));
     this.timer = setInterval(() => {
       if (this.openReplaces().length > 0) {
         this.replacesDue = true;
-        for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
+        for (const volumeUUID of this.store.replicatedVolumeUUIDs()) this.dirty.add(volumeUUID);
         this.schedule();
       }
       this.markWaiting();
       // Copies on nodes gone for good are re-created once the timeout passes: look again.
       if (this.absentSince.size > 0 && this.options.permanentFailureTimeoutMs) {
-        for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
+        for (const volumeUUID of this.store.replicatedVolumeUUIDs()) this.dirty.add(volumeUUID);
         this.schedule();
       }
     }, PERIODIC_PASS_MS);
@@ -151,7 +111,7 @@ export class VolumeController {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
-    await this.mirror.stop();
+    await this.store.stop();
     await this.running?.catch(() => undefined);
   }
 
@@ -160,47 +120,45 @@ export class VolumeController {
     while (this.running || this.scheduled) await (this.running ?? new Promise((r) => setImmediate(r)));
   }
 
-  private onChanges(changes: MirrorChange[], reloaded: boolean): void {
-    if (reloaded || changes.some((c) => c.prefix === PREFIXES.presence || c.prefix === PREFIXES.nodes)) this.trackAbsence();
+  private onChanges(changes: ControllerChange[], reloaded: boolean): void {
+    if (reloaded || changes.some((c) => c.kind === 'presence' || c.kind === 'node')) this.trackAbsence();
     if (reloaded) {
       this.snapshotVolumes.clear();
-      for (const [key, { record }] of this.mirror.all<SnapshotRecord>(PREFIXES.snapshots)) this.snapshotVolumes.set(key, record.sourceVolumeUUID);
-      for (const key of this.mirror.all(PREFIXES.volumes).keys()) this.dirty.add(idOfKey(key));
+      for (const snapshot of this.store.snapshots()) this.snapshotVolumes.set(snapshot.UUID, snapshot.sourceVolumeUUID);
+      for (const volume of this.store.volumes()) this.dirty.add(volume.UUID);
       // Orphans: assignments or status of volumes that no longer exist.
-      for (const key of this.mirror.all(PREFIXES.assignments).keys()) this.dirty.add(idOfKey(key));
-      for (const key of this.mirror.all(PREFIXES.status).keys()) this.dirty.add(volumeOfStatusKey(key));
+      for (const volumeUUID of this.store.assignedOrReportedVolumeUUIDs()) this.dirty.add(volumeUUID);
     }
     for (const change of changes) {
-      switch (change.prefix) {
-        case PREFIXES.volumes:
-        case PREFIXES.assignments:
-        case PREFIXES.replicaSets:
-          this.dirty.add(idOfKey(change.key));
+      switch (change.kind) {
+        case 'volume':
+        case 'assignment':
+        case 'replicaSet':
+        case 'status':
+          this.dirty.add(change.volumeUUID!);
           break;
-        case PREFIXES.status:
-          this.dirty.add(volumeOfStatusKey(change.key));
-          break;
-        case PREFIXES.snapshots: {
-          const snapshot = this.mirror.get<SnapshotRecord>(PREFIXES.snapshots, change.key)?.record;
-          const volume = snapshot?.sourceVolumeUUID ?? this.snapshotVolumes.get(change.key);
-          if (snapshot) this.snapshotVolumes.set(change.key, snapshot.sourceVolumeUUID);
-          else this.snapshotVolumes.delete(change.key);
+        case 'snapshot': {
+          const uuid = change.snapshotUUID!;
+          const snapshot = this.store.snapshot(uuid);
+          const volume = snapshot?.sourceVolumeUUID ?? this.snapshotVolumes.get(uuid);
+          if (snapshot) this.snapshotVolumes.set(uuid, snapshot.sourceVolumeUUID);
+          else this.snapshotVolumes.delete(uuid);
           if (volume) this.dirty.add(volume);
           break;
         }
-        case PREFIXES.nodeCommands:
+        case 'nodeCommand':
           // A replace moves copies (replaceLostCopies) and then finishes (finishReplaces).
-          for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
+          for (const volumeUUID of this.store.replicatedVolumeUUIDs()) this.dirty.add(volumeUUID);
           this.replacesDue = true;
           break;
-        case PREFIXES.nodes:
-        case PREFIXES.presence:
+        case 'node':
+        case 'presence':
           // Replicated volumes follow their nodes: replication endpoints, and failover.
-          for (const key of this.mirror.all(PREFIXES.replicaSets).keys()) this.dirty.add(idOfKey(key));
+          for (const volumeUUID of this.store.replicatedVolumeUUIDs()) this.dirty.add(volumeUUID);
           this.markWaiting();
           break;
-        case PREFIXES.devices:
-        case PREFIXES.pools:
+        case 'device':
+        case 'pool':
           this.markWaiting();
           break;
         default:
@@ -212,8 +170,8 @@ export class VolumeController {
 
   /** Volumes that may be waiting for nodes: anything not settled in Available. */
   private markWaiting(): void {
-    for (const [key, { record }] of this.mirror.all<VolumeRecord>(PREFIXES.volumes)) {
-      if (record.state !== 'Available' && record.state !== 'Failed') this.dirty.add(idOfKey(key));
+    for (const volume of this.store.volumes()) {
+      if (volume.state !== 'Available' && volume.state !== 'Failed') this.dirty.add(volume.UUID);
     }
     this.schedule();
   }
@@ -274,10 +232,10 @@ export class VolumeController {
   // ------------------------------------------------------------------------------------------
 
   private async reconcile(volumeUUID: string): Promise<'done' | 'retry'> {
-    const stored = this.mirror.get<VolumeRecord>(PREFIXES.volumes, keys.volume(volumeUUID));
+    const stored = this.store.volume(volumeUUID);
     if (!stored) return this.removeOrphans(volumeUUID);
     const volume = stored.record;
-    const fence: FenceCompare = [keys.volume(volumeUUID), 'Mod', stored.revision];
+    const fence: Guard = { volume: volumeUUID, revision: stored.revision };
 
     if (volume.state === 'Deleting') return this.reconcileDeleting(volume, fence);
     if (!volume.placement) {
@@ -285,7 +243,7 @@ export class VolumeController {
       return 'done'; // Failed before placement: nothing to serve
     }
 
-    const replicaSet = this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volumeUUID));
+    const replicaSet = this.store.replicaSet(volumeUUID);
     if (replicaSet) {
       this.timeFailover(volumeUUID, replicaSet.record);
       const failover = await this.failover(volume, replicaSet.record, replicaSet.revision);
@@ -299,10 +257,10 @@ export class VolumeController {
       const replaced = await this.replaceLostCopies(volume, replicaSet.record, fence);
       if (replaced !== 'none') return replaced;
     }
-    const assignmentOps = this.assignmentChanges(volume);
-    if (assignmentOps.length > 0) {
+    const assignmentWrites = this.assignmentChanges(volume);
+    if (assignmentWrites.length > 0) {
       const handedOver = this.handOverEvent(volume, replicaSet?.record);
-      const ok = await this.commit([fence], assignmentOps, handedOver);
+      const ok = await this.commit([fence], assignmentWrites, handedOver);
       // The hand-over committed before this leader saw it: it started at its own record's time.
       if (ok && handedOver) this.failedOver(volume.UUID, 'planned', replicaSet!.record.epoch, Math.min(this.now(), Date.parse(replicaSet!.record.updatedAt) || this.now()));
       return ok ? 'done' : 'retry';
@@ -314,18 +272,18 @@ export class VolumeController {
 
   /** Volume record gone: drop any assignment and status left for it. */
   private async removeOrphans(volumeUUID: string): Promise<'done' | 'retry'> {
-    const ops: IOperation[] = [...this.mirror.lookup('assignments', volumeUUID)].map((key) => this.options.etcd.delete().key(key));
-    if (this.mirror.get(PREFIXES.replicaSets, keys.replicaSet(volumeUUID))) ops.push(this.options.etcd.delete().key(keys.replicaSet(volumeUUID)));
-    if (ops.length === 0) return 'done';
-    await this.commit([[keys.volume(volumeUUID), 'Create', '0']], ops);
+    const writes: Write[] = this.store.assignedNodes(volumeUUID).map((nodeUUID) => ({ removeAssignment: { nodeUUID, volumeUUID } }));
+    if (this.store.replicaSet(volumeUUID)) writes.push({ removeReplicaSet: volumeUUID });
+    if (writes.length === 0) return 'done';
+    await this.commit([{ volume: volumeUUID, revision: '0' }], writes);
     return 'done';
   }
 
-  private async place(volume: VolumeRecord, fence: FenceCompare): Promise<'done' | 'retry'> {
+  private async place(volume: VolumeRecord, fence: Guard): Promise<'done' | 'retry'> {
     let onlyNodes: string[] | undefined;
     if (volume.sourceSnapshotUUID) {
-      const snapshot = this.mirror.get<SnapshotRecord>(PREFIXES.snapshots, keys.snapshot(volume.sourceSnapshotUUID))?.record;
-      const source = snapshot && this.mirror.get<VolumeRecord>(PREFIXES.volumes, keys.volume(snapshot.sourceVolumeUUID))?.record;
+      const snapshot = this.store.snapshot(volume.sourceSnapshotUUID);
+      const source = snapshot && this.store.volume(snapshot.sourceVolumeUUID)?.record;
       if (!snapshot || !source?.placement) {
         return this.fail(volume, fence, `clone source snapshot ${volume.sourceSnapshotUUID} or its volume no longer exists`);
       }
@@ -352,31 +310,26 @@ export class VolumeController {
       // change, and periodically (for the timeout). Why is recorded once, for cluster health.
       if (volume.waitingFor === result.reason) return 'done';
       const waiting: VolumeRecord = { ...volume, waitingFor: result.reason };
-      return (await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(waiting))])) ? 'done' : 'retry';
+      return (await this.commit([fence], [{ volume: waiting }])) ? 'done' : 'retry';
     }
-    const nsid = this.allocate(PREFIXES.nsids, this.pendingNsids, 1, MAX_NSID);
-    const port = this.allocate(PREFIXES.ports, this.pendingPorts, this.options.volumePorts.min, this.options.volumePorts.max);
+    const nsid = this.allocate('nsid', this.pendingNsids, 1, MAX_NSID);
+    const port = this.allocate('port', this.pendingPorts, this.options.volumePorts.min, this.options.volumePorts.max);
     if (nsid === undefined) return this.fail(volume, fence, 'no namespace id is free');
     if (port === undefined) return this.fail(volume, fence, `no volume port is free in ${this.options.volumePorts.min}-${this.options.volumePorts.max}`);
 
     const { waitingFor: _placedNow, ...unwaiting } = volume;
     const placed: VolumeRecord = { ...unwaiting, placement: { nodeList: result.nodeList, primaryNodeUUID: result.primaryNodeUUID, nsid, port } };
-    const etcd = this.options.etcd;
-    const ops: IOperation[] = [
-      etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(placed)),
-      etcd.put(keys.nsid(nsid)).value(JSON.stringify({ volumeUUID: volume.UUID })),
-      etcd.put(keys.volumePort(port)).value(JSON.stringify({ volumeUUID: volume.UUID })),
-    ];
-    const compares: FenceCompare[] = [fence, [keys.nsid(nsid), 'Create', '0'], [keys.volumePort(port), 'Create', '0']];
+    const writes: Write[] = [{ volume: placed }, { nsid, port, volumeUUID: volume.UUID }];
+    const guards: Guard[] = [fence, { nsid, revision: '0' }, { port, revision: '0' }];
     // A replicated volume starts with every copy in sync: its backings are all new (all zeros),
     // and its primary creates the mirror over all of them before it serves anything.
     let replicaSet: ReplicaSetRecord | undefined;
     if (volume.replicaCount > 1) {
       replicaSet = { volumeUUID: volume.UUID, epoch: 1, primaryNodeUUID: result.primaryNodeUUID, inSync: [...result.nodeList], reason: 'created', epochReason: 'created', announced: 'Unknown', updatedAt: new Date(this.now()).toISOString() };
-      ops.push(etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(replicaSet)));
-      compares.push([keys.replicaSet(volume.UUID), 'Create', '0']);
+      writes.push({ replicaSet, volumeUUID: volume.UUID });
+      guards.push({ replicaSet: volume.UUID, revision: '0' });
     }
-    ops.push(...result.nodeList.map((node) => etcd.put(keys.assignment(node, volume.UUID)).value(JSON.stringify(this.assignment(placed, node, replicaSet)))));
+    writes.push(...result.nodeList.map((node) => ({ assignment: this.assignment(placed, node, replicaSet), nodeUUID: node, volumeUUID: volume.UUID })));
     // Reserve before committing: placements running concurrently must see this allocation.
     this.pendingNsids.add(nsid);
     this.pendingPorts.add(port);
@@ -388,7 +341,7 @@ export class VolumeController {
     reserve(1n);
     let ok = false;
     try {
-      ok = await this.commit(compares, ops);
+      ok = await this.commit(guards, writes);
     } finally {
       if (!ok) {
         this.pendingNsids.delete(nsid);
@@ -402,25 +355,24 @@ export class VolumeController {
   }
 
   /** Writes or removes assignments so every node holds exactly what the volume says. */
-  private assignmentChanges(volume: VolumeRecord): IOperation[] {
-    const etcd = this.options.etcd;
-    const ops: IOperation[] = [];
+  private assignmentChanges(volume: VolumeRecord): Write[] {
+    const writes: Write[] = [];
     const nodes = new Set(volume.placement!.nodeList);
     for (const node of nodes) {
       const want = this.assignment(volume, node);
-      const have = this.mirror.get<VolumeAssignment>(PREFIXES.assignments, keys.assignment(node, volume.UUID))?.record;
-      if (!have || !sameAssignment(have, want)) ops.push(etcd.put(keys.assignment(node, volume.UUID)).value(JSON.stringify(want)));
+      const have = this.store.assignment(node, volume.UUID);
+      if (!have || !sameAssignment(have, want)) writes.push({ assignment: want, nodeUUID: node, volumeUUID: volume.UUID });
     }
-    for (const key of this.mirror.lookup('assignments', volume.UUID)) {
-      if (!nodes.has(nodeOfAssignmentKey(key))) ops.push(etcd.delete().key(key));
+    for (const node of this.store.assignedNodes(volume.UUID)) {
+      if (!nodes.has(node)) writes.push({ removeAssignment: { nodeUUID: node, volumeUUID: volume.UUID } });
     }
-    return ops;
+    return writes;
   }
 
-  private assignment(volume: VolumeRecord, node: string, replicaSet = this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volume.UUID))?.record): VolumeAssignment {
-    const nodeOf = (uuid: string) => this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(uuid))?.record;
+  private assignment(volume: VolumeRecord, node: string, replicaSet = this.store.replicaSet(volume.UUID)?.record): VolumeAssignment {
+    const nodeOf = (uuid: string) => this.store.node(uuid)?.record;
     const replication = replicationFor(volume, replicaSet, this.options.clusterSubsystemNQN, nodeOf);
-    return assignmentFor(volume, node, this.options.clusterSubsystemNQN, this.snapshotsOf(volume.UUID).map((s) => s.record), replication);
+    return assignmentFor(volume, node, this.options.clusterSubsystemNQN, this.store.snapshotsOf(volume.UUID).map((s) => s.record), replication);
   }
 
   /**
@@ -432,7 +384,7 @@ export class VolumeController {
     // out of sync within it (which rewrites `reason`).
     if (!(set?.epochReason ?? set?.reason)?.startsWith(HANDED_OVER)) return undefined;
     const before = volume.placement!.nodeList
-      .map((node) => this.mirror.get<VolumeAssignment>(PREFIXES.assignments, keys.assignment(node, volume.UUID))?.record.replication)
+      .map((node) => this.store.assignment(node, volume.UUID)?.replication)
       .find((r) => r && r.epoch < set.epoch && r.primaryNodeUUID !== set.primaryNodeUUID);
     if (!before) return undefined;
     return this.event(volume, 'VolumePrimaryChanged', `volume ${volume.name}: primary moved from node ${before.primaryNodeUUID} to ${set.primaryNodeUUID} (epoch ${set.epoch}, handed over)`);
@@ -467,16 +419,16 @@ export class VolumeController {
     // Committed only while the old primary's server has no presence key: an agent that registered
     // again meanwhile (its lease had expired) reads the replica set after that, so it either sees
     // this promotion or makes it fail here (docs/replication.md, "Fencing").
-    const oldServer = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(set.primaryNodeUUID))?.record.serverUUID;
-    const compares: FenceCompare[] = [[keys.replicaSet(volume.UUID), 'Mod', revision]];
+    const oldServer = this.store.node(set.primaryNodeUUID)?.record.serverUUID;
+    const guards: Guard[] = [{ replicaSet: volume.UUID, revision }];
     // A node stopped by an administrator (docs/node-operations.md) left its server's presence key
     // after handing the volume over, while the agent keeps the key for its other nodes: then the
     // promotion compares that key's revision, whose record does not list the old primary.
-    const oldPresence = oldServer ? this.mirror.get<PresenceRecord>(PREFIXES.presence, keys.presence(oldServer)) : undefined;
-    if (oldServer && oldPresence) compares.push([keys.presence(oldServer), 'Mod', oldPresence.revision]);
-    else if (oldServer) compares.push([keys.presence(oldServer), 'Create', '0']);
+    const oldPresence = oldServer ? this.store.presence(oldServer) : undefined;
+    if (oldServer && oldPresence) guards.push({ presence: oldServer, revision: oldPresence.revision });
+    else if (oldServer) guards.push({ presence: oldServer, revision: '0' });
     const event = this.event(volume, 'VolumePrimaryChanged', `volume ${volume.name}: primary moved from node ${set.primaryNodeUUID} to ${candidate} (epoch ${next.epoch})`);
-    const ok = await this.commit(compares, [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event);
+    const ok = await this.commit(guards, [{ replicaSet: next, volumeUUID: volume.UUID }], event);
     if (ok) this.options.logger.warn({ volumeUUID: volume.UUID, from: set.primaryNodeUUID, to: candidate, epoch: next.epoch }, 'volume failed over');
     if (ok) this.failedOver(volume.UUID, 'unplanned', next.epoch, this.absentSince.get(set.primaryNodeUUID) ?? this.now());
     return ok ? 'done' : 'retry';
@@ -500,7 +452,7 @@ export class VolumeController {
       this.failingOver.delete(volumeUUID);
       return;
     }
-    const status = this.mirror.get<VolumeStatusRecord>(PREFIXES.status, keys.volumeStatus(volumeUUID, set.primaryNodeUUID))?.record;
+    const status = this.store.status(volumeUUID, set.primaryNodeUUID);
     if (status?.state !== 'Served' || !status.replicaLegs) return;
     failoverDuration.labels(pending.kind).observe(Math.max(0, this.now() - pending.since) / 1000);
     this.failingOver.delete(volumeUUID);
@@ -510,8 +462,7 @@ export class VolumeController {
   private trackAbsence(): void {
     const active = this.activeNodes();
     const now = this.now();
-    for (const key of this.mirror.all(PREFIXES.nodes).keys()) {
-      const node = idOfKey(key);
+    for (const node of this.store.nodeUUIDs()) {
       if (active.has(node)) this.absentSince.delete(node);
       else if (!this.absentSince.has(node)) this.absentSince.set(node, now);
     }
@@ -524,7 +475,7 @@ export class VolumeController {
    * window), its assignment follows, and the primary resynchronizes it in full, then records it
    * in sync. Not with the fail-in-place flag on: then the volume waits for its node.
    */
-  private async replaceLostCopies(volume: VolumeRecord, set: ReplicaSetRecord, fence: FenceCompare): Promise<'none' | 'done' | 'retry'> {
+  private async replaceLostCopies(volume: VolumeRecord, set: ReplicaSetRecord, fence: Guard): Promise<'none' | 'done' | 'retry'> {
     const timeout = this.options.permanentFailureTimeoutMs ?? 0;
     if (volume.state !== 'Available') return 'none';
     // An administrator's replace (docs/node-operations.md) names the node that takes the copies,
@@ -555,7 +506,7 @@ export class VolumeController {
     const gone = lost.filter((n) => !next.includes(n));
     const why = gone.every((n) => replacing.has(n)) ? 'replaced by an administrator' : `Inactive over ${timeout / 1000} s`;
     const description = `volume ${volume.name}: copies on node(s) ${gone.join(', ')} (${why}) re-created on ${next.filter((n) => !nodeList.includes(n)).join(', ')}`;
-    const ok = await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(moved))], this.event(volume, 'VolumeReplicaReplaced', description));
+    const ok = await this.commit([fence], [{ volume: moved }], this.event(volume, 'VolumeReplicaReplaced', description));
     if (ok) {
       this.passCandidates = undefined;
       this.options.logger.warn({ volumeUUID: volume.UUID, from: nodeList, to: next }, 'lost copies re-created on other nodes');
@@ -566,7 +517,7 @@ export class VolumeController {
   /** Replace commands not ended yet (moving copies, or failing while they go back). */
   private openReplaces(): { record: NodeCommandRecord & { targetNodeUUID: string }; revision: string }[] {
     const open: { record: NodeCommandRecord & { targetNodeUUID: string }; revision: string }[] = [];
-    for (const { record, revision } of this.mirror.all<NodeCommandRecord>(PREFIXES.nodeCommands).values()) {
+    for (const { record, revision } of this.store.nodeCommands()) {
       if (record.kind === 'replace' && record.targetNodeUUID && !record.completedAt && !record.failure) open.push({ record: { ...record, targetNodeUUID: record.targetNodeUUID }, revision });
     }
     return open;
@@ -590,7 +541,7 @@ export class VolumeController {
    * take no copies otherwise. Never a copy the volume depends on (the primary, or its only live
    * in-sync copy): that one stays (failedReplace says so).
    */
-  private async revertReplacedCopies(volume: VolumeRecord, set: ReplicaSetRecord, setRevision: string, fence: FenceCompare): Promise<'none' | 'done' | 'retry'> {
+  private async revertReplacedCopies(volume: VolumeRecord, set: ReplicaSetRecord, setRevision: string, fence: Guard): Promise<'none' | 'done' | 'retry'> {
     const reverting = this.reverting();
     if (reverting.size === 0) return 'none';
     const nodeList = volume.placement!.nodeList;
@@ -609,11 +560,10 @@ export class VolumeController {
       updatedAt: new Date(this.now()).toISOString(),
     };
     const moved: VolumeRecord = { ...volume, placement: { ...volume.placement!, nodeList: next } };
-    const etcd = this.options.etcd;
     const description = `volume ${volume.name}: copies on node(s) ${removed.join(', ')} go back to node(s) ${next.filter((n) => !nodeList.includes(n)).join(', ')} (the node replace failed)`;
     const ok = await this.commit(
-      [fence, [keys.replicaSet(volume.UUID), 'Mod', setRevision]],
-      [etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(moved)), etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(nextSet))],
+      [fence, { replicaSet: volume.UUID, revision: setRevision }],
+      [{ volume: moved }, { replicaSet: nextSet, volumeUUID: volume.UUID }],
       this.event(volume, 'VolumeReplicaReplaced', description),
     );
     if (ok) {
@@ -639,10 +589,9 @@ export class VolumeController {
    * volumes), the command completed, with NodeReplaced, in one fenced transaction.
    */
   private async progressReplaces(): Promise<void> {
-    const etcd = this.options.etcd;
     for (const command of this.openReplaces()) {
       const { nodeUUID: source, targetNodeUUID: target } = command.record;
-      const commandKey = keys.nodeCommand(source);
+      const commandGuard: Guard = { nodeCommand: source, revision: command.revision };
       if (command.record.failing) {
         await this.endFailedReplace(command);
         continue;
@@ -650,41 +599,41 @@ export class VolumeController {
       const failure = this.replaceFailure(command.record);
       if (failure) {
         const failing: NodeCommandRecord = { ...command.record, failing: failure };
-        if (await this.commit([[commandKey, 'Mod', command.revision]], [etcd.put(commandKey).value(JSON.stringify(failing))])) {
+        if (await this.commit([commandGuard], [{ nodeCommand: failing }])) {
           this.options.logger.warn({ source, target, failure }, 'node replace failing: its moved copies go back');
         }
         continue;
       }
       let pending = false;
-      for (const { record: volume } of this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()) {
+      for (const volume of this.store.volumes()) {
         const nodeList = volume.placement?.nodeList ?? [];
         if (nodeList.includes(source)) pending = true;
         else if (nodeList.includes(target) && volume.replicaCount > 1) {
-          const set = this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volume.UUID))?.record;
+          const set = this.store.replicaSet(volume.UUID)?.record;
           if (set && !set.inSync.includes(target)) pending = true;
         }
         if (pending) break;
       }
       if (pending) continue;
-      const sourceNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(source));
-      const targetNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(target));
-      const compares: FenceCompare[] = [[commandKey, 'Mod', command.revision]];
-      const ops: IOperation[] = [etcd.put(commandKey).value(JSON.stringify({ ...command.record, completedAt: new Date(this.now()).toISOString() }))];
+      const sourceNode = this.store.node(source);
+      const targetNode = this.store.node(target);
+      const guards: Guard[] = [commandGuard];
+      const writes: Write[] = [{ nodeCommand: { ...command.record, completedAt: new Date(this.now()).toISOString() } }];
       if (sourceNode) {
-        compares.push([keys.node(source), 'Mod', sourceNode.revision]);
-        ops.push(etcd.put(keys.node(source)).value(JSON.stringify({ ...sourceNode.record, unattached: true })));
+        guards.push({ node: source, revision: sourceNode.revision });
+        writes.push({ node: { ...sourceNode.record, unattached: true } });
       }
       if (targetNode) {
         const { unattached: _attached, ...attached } = targetNode.record;
-        compares.push([keys.node(target), 'Mod', targetNode.revision]);
-        ops.push(etcd.put(keys.node(target)).value(JSON.stringify(attached)));
+        guards.push({ node: target, revision: targetNode.revision });
+        writes.push({ node: attached });
       }
       const event = catalogued('NodeReplaced', {
         component: { kind: 'node', ID: source, Name: sourceNode?.record.name ?? '' },
         description: `node ${this.nodeName(source)} was replaced by node ${this.nodeName(target)}: every copy it held is in sync on the target; the source is detached`,
       });
       // A lost race is looked at again by the periodic pass (every 2 s while a replace runs).
-      if (await this.commit(compares, ops, event)) this.options.logger.info({ source, target }, 'node replaced');
+      if (await this.commit(guards, writes, event)) this.options.logger.info({ source, target }, 'node replaced');
     }
   }
 
@@ -695,15 +644,14 @@ export class VolumeController {
    */
   private replaceFailure(command: NodeCommandRecord & { targetNodeUUID: string }): string | undefined {
     const { nodeUUID: source, targetNodeUUID: target } = command;
-    const targetNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(target))?.record;
+    const targetNode = this.store.node(target)?.record;
     if (!targetNode) return `target node ${target} no longer exists`;
     if (!targetNode.unattached) return `target node ${this.nodeName(target)} is no longer Unattached (it takes new volumes)`;
     const now = this.now();
     const grace = this.options.replaceTargetGraceMs ?? DEFAULT_REPLACE_TARGET_GRACE_MS;
     const absent = this.absentSince.get(target);
     if (absent !== undefined && now - absent >= grace) return `target node ${this.nodeName(target)} has been Inactive for over ${grace / 1000} s (its agent is not connected)`;
-    const remaining = [...this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()]
-      .map(({ record }) => record)
+    const remaining = [...this.store.volumes()]
       .filter((v) => v.state !== 'Deleting' && v.placement?.nodeList.includes(source));
     const holding = remaining.filter((v) => v.placement!.nodeList.includes(target));
     if (holding.length > 0) return `target node ${this.nodeName(target)} already holds a copy of volume(s) ${holding.map((v) => `${v.projectName}/${v.name} (${v.UUID})`).join(', ')}`;
@@ -729,41 +677,39 @@ export class VolumeController {
    * as before the replace: Inactive, and stopped should its agent return (a start serves it).
    */
   private async endFailedReplace(command: { record: NodeCommandRecord & { targetNodeUUID: string }; revision: string }): Promise<void> {
-    const etcd = this.options.etcd;
     const { nodeUUID: source, targetNodeUUID: target, failing, ...rest } = command.record;
     const kept: string[] = [];
-    for (const { record: volume } of this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()) {
+    for (const volume of this.store.volumes()) {
       const nodeList = volume.placement?.nodeList ?? [];
       if (volume.state === 'Deleting' || !nodeList.includes(target) || nodeList.includes(source)) continue;
-      const set = this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volume.UUID))?.record;
+      const set = this.store.replicaSet(volume.UUID)?.record;
       if (set && this.canGiveBack(set, target)) return; // still going back
       kept.push(`${volume.projectName}/${volume.name} (${volume.UUID})`);
     }
     const failure = kept.length === 0 ? failing! : `${failing}; the target keeps its copies of volume(s) ${kept.join(', ')} (no other live in-sync copy), so it is attached`;
-    const commandKey = keys.nodeCommand(source);
-    const compares: FenceCompare[] = [[commandKey, 'Mod', command.revision]];
-    const ops: IOperation[] = [etcd.put(commandKey).value(JSON.stringify({ ...rest, nodeUUID: source, targetNodeUUID: target, failure, failedAt: new Date(this.now()).toISOString() }))];
-    const targetNode = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(target));
+    const guards: Guard[] = [{ nodeCommand: source, revision: command.revision }];
+    const writes: Write[] = [{ nodeCommand: { ...rest, nodeUUID: source, targetNodeUUID: target, failure, failedAt: new Date(this.now()).toISOString() } }];
+    const targetNode = this.store.node(target);
     if (kept.length > 0 && targetNode?.record.unattached) {
       const { unattached: _attached, ...attached } = targetNode.record;
-      compares.push([keys.node(target), 'Mod', targetNode.revision]);
-      ops.push(etcd.put(keys.node(target)).value(JSON.stringify(attached)));
+      guards.push({ node: target, revision: targetNode.revision });
+      writes.push({ node: attached });
     }
     const event = catalogued('NodeReplaceFailed', {
-      component: { kind: 'node', ID: source, Name: this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(source))?.record.name ?? '' },
+      component: { kind: 'node', ID: source, Name: this.store.node(source)?.record.name ?? '' },
       description: `replace of node ${this.nodeName(source)} by node ${this.nodeName(target)} failed: ${failure} (command ${command.record.id})${kept.length === 0 ? '; every copy moved to the target went back to the source' : ''}`,
     });
-    if (await this.commit(compares, ops, event)) this.options.logger.warn({ source, target, failure }, 'node replace failed');
+    if (await this.commit(guards, writes, event)) this.options.logger.warn({ source, target, failure }, 'node replace failed');
   }
 
   /** `name (UUID)` of a node, for descriptions. */
   private nodeName(uuid: string): string {
-    const name = this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(uuid))?.record.name;
+    const name = this.store.node(uuid)?.record.name;
     return name ? `${name} (${uuid})` : uuid;
   }
 
   private featureFlag(name: string): boolean {
-    return this.mirror.get<{ enabled: boolean }>(PREFIXES.featureFlags, keys.featureFlag(name))?.record.enabled === true;
+    return this.store.isFlagOn(name);
   }
 
   /**
@@ -775,7 +721,7 @@ export class VolumeController {
     const announced = set.announcedResyncing ?? [];
     const seen = set.seenOutOfSync ?? [];
     const outNow = volume.placement!.nodeList.filter((n) => !set.inSync.includes(n));
-    const legs = this.statusOf(volume.UUID).get(set.primaryNodeUUID)?.replicaLegs ?? [];
+    const legs = this.store.statusOf(volume.UUID).get(set.primaryNodeUUID)?.replicaLegs ?? [];
     const completed = seen.find((n) => set.inSync.includes(n));
     const started = legs.find((l) => l.state === 'Resyncing' && outNow.includes(l.nodeUUID) && !announced.includes(l.nodeUUID));
     const newlyOut = outNow.filter((n) => !seen.includes(n));
@@ -792,25 +738,25 @@ export class VolumeController {
     } else {
       return 'none';
     }
-    return (await this.commit([[keys.replicaSet(volume.UUID), 'Mod', revision]], [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event)) ? 'done' : 'retry';
+    return (await this.commit([{ replicaSet: volume.UUID, revision }], [{ replicaSet: next, volumeUUID: volume.UUID }], event)) ? 'done' : 'retry';
   }
 
   /** VolumeDegraded / VolumeFullyProtected / VolumeNotAvailable once per change of protection. */
   private async announceProtection(volume: VolumeRecord, set: ReplicaSetRecord, revision: string): Promise<'none' | 'done' | 'retry'> {
     if (volume.state === 'Creating' || volume.state === 'Deleting' || volume.state === 'Failed') return 'none';
-    const statusOf = this.statusOf(volume.UUID);
+    const statusOf = this.store.statusOf(volume.UUID);
     const protection = protectionOf({ volume, replicaSet: set, statusOf, present: this.activeNodes() });
     if (protection === set.announced || protection === 'Unknown') return 'none';
     const name: EventName = protection === 'FullyProtected' ? 'VolumeFullyProtected' : protection === 'Degraded' ? 'VolumeDegraded' : 'VolumeNotAvailable';
     const live = set.inSync.filter((n) => this.activeNodes().has(n)).length;
     const event = this.event(volume, name, `volume ${volume.name} is ${protection}: ${live} of ${volume.replicaCount} copies in sync and alive, primary on node ${set.primaryNodeUUID}`);
     const next: ReplicaSetRecord = { ...set, announced: protection };
-    return (await this.commit([[keys.replicaSet(volume.UUID), 'Mod', revision]], [this.options.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify(next))], event)) ? 'done' : 'retry';
+    return (await this.commit([{ replicaSet: volume.UUID, revision }], [{ replicaSet: next, volumeUUID: volume.UUID }], event)) ? 'done' : 'retry';
   }
 
-  private async reconcileServing(volume: VolumeRecord, fence: FenceCompare): Promise<'done' | 'retry'> {
+  private async reconcileServing(volume: VolumeRecord, fence: Guard): Promise<'done' | 'retry'> {
     if (volume.state !== 'Creating' && volume.state !== 'Updating' && volume.state !== 'Rollback') return 'done';
-    const reports = this.statusOf(volume.UUID);
+    const reports = this.store.statusOf(volume.UUID);
     const nodes = volume.placement!.nodeList;
     const current = nodes.map((n) => reports.get(n)).filter((r) => r && r.generation >= volume.generation);
     const failed = current.find((r) => r!.state === 'Failed');
@@ -818,7 +764,7 @@ export class VolumeController {
     if (current.length === nodes.length && current.every((r) => r!.state === 'Served')) {
       const available: VolumeRecord = { ...volume, state: 'Available', rollbackSnapshotUUID: '', failureReason: '' };
       const event = volume.state === 'Creating' ? this.event(volume, 'VolumeAvailable', `volume ${volume.name} is served by ${nodes.length} node(s)`) : undefined;
-      return (await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(available))], event)) ? 'done' : 'retry';
+      return (await this.commit([fence], [{ volume: available }], event)) ? 'done' : 'retry';
     }
     if (volume.state === 'Creating' && this.expired(volume)) {
       const missing = nodes.filter((n) => !current.some((r) => r!.nodeUUID === n));
@@ -827,32 +773,27 @@ export class VolumeController {
     return 'done';
   }
 
-  private async reconcileDeleting(volume: VolumeRecord, fence: FenceCompare): Promise<'done' | 'retry'> {
-    const etcd = this.options.etcd;
-    const assignmentKeys = [...this.mirror.lookup('assignments', volume.UUID)];
-    if (assignmentKeys.length > 0) {
-      return (await this.commit([fence], assignmentKeys.map((k) => etcd.delete().key(k)))) ? 'done' : 'retry';
+  private async reconcileDeleting(volume: VolumeRecord, fence: Guard): Promise<'done' | 'retry'> {
+    const assigned = this.store.assignedNodes(volume.UUID);
+    if (assigned.length > 0) {
+      return (await this.commit([fence], assigned.map((nodeUUID) => ({ removeAssignment: { nodeUUID, volumeUUID: volume.UUID } })))) ? 'done' : 'retry';
     }
     // Gone once no Active node still reports holding it. An Inactive node's agent removes
     // anything it holds without an assignment when it returns.
     const active = this.activeNodes();
-    const holding = [...this.statusOf(volume.UUID).values()].filter((r) => r.state !== 'Absent' && active.has(r.nodeUUID));
+    const holding = [...this.store.statusOf(volume.UUID).values()].filter((r) => r.state !== 'Absent' && active.has(r.nodeUUID));
     if (holding.length > 0) return 'done';
-    const ops: IOperation[] = [etcd.delete().key(keys.volume(volume.UUID)), etcd.delete().prefix(keys.volumeStatusPrefix(volume.UUID)), etcd.delete().key(keys.replicaSet(volume.UUID))];
-    if (volume.placement) {
-      ops.push(etcd.delete().key(keys.nsid(volume.placement.nsid)), etcd.delete().key(keys.volumePort(volume.placement.port)));
-    }
-    return (await this.commit([fence], ops, this.event(volume, 'VolumeDeleted', `volume ${volume.name} deleted`))) ? 'done' : 'retry';
+    return (await this.commit([fence], [{ removeVolume: volume }], this.event(volume, 'VolumeDeleted', `volume ${volume.name} deleted`))) ? 'done' : 'retry';
   }
 
   /** Snapshot states from the nodes' reports (Creating → Available/Failed, Deleting → gone). */
   private async reconcileSnapshots(volume: VolumeRecord): Promise<'done' | 'retry'> {
     const active = this.activeNodes();
-    const reports = [...this.statusOf(volume.UUID).values()];
+    const reports = [...this.store.statusOf(volume.UUID).values()];
     // A node that is gone cannot remove a snapshot now; its agent drops unassigned ones on return.
     const countingReports = reports.filter((r) => active.has(r.nodeUUID));
-    for (const { record: snapshot, revision } of this.snapshotsOf(volume.UUID)) {
-      const fence: FenceCompare = [keys.snapshot(snapshot.UUID), 'Mod', revision];
+    for (const { record: snapshot, revision } of this.store.snapshotsOf(volume.UUID)) {
+      const fence: Guard = { snapshot: snapshot.UUID, revision };
       let next: SnapshotRecord | null | undefined;
       if (snapshot.state === 'Creating') {
         const state = snapshotStateFromReports(snapshot, volume, reports);
@@ -865,28 +806,28 @@ export class VolumeController {
         next = null;
       }
       if (next === undefined) continue;
-      const op = next === null ? this.options.etcd.delete().key(keys.snapshot(snapshot.UUID)) : this.options.etcd.put(keys.snapshot(snapshot.UUID)).value(JSON.stringify(next));
+      const write: Write = next === null ? { removeSnapshot: snapshot.UUID } : { snapshot: next };
       const what: EventName = next === null ? 'SnapshotDeleted' : next.state === 'Available' ? 'SnapshotAvailable' : 'SnapshotFailed';
       const event = this.event(volume, what, `snapshot ${snapshot.name} of volume ${volume.name}: ${next === null ? 'deleted' : next.state}${next?.failureReason ? ` (${next.failureReason})` : ''}`);
-      if (!(await this.commit([fence], [op], event))) return 'retry';
+      if (!(await this.commit([fence], [write], event))) return 'retry';
     }
     return 'done';
   }
 
-  private async fail(volume: VolumeRecord, fence: FenceCompare, reason: string): Promise<'done' | 'retry'> {
+  private async fail(volume: VolumeRecord, fence: Guard, reason: string): Promise<'done' | 'retry'> {
     const failed: VolumeRecord = { ...volume, state: 'Failed', failureReason: reason };
     const event = this.event(volume, 'VolumeFailed', `volume ${volume.name} failed: ${reason}`);
-    if (!(await this.commit([fence], [this.options.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(failed))], event))) return 'retry';
+    if (!(await this.commit([fence], [{ volume: failed }], event))) return 'retry';
     this.options.logger.warn({ volumeUUID: volume.UUID, reason }, 'volume failed');
     return 'done';
   }
 
   // ------------------------------------------------------------------------------------------
 
-  /** Commits through the batcher; an event, when given, is appended in the same transaction. */
-  private async commit(compares: readonly FenceCompare[], ops: IOperation[], event?: EventInput): Promise<boolean> {
+  /** Commits (batched with other reconciles' writes); an event, when given, is appended in the same transaction. */
+  private async commit(guards: readonly Guard[], writes: readonly Write[], event?: EventInput): Promise<boolean> {
     const prepared = event ? await this.options.events.prepare(event) : null;
-    return this.batcher.submit(compares, prepared ? [...ops, ...prepared.ops] : ops);
+    return this.store.commit(guards, writes, prepared);
   }
 
   private expired(volume: VolumeRecord): boolean {
@@ -895,8 +836,8 @@ export class VolumeController {
 
   private activeNodes(): Set<string> {
     const active = new Set<string>();
-    for (const { record } of this.mirror.all<PresenceRecord>(PREFIXES.presence).values()) {
-      for (const node of record.nodeUUIDs) active.add(node);
+    for (const presence of this.store.presences()) {
+      for (const node of presence.nodeUUIDs) active.add(node);
     }
     return active;
   }
@@ -905,15 +846,14 @@ export class VolumeController {
   private candidates(onlyNode?: string): NodeCandidate[] {
     const active = this.activeNodes();
     const allocated = new Map<string, bigint>();
-    for (const { record } of this.mirror.all<VolumeRecord>(PREFIXES.volumes).values()) {
+    for (const record of this.store.volumes()) {
       if (!record.placement || record.state === 'Deleting') continue;
       for (const node of record.placement.nodeList) allocated.set(node, (allocated.get(node) ?? 0n) + BigInt(record.sizeBytes));
     }
-    const devices = this.mirror.all<DeviceRecord>(PREFIXES.devices);
     // Unattached nodes (a server added with extendCluster false) take no new volumes.
     const wanted = (node: NodeRecord) => (onlyNode === undefined ? !node.unattached : node.UUID === onlyNode);
-    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].filter(({ record: node }) => wanted(node)).map(({ record: node }) => {
-      const pool = this.mirror.get<NodePoolRecord>(PREFIXES.pools, keys.nodePool(node.UUID))?.record;
+    return [...this.store.nodes()].filter((node) => wanted(node)).map((node) => {
+      const pool = this.store.pool(node.UUID);
       const base = {
         UUID: node.UUID,
         serverUUID: node.serverUUID,
@@ -931,7 +871,7 @@ export class VolumeController {
         ...base,
         awaitingPoolReport: node.managedDeviceSerials.length > 0,
         capacityBytes: node.managedDeviceSerials.reduce((sum, serial) => {
-          const device = devices.get(keys.device(serial))?.record;
+          const device = this.store.device(serial);
           return device?.present ? sum + BigInt(device.sizeBytes) : sum;
         }, 0n),
       };
@@ -942,34 +882,18 @@ export class VolumeController {
    * The lowest free number at or after the last one handed out (wrapping once), skipping numbers
    * taken in etcd or allocated here and not yet seen back through the watch.
    */
-  private allocate(prefix: string, pending: Set<number>, min: number, max: number): number | undefined {
-    const keyOf = (n: number) => (prefix === PREFIXES.nsids ? keys.nsid(n) : keys.volumePort(n));
-    for (const n of pending) if (this.mirror.get(prefix, keyOf(n))) pending.delete(n);
-    const taken = (n: number) => pending.has(n) || this.mirror.get(prefix, keyOf(n)) !== undefined;
-    const start = Math.min(Math.max(this.allocationHints.get(prefix) ?? min, min), max);
+  private allocate(what: 'nsid' | 'port', pending: Set<number>, min: number, max: number): number | undefined {
+    const inStore = (n: number) => (what === 'nsid' ? this.store.nsidTaken(n) : this.store.portTaken(n));
+    for (const n of pending) if (inStore(n)) pending.delete(n);
+    const taken = (n: number) => pending.has(n) || inStore(n);
+    const start = Math.min(Math.max(this.allocationHints.get(what) ?? min, min), max);
     for (let i = 0, n = start; i <= max - min; i++, n = n === max ? min : n + 1) {
       if (!taken(n)) {
-        this.allocationHints.set(prefix, n === max ? min : n + 1);
+        this.allocationHints.set(what, n === max ? min : n + 1);
         return n;
       }
     }
     return undefined;
-  }
-
-  private statusOf(volumeUUID: string): Map<string, VolumeStatusRecord> {
-    const result = new Map<string, VolumeStatusRecord>();
-    for (const key of this.mirror.lookup('status', volumeUUID)) {
-      const record = this.mirror.get<VolumeStatusRecord>(PREFIXES.status, key)?.record;
-      if (record) result.set(record.nodeUUID, record);
-    }
-    return result;
-  }
-
-  private snapshotsOf(volumeUUID: string): { record: SnapshotRecord; revision: string }[] {
-    return [...this.mirror.lookup('snapshots', volumeUUID)].flatMap((key) => {
-      const stored = this.mirror.get<SnapshotRecord>(PREFIXES.snapshots, key);
-      return stored ? [stored] : [];
-    });
   }
 
   /** The catalogue gives each event its type, severity and reporting service. */
@@ -977,14 +901,4 @@ export class VolumeController {
     return catalogued(eventName, { description, component: { kind: 'volume', projectName: volume.projectName, volumes: [{ ID: volume.UUID, Name: volume.name }] } });
   }
 
-}
-
-function volumeOfStatusKey(key: string): string {
-  const parts = key.slice(keys.volumeStatusPrefix().length).split('/');
-  return parts[0] ?? '';
-}
-
-function nodeOfAssignmentKey(key: string): string {
-  const parts = key.slice(keys.assignmentsPrefix().length).split('/');
-  return parts[0] ?? '';
 }

@@ -11,6 +11,7 @@ import { joinServer, markAbsent, markPresent, putRecord, reportInventory, type J
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { EtcdEventLog } from '../events/etcd-event-log.js';
+import { EventLogStore } from '../events/event-log-store.js';
 import type { EventWire } from '../events/event-wire.js';
 import { InventoryReader } from '../inventory/inventory-reader.js';
 import { startMembershipEvents, type MembershipEvents, type ReportedNodeState } from './membership-events.js';
@@ -27,7 +28,7 @@ describe('membership events', () => {
   before(async () => {
     testEtcd = await startEtcd();
     etcd = createEtcdClient([testEtcd.endpoint]);
-    log = new EtcdEventLog(etcd, silentLogger(), { flagCacheMs: 0 });
+    log = new EtcdEventLog(new EventLogStore(etcd), silentLogger(), { flagCacheMs: 0 });
   });
   after(async () => {
     await controller?.stop();

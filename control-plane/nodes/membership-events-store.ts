@@ -5,9 +5,10 @@
 // devices).
 import type { Etcd3, Watcher } from 'etcd3';
 import type { IOperation } from 'etcd3/lib/builder.js';
-import { parseRecord } from '../../lib/etcd/client.js';
+import { commitOps, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import { commitOps, type PreparedEvent } from '../events/etcd-event-log.js';
+import type { FencedWrite } from '../../lib/etcd/record-store.js';
+import type { PreparedEvent } from '../events/event-log-store.js';
 
 /** The keys of what the controller last reported (lib/etcd/keys.ts). */
 export const membershipKeys = {
@@ -58,9 +59,6 @@ export type ReportedWrite = (
 export interface MembershipWatch {
   cancel(): Promise<void>;
 }
-
-/** The leader's fenced commit (LeaderElection.fencedWrite). */
-export type FencedWrite = (ops: IOperation[]) => Promise<void>;
 
 export class MembershipEventsStore {
   /** Without `fencedWrite`, writes are plain transactions (tests). */

@@ -1,5 +1,6 @@
-// Control-plane instances register under their lease, so clients and tests can see who serves
-// the API and which one is the active cluster manager.
+// Where control-plane instances are in etcd (docs/etcd-keys.md): each registers its record under
+// its lease (/strata/control-planes/<instanceId>), so clients and tests can see who serves the API
+// and, with the leader key, which one is the active cluster manager.
 import type { Etcd3, Lease } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { parseRecord, unconditionalTxn } from '../../lib/etcd/client.js';
@@ -9,7 +10,7 @@ export interface ControlPlaneView extends ControlPlaneRecord {
   readonly isActiveClusterManager: boolean;
 }
 
-export class ControlPlaneRegistry {
+export class ControlPlaneStore {
   constructor(private readonly etcd: Etcd3, private readonly self: ControlPlaneRecord) {}
 
   async register(lease: Lease): Promise<void> {

@@ -15,6 +15,7 @@ import type { EventInput } from '../events/event-recorder.js';
 import { LeaderElection } from '../leadership/leader-election.js';
 import { failoverDuration, failovers, type FailoverKind } from '../metrics/control-plane-metrics.js';
 import { VolumeController } from './volume-controller.js';
+import { VolumeControllerStore } from './volume-controller-store.js';
 import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
 import { withReplicaSet } from '../../lib/replication.js';
 
@@ -35,7 +36,7 @@ describe('volume controller', () => {
     await election.start(client.lease(5));
     assert.ok(election.isLeader);
     controller = new VolumeController({
-      etcd: client, election, logger,
+      store: new VolumeControllerStore(client, (compares, ops) => election.fencedCommit(compares, ops), logger), logger,
       events: { prepare: async (e) => { events.push(e as EventInput); return { id: '', wire: {} as never, ops: [] }; } },
       clusterUUID: 'cluster-test', clusterSubsystemNQN: CLUSTER_NQN,
       volumePorts: { min: 20000, max: 20009 }, overcommitRatio: 1, creatingTimeoutMs: 60_000, permanentFailureTimeoutMs: 600_000, now: () => now.ms,

@@ -1,0 +1,70 @@
+// Where the etcd corruption scan lives in etcd (docs/etcd-keys.md): the last scan asked for
+// (/strata/etcd-corruption/scan-request) and the last result (/strata/etcd-corruption/status),
+// the result written with its events in one transaction, fenced by the leader's term when the
+// composition root gives the fenced write. The service and the scanner see requests and results.
+import type { Etcd3 } from 'etcd3';
+import { commitOps, parseRecord } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { FencedWrite } from '../../lib/etcd/record-store.js';
+import type { PreparedEvent } from '../events/event-log-store.js';
+import type { MemberScan } from './etcd-hash-scan.js';
+
+export interface EtcdCorruptionScanRequest {
+  readonly requestId: string;
+  readonly requestedAt: string;
+}
+
+export interface EtcdCorruptionStatus {
+  /** The request this scan answered. */
+  readonly requestId: string;
+  readonly startedAt: string;
+  readonly finishedAt: string;
+  /** The revision every member hashed ('' when the scan could not run). */
+  readonly revision: string;
+  readonly corrupted: boolean;
+  /** Why the scan could not compare anything ('' when it ran). */
+  readonly error: string;
+  readonly members: readonly MemberScan[];
+}
+
+export interface ScanRequestWatch {
+  cancel(): Promise<void>;
+}
+
+export class EtcdCorruptionStore {
+  /** Without `fencedWrite`, results are written in plain transactions (the API side never writes one). */
+  constructor(
+    private readonly etcd: Etcd3,
+    private readonly fencedWrite?: FencedWrite,
+  ) {}
+
+  async putRequest(request: EtcdCorruptionScanRequest): Promise<void> {
+    await this.etcd.put(keys.etcdCorruptionScanRequest()).value(JSON.stringify(request));
+  }
+
+  async request(): Promise<EtcdCorruptionScanRequest | null> {
+    const key = keys.etcdCorruptionScanRequest();
+    return parseRecord<EtcdCorruptionScanRequest>(key, await this.etcd.get(key).string());
+  }
+
+  async status(): Promise<EtcdCorruptionStatus | null> {
+    const key = keys.etcdCorruptionStatus();
+    return parseRecord<EtcdCorruptionStatus>(key, await this.etcd.get(key).string());
+  }
+
+  /** `requested` whenever a scan request is recorded; `failed` when the watch fails. */
+  async watchRequests(requested: () => void, failed: (err: Error) => void): Promise<ScanRequestWatch> {
+    const watcher = await this.etcd.watch().key(keys.etcdCorruptionScanRequest()).create();
+    watcher.on('put', () => requested());
+    watcher.on('error', (err) => failed(err));
+    return { cancel: () => watcher.cancel() };
+  }
+
+  /** Writes the result (none: events alone) with its events in one (fenced) transaction; nothing to write, no transaction. */
+  async commit(status: EtcdCorruptionStatus | null, events: readonly PreparedEvent[]): Promise<void> {
+    const ops = [...(status ? [this.etcd.put(keys.etcdCorruptionStatus()).value(JSON.stringify(status))] : []), ...events.flatMap((e) => e.ops)];
+    if (ops.length === 0) return;
+    if (this.fencedWrite) await this.fencedWrite(ops);
+    else await commitOps(this.etcd, ops);
+  }
+}

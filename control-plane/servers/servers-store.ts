@@ -1,0 +1,56 @@
+// Server records as the control plane writes them (docs/etcd-keys.md, /strata/servers/<UUID>):
+// POST /servers creates one before its agent exists (create-only), completes or removes it
+// compared on the revision it wrote, and the active cluster manager completes an add's etcd
+// member fields (fenced, compared on the record's revision). The agent's own writes to the
+// record (its join) are the agent's. Callers see server records and revisions.
+import type { Etcd3 } from 'etcd3';
+import { parseRecord } from '../../lib/etcd/client.js';
+import { keys } from '../../lib/etcd/keys.js';
+import type { FencedCommit, Versioned } from '../../lib/etcd/record-store.js';
+import type { ServerRecord } from '../../lib/records.js';
+
+/** A server record an add wrote (`added` set). */
+export type AddedServerRecord = ServerRecord & { added: NonNullable<ServerRecord['added']> };
+
+export class ServersStore {
+  /** `fencedCommit`: the leader's, for the writes only the active cluster manager makes (completeAdd). */
+  constructor(
+    private readonly etcd: Etcd3,
+    private readonly fencedCommit?: FencedCommit,
+  ) {}
+
+  /** Creates the record if no server has its UUID: its revision, or null when one exists. */
+  async create(record: ServerRecord): Promise<string | null> {
+    const key = keys.server(record.UUID);
+    const created = await this.etcd.if(key, 'Create', '==', 0).then(this.etcd.put(key).value(JSON.stringify(record))).commit();
+    return created.succeeded ? created.header.revision : null;
+  }
+
+  /** Replaces the record if it is still at `revision`; false when it changed meanwhile. */
+  async replaceAt(record: ServerRecord, revision: string): Promise<boolean> {
+    const key = keys.server(record.UUID);
+    const result = await this.etcd.if(key, 'Mod', '==', revision).then(this.etcd.put(key).value(JSON.stringify(record))).commit();
+    return result.succeeded;
+  }
+
+  /** Deletes the record if it is still at `revision`; true when no record is left under the UUID. */
+  async removeAt(serverUUID: string, revision: string): Promise<boolean> {
+    const key = keys.server(serverUUID);
+    await this.etcd.if(key, 'Mod', '==', revision).then(this.etcd.delete().key(key)).commit();
+    return (await this.etcd.get(key).string()) === null;
+  }
+
+  /** The records an add wrote whose member is not promoted yet (`added.promotedAt` empty). */
+  async pendingAdds(): Promise<Versioned<AddedServerRecord>[]> {
+    const range = await this.etcd.getAll().prefix(keys.serversPrefix()).exec();
+    return range.kvs
+      .map((kv) => ({ key: kv.key.toString(), record: parseRecord<ServerRecord>(kv.key.toString(), kv.value), revision: String(kv.mod_revision) }))
+      .filter((s): s is Versioned<AddedServerRecord> => !!s.record?.added && s.record.added.promotedAt === '');
+  }
+
+  /** Writes `added` into the record read as `current`, fenced and compared on its revision: false when the record changed. */
+  async completeAdd(current: Versioned<AddedServerRecord>, added: AddedServerRecord['added']): Promise<boolean> {
+    if (!this.fencedCommit) throw new Error('ServersStore.completeAdd needs the leader\'s fenced commit');
+    return this.fencedCommit([[current.key, 'Mod', current.revision]], [this.etcd.put(current.key).value(JSON.stringify({ ...current.record, added }))]);
+  }
+}

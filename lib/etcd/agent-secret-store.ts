@@ -1,0 +1,66 @@
+// Where the agent secret lives in etcd (docs/etcd-keys.md, /strata/agent-secret; docs/agent-auth.md):
+// the HMAC key agents sign their control-plane tokens with (lib/agent-token.ts), shared by both
+// daemons. Either creates it the first time it needs one, in a transaction guarded by "the key
+// does not exist", so concurrent starters agree on one secret and no install step has to make it;
+// a rotation compares the record's revision.
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Etcd3 } from 'etcd3';
+import { errors, StrataError } from '../errors.js';
+import type { AgentSecret, AgentSecretRecord } from '../records.js';
+import { parseRecord } from './client.js';
+import { keys } from './keys.js';
+
+export function newAgentSecret(now = new Date()): AgentSecret {
+  return { id: randomUUID(), key: randomBytes(32).toString('base64url'), createdAt: now.toISOString() };
+}
+
+export class AgentSecretStore {
+  constructor(private readonly etcd: Etcd3) {}
+
+  async read(): Promise<{ record: AgentSecretRecord; revision: string } | null> {
+    const kv = (await this.etcd.get(keys.agentSecret()).exec()).kvs[0];
+    if (!kv) return null;
+    const record = parseRecord<AgentSecretRecord>(keys.agentSecret(), kv.value);
+    return record ? { record, revision: kv.mod_revision } : null;
+  }
+
+  /** The agent secret, created if there is none yet; concurrent callers all get the one that won. */
+  async ensure(): Promise<AgentSecretRecord> {
+    const existing = await this.read();
+    if (existing) return existing.record;
+    const created: AgentSecretRecord = { current: newAgentSecret() };
+    const key = keys.agentSecret();
+    const result = await this.etcd.if(key, 'Create', '==', 0).then(this.etcd.put(key).value(JSON.stringify(created))).else(this.etcd.get(key)).commit();
+    if (result.succeeded) return created;
+    const winner = parseRecord<AgentSecretRecord>(key, result.responses[0]?.response_range.kvs[0]?.value ?? null);
+    if (!winner) throw errors.internal('the agent secret vanished while it was being created');
+    return winner;
+  }
+
+  /**
+   * Makes a new current secret and keeps the old current one as previous (the one before that is
+   * dropped). Agents sign with the new secret from their next token on; tokens signed with the
+   * previous one stay valid, so no session breaks.
+   */
+  async rotate(): Promise<AgentSecretRecord> {
+    const key = keys.agentSecret();
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const existing = await this.read();
+      if (!existing) {
+        await this.ensure();
+        continue;
+      }
+      const rotated: AgentSecretRecord = { current: newAgentSecret(), previous: existing.record.current };
+      const result = await this.etcd.if(key, 'Mod', '==', existing.revision).then(this.etcd.put(key).value(JSON.stringify(rotated))).commit();
+      if (result.succeeded) return rotated;
+    }
+    throw new StrataError('OPERATION_IN_PROGRESS', 'the agent secret kept changing while it was being rotated; try again');
+  }
+}
+
+/** AgentSecretStore.read, for a caller that holds the client. */
+export const readAgentSecrets = (etcd: Etcd3) => new AgentSecretStore(etcd).read();
+/** AgentSecretStore.ensure, for a caller that holds the client (the agent's token issuer). */
+export const ensureAgentSecrets = (etcd: Etcd3) => new AgentSecretStore(etcd).ensure();
+/** AgentSecretStore.rotate, for a caller that holds the client (strata-rotate-agent-secret). */
+export const rotateAgentSecret = (etcd: Etcd3) => new AgentSecretStore(etcd).rotate();

@@ -1,0 +1,30 @@
+// Where the cluster CA lives in etcd (docs/etcd-keys.md, /strata/cluster-ca; docs/security.md):
+// created in the bootstrap transaction; a cluster bootstrapped before the CA existed gets one
+// from the first control plane that finds none, in a `create_revision == 0` transaction, so
+// racing creators agree. The certificates themselves are lib/tls/cluster-ca.ts's.
+import type { Etcd3 } from 'etcd3';
+import type { ClusterCaRecord } from '../tls/cluster-ca.js';
+import { parseRecord } from './client.js';
+import { keys } from './keys.js';
+
+export class ClusterCaStore {
+  constructor(private readonly etcd: Etcd3) {}
+
+  async read(): Promise<ClusterCaRecord | null> {
+    return parseRecord<ClusterCaRecord>(keys.clusterCa(), await this.etcd.get(keys.clusterCa()).string());
+  }
+
+  /** The stored CA, storing `fresh()` when the cluster has none (the one stored first wins a race). */
+  async ensure(fresh: () => Promise<ClusterCaRecord>): Promise<ClusterCaRecord> {
+    const existing = await this.read();
+    if (existing) return existing;
+    const created = await fresh();
+    await this.etcd.if(keys.clusterCa(), 'Create', '==', 0).then(this.etcd.put(keys.clusterCa()).value(JSON.stringify(created))).commit();
+    const stored = await this.read();
+    if (!stored) throw new Error('the cluster CA vanished right after it was created');
+    return stored;
+  }
+}
+
+/** ClusterCaStore.read, for a caller that holds the client (the agent). */
+export const readClusterCa = (etcd: Etcd3) => new ClusterCaStore(etcd).read();
