@@ -225,17 +225,17 @@ describe('node stop / start / restart / replace (real control plane, etcd and ag
     const strata = (args: string[]) =>
       new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
         execFile(process.execPath, [join(packageRoot, 'dist', 'cli', 'main.js'), ...args], {
-          env: { PATH: process.env['PATH'] ?? '', STRATA_ENDPOINT: plane.apiUrl, STRATA_TOKEN: plane.adminToken() }, timeout: 60_000,
+          env: { PATH: process.env['PATH'] ?? '', STRATA_ENDPOINT: plane.apiUrl, STRATA_TOKEN: plane.adminToken() }, timeout: 150_000,
         }, (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr }));
       });
     const refused = await strata(['nodes', 'stop', soloNode.UUID]);
     assert.equal(refused.code, 1, 'an API refusal exits 1');
     assert.ok(refused.stderr.includes(`default/solo (${solo.UUID})`), refused.stderr);
-    const stop = await strata(['nodes', 'stop', soloNode.UUID, '--force', '--wait', '--wait-timeout', '30s']);
+    const stop = await strata(['nodes', 'stop', soloNode.UUID, '--force', '--wait', '--wait-timeout', '120s']);
     assert.equal(stop.code, 0, stop.stderr);
     assert.match(stop.stdout, /: Inactive \(stopped by an administrator/);
     assert.equal((await read<NodeRunStateRecord>(keys.nodeRunState(soloNode.UUID)))?.state, 'Stopped');
-    const start = await strata(['nodes', 'start', soloNode.UUID, '--wait', '--wait-timeout', '30s', '-o', 'json']);
+    const start = await strata(['nodes', 'start', soloNode.UUID, '--wait', '--wait-timeout', '120s', '-o', 'json']);
     assert.equal(start.code, 0, start.stderr);
     assert.equal((JSON.parse(start.stdout) as Node).state, 'Active');
     await until('export back', async () => exported(soloServer, solo.UUID));
