@@ -234,7 +234,9 @@ describe('node stop / start / restart / replace (real control plane, etcd and ag
     const stop = await strata(['nodes', 'stop', soloNode.UUID, '--force', '--wait', '--wait-timeout', '120s']);
     assert.equal(stop.code, 0, stop.stderr);
     assert.match(stop.stdout, /: Inactive \(stopped by an administrator/);
-    assert.equal((await read<NodeRunStateRecord>(keys.nodeRunState(soloNode.UUID)))?.state, 'Stopped');
+    // --wait ends when the node is Inactive (its agent left presence); the agent records its run
+    // state Stopped at the end of the pass that follows.
+    await until('the agent reports Stopped', async () => (await read<NodeRunStateRecord>(keys.nodeRunState(soloNode.UUID)))?.state === 'Stopped', 60_000);
     const start = await strata(['nodes', 'start', soloNode.UUID, '--wait', '--wait-timeout', '120s', '-o', 'json']);
     assert.equal(start.code, 0, start.stderr);
     assert.equal((JSON.parse(start.stdout) as Node).state, 'Active');
