@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
-import type { ArrayState, BlockStack, LegDevice, LegTarget } from './block-stack.js';
+import { notConnected, type ArrayState, type BlockStack, type LegDevice, type LegTarget } from './block-stack.js';
 import { ReplicaManager, type ServeInput } from './replica-manager.js';
 
 const CLUSTER = 'nqn.2016-01.com.lightbitslabs:uuid:0b5c3f52-8e0a-4d5e-9a55-3f1b2c4d5e6f';
@@ -16,7 +16,7 @@ const [B, C, A] = ['node-b', 'node-c', 'node-a'];
 function fakeStack(refusals: number) {
   const connected = new Map<string, LegDevice>();
   const calls = { connect: 0, assembledWith: [] as string[] };
-  const leg = (t: LegTarget): LegDevice => connected.get(t.nodeUUID) ?? { nodeUUID: t.nodeUUID, controller: undefined, controllerState: '', block: undefined };
+  const leg = (t: LegTarget): LegDevice => connected.get(t.nodeUUID) ?? notConnected(t.nodeUUID);
   const array = (): ArrayState => ({
     block: 'md127',
     members: [{ block: 'loop0', flags: ['in_sync'], slot: 0 }, ...calls.assembledWith.map((block, i) => ({ block, flags: ['in_sync', 'write_mostly'], slot: i + 1 }))],
