@@ -6,16 +6,18 @@ import { randomUUID } from 'node:crypto';
 import { release } from 'node:os';
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient, etcdTlsOf, parseRecord } from '../lib/etcd/client.js';
-import { keys } from '../lib/etcd/keys.js';
+import { createEtcdClient, etcdTlsOf } from '../lib/etcd/client.js';
 import type { Logger } from '../lib/logger.js';
 import { hostPort } from '../lib/endpoints.js';
 import { productVersion } from '../lib/paths.js';
-import type { ClusterRecord } from '../lib/records.js';
 import { ReplicaSetStore } from '../lib/etcd/replica-set-store.js';
+import { AgentSecretStore } from '../lib/etcd/agent-secret-store.js';
+import { ClusterCaStore } from '../lib/etcd/cluster-ca-store.js';
+import { ClusterStore } from '../lib/etcd/cluster-store.js';
 import { retry } from '../lib/retry.js';
 import type { AgentConfig } from './config.js';
 import { AdminEndpointsEnforcer } from './admin-endpoints/admin-endpoints-enforcer.js';
+import { AdminEndpointRecordsStore } from './admin-endpoints/admin-endpoints-store.js';
 import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
 import { clusterCaCredentials, controlPlaneChannelOptions } from './control-plane-session/cluster-ca-credentials.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
@@ -153,9 +155,10 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // The cluster UUID goes in Hello so a control plane of another cluster refuses the agent;
   // read after each registration ('' until the cluster is bootstrapped).
   let clusterUUID = '';
+  const clusterStore = new ClusterStore(etcd);
   const refreshClusterUUID = async () => {
     try {
-      const record = parseRecord<ClusterRecord>(keys.cluster(), await etcd.get(keys.cluster()).string());
+      const record = await clusterStore.read();
       clusterUUID = record?.UUID ?? '';
     } catch (err) {
       logger.debug({ err }, 'reading the cluster record failed');
@@ -171,7 +174,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   );
   // Admin endpoints: nftables entries in the same table as the volumes' IP ACLs.
   const adminEndpoints = new AdminEndpointsEnforcer({
-    etcd,
+    store: new AdminEndpointRecordsStore(etcd),
     target: ipAcls,
     resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
     logger: logger.child({ component: 'admin-endpoints' }),
@@ -242,9 +245,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
       collectBundle: (options, sink, signal) => bundles.collect(options, sink, signal),
     },
     // Proof of membership for the control plane's gRPC port, from the secret in etcd.
-    tokens: new EtcdAgentTokenIssuer({ etcd, identity, logger: logger.child({ component: 'agent-token' }) }),
+    tokens: new EtcdAgentTokenIssuer({ cluster: clusterStore, secrets: new AgentSecretStore(etcd), identity, logger: logger.child({ component: 'agent-token' }) }),
     // TLS, the control plane verified against the cluster CA in etcd.
-    credentials: clusterCaCredentials(etcd),
+    credentials: clusterCaCredentials(new ClusterCaStore(etcd)),
     channelOptions: controlPlaneChannelOptions,
     heartbeatMs: config.heartbeatSeconds * 1000,
     logger: logger.child({ component: 'control-plane-session' }),

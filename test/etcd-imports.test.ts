@@ -33,9 +33,6 @@ const ETCD_DRIVER = 'talks to etcd itself, not to records (members, HashKV, alar
 
 /** Files that still import etcd or its keys outside the stores, and why (issue 14 items 1-3). */
 const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[]; readonly why: string }>> = {
-  'agent/admin-endpoints/admin-endpoints-enforcer.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/control-plane-session/agent-token-issuer.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/control-plane-session/cluster-ca-credentials.ts': { imports: ['etcd3'], why: AGENT },
   'agent/datapath/datapath.ts': { imports: ['etcd3'], why: AGENT },
   'agent/datapath/kernel/host-auth.ts': { imports: ['etcd3', 'keys'], why: AGENT },
   'agent/datapath/pool/node-pools.ts': { imports: ['etcd3', 'keys'], why: AGENT },
@@ -43,7 +40,6 @@ const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[];
   'agent/discovery/cluster-paths.ts': { imports: ['etcd3', 'keys'], why: AGENT },
   'agent/discovery/discovery-service.ts': { imports: ['etcd3'], why: AGENT },
   'agent/membership/membership.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/node-ops/node-operations.ts': { imports: ['etcd3'], why: AGENT },
   'control-plane/agents/agent-authenticator.ts': { imports: ['etcd3', 'keys'], why: 'reads the agent secret and node records itself: a store for them (the secret\'s is lib/etcd/agent-secret-store.ts); agent/control-plane-session/authenticated-session.test.ts builds it with the client, so it moves with the agent side' },
   'control-plane/etcd-corruption/etcd-hash-scan.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/inventory/inventory-reader.ts': { imports: ['etcd3', 'keys'], why: 'one of the views of etcd in the process (item 1): to read the one watched state' },

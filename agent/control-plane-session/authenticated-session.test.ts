@@ -8,7 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import type * as grpc from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
 import { rotateAgentSecret } from '../../lib/agent-token.js';
+import { AgentSecretStore } from '../../lib/etcd/agent-secret-store.js';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
+import { ClusterStore } from '../../lib/etcd/cluster-store.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, ServerFactsRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { AgentAuthenticator } from '../../control-plane/agents/agent-authenticator.js';
@@ -115,7 +117,7 @@ describe('the agent session with a real control plane and agent tokens', () => {
       volumeReports: volumes as VolumeReportSource,
       commands: { setLed: async () => undefined },
       // Tokens of 3 s: renewed about every 1.5 s, so a few seconds cover several renewals.
-      tokens: new EtcdAgentTokenIssuer({ etcd: client, identity, logger: silentLogger(), lifetimeSeconds: 3 }),
+      tokens: new EtcdAgentTokenIssuer({ cluster: new ClusterStore(client), secrets: new AgentSecretStore(client), identity, logger: silentLogger(), lifetimeSeconds: 3 }),
       heartbeatMs: 200,
       reconnectBackoff: { initialMs: 50, maxMs: 400 },
       logger: silentLogger(),

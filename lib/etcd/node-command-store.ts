@@ -2,7 +2,7 @@
 // (/strata/node-commands/<node>, written by the control plane) and what the node's agent did about
 // it (/strata/node-run-states/<node>, written by the agent). The one place both daemons read and
 // write these keys through.
-import type { Etcd3, Watcher } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import type { NodeCommandRecord, NodeRunStateRecord } from '../records.js';
 import { keys, idOfKey } from './keys.js';
 import { parseRecord } from './client.js';
@@ -21,6 +21,11 @@ export function wantsStopped(command: NodeCommandRecord | undefined, run: NodeRu
   if (command.desired === 'Stopped') return true;
   if (command.kind !== 'restart') return false;
   return !(run?.commandId === command.id && (run.stopDone === true || run.state === 'Running'));
+}
+
+/** A watch of the node commands (NodeCommandStore.watchCommands): etcd3 re-establishes it until cancelled. */
+export interface NodeCommandWatch {
+  cancel(): Promise<void>;
 }
 
 export class NodeCommandStore {
@@ -47,7 +52,7 @@ export class NodeCommandStore {
    * Watches every node's command from the revision after `fromRevision`; `onCommand` gets the
    * node and its command (undefined when deleted). Corrupt records are reported as undefined.
    */
-  watchCommands(fromRevision: string, onCommand: (nodeUUID: string, command: NodeCommandRecord | undefined) => void, onError: (err: Error) => void): Watcher {
+  watchCommands(fromRevision: string, onCommand: (nodeUUID: string, command: NodeCommandRecord | undefined) => void, onError: (err: Error) => void): NodeCommandWatch {
     const watcher = this.etcd.watch().prefix(keys.nodeCommandsPrefix()).startRevision(String(BigInt(fromRevision) + 1n)).watcher();
     watcher.on('put', (kv) => {
       const key = kv.key.toString('utf8');
