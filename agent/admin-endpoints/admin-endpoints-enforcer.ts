@@ -4,10 +4,11 @@
 // deleted record's entries go. A watch on the prefix applies a change within the debounce (and
 // one nft transaction); a resync every interval puts back what someone else removed, and retries
 // what nftables refused.
+import type { StoreWatch } from '../../lib/etcd/record-store.js';
 import type { Logger } from '../../lib/logger.js';
 import type { AdminEndpointAcls } from '../datapath/kernel/ip-acl-enforcer.js';
 import { ipAclOf, type IpAcl } from '../datapath/kernel/ip-acl.js';
-import type { AdminEndpointRecordsStore, AdminEndpointsWatch } from './admin-endpoints-store.js';
+import type { AdminEndpointRecordsStore } from './admin-endpoints-store.js';
 
 export interface AdminEndpointsTarget {
   enforceAdminEndpoints(endpoints: AdminEndpointAcls): Promise<ReadonlyMap<number, string>>;
@@ -22,7 +23,7 @@ export interface AdminEndpointsEnforcerOptions {
 }
 
 export class AdminEndpointsEnforcer {
-  private watcher: AdminEndpointsWatch | undefined;
+  private watcher: StoreWatch | undefined;
   private timer: NodeJS.Timeout | undefined;
   private resync: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();

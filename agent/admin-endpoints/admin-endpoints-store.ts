@@ -4,12 +4,8 @@
 import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import type { StoreWatch } from '../../lib/etcd/record-store.js';
 import type { AdminEndpointRecord } from '../../lib/records.js';
-
-/** A watch of the admin endpoints (AdminEndpointRecordsStore.watch): etcd3 re-establishes it until cancelled. */
-export interface AdminEndpointsWatch {
-  cancel(): Promise<void>;
-}
 
 export class AdminEndpointRecordsStore {
   constructor(private readonly etcd: Etcd3) {}
@@ -21,7 +17,7 @@ export class AdminEndpointRecordsStore {
   }
 
   /** `onChange` on every put and delete and whenever the watch (re)connects; `onError` when it fails (it reconnects). */
-  watch(onChange: () => void, onError: (err: Error) => void): AdminEndpointsWatch {
+  watch(onChange: () => void, onError: (err: Error) => void): StoreWatch {
     const watcher = this.etcd.watch().prefix(keys.adminEndpointsPrefix()).watcher();
     watcher.on('put', () => onChange()).on('delete', () => onChange()).on('connected', () => onChange());
     watcher.on('error', onError);

@@ -19,6 +19,8 @@ import { DEFAULT_NVMET_ROOT, isOnConfigfs, NvmetConfigfs } from './kernel/nvmet-
 import { DataPathReconciler, type DataPathBackend } from './reconcile/reconciler.js';
 import { NodePools } from './pool/node-pools.js';
 import { runCommand, type CommandRunner, type StoragePool } from './pool/storage-pool.js';
+import { ClusterStore } from '../../lib/etcd/cluster-store.js';
+import { NodeStore } from '../../lib/etcd/node-store.js';
 import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
 import { BlockStack, type BlockIoctls } from './replication/block-stack.js';
 import { ReplicaManager } from './replication/replica-manager.js';
@@ -90,7 +92,8 @@ export async function createDataPathAndPools(
   let decided: Promise<DataPathBackend> | undefined;
   const backend = () => (decided ??= (parts.backend ?? findBackend)(config, run, logger));
   const pools = new NodePools({
-    etcd: deps.etcd,
+    cluster: new ClusterStore(deps.etcd),
+    nodes: new NodeStore(deps.etcd),
     nodeUUIDs: deps.nodeUUIDs,
     poolDir: config.poolDir,
     sysfsRoot: config.sysfsRoot,

@@ -6,7 +6,7 @@ import type { Etcd3 } from 'etcd3';
 import type { NodeCommandRecord, NodeRunStateRecord } from '../records.js';
 import { keys, idOfKey } from './keys.js';
 import { parseRecord } from './client.js';
-import { RecordStore, type Versioned } from './record-store.js';
+import { RecordStore, type StoreWatch, type Versioned } from './record-store.js';
 
 /** Whether the agent has done what the command asks (its run state answers it, finally). */
 export function commandDone(command: NodeCommandRecord, run: NodeRunStateRecord | undefined): boolean {
@@ -21,11 +21,6 @@ export function wantsStopped(command: NodeCommandRecord | undefined, run: NodeRu
   if (command.desired === 'Stopped') return true;
   if (command.kind !== 'restart') return false;
   return !(run?.commandId === command.id && (run.stopDone === true || run.state === 'Running'));
-}
-
-/** A watch of the node commands (NodeCommandStore.watchCommands): etcd3 re-establishes it until cancelled. */
-export interface NodeCommandWatch {
-  cancel(): Promise<void>;
 }
 
 export class NodeCommandStore {
@@ -52,7 +47,7 @@ export class NodeCommandStore {
    * Watches every node's command from the revision after `fromRevision`; `onCommand` gets the
    * node and its command (undefined when deleted). Corrupt records are reported as undefined.
    */
-  watchCommands(fromRevision: string, onCommand: (nodeUUID: string, command: NodeCommandRecord | undefined) => void, onError: (err: Error) => void): NodeCommandWatch {
+  watchCommands(fromRevision: string, onCommand: (nodeUUID: string, command: NodeCommandRecord | undefined) => void, onError: (err: Error) => void): StoreWatch {
     const watcher = this.etcd.watch().prefix(keys.nodeCommandsPrefix()).startRevision(String(BigInt(fromRevision) + 1n)).watcher();
     watcher.on('put', (kv) => {
       const key = kv.key.toString('utf8');
