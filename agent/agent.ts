@@ -31,6 +31,7 @@ import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-st
 import { InventoryService } from './inventory/inventory-service.js';
 import { probeKernelCapabilities } from './inventory/kernel-capabilities.js';
 import { EtcdHostAuth } from './datapath/kernel/host-auth.js';
+import { HostAuthStore } from './datapath/kernel/host-auth-store.js';
 import { Membership } from './membership/membership.js';
 import { NodeCommandStore } from '../lib/etcd/node-command-store.js';
 import { NodeOperations } from './node-ops/node-operations.js';
@@ -166,7 +167,13 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   };
   membership.on('registered', () => void refreshClusterUUID());
 
-  const hostAuth = new EtcdHostAuth({ etcd, serverUUID: identity.serverUUID, stateDir: config.stateDir, logger: logger.child({ component: 'host-auth' }) });
+  const hostAuth = new EtcdHostAuth({
+    store: new HostAuthStore(etcd, identity.serverUUID),
+    cluster: clusterStore,
+    serverUUID: identity.serverUUID,
+    stateDir: config.stateDir,
+    logger: logger.child({ component: 'host-auth' }),
+  });
   const { dataPath, pools, backend, ipAcls } = await createDataPathAndPools(
     config,
     { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }), hostAuth },

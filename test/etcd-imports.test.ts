@@ -34,7 +34,6 @@ const ETCD_DRIVER = 'talks to etcd itself, not to records (members, HashKV, alar
 /** Files that still import etcd or its keys outside the stores, and why (issue 14 items 1-3). */
 const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[]; readonly why: string }>> = {
   'agent/datapath/datapath.ts': { imports: ['etcd3'], why: AGENT },
-  'agent/datapath/kernel/host-auth.ts': { imports: ['etcd3', 'keys'], why: AGENT },
   'agent/datapath/reconcile/reconciler.ts': { imports: ['etcd3', 'keys'], why: AGENT },
   'agent/discovery/cluster-paths.ts': { imports: ['etcd3', 'keys'], why: AGENT },
   'agent/discovery/discovery-service.ts': { imports: ['etcd3'], why: AGENT },
