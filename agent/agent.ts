@@ -24,6 +24,7 @@ import { ControlPlaneSession } from './control-plane-session/control-plane-sessi
 import { createDataPathAndPools, type DataPathParts } from './datapath/datapath.js';
 import { BundleCollector } from './diagnostics/bundle-collector.js';
 import type { NodePools } from './datapath/pool/node-pools.js';
+import { ClusterPathsStore } from './discovery/cluster-paths-store.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery/discovery-service.js';
 import { PresentedHosts } from './discovery/presented-hosts.js';
 import type { DataPathReconciler } from './datapath/reconcile/reconciler.js';
@@ -98,13 +99,14 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // Host NQNs presented to the discovery controller, by address: the data path names the hosts
   // of live volume connections from it (docs/connected-hosts.md).
   const presentedHosts = new PresentedHosts();
+  const discoveryLogger = logger.child({ component: 'discovery' });
   const discovery = await openDiscoveryService(config, {
-    etcd,
+    store: new ClusterPathsStore(etcd, discoveryLogger),
     presented: presentedHosts,
     serverUUID: identity.serverUUID,
     nodeUUIDs: identity.nodeUUIDs,
     firmware: productVersion,
-    logger: logger.child({ component: 'discovery' }),
+    logger: discoveryLogger,
   });
   const membership = new Membership({
     etcd,
