@@ -34,6 +34,7 @@ import { probeKernelCapabilities } from './inventory/kernel-capabilities.js';
 import { EtcdHostAuth } from './datapath/kernel/host-auth.js';
 import { HostAuthStore } from './datapath/kernel/host-auth-store.js';
 import { Membership } from './membership/membership.js';
+import { RegistrationStore } from './membership/registration-store.js';
 import { NodeCommandStore } from '../lib/etcd/node-command-store.js';
 import { NodeOperations } from './node-ops/node-operations.js';
 import { observeAgent } from './metrics/agent-metrics.js';
@@ -109,7 +110,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     logger: discoveryLogger,
   });
   const membership = new Membership({
-    etcd,
+    store: new RegistrationStore(etcd),
     facts: {
       serverUUID: identity.serverUUID,
       nodeUUIDs: identity.nodeUUIDs,

@@ -35,7 +35,6 @@ const ETCD_DRIVER = 'talks to etcd itself, not to records (members, HashKV, alar
 const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[]; readonly why: string }>> = {
   'agent/datapath/datapath.ts': { imports: ['etcd3'], why: AGENT },
   'agent/datapath/reconcile/reconciler.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/membership/membership.ts': { imports: ['etcd3', 'keys'], why: AGENT },
   'control-plane/etcd-corruption/etcd-hash-scan.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/inventory/inventory-reader.ts': { imports: ['etcd3', 'keys'], why: 'one of the views of etcd in the process (item 1): to read the one watched state' },
   'control-plane/leadership/leader-election.ts': { imports: ['etcd3', 'keys'], why: 'the leader key and the fence: part of the one transaction helper (item 2)' },

@@ -10,7 +10,7 @@ import { startTcpProxy, type TcpProxy } from '../../test/helpers/tcp-proxy.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { Membership } from './membership.js';
-import type { RegistrationFacts } from './registration-store.js';
+import { RegistrationStore, type RegistrationFacts } from './registration-store.js';
 
 const TTL = 2;
 
@@ -47,7 +47,7 @@ describe('Membership (real etcd)', () => {
 
   function membership(client: Etcd3, facts: RegistrationFacts): Membership {
     const m = new Membership({
-      etcd: client,
+      store: new RegistrationStore(client),
       facts,
       leaseTtlSeconds: TTL,
       agentVersion: '0.1.0-test',
