@@ -14,6 +14,7 @@ import { ReplicaSetStore } from '../lib/etcd/replica-set-store.js';
 import { AgentSecretStore } from '../lib/etcd/agent-secret-store.js';
 import { ClusterCaStore } from '../lib/etcd/cluster-ca-store.js';
 import { ClusterStore } from '../lib/etcd/cluster-store.js';
+import { NodeStore } from '../lib/etcd/node-store.js';
 import { retry } from '../lib/retry.js';
 import type { AgentConfig } from './config.js';
 import { AdminEndpointsEnforcer } from './admin-endpoints/admin-endpoints-enforcer.js';
@@ -22,6 +23,7 @@ import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer
 import { clusterCaCredentials, controlPlaneChannelOptions } from './control-plane-session/cluster-ca-credentials.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
 import { createDataPathAndPools, type DataPathParts } from './datapath/datapath.js';
+import { AssignmentStore } from './datapath/reconcile/assignment-store.js';
 import { BundleCollector } from './diagnostics/bundle-collector.js';
 import type { NodePools } from './datapath/pool/node-pools.js';
 import { ClusterPathsStore } from './discovery/cluster-paths-store.js';
@@ -177,9 +179,15 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     stateDir: config.stateDir,
     logger: logger.child({ component: 'host-auth' }),
   });
+  const replicaSets = new ReplicaSetStore(etcd);
   const { dataPath, pools, backend, ipAcls } = await createDataPathAndPools(
     config,
-    { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }), hostAuth },
+    {
+      stores: { assignments: new AssignmentStore(etcd), cluster: clusterStore, nodes: new NodeStore(etcd), replicaSets },
+      nodeUUIDs: identity.nodeUUIDs,
+      logger: logger.child({ component: 'datapath' }),
+      hostAuth,
+    },
     { presentedHosts, ...options.dataPath },
   );
   // Admin endpoints: nftables entries in the same table as the volumes' IP ACLs.
@@ -192,7 +200,6 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // Fencing (docs/replication.md): a primary whose lease may expire stops serving before it can,
   // and serves again only when the lease was renewed in time, or when etcd, read after the new
   // registration, still names it the primary.
-  const replicaSets = new ReplicaSetStore(etcd);
   const fencing = new AbortController();
   membership.on('renewalOverdue', () => dataPath.fence());
   membership.on('renewed', () => dataPath.unfenceRenewed());
