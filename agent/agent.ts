@@ -6,22 +6,27 @@ import { randomUUID } from 'node:crypto';
 import { release } from 'node:os';
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient, etcdTlsOf, parseRecord } from '../lib/etcd/client.js';
-import { keys } from '../lib/etcd/keys.js';
+import { createEtcdClient, etcdTlsOf } from '../lib/etcd/client.js';
 import type { Logger } from '../lib/logger.js';
 import { hostPort } from '../lib/endpoints.js';
 import { productVersion } from '../lib/paths.js';
-import type { ClusterRecord } from '../lib/records.js';
 import { ReplicaSetStore } from '../lib/etcd/replica-set-store.js';
+import { AgentSecretStore } from '../lib/etcd/agent-secret-store.js';
+import { ClusterCaStore } from '../lib/etcd/cluster-ca-store.js';
+import { ClusterStore } from '../lib/etcd/cluster-store.js';
+import { NodeStore } from '../lib/etcd/node-store.js';
 import { retry } from '../lib/retry.js';
 import type { AgentConfig } from './config.js';
 import { AdminEndpointsEnforcer } from './admin-endpoints/admin-endpoints-enforcer.js';
+import { AdminEndpointRecordsStore } from './admin-endpoints/admin-endpoints-store.js';
 import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
 import { clusterCaCredentials, controlPlaneChannelOptions } from './control-plane-session/cluster-ca-credentials.js';
 import { ControlPlaneSession } from './control-plane-session/control-plane-session.js';
 import { createDataPathAndPools, type DataPathParts } from './datapath/datapath.js';
+import { AssignmentStore } from './datapath/reconcile/assignment-store.js';
 import { BundleCollector } from './diagnostics/bundle-collector.js';
 import type { NodePools } from './datapath/pool/node-pools.js';
+import { ClusterPathsStore } from './discovery/cluster-paths-store.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery/discovery-service.js';
 import { PresentedHosts } from './discovery/presented-hosts.js';
 import type { DataPathReconciler } from './datapath/reconcile/reconciler.js';
@@ -29,7 +34,9 @@ import { loadOrCreateIdentity, type AgentIdentity } from './identity/identity-st
 import { InventoryService } from './inventory/inventory-service.js';
 import { probeKernelCapabilities } from './inventory/kernel-capabilities.js';
 import { EtcdHostAuth } from './datapath/kernel/host-auth.js';
+import { HostAuthStore } from './datapath/kernel/host-auth-store.js';
 import { Membership } from './membership/membership.js';
+import { RegistrationStore } from './membership/registration-store.js';
 import { NodeCommandStore } from '../lib/etcd/node-command-store.js';
 import { NodeOperations } from './node-ops/node-operations.js';
 import { observeAgent } from './metrics/agent-metrics.js';
@@ -95,16 +102,17 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // Host NQNs presented to the discovery controller, by address: the data path names the hosts
   // of live volume connections from it (docs/connected-hosts.md).
   const presentedHosts = new PresentedHosts();
+  const discoveryLogger = logger.child({ component: 'discovery' });
   const discovery = await openDiscoveryService(config, {
-    etcd,
+    store: new ClusterPathsStore(etcd, discoveryLogger),
     presented: presentedHosts,
     serverUUID: identity.serverUUID,
     nodeUUIDs: identity.nodeUUIDs,
     firmware: productVersion,
-    logger: logger.child({ component: 'discovery' }),
+    logger: discoveryLogger,
   });
   const membership = new Membership({
-    etcd,
+    store: new RegistrationStore(etcd),
     facts: {
       serverUUID: identity.serverUUID,
       nodeUUIDs: identity.nodeUUIDs,
@@ -153,9 +161,10 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // The cluster UUID goes in Hello so a control plane of another cluster refuses the agent;
   // read after each registration ('' until the cluster is bootstrapped).
   let clusterUUID = '';
+  const clusterStore = new ClusterStore(etcd);
   const refreshClusterUUID = async () => {
     try {
-      const record = parseRecord<ClusterRecord>(keys.cluster(), await etcd.get(keys.cluster()).string());
+      const record = await clusterStore.read();
       clusterUUID = record?.UUID ?? '';
     } catch (err) {
       logger.debug({ err }, 'reading the cluster record failed');
@@ -163,15 +172,27 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   };
   membership.on('registered', () => void refreshClusterUUID());
 
-  const hostAuth = new EtcdHostAuth({ etcd, serverUUID: identity.serverUUID, stateDir: config.stateDir, logger: logger.child({ component: 'host-auth' }) });
+  const hostAuth = new EtcdHostAuth({
+    store: new HostAuthStore(etcd, identity.serverUUID),
+    cluster: clusterStore,
+    serverUUID: identity.serverUUID,
+    stateDir: config.stateDir,
+    logger: logger.child({ component: 'host-auth' }),
+  });
+  const replicaSets = new ReplicaSetStore(etcd);
   const { dataPath, pools, backend, ipAcls } = await createDataPathAndPools(
     config,
-    { etcd, nodeUUIDs: identity.nodeUUIDs, logger: logger.child({ component: 'datapath' }), hostAuth },
+    {
+      stores: { assignments: new AssignmentStore(etcd), cluster: clusterStore, nodes: new NodeStore(etcd), replicaSets },
+      nodeUUIDs: identity.nodeUUIDs,
+      logger: logger.child({ component: 'datapath' }),
+      hostAuth,
+    },
     { presentedHosts, ...options.dataPath },
   );
   // Admin endpoints: nftables entries in the same table as the volumes' IP ACLs.
   const adminEndpoints = new AdminEndpointsEnforcer({
-    etcd,
+    store: new AdminEndpointRecordsStore(etcd),
     target: ipAcls,
     resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
     logger: logger.child({ component: 'admin-endpoints' }),
@@ -179,7 +200,6 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // Fencing (docs/replication.md): a primary whose lease may expire stops serving before it can,
   // and serves again only when the lease was renewed in time, or when etcd, read after the new
   // registration, still names it the primary.
-  const replicaSets = new ReplicaSetStore(etcd);
   const fencing = new AbortController();
   membership.on('renewalOverdue', () => dataPath.fence());
   membership.on('renewed', () => dataPath.unfenceRenewed());
@@ -242,9 +262,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
       collectBundle: (options, sink, signal) => bundles.collect(options, sink, signal),
     },
     // Proof of membership for the control plane's gRPC port, from the secret in etcd.
-    tokens: new EtcdAgentTokenIssuer({ etcd, identity, logger: logger.child({ component: 'agent-token' }) }),
+    tokens: new EtcdAgentTokenIssuer({ cluster: clusterStore, secrets: new AgentSecretStore(etcd), identity, logger: logger.child({ component: 'agent-token' }) }),
     // TLS, the control plane verified against the cluster CA in etcd.
-    credentials: clusterCaCredentials(etcd),
+    credentials: clusterCaCredentials(new ClusterCaStore(etcd)),
     channelOptions: controlPlaneChannelOptions,
     heartbeatMs: config.heartbeatSeconds * 1000,
     logger: logger.child({ component: 'control-plane-session' }),

@@ -34,7 +34,9 @@ import { LeaderTasks } from './leadership/leader-tasks.js';
 import { observeControlPlane } from './metrics/control-plane-metrics.js';
 import { buildResources } from './resources.js';
 import { prepareControlPlaneTls } from './tls/control-plane-tls.js';
+import { AgentSecretStore } from '../lib/etcd/agent-secret-store.js';
 import { ClusterCaStore } from '../lib/etcd/cluster-ca-store.js';
+import { NodeStore } from '../lib/etcd/node-store.js';
 import { WatchCache } from './watch-cache/watch-cache.js';
 import { HostSecretKey } from './in-band-auth/host-secret-key.js';
 
@@ -71,7 +73,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
 
   // The agents' gRPC service. Listen first so advertised endpoints carry real ports (0 in tests).
   // The agent secret is read (created, on a cluster that has none yet) before agents can call.
-  const agentAuthenticator = new AgentAuthenticator({ etcd, clusterUUID: bootstrap.cluster.UUID, logger: child('agent-auth') });
+  const agentAuthenticator = new AgentAuthenticator({ secrets: new AgentSecretStore(etcd), nodes: new NodeStore(etcd), clusterUUID: bootstrap.cluster.UUID, logger: child('agent-auth') });
   await untilEtcdAnswers(logger, () => agentAuthenticator.start());
   const sessions = new AgentSessions();
   const grpcServer = createAgentGrpcServer({

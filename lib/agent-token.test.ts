@@ -7,13 +7,11 @@ import type { Etcd3 } from 'etcd3';
 import { startEtcd, type TestEtcd } from '../test/helpers/etcd.js';
 import {
   agentTokenSecretId,
-  ensureAgentSecrets,
   newAgentSecret,
-  readAgentSecrets,
-  rotateAgentSecret,
   signAgentToken,
   verifyAgentToken,
 } from './agent-token.js';
+import { AgentSecretStore } from './etcd/agent-secret-store.js';
 import { createEtcdClient } from './etcd/client.js';
 import { StrataError } from './errors.js';
 
@@ -31,9 +29,9 @@ describe('agent secret and tokens', () => {
   });
 
   it('is created once: concurrent creators (control planes, agents) all get the same secret', async () => {
-    assert.equal(await readAgentSecrets(clients[0]!), null);
-    const results = await Promise.all(clients.flatMap((c) => [ensureAgentSecrets(c), ensureAgentSecrets(c)]));
-    const stored = await readAgentSecrets(clients[0]!);
+    assert.equal(await new AgentSecretStore(clients[0]!).read(), null);
+    const results = await Promise.all(clients.flatMap((c) => [new AgentSecretStore(c).ensure(), new AgentSecretStore(c).ensure()]));
+    const stored = await new AgentSecretStore(clients[0]!).read();
     assert.ok(stored);
     for (const r of results) assert.deepEqual(r, stored.record);
     assert.equal(Buffer.from(stored.record.current.key, 'base64url').length, 32);
@@ -41,19 +39,19 @@ describe('agent secret and tokens', () => {
   });
 
   it('rotates by CAS: the old current becomes previous; concurrent rotations each land', async () => {
-    const before = (await ensureAgentSecrets(clients[0]!)).current;
-    const rotated = await rotateAgentSecret(clients[0]!);
+    const before = (await new AgentSecretStore(clients[0]!).ensure()).current;
+    const rotated = await new AgentSecretStore(clients[0]!).rotate();
     assert.deepEqual(rotated.previous, before);
     assert.notEqual(rotated.current.id, before.id);
-    await Promise.all([rotateAgentSecret(clients[1]!), rotateAgentSecret(clients[2]!)]);
-    const after = (await readAgentSecrets(clients[0]!))!.record;
+    await Promise.all([new AgentSecretStore(clients[1]!).rotate(), new AgentSecretStore(clients[2]!).rotate()]);
+    const after = (await new AgentSecretStore(clients[0]!).read())!.record;
     // Two more rotations: the one made above is now previous or gone, never current.
     assert.notEqual(after.current.id, rotated.current.id);
     assert.notEqual(after.previous?.id, before.id);
   });
 
   it('signs tokens that verify with the same secret only, naming server, nodes and cluster', async () => {
-    const secret = (await ensureAgentSecrets(clients[0]!)).current;
+    const secret = (await new AgentSecretStore(clients[0]!).ensure()).current;
     const [clusterUUID, serverUUID, node] = [randomUUID(), randomUUID(), randomUUID()];
     const now = new Date();
     const { token, expiresAtMs } = await signAgentToken(secret, { clusterUUID, serverUUID, nodeUUIDs: [node], lifetimeSeconds: 60, now });

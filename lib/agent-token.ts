@@ -42,10 +42,8 @@ export interface SignedAgentToken {
   readonly expiresAtMs: number;
 }
 
-// The secret's record (read, created once, rotated) is kept by lib/etcd/agent-secret-store.ts;
-// its client-taking forms are re-exported for callers that hold the client (the agent's token
-// issuer, tests).
-export { ensureAgentSecrets, newAgentSecret, readAgentSecrets, rotateAgentSecret } from './etcd/agent-secret-store.js';
+// The secret's record (read, created once, rotated) is kept by lib/etcd/agent-secret-store.ts.
+export { newAgentSecret } from './etcd/agent-secret-store.js';
 
 export async function signAgentToken(
   secret: AgentSecret,

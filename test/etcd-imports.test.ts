@@ -28,23 +28,10 @@ const COMPOSITION_ROOTS = new Set(['control-plane/control-plane.ts', 'control-pl
 
 type Forbidden = 'etcd3' | 'keys';
 
-const AGENT = 'agent side, out of this step: reads and watches etcd itself (issue 14 items 1 and 3 on the agent)';
 const ETCD_DRIVER = 'talks to etcd itself, not to records (members, HashKV, alarms, dump): an etcd driver, to move under lib/etcd/';
 
 /** Files that still import etcd or its keys outside the stores, and why (issue 14 items 1-3). */
 const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[]; readonly why: string }>> = {
-  'agent/admin-endpoints/admin-endpoints-enforcer.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/control-plane-session/agent-token-issuer.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/control-plane-session/cluster-ca-credentials.ts': { imports: ['etcd3'], why: AGENT },
-  'agent/datapath/datapath.ts': { imports: ['etcd3'], why: AGENT },
-  'agent/datapath/kernel/host-auth.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/datapath/pool/node-pools.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/datapath/reconcile/reconciler.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/discovery/cluster-paths.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/discovery/discovery-service.ts': { imports: ['etcd3'], why: AGENT },
-  'agent/membership/membership.ts': { imports: ['etcd3', 'keys'], why: AGENT },
-  'agent/node-ops/node-operations.ts': { imports: ['etcd3'], why: AGENT },
-  'control-plane/agents/agent-authenticator.ts': { imports: ['etcd3', 'keys'], why: 'reads the agent secret and node records itself: a store for them (the secret\'s is lib/etcd/agent-secret-store.ts); agent/control-plane-session/authenticated-session.test.ts builds it with the client, so it moves with the agent side' },
   'control-plane/etcd-corruption/etcd-hash-scan.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/inventory/inventory-reader.ts': { imports: ['etcd3', 'keys'], why: 'one of the views of etcd in the process (item 1): to read the one watched state' },
   'control-plane/leadership/leader-election.ts': { imports: ['etcd3', 'keys'], why: 'the leader key and the fence: part of the one transaction helper (item 2)' },

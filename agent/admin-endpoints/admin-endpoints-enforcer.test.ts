@@ -11,6 +11,7 @@ import { IpAclEnforcer } from '../datapath/kernel/ip-acl-enforcer.js';
 import { ipAclOf, type IpAcl } from '../datapath/kernel/ip-acl.js';
 import { NftablesDriver } from '../datapath/kernel/nftables.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
+import { AdminEndpointRecordsStore } from './admin-endpoints-store.js';
 import { packageRoot } from '../../lib/paths.js';
 import { adminApi, type AdminApi } from '../../test/helpers/admin-api.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
@@ -58,7 +59,7 @@ describe('admin endpoints on a server (real control plane, real nft in a network
     ipAcls = new IpAclEnforcer(driver, silentLogger(), { min: 20000, max: 31999 });
     // A volume port with its IP ACL in the same table: admin endpoints must leave it alone.
     await ipAcls.enforce(new Map([[VOLUME_PORT, { volumeUUID: '11111111-1111-4111-8111-111111111111', acl: ipAclOf(['10.9.9.9']) as IpAcl }]]));
-    enforcer = new AdminEndpointsEnforcer({ etcd: client, target: ipAcls, resyncIntervalMs: 60_000, logger: silentLogger() });
+    enforcer = new AdminEndpointsEnforcer({ store: new AdminEndpointRecordsStore(client), target: ipAcls, resyncIntervalMs: 60_000, logger: silentLogger() });
     await enforcer.start();
   });
   after(async () => {
@@ -125,7 +126,7 @@ describe('admin endpoints on a server (real control plane, real nft in a network
     await ipAcls.enforceAdminEndpoints(new Map([[PORT, ipAclOf([ALLOWED]) as IpAcl]]));
     await api.api('DELETE', `/adminEndpoints/${PORT}`);
     const fresh = new IpAclEnforcer(driver, silentLogger(), { min: 20000, max: 31999 });
-    enforcer = new AdminEndpointsEnforcer({ etcd: client, target: fresh, resyncIntervalMs: 60_000, logger: silentLogger() });
+    enforcer = new AdminEndpointsEnforcer({ store: new AdminEndpointRecordsStore(client), target: fresh, resyncIntervalMs: 60_000, logger: silentLogger() });
     await enforcer.start();
     await waitUntil(async () => (!(await tableOf()).has(PORT) ? true : undefined), 'the stale entries removed', 5000, 50);
     assert.ok((await tableOf()).has(VOLUME_PORT), 'the volume port is untouched');

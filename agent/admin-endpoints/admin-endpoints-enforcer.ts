@@ -4,20 +4,18 @@
 // deleted record's entries go. A watch on the prefix applies a change within the debounce (and
 // one nft transaction); a resync every interval puts back what someone else removed, and retries
 // what nftables refused.
-import type { Etcd3, Watcher } from 'etcd3';
-import { parseRecord } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
+import type { StoreWatch } from '../../lib/etcd/record-store.js';
 import type { Logger } from '../../lib/logger.js';
-import type { AdminEndpointRecord } from '../../lib/records.js';
 import type { AdminEndpointAcls } from '../datapath/kernel/ip-acl-enforcer.js';
 import { ipAclOf, type IpAcl } from '../datapath/kernel/ip-acl.js';
+import type { AdminEndpointRecordsStore } from './admin-endpoints-store.js';
 
 export interface AdminEndpointsTarget {
   enforceAdminEndpoints(endpoints: AdminEndpointAcls): Promise<ReadonlyMap<number, string>>;
 }
 
 export interface AdminEndpointsEnforcerOptions {
-  readonly etcd: Etcd3;
+  readonly store: AdminEndpointRecordsStore;
   readonly target: AdminEndpointsTarget;
   readonly resyncIntervalMs: number;
   readonly debounceMs?: number;
@@ -25,7 +23,7 @@ export interface AdminEndpointsEnforcerOptions {
 }
 
 export class AdminEndpointsEnforcer {
-  private watcher: Watcher | undefined;
+  private watcher: StoreWatch | undefined;
   private timer: NodeJS.Timeout | undefined;
   private resync: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();
@@ -37,9 +35,7 @@ export class AdminEndpointsEnforcer {
   async start(): Promise<void> {
     if (this.stopped || this.watcher) return;
     const schedule = () => this.schedule();
-    this.watcher = this.options.etcd.watch().prefix(keys.adminEndpointsPrefix()).watcher();
-    this.watcher.on('put', schedule).on('delete', schedule).on('connected', schedule);
-    this.watcher.on('error', (err) => this.options.logger.warn({ err: err.message }, 'admin endpoints watch failed; it reconnects, and the resync re-reads'));
+    this.watcher = this.options.store.watch(schedule, (err) => this.options.logger.warn({ err: err.message }, 'admin endpoints watch failed; it reconnects, and the resync re-reads'));
     // Neither timer keeps a stopping process alive (stop() clears them; unref covers a stop that
     // never comes, as in tests that drop an agent).
     this.resync = setInterval(schedule, this.options.resyncIntervalMs).unref();
@@ -51,7 +47,6 @@ export class AdminEndpointsEnforcer {
     clearTimeout(this.timer);
     clearInterval(this.resync);
     await this.watcher?.cancel().catch(() => undefined);
-    this.watcher?.removeAllListeners();
     await this.running;
   }
 
@@ -80,10 +75,8 @@ export class AdminEndpointsEnforcer {
   }
 
   private async read(): Promise<Map<number, IpAcl>> {
-    const raw = await this.options.etcd.getAll().prefix(keys.adminEndpointsPrefix()).strings();
     const endpoints = new Map<number, IpAcl>();
-    for (const [key, value] of Object.entries(raw)) {
-      const record = parseRecord<AdminEndpointRecord>(key, value);
+    for (const { key, record } of await this.options.store.list()) {
       const acl = record ? ipAclOf(record.ips) : 'empty record';
       if (!record || typeof acl === 'string' || !Number.isInteger(record.port) || record.port < 1 || record.port > 65535 || acl.v4.length + acl.v6.length === 0) {
         this.options.logger.warn({ key, problem: typeof acl === 'string' ? acl : 'invalid record' }, 'an admin endpoint record is not usable; skipped');

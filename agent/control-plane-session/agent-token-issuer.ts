@@ -1,12 +1,10 @@
 // The agent's tokens for the control-plane session (docs/agent-auth.md): signed with the
 // cluster's agent secret, read from etcd — which the agent is trusted with already — at each
 // issue, so a rotated secret is used from the next token on.
-import type { Etcd3 } from 'etcd3';
-import { ensureAgentSecrets, signAgentToken, AGENT_TOKEN_LIFETIME_SECONDS, type SignedAgentToken } from '../../lib/agent-token.js';
-import { parseRecord } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
+import { signAgentToken, AGENT_TOKEN_LIFETIME_SECONDS, type SignedAgentToken } from '../../lib/agent-token.js';
+import type { ClusterReader } from '../../lib/etcd/cluster-store.js';
 import type { Logger } from '../../lib/logger.js';
-import type { AgentSecretRecord, ClusterRecord } from '../../lib/records.js';
+import type { AgentSecretRecord } from '../../lib/records.js';
 import type { AgentIdentity } from '../identity/identity-store.js';
 
 /** Where the session gets a token for each call and each renewal. */
@@ -15,7 +13,10 @@ export interface AgentTokenSource {
 }
 
 export interface EtcdAgentTokenIssuerOptions {
-  readonly etcd: Etcd3;
+  /** The cluster record (lib/etcd/cluster-store.ts): its UUID is the tokens' audience. */
+  readonly cluster: ClusterReader;
+  /** The agent secret, created when none exists yet (lib/etcd/agent-secret-store.ts's AgentSecretStore). */
+  readonly secrets: { ensure(): Promise<AgentSecretRecord> };
   readonly identity: AgentIdentity;
   readonly logger: Logger;
   /** Default AGENT_TOKEN_LIFETIME_SECONDS; tests shorten it to watch renewals. */
@@ -51,12 +52,11 @@ export class EtcdAgentTokenIssuer implements AgentTokenSource {
   }
 
   private async read(): Promise<{ clusterUUID: string; secrets: AgentSecretRecord }> {
-    const { etcd } = this.options;
-    const cluster = parseRecord<ClusterRecord>(keys.cluster(), await etcd.get(keys.cluster()).string());
+    const cluster = await this.options.cluster.read();
     // No cluster, no audience: a control plane bootstraps it before it serves agents.
     if (!cluster) throw new Error('the cluster is not bootstrapped yet (no cluster record in etcd)');
     // A control plane creates it at start; the agent creates it (the same guarded create) when
     // none did yet, so nothing depends on which daemon starts first.
-    return { clusterUUID: cluster.UUID, secrets: await ensureAgentSecrets(etcd) };
+    return { clusterUUID: cluster.UUID, secrets: await this.options.secrets.ensure() };
   }
 }

@@ -7,8 +7,10 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type * as grpc from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
-import { rotateAgentSecret } from '../../lib/agent-token.js';
+import { AgentSecretStore } from '../../lib/etcd/agent-secret-store.js';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
+import { ClusterStore } from '../../lib/etcd/cluster-store.js';
+import { NodeStore } from '../../lib/etcd/node-store.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, ServerFactsRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { AgentAuthenticator } from '../../control-plane/agents/agent-authenticator.js';
@@ -58,7 +60,7 @@ describe('the agent session with a real control plane and agent tokens', () => {
   const sessions = new AgentSessions();
 
   async function startControlPlaneGrpc(atPort: number): Promise<number> {
-    const authenticator = new AgentAuthenticator({ etcd: client, clusterUUID: cluster.UUID, logger: silentLogger(), clockToleranceSeconds: 1 });
+    const authenticator = new AgentAuthenticator({ secrets: new AgentSecretStore(client), nodes: new NodeStore(client), clusterUUID: cluster.UUID, logger: silentLogger(), clockToleranceSeconds: 1 });
     await authenticator.start();
     server = createAgentGrpcServer({
       logger: silentLogger(),
@@ -115,7 +117,7 @@ describe('the agent session with a real control plane and agent tokens', () => {
       volumeReports: volumes as VolumeReportSource,
       commands: { setLed: async () => undefined },
       // Tokens of 3 s: renewed about every 1.5 s, so a few seconds cover several renewals.
-      tokens: new EtcdAgentTokenIssuer({ etcd: client, identity, logger: silentLogger(), lifetimeSeconds: 3 }),
+      tokens: new EtcdAgentTokenIssuer({ cluster: new ClusterStore(client), secrets: new AgentSecretStore(client), identity, logger: silentLogger(), lifetimeSeconds: 3 }),
       heartbeatMs: 200,
       reconnectBackoff: { initialMs: 50, maxMs: 400 },
       logger: silentLogger(),
@@ -134,9 +136,9 @@ describe('the agent session with a real control plane and agent tokens', () => {
     assert.deepEqual([session.state().connected, session.state().sessions], [true, 1]);
 
     // Two rotations retire the secret the session started with; renewals use the current one.
-    await rotateAgentSecret(client);
+    await new AgentSecretStore(client).rotate();
     await new Promise((r) => setTimeout(r, 2000));
-    await rotateAgentSecret(client);
+    await new AgentSecretStore(client).rotate();
     await new Promise((r) => setTimeout(r, 4000));
     assert.deepEqual([session.state().connected, session.state().sessions], [true, 1], 'no reconnect across rotations');
     inventory.publish((sequence) => ({ ...inventory.current()!, sequence, facts: { ...inventory.current()!.facts, hostname: hostname(sequence) } }));

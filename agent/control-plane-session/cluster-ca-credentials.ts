@@ -5,19 +5,18 @@
 // control planes through NAT and forwarded ports the certificate cannot name. A certificate the
 // cluster CA did not sign fails the handshake, and the session dials the next endpoint.
 import * as grpc from '@grpc/grpc-js';
-import type { Etcd3 } from 'etcd3';
 import { CONTROL_PLANE_TLS_NAME } from '../../lib/tls/certificates.js';
-import { readClusterCa } from '../../lib/tls/cluster-ca.js';
+import type { ClusterCaRecord } from '../../lib/tls/cluster-ca.js';
 
 export const controlPlaneChannelOptions: grpc.ChannelOptions = {
   'grpc.ssl_target_name_override': CONTROL_PLANE_TLS_NAME,
   'grpc.default_authority': CONTROL_PLANE_TLS_NAME,
 };
 
-/** Channel credentials that trust only the cluster CA in etcd. */
-export function clusterCaCredentials(etcd: Etcd3): () => Promise<grpc.ChannelCredentials> {
+/** Channel credentials that trust only the cluster CA in etcd (read through lib/etcd/cluster-ca-store.ts's ClusterCaStore). */
+export function clusterCaCredentials(store: { read(): Promise<ClusterCaRecord | null> }): () => Promise<grpc.ChannelCredentials> {
   return async () => {
-    const ca = await readClusterCa(etcd);
+    const ca = await store.read();
     if (!ca) throw new Error('the cluster has no CA in etcd yet (no control plane has started)');
     return grpc.credentials.createSsl(Buffer.from(ca.certificate));
   };

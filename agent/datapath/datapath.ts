@@ -7,7 +7,6 @@
 import type { HostAuthSource } from './kernel/host-auth.js';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from '../../lib/logger.js';
 import { SsConnectedHostsProbe, type ConnectedHostsProbe } from './reconcile/connected-hosts.js';
 import type { PresentedHostsView } from '../discovery/presented-hosts.js';
@@ -19,7 +18,10 @@ import { DEFAULT_NVMET_ROOT, isOnConfigfs, NvmetConfigfs } from './kernel/nvmet-
 import { DataPathReconciler, type DataPathBackend } from './reconcile/reconciler.js';
 import { NodePools } from './pool/node-pools.js';
 import { runCommand, type CommandRunner, type StoragePool } from './pool/storage-pool.js';
-import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
+import type { ClusterReader } from '../../lib/etcd/cluster-store.js';
+import type { NodeStore } from '../../lib/etcd/node-store.js';
+import type { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
+import type { AssignmentStore } from './reconcile/assignment-store.js';
 import { BlockStack, type BlockIoctls } from './replication/block-stack.js';
 import { ReplicaManager } from './replication/replica-manager.js';
 import { loadNativeAddon } from '../../lib/native-addon.js';
@@ -66,8 +68,20 @@ export interface DataPathParts {
   readonly ipAcls?: NftablesDriver | string;
 }
 
+/** What the data path reads and writes in etcd, made by the agent's composition root (agent/agent.ts). */
+export interface DataPathStores {
+  /** The cluster record and the nodes' assignments, watched (reconcile/). */
+  readonly assignments: AssignmentStore;
+  /** The cluster record (the node pools). */
+  readonly cluster: ClusterReader;
+  /** This server's node records, watched (the node pools). */
+  readonly nodes: Pick<NodeStore, 'read' | 'watchPuts'>;
+  /** Replica sets (replication/: the replica manager's writes). */
+  readonly replicaSets: ReplicaSetStore;
+}
+
 export interface DataPathDeps {
-  readonly etcd: Etcd3;
+  readonly stores: DataPathStores;
   readonly nodeUUIDs: readonly string[];
   readonly logger: Logger;
   /** In-band authentication of volume hosts (host-auth.ts); without it, no host entry has a key. */
@@ -90,7 +104,8 @@ export async function createDataPathAndPools(
   let decided: Promise<DataPathBackend> | undefined;
   const backend = () => (decided ??= (parts.backend ?? findBackend)(config, run, logger));
   const pools = new NodePools({
-    etcd: deps.etcd,
+    cluster: deps.stores.cluster,
+    nodes: deps.stores.nodes,
     nodeUUIDs: deps.nodeUUIDs,
     poolDir: config.poolDir,
     sysfsRoot: config.sysfsRoot,
@@ -109,7 +124,7 @@ export async function createDataPathAndPools(
     parts.backend === undefined
       ? new ReplicaManager({
           stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', fenceFile: REPLICATION_FENCE_FILE, ioctls: blockIoctls(), reconnectDelaySeconds: 1, keepAliveSeconds: 5, ...(config.replicaBitmapChunkKib ? { bitmapChunkKiB: config.replicaBitmapChunkKib } : {}) }),
-          writer: new ReplicaSetStore(deps.etcd),
+          writer: deps.stores.replicaSets,
           clusterSubsystemNQN: () => dataPath.clusterSubsystemNQN(),
           logger: logger.child({ component: 'replication' }),
           monitorIntervalMs: 500,
@@ -120,7 +135,7 @@ export async function createDataPathAndPools(
   // The volume ports' IP ACLs and the admin endpoints (ports outside the volume range): one table.
   const ipAcls = new IpAclEnforcer(parts.ipAcls ?? new NftablesDriver(), logger, { min: config.volumePortMin, max: config.volumePortMax });
   const dataPath: DataPathReconciler = new DataPathReconciler({
-    etcd: deps.etcd,
+    store: deps.stores.assignments,
     nodeUUIDs: deps.nodeUUIDs,
     backend,
     openPool: parts.openPool ?? ((nodeUUID, cluster) => pools.open(nodeUUID, cluster)),

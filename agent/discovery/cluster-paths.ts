@@ -8,13 +8,11 @@
 // an assignment for the volume, the node is Active (its server's presence key exists), and the
 // node reports the volume Served at the assignment's generation or later. This node's own state
 // comes from its data path directly (fresher than the status the control plane writes back).
-import type { Etcd3 } from 'etcd3';
-import { keys } from '../../lib/etcd/keys.js';
-import { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
 import type { Logger } from '../../lib/logger.js';
-import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../lib/records.js';
+import type { ClusterRecord, NodeRecord, ServerRecord, VolumeAssignment } from '../../lib/records.js';
 import { retry, RetryAborted, sleep } from '../../lib/retry.js';
 import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/reconcile/volume-report.js';
+import type { ClusterPathsStore } from './cluster-paths-store.js';
 import { addressFamily, makeDiscoveryView, type DiscoveryView, type Referral, type VolumePath } from './log-page.js';
 
 /** The cluster's state as far as discovery needs it (one consistent snapshot). */
@@ -93,18 +91,9 @@ function isAssignment(value: unknown): value is VolumeAssignment {
   );
 }
 
-const PREFIXES = {
-  cluster: keys.cluster(),
-  tls: keys.nvmeTcpTlsSwitch(),
-  servers: keys.serversPrefix(),
-  nodes: keys.nodesPrefix(),
-  presence: keys.presencePrefix(),
-  assignments: keys.assignmentsPrefix(),
-  status: keys.volumeStatusPrefix(),
-} as const;
-
 export interface ClusterPathsOptions {
-  readonly etcd: Etcd3;
+  /** The records the paths are built from (cluster-paths-store.ts), read from etcd and watched. */
+  readonly store: ClusterPathsStore;
   readonly logger: Logger;
   readonly localServerUUID: string;
   /** This server's nodes: their served state comes from the local data path. */
@@ -121,7 +110,7 @@ export interface ClusterPathsOptions {
 
 /** The live view of the cluster's paths; undefined until etcd was read once (and the local data path reported). */
 export class ClusterPaths {
-  private readonly mirror: PrefixMirror;
+  private readonly store: ClusterPathsStore;
   private local: VolumeReportSource | undefined;
   private unsubscribeLocal: (() => void) | undefined;
   private current: DiscoveryView | undefined;
@@ -135,8 +124,8 @@ export class ClusterPaths {
   private starting: Promise<void> | undefined;
 
   constructor(private readonly options: ClusterPathsOptions) {
-    this.mirror = new PrefixMirror(options.etcd, Object.values(PREFIXES), options.logger);
-    this.mirror.onChange(() => this.schedule());
+    this.store = options.store;
+    this.store.onChange(() => this.schedule());
   }
 
   view(): DiscoveryView | undefined {
@@ -164,7 +153,7 @@ export class ClusterPaths {
     this.unsubscribeLocal?.();
     // An attempt blocked on an unreachable etcd must not hold up shutdown; it stops by itself.
     await Promise.race([this.starting, sleep(1000)]);
-    await this.mirror.stop();
+    await this.store.stop();
   }
 
   /**
@@ -184,7 +173,7 @@ export class ClusterPaths {
   private async loadUntilDone(): Promise<void> {
     if (this.stopped) return;
     try {
-      await retry(() => this.mirror.start(), {
+      await retry(() => this.store.start(), {
         backoff: { initialMs: 200, maxMs: 5000, jitter: 0.5 },
         signal: this.abort.signal,
         onRetry: (err, delay) => this.options.logger.warn({ err: err.message, retryInMs: delay }, 'reading the cluster’s paths from etcd failed; retrying'),
@@ -194,7 +183,7 @@ export class ClusterPaths {
       throw err;
     }
     // Stopped while loading: the watch just created must go too.
-    if (this.stopped) return await this.mirror.stop();
+    if (this.stopped) return await this.store.stop();
     this.loaded = true;
     this.graceTimer = setTimeout(() => {
       this.graceOver = true;
@@ -210,28 +199,28 @@ export class ClusterPaths {
   }
 
   private snapshot(): ClusterPathState {
-    const records = <T>(prefix: string) => [...this.mirror.all<T>(prefix).values()].map((r) => r.record);
+    const { store } = this;
     const servers = new Map<string, ServerRecord>();
-    for (const s of records<ServerRecord>(PREFIXES.servers)) if (s?.UUID) servers.set(s.UUID, s);
+    for (const s of store.servers()) if (s?.UUID) servers.set(s.UUID, s);
     const present = new Set<string>();
-    for (const p of records<PresenceRecord>(PREFIXES.presence)) if (p?.serverUUID) present.add(p.serverUUID);
+    for (const p of store.presence()) if (p?.serverUUID) present.add(p.serverUUID);
     const localNodes = new Set(this.options.localNodeUUIDs);
     const localReport: VolumeReportSnapshot | undefined = this.local?.current();
     const localStatus = new Map<string, { state: string; generation: number }>();
     for (const v of localReport?.volumes ?? []) localStatus.set(`${v.volumeUUID}/${v.nodeUUID}`, v);
     return {
-      cluster: this.mirror.get<ClusterRecord>(PREFIXES.cluster, PREFIXES.cluster)?.record ?? undefined,
+      cluster: store.cluster(),
       servers,
-      nodes: records<NodeRecord>(PREFIXES.nodes).filter((n) => typeof n?.UUID === 'string'),
+      nodes: store.nodes().filter((n): n is NodeRecord => typeof n?.UUID === 'string'),
       presentServers: present,
-      assignments: records<unknown>(PREFIXES.assignments).filter(isAssignment),
+      assignments: store.assignments().filter(isAssignment),
       status: (volumeUUID, nodeUUID) => {
         if (localNodes.has(nodeUUID)) return localStatus.get(`${volumeUUID}/${nodeUUID}`);
-        const record = this.mirror.get<VolumeStatusRecord>(PREFIXES.status, keys.volumeStatus(volumeUUID, nodeUUID))?.record;
+        const record = store.status(volumeUUID, nodeUUID);
         return record && typeof record.generation === 'number' ? record : undefined;
       },
       localServerUUID: this.options.localServerUUID,
-      tlsRequired: this.mirror.get<{ enabled?: boolean }>(PREFIXES.tls, PREFIXES.tls)?.record?.enabled === true,
+      tlsRequired: store.tlsRequired(),
     };
   }
 }

@@ -1,10 +1,10 @@
 // The agent's discovery controller as one piece: the listener (bound first, so the node record
 // advertises the endpoint only if something listens there), the cluster's paths from etcd, and
 // the per-host log pages between them. agent/agent.ts owns its life.
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from '../../lib/logger.js';
 import type { VolumeReportSource } from '../datapath/reconcile/volume-report.js';
 import { ClusterPaths } from './cluster-paths.js';
+import type { ClusterPathsStore } from './cluster-paths-store.js';
 import type { ControllerLimits } from './controller.js';
 import { HostLogs } from './host-logs.js';
 import type { PresentedHosts } from './presented-hosts.js';
@@ -17,7 +17,8 @@ export interface DiscoverySettings {
 }
 
 export interface DiscoveryServiceDeps {
-  readonly etcd: Etcd3;
+  /** The cluster's paths as etcd has them (cluster-paths-store.ts). */
+  readonly store: ClusterPathsStore;
   readonly serverUUID: string;
   readonly nodeUUIDs: readonly string[];
   readonly firmware: string;
@@ -44,7 +45,7 @@ export async function openDiscoveryService(settings: DiscoverySettings, deps: Di
   const { logger } = deps;
   const logs = new HostLogs();
   const paths = new ClusterPaths({
-    etcd: deps.etcd,
+    store: deps.store,
     logger,
     localServerUUID: deps.serverUUID,
     localNodeUUIDs: deps.nodeUUIDs,

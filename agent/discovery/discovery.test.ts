@@ -14,6 +14,7 @@ import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import type { VolumeReportSnapshot, VolumeReportSource, VolumeStatusEntry } from '../datapath/reconcile/volume-report.js';
+import { ClusterPathsStore } from './cluster-paths-store.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery-service.js';
 import { PresentedHosts } from './presented-hosts.js';
 import { decodeDiscoveryLog } from './log-page.js';
@@ -96,7 +97,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     local.serve(V2);
     service = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 64 },
-      { etcd: client, serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), limits: { setupTimeoutMs: 1500 }, presented },
+      { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), limits: { setupTimeoutMs: 1500 }, presented },
     );
     assert.ok(service.port);
     port = service.port;
@@ -346,7 +347,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
   it('holds at most discoveryMaxConnections connections', async () => {
     const small = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 4 },
-      { etcd: client, serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
+      { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
     );
     small.start(local);
     try {
@@ -385,7 +386,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     try {
       const other = await openDiscoveryService(
         { discoveryListenAddress: '127.0.0.1', discoveryPort: taken, discoveryMaxConnections: 1 },
-        { etcd: client, serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
+        { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
       );
       assert.equal(other.port, undefined);
       await other.stop();
@@ -398,7 +399,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     const deadEtcd = createEtcdClient([`127.0.0.1:${await freePort()}`]);
     const waiting = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 4 },
-      { etcd: deadEtcd, serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
+      { store: new ClusterPathsStore(deadEtcd, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
     );
     waiting.start(new LocalReports());
     try {
@@ -424,7 +425,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     };
     const waiting = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 4 },
-      { etcd: client, serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
+      { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
     );
     waiting.start(silentDataPath);
     try {
@@ -445,7 +446,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     // A data path that never reports: after the grace period the other nodes' paths are served.
     const stuck = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 4 },
-      { etcd: client, serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), localReportGraceMs: 1000 },
+      { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), localReportGraceMs: 1000 },
     );
     stuck.start({ current: () => undefined, onChange: () => () => undefined, acknowledged: () => undefined });
     try {

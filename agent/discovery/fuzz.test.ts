@@ -16,6 +16,7 @@ import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/reconcile/volume-report.js';
+import { ClusterPathsStore } from './cluster-paths-store.js';
 import { openDiscoveryService, type DiscoveryService } from './discovery-service.js';
 import { AdminOpcode, encodeConnect, encodeConnectData, encodeSqe, FabricsType, Property } from './nvme.js';
 import { encodeCapsuleCmd, encodeICReq, encodeTermReq, PduType } from './pdu.js';
@@ -81,7 +82,7 @@ describe(`discovery controller under fuzzing (seed ${SEED})`, () => {
     });
     service = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 64 },
-      { etcd: client, serverUUID: SERVER, nodeUUIDs: [NODE], firmware: 'fuzz', logger: pino({ level: 'error' }, sink), limits: { setupTimeoutMs: 1000 } },
+      { store: new ClusterPathsStore(client, pino({ level: 'error' }, sink)), serverUUID: SERVER, nodeUUIDs: [NODE], firmware: 'fuzz', logger: pino({ level: 'error' }, sink), limits: { setupTimeoutMs: 1000 } },
     );
     service.start(served);
     await waitUntil(() => service.paths.view()?.openPaths !== undefined && service.paths.view()!.pathsByHost.size > 0, 'the view');

@@ -10,7 +10,7 @@ import { startTcpProxy, type TcpProxy } from '../../test/helpers/tcp-proxy.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { Membership } from './membership.js';
-import type { RegistrationFacts } from './registration-store.js';
+import { RegistrationStore, type RegistrationFacts } from './registration-store.js';
 
 // 4 s, not the agent's minimum of 2: the fencing test restores the link between the fence (65% of the
 // TTL) and the expiry, a window of 0.35 × TTL, which a loaded host missed at 2 s (0.7 s).
@@ -49,7 +49,7 @@ describe('Membership (real etcd)', () => {
 
   function membership(client: Etcd3, facts: RegistrationFacts): Membership {
     const m = new Membership({
-      etcd: client,
+      store: new RegistrationStore(client),
       facts,
       leaseTtlSeconds: TTL,
       agentVersion: '0.1.0-test',

@@ -4,15 +4,14 @@
 // happens to a live agent (network cut), the lease is lost for good, so the agent grants a new
 // one and registers again as soon as etcd answers: that is how a node returns to Active.
 import { EventEmitter } from 'node:events';
-import type { Etcd3, Lease } from 'etcd3';
 import type { Logger } from '../../lib/logger.js';
-import { keys } from '../../lib/etcd/keys.js';
 import type { PresenceRecord } from '../../lib/records.js';
 import { retry, RetryAborted, sleep, type BackoffOptions } from '../../lib/retry.js';
-import { registerNodeRecords, registerServerRecord, type RegistrationFacts } from './registration-store.js';
+import type { PresenceLease, RegistrationFacts, RegistrationStore } from './registration-store.js';
 
 export interface MembershipOptions {
-  readonly etcd: Etcd3;
+  /** The server and node records, and presence under a lease (registration-store.ts). */
+  readonly store: RegistrationStore;
   readonly facts: RegistrationFacts;
   readonly leaseTtlSeconds: number;
   readonly agentVersion: string;
@@ -53,7 +52,7 @@ export interface MembershipEvents {
 }
 
 export class Membership extends EventEmitter<MembershipEvents> {
-  private lease: Lease | undefined;
+  private lease: PresenceLease | undefined;
   private leaseId: string | undefined;
   private registrations = 0;
   private lastError: string | undefined;
@@ -82,7 +81,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
     this.listed = this.options.facts.nodeUUIDs.filter((n) => nodes.includes(n));
     const lease = this.lease;
     if (!lease) return;
-    await lease.put(keys.presence(this.options.facts.serverUUID)).value(JSON.stringify(this.presence()));
+    await lease.putPresence(this.presence());
   }
 
   /** The nodes the presence key lists now. */
@@ -141,7 +140,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
     this.lease = undefined;
     if (!lease) return;
     try {
-      await lease.revoke({ deadline: Date.now() + (this.options.revokeTimeoutMs ?? 2000) });
+      await lease.revoke(Date.now() + (this.options.revokeTimeoutMs ?? 2000));
       this.options.logger.info({ leaseId: this.leaseId }, 'membership lease revoked');
     } catch (err) {
       // The presence key then disappears when the TTL runs out.
@@ -169,18 +168,18 @@ export class Membership extends EventEmitter<MembershipEvents> {
 
   /** One attempt: a new lease, the server and node records, the presence key. */
   private async register(): Promise<void> {
-    const { etcd, facts, logger } = this.options;
-    const lease = etcd.lease(this.options.leaseTtlSeconds);
-    lease.on('lost', (err) => this.onLeaseLost(lease, err));
+    const { store, facts, logger } = this.options;
+    const lease = store.lease(this.options.leaseTtlSeconds);
+    lease.onLost((err) => this.onLeaseLost(lease, err));
     try {
       const leaseId = await lease.grant();
-      const server = await registerServerRecord(etcd, facts);
-      const nodes = await registerNodeRecords(etcd, facts);
+      const server = await store.registerServer(facts);
+      const nodes = await store.registerNodes(facts);
       this.since = new Date().toISOString();
-      await lease.put(keys.presence(facts.serverUUID)).value(JSON.stringify(this.presence()));
+      await lease.putPresence(this.presence());
       if (lease.revoked()) throw new Error('the lease was lost while registering');
       if (this.stopped) {
-        await lease.revoke({ deadline: Date.now() + 1000 }).catch(() => undefined);
+        await lease.revoke(Date.now() + 1000).catch(() => undefined);
         return;
       }
       this.lease = lease;
@@ -205,10 +204,10 @@ export class Membership extends EventEmitter<MembershipEvents> {
    * Counts the lease's renewals; a timer says when one is overdue. The clock starts at the grant
    * (etcd started the TTL no later than that) and restarts at every acknowledged keep-alive.
    */
-  private watchRenewals(lease: Lease): void {
+  private watchRenewals(lease: PresenceLease): void {
     this.renewedAt = performance.now();
     this.overdue = false;
-    lease.on('keepaliveSucceeded', () => {
+    lease.onRenewed(() => {
       if (lease !== this.lease) return;
       this.renewedAt = performance.now();
       if (this.overdue) {
@@ -228,7 +227,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
     this.watchdog.unref();
   }
 
-  private onLeaseLost(lease: Lease, err: Error): void {
+  private onLeaseLost(lease: PresenceLease, err: Error): void {
     if (lease !== this.lease || this.stopped) return;
     this.lease = undefined;
     this.lastError = err.message;

@@ -1,13 +1,14 @@
-// etcd writes of the agent's join: the persistent server and node records. Both records are
+// etcd writes of the agent's join: the persistent server and node records, and the presence key
+// under the agent's lease (RegistrationStore). Both records are
 // shared with the control plane, which owns some of their fields (names, device assignment,
 // ec, createdAt). The agent creates a record when absent and afterwards rewrites only the
 // fields it owns, with a compare on mod_revision so a concurrent control-plane edit is never
 // overwritten: on conflict it re-reads and merges again.
 import { hostPort } from '../../lib/endpoints.js';
-import type { Etcd3 } from 'etcd3';
+import type { Etcd3, Lease } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { NodeRecord, ServerRecord } from '../../lib/records.js';
+import type { NodeRecord, PresenceRecord, ServerRecord } from '../../lib/records.js';
 
 export interface RegistrationFacts {
   readonly serverUUID: string;
@@ -29,6 +30,55 @@ export interface RegistrationFacts {
 }
 
 export type UpsertOutcome = 'created' | 'updated' | 'unchanged';
+
+/**
+ * One etcd lease of the agent and the presence key bound to it (etcd3's Lease: it keeps itself
+ * alive; `lost` when etcd ends it or it could not be renewed within the TTL).
+ */
+export interface PresenceLease {
+  /** Grants the lease; its ID (a decimal string). */
+  grant(): Promise<string>;
+  /** Writes the server's presence key under this lease. */
+  putPresence(record: PresenceRecord): Promise<void>;
+  /** Whether the lease was revoked or lost. */
+  revoked(): boolean;
+  /** Revokes the lease (its presence key goes at once); rejects past `deadline` (epoch ms). */
+  revoke(deadline: number): Promise<void>;
+  /** Stops keeping it alive without revoking it (it expires with the TTL). */
+  release(): void;
+  onLost(listener: (err: Error) => void): void;
+  /** Every acknowledged keep-alive. */
+  onRenewed(listener: () => void): void;
+}
+
+/** What Membership writes: the server and node records, and presence under a lease. */
+export class RegistrationStore {
+  constructor(private readonly etcd: Etcd3) {}
+
+  lease(ttlSeconds: number): PresenceLease {
+    return presenceLease(this.etcd.lease(ttlSeconds));
+  }
+
+  registerServer(facts: RegistrationFacts): Promise<UpsertOutcome> {
+    return registerServerRecord(this.etcd, facts);
+  }
+
+  registerNodes(facts: RegistrationFacts): Promise<UpsertOutcome[]> {
+    return registerNodeRecords(this.etcd, facts);
+  }
+}
+
+function presenceLease(lease: Lease): PresenceLease {
+  return {
+    grant: () => lease.grant(),
+    putPresence: async (record) => void (await lease.put(keys.presence(record.serverUUID)).value(JSON.stringify(record))),
+    revoked: () => lease.revoked(),
+    revoke: (deadline) => lease.revoke({ deadline }),
+    release: () => lease.release(),
+    onLost: (listener) => void lease.on('lost', listener),
+    onRenewed: (listener) => void lease.on('keepaliveSucceeded', () => listener()),
+  };
+}
 
 
 export function nodeName(hostname: string, index: number, nodeCount: number): string {

@@ -13,8 +13,8 @@
 //
 // A stopped node stays stopped across agent restarts: at start, before the agent registers or
 // serves, the commands are read and stopped nodes are left out of presence and of the data path.
-import type { Watcher } from 'etcd3';
 import { NodeCommandStore, wantsStopped } from '../../lib/etcd/node-command-store.js';
+import type { StoreWatch } from '../../lib/etcd/record-store.js';
 import type { Logger } from '../../lib/logger.js';
 import type { NodeCommandRecord, NodeRunState, NodeRunStateRecord } from '../../lib/records.js';
 import { retry, sleep } from '../../lib/retry.js';
@@ -48,7 +48,7 @@ export class NodeOperations {
   private readonly runStates = new Map<string, NodeRunStateRecord>();
   /** Nodes this agent serves nothing of now. */
   private readonly stopped = new Set<string>();
-  private watcher: Watcher | undefined;
+  private watcher: StoreWatch | undefined;
   private working: Promise<void> | undefined;
   private dirty = false;
   private readonly abort = new AbortController();

@@ -5,23 +5,23 @@
 // PERMISSION_DENIED (a valid token that does not cover what is claimed), each logged once per
 // peer, never with the token.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Etcd3 } from 'etcd3';
 import type * as grpc from '@grpc/grpc-js';
 import {
   AGENT_TOKEN_METADATA_KEY,
   agentTokenSecretId,
-  ensureAgentSecrets,
   verifyAgentToken,
   type AgentTokenClaims,
 } from '../../lib/agent-token.js';
-import { parseRecord } from '../../lib/etcd/client.js';
-import { keys } from '../../lib/etcd/keys.js';
+import type { NodeReader } from '../../lib/etcd/node-store.js';
 import { errors, toStrataError, type StrataError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import type { AgentSecret, AgentSecretRecord, NodeRecord } from '../../lib/records.js';
 
 export interface AgentAuthenticatorOptions {
-  readonly etcd: Etcd3;
+  /** The agent secret, created when the cluster has none yet (lib/etcd/agent-secret-store.ts's AgentSecretStore). */
+  readonly secrets: { ensure(): Promise<AgentSecretRecord> };
+  /** Which server a node is registered to (lib/etcd/node-store.ts). */
+  readonly nodes: NodeReader;
   readonly clusterUUID: string;
   readonly logger: Logger;
   /** Skew allowed between an agent's clock and ours, on every time claim. Default 5 s. */
@@ -87,7 +87,7 @@ export class AgentAuthenticator {
     this.authorizeNodes(claims, hello.nodeUUIDs);
     let records: (NodeRecord | null)[];
     try {
-      records = await Promise.all(hello.nodeUUIDs.map(async (node) => parseRecord<NodeRecord>(keys.node(node), await this.options.etcd.get(keys.node(node)).string())));
+      records = await Promise.all(hello.nodeUUIDs.map((node) => this.options.nodes.read(node)));
     } catch (err) {
       throw toStrataError(err);
     }
@@ -165,7 +165,7 @@ export class AgentAuthenticator {
   private readSecrets(): Promise<AgentSecretRecord> {
     this.reading ??= (async () => {
       try {
-        const record = await ensureAgentSecrets(this.options.etcd);
+        const record = await this.options.secrets.ensure();
         this.secrets = { record, readAtMs: Date.now() };
         return record;
       } catch (err) {

@@ -8,8 +8,10 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { pino } from 'pino';
-import { ensureAgentSecrets, newAgentSecret, rotateAgentSecret, signAgentToken } from '../../lib/agent-token.js';
+import { newAgentSecret, signAgentToken } from '../../lib/agent-token.js';
+import { AgentSecretStore } from '../../lib/etcd/agent-secret-store.js';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
+import { NodeStore } from '../../lib/etcd/node-store.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
 import { packageRoot } from '../../lib/paths.js';
@@ -46,7 +48,8 @@ describe('agent gRPC service', () => {
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
     const authenticator = new AgentAuthenticator({
-      etcd: client,
+      secrets: new AgentSecretStore(client),
+      nodes: new NodeStore(client),
       clusterUUID: CLUSTER,
       logger: pino({ level: 'debug' }, { write: (line: string) => authLog.push(line) }),
       // 1 s instead of 5 keeps the expiry tests short.
@@ -78,7 +81,7 @@ describe('agent gRPC service', () => {
     nodeUUIDs: string[] = [],
     options: { secret?: AgentSecret; clusterUUID?: string; lifetimeSeconds?: number; now?: Date } = {},
   ): Promise<string> {
-    const secret = options.secret ?? (await ensureAgentSecrets(client)).current;
+    const secret = options.secret ?? (await new AgentSecretStore(client).ensure()).current;
     const signed = await signAgentToken(secret, {
       clusterUUID: options.clusterUUID ?? CLUSTER,
       serverUUID,
@@ -386,7 +389,7 @@ describe('agent gRPC service', () => {
     assert.equal((await refused('raw:Basic dXNlcjpwYXNz', { serverUUID, nodeUUIDs: nodes })).code, grpc.status.UNAUTHENTICATED);
     assert.equal((await refused('not-a-jwt', { serverUUID, nodeUUIDs: nodes })).code, grpc.status.UNAUTHENTICATED);
     // Signed with the right secret, but typed as a plain JWT (as an API token is): not an agent token.
-    const secret = (await ensureAgentSecrets(client)).current;
+    const secret = (await new AgentSecretStore(client).ensure()).current;
     const plain = await new SignJWT({ nodes })
       .setProtectedHeader({ alg: 'HS256', kid: secret.id })
       .setSubject(serverUUID).setAudience(CLUSTER).setIssuer('strata-agent').setIssuedAt().setExpirationTime('5m')
@@ -399,7 +402,7 @@ describe('agent gRPC service', () => {
   it('refuses UNAUTHENTICATED a token signed with another secret, for another cluster, expired, too old or from the future', async () => {
     const serverUUID = randomUUID();
     const nodes = [randomUUID()];
-    const current = (await ensureAgentSecrets(client)).current;
+    const current = (await new AgentSecretStore(client).ensure()).current;
     const cases: [string, string, RegExp][] = [
       ['another key under the current id', await tokenFor(serverUUID, nodes, { secret: { ...newAgentSecret(), id: current.id } }), /signature does not verify/],
       ['another secret', await tokenFor(serverUUID, nodes, { secret: newAgentSecret() }), /unknown or retired agent secret/],
@@ -493,21 +496,21 @@ describe('agent gRPC service', () => {
     assert.match(warnings[0]!.reason, /expired/);
     assert.match(warnings[1]!.reason, /token required/);
     assert.equal(lines.filter((l) => l.msg === 'agent session refused again').length, 2);
-    const secret = (await ensureAgentSecrets(client)).current.key;
+    const secret = (await new AgentSecretStore(client).ensure()).current.key;
     assert.ok(authLog.every((l) => !l.includes(expired) && !l.includes(secret)));
   });
 
   it('accepts the current and the previous secret after a rotation, and no secret older than that', async () => {
     const serverUUID = randomUUID();
-    const first = (await ensureAgentSecrets(client)).current;
-    const second = (await rotateAgentSecret(client)).current;
-    assert.deepEqual((await ensureAgentSecrets(client)).previous, first);
+    const first = (await new AgentSecretStore(client).ensure()).current;
+    const second = (await new AgentSecretStore(client).rotate()).current;
+    assert.deepEqual((await new AgentSecretStore(client).ensure()).previous, first);
     // The new id is unknown to the cached secrets: read again at once.
     (await welcomed(await tokenFor(serverUUID, [], { secret: second }), serverUUID)).close();
     (await welcomed(await tokenFor(serverUUID, [], { secret: first }), serverUUID)).close();
     // The operator's command (docs/agent-auth.md) for the second rotation.
     const printed = execFileSync(process.execPath, [join(packageRoot, 'dist/control-plane/agents/rotate-agent-secret.js'), '--etcd-endpoints', etcd.endpoint], { encoding: 'utf8' });
-    const third = (await ensureAgentSecrets(client)).current;
+    const third = (await new AgentSecretStore(client).ensure()).current;
     assert.deepEqual(JSON.parse(printed), { current: third.id, previous: second.id });
     assert.ok(!printed.includes(third.key), 'prints ids, never keys');
     (await welcomed(await tokenFor(serverUUID, [], { secret: third }), serverUUID)).close();

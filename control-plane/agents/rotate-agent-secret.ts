@@ -6,7 +6,7 @@
 // settings, so on a control-plane server:
 //   node /opt/strata/dist/control-plane/agents/rotate-agent-secret.js --config /etc/strata/control-plane.json
 // Prints the ids (never the keys) of the current and previous secrets.
-import { rotateAgentSecret } from '../../lib/agent-token.js';
+import { AgentSecretStore } from '../../lib/etcd/agent-secret-store.js';
 import { createEtcdClient, etcdTlsOf } from '../../lib/etcd/client.js';
 import { loadControlPlaneConfig } from '../config.js';
 
@@ -16,7 +16,7 @@ const config = loadControlPlaneConfig({
 });
 const etcd = createEtcdClient(config.etcdEndpoints, undefined, etcdTlsOf(config));
 try {
-  const rotated = await rotateAgentSecret(etcd);
+  const rotated = await new AgentSecretStore(etcd).rotate();
   process.stdout.write(`${JSON.stringify({ current: rotated.current.id, previous: rotated.previous?.id ?? null })}\n`);
 } catch (err) {
   process.stderr.write(`strata-rotate-agent-secret: ${(err as Error).message}\n`);

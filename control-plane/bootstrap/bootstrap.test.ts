@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { ClusterCaStore } from '../../lib/etcd/cluster-ca-store.js';
-import { newClusterCa, readClusterCa } from '../../lib/tls/cluster-ca.js';
+import { newClusterCa } from '../../lib/tls/cluster-ca.js';
 import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess } from '../../test/helpers/processes.js';
@@ -136,7 +136,7 @@ describe('cluster bootstrap', () => {
       const clusterKv = (await client.get(keys.cluster()).exec()).kvs[0]!;
       const caKv = (await client.get(keys.clusterCa()).exec()).kvs[0]!;
       assert.equal(caKv.create_revision, clusterKv.create_revision, 'the CA was written in the same transaction as the cluster record');
-      const ca = (await readClusterCa(client))!;
+      const ca = (await new ClusterCaStore(client).read())!;
       assert.match(new X509Certificate(ca.certificate).subject, new RegExp(created.cluster.UUID));
       assert.ok(new X509Certificate(ca.certificate).ca);
       assert.ok(new X509Certificate(ca.certificate).checkPrivateKey(createPrivateKey(ca.privateKey)));
@@ -145,7 +145,7 @@ describe('cluster bootstrap', () => {
       await client.delete().key(keys.clusterCa());
       const raced = await Promise.all([0, 1, 2].map(() => new ClusterCaStore(client).ensure(() => newClusterCa(created.cluster.UUID))));
       assert.equal(new Set(raced.map((r) => r.certificate)).size, 1);
-      assert.equal((await readClusterCa(client))!.certificate, raced[0]!.certificate);
+      assert.equal((await new ClusterCaStore(client).read())!.certificate, raced[0]!.certificate);
     } finally {
       client.close();
       await scratch.stop();

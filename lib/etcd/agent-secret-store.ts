@@ -57,10 +57,3 @@ export class AgentSecretStore {
     throw new StrataError('OPERATION_IN_PROGRESS', 'the agent secret kept changing while it was being rotated; try again');
   }
 }
-
-/** AgentSecretStore.read, for a caller that holds the client. */
-export const readAgentSecrets = (etcd: Etcd3) => new AgentSecretStore(etcd).read();
-/** AgentSecretStore.ensure, for a caller that holds the client (the agent's token issuer). */
-export const ensureAgentSecrets = (etcd: Etcd3) => new AgentSecretStore(etcd).ensure();
-/** AgentSecretStore.rotate, for a caller that holds the client (strata-rotate-agent-secret). */
-export const rotateAgentSecret = (etcd: Etcd3) => new AgentSecretStore(etcd).rotate();

@@ -25,6 +25,3 @@ export class ClusterCaStore {
     return stored;
   }
 }
-
-/** ClusterCaStore.read, for a caller that holds the client (the agent). */
-export const readClusterCa = (etcd: Etcd3) => new ClusterCaStore(etcd).read();

@@ -2,11 +2,11 @@
 // (/strata/node-commands/<node>, written by the control plane) and what the node's agent did about
 // it (/strata/node-run-states/<node>, written by the agent). The one place both daemons read and
 // write these keys through.
-import type { Etcd3, Watcher } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import type { NodeCommandRecord, NodeRunStateRecord } from '../records.js';
 import { keys, idOfKey } from './keys.js';
 import { parseRecord } from './client.js';
-import { RecordStore, type Versioned } from './record-store.js';
+import { RecordStore, type StoreWatch, type Versioned } from './record-store.js';
 
 /** Whether the agent has done what the command asks (its run state answers it, finally). */
 export function commandDone(command: NodeCommandRecord, run: NodeRunStateRecord | undefined): boolean {
@@ -47,7 +47,7 @@ export class NodeCommandStore {
    * Watches every node's command from the revision after `fromRevision`; `onCommand` gets the
    * node and its command (undefined when deleted). Corrupt records are reported as undefined.
    */
-  watchCommands(fromRevision: string, onCommand: (nodeUUID: string, command: NodeCommandRecord | undefined) => void, onError: (err: Error) => void): Watcher {
+  watchCommands(fromRevision: string, onCommand: (nodeUUID: string, command: NodeCommandRecord | undefined) => void, onError: (err: Error) => void): StoreWatch {
     const watcher = this.etcd.watch().prefix(keys.nodeCommandsPrefix()).startRevision(String(BigInt(fromRevision) + 1n)).watcher();
     watcher.on('put', (kv) => {
       const key = kv.key.toString('utf8');

@@ -12,6 +12,11 @@ export interface Versioned<T> {
   readonly revision: string;
 }
 
+/** A watch a store started for its caller: etcd3 re-establishes it (reconnects) until cancelled. */
+export interface StoreWatch {
+  cancel(): Promise<void>;
+}
+
 /** The active cluster manager's fenced commit (LeaderElection.fencedWrite), given to a store by the composition root. */
 export type FencedWrite = (ops: IOperation[]) => Promise<void>;
 

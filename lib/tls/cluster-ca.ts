@@ -9,9 +9,6 @@ export interface ClusterCaRecord extends CertificateAndKey {
   readonly createdAt: string;
 }
 
-// Its client-taking read, for callers that hold the client (the agent, tests).
-export { readClusterCa } from '../etcd/cluster-ca-store.js';
-
 /** A new CA record for `clusterUUID` (not stored). */
 export async function newClusterCa(clusterUUID: string): Promise<ClusterCaRecord> {
   return { ...(await createCertificateAuthority(clusterUUID)), createdAt: new Date().toISOString() };

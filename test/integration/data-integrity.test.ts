@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
-import { ensureAgentSecrets, signAgentToken } from '../../lib/agent-token.js';
+import { signAgentToken } from '../../lib/agent-token.js';
+import { AgentSecretStore } from '../../lib/etcd/agent-secret-store.js';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
@@ -93,7 +94,7 @@ describe('data-integrity counters in the API (real control plane)', { timeout: 6
     node = joined.nodes[0]!;
     serverUUID = joined.server.UUID;
     await reportInventory(observer, serverUUID, { devices: [{ serial: 'INTEGRITY-D0', sizeBytes: '1000' }] });
-    const { token } = await signAgentToken((await ensureAgentSecrets(observer)).current, { clusterUUID: cluster.UUID, serverUUID, nodeUUIDs: [node.UUID] });
+    const { token } = await signAgentToken((await new AgentSecretStore(observer).ensure()).current, { clusterUUID: cluster.UUID, serverUUID, nodeUUIDs: [node.UUID] });
     session = openSession(token);
     session.send({ hello: { server_uuid: serverUUID, node_uuids: [node.UUID], agent_instance: randomUUID(), cluster_uuid: cluster.UUID } });
     await waitUntil(async () => session.received.find((m) => m.welcome), 'the control plane welcomed the agent', 10_000);

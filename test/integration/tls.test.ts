@@ -19,7 +19,7 @@ import { createEtcdClient, etcdTlsOf } from '../../lib/etcd/client.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
 import { packageRoot } from '../../lib/paths.js';
 import { CONTROL_PLANE_TLS_NAME, createCertificateAuthority, issueServerCertificate } from '../../lib/tls/certificates.js';
-import { readClusterCa } from '../../lib/tls/cluster-ca.js';
+import { ClusterCaStore } from '../../lib/etcd/cluster-ca-store.js';
 import type { AgentReportingHandlers } from '../../proto/gen/strata/v1/AgentReporting.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, spawnDaemon, startControlPlaneProcess, type ControlPlaneProcess, type DaemonProcess } from '../helpers/processes.js';
@@ -100,7 +100,7 @@ describe('HTTPS by default and TLS on the agents\' channel', () => {
 
   it('the REST API answers only HTTPS by default, with a certificate the cluster CA signed for 127.0.0.1', async () => {
     assert.match(plane.apiUrl, /^https:/);
-    const stored = await readClusterCa(client);
+    const stored = await new ClusterCaStore(client).read();
     assert.ok(stored, 'the cluster CA is in etcd');
     assert.equal(ca, stored.certificate, 'ca.pem in the state directory is the cluster CA');
     assert.ok(new X509Certificate(ca).ca);
@@ -262,7 +262,7 @@ describe('etcd client TLS: both daemons against an etcd that requires client cer
     }, 'the agent\'s node Active through the TLS etcd', 30_000);
     assert.equal(nodes.length, 1);
     const withCert = createEtcdClient([etcd.endpoint], 3000, etcdTlsOf({ etcdCaFile: files.caFile, etcdCertFile: files.certFile, etcdKeyFile: files.keyFile }));
-    assert.ok(await readClusterCa(withCert), 'bootstrapped through TLS');
+    assert.ok(await new ClusterCaStore(withCert).read(), 'bootstrapped through TLS');
     withCert.close();
   });
 });

@@ -20,16 +20,16 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Etcd3, Watcher } from 'etcd3';
 import { randomDhchapSecret } from '../../../lib/contract/dhchap.js';
-import { parseRecord } from '../../../lib/etcd/client.js';
 import { volumeNqnPrefix } from '../../../lib/contract/nqn.js';
-import { keys } from '../../../lib/etcd/keys.js';
-import { SEALED_FEATURES, type SealedFeatureLayout } from '../../../lib/etcd/sealed-host-keys-store.js';
+import type { ClusterReader } from '../../../lib/etcd/cluster-store.js';
+import type { StoreWatch } from '../../../lib/etcd/record-store.js';
+import { SEALED_FEATURES } from '../../../lib/etcd/sealed-host-keys-store.js';
 import { writeFileAtomic } from '../../../lib/files.js';
 import type { Logger } from '../../../lib/logger.js';
-import type { ClusterRecord, ServerBoxKeyRecord, ServerHostKeysRecord } from '../../../lib/records.js';
+import type { ServerBoxKeyRecord } from '../../../lib/records.js';
 import { boxPublicKeyOf, newBoxKeyPair, open } from '../../../lib/sealed-box.js';
+import type { HostAuthStore, SealedFeature } from './host-auth-store.js';
 import { DEFAULT_NVMET_ROOT } from './nvmet-configfs.js';
 import { TlsPskKeyring } from './tls-keyring.js';
 
@@ -79,14 +79,23 @@ export function hostKeysFor(state: HostAuthState, hostNQN: string, lockedOut: st
 export class EtcdHostAuth implements HostAuthSource {
   private state: HostAuthState = HOST_AUTH_DISABLED;
   private readonly listeners = new Set<() => void>();
-  private readonly watchers: Watcher[] = [];
+  private readonly watches: StoreWatch[] = [];
   private privateKeyPem = '';
   private stopped = false;
   private subsystemPrefix: string | undefined;
   private readonly keyring: TlsPskKeyring;
 
   constructor(
-    private readonly options: { etcd: Etcd3; serverUUID: string; stateDir: string; logger: Logger; nvmetRoot?: string },
+    private readonly options: {
+      /** This server's box key and sealed records (host-auth-store.ts). */
+      store: HostAuthStore;
+      /** The cluster record (lib/etcd/cluster-store.ts): the volumes' NQN prefix for the TLS keyring. */
+      cluster: ClusterReader;
+      serverUUID: string;
+      stateDir: string;
+      logger: Logger;
+      nvmetRoot?: string;
+    },
   ) {
     this.keyring = new TlsPskKeyring({
       psks: () => (this.state.tls?.required ? this.state.tls.psks : undefined),
@@ -110,19 +119,13 @@ export class EtcdHostAuth implements HostAuthSource {
     if (!existsSync(path)) writeFileAtomic(path, newBoxKeyPair().privateKeyPem, 0o600);
     this.privateKeyPem = readFileSync(path, 'utf8');
     const publicKey = boxPublicKeyOf(this.privateKeyPem);
-    const etcd = this.options.etcd;
-    const published = parseRecord<ServerBoxKeyRecord>('', await etcd.get(keys.serverBoxKey(this.options.serverUUID)).string());
+    const { store } = this.options;
+    const published = await store.publishedBoxKey();
     if (published?.publicKey !== publicKey) {
       const record: ServerBoxKeyRecord = { serverUUID: this.options.serverUUID, publicKey, createdAt: new Date().toISOString() };
-      await etcd.put(keys.serverBoxKey(this.options.serverUUID)).value(JSON.stringify(record));
+      await store.publishBoxKey(record);
     }
-    const watched = [SEALED_FEATURES.inBandAuth, SEALED_FEATURES.nvmeTcpTls].flatMap((f) => [f.serverRecord(this.options.serverUUID), f.switchKey]);
-    for (const key of watched) {
-      const watcher = await etcd.watch().key(key).create();
-      this.watchers.push(watcher);
-      watcher.on('data', () => void this.refresh());
-      watcher.on('connected', () => void this.refresh());
-    }
+    this.watches.push(await store.watch(() => void this.refresh()));
     if (this.stopped) await this.stop();
     await this.refresh();
     if (!this.stopped) this.keyring.start();
@@ -130,7 +133,7 @@ export class EtcdHostAuth implements HostAuthSource {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    await Promise.all(this.watchers.splice(0).map((w) => w.cancel().catch(() => undefined)));
+    await Promise.all(this.watches.splice(0).map((w) => w.cancel().catch(() => undefined)));
     await this.keyring.stop();
   }
 
@@ -138,11 +141,11 @@ export class EtcdHostAuth implements HostAuthSource {
   async refresh(): Promise<void> {
     try {
       const [auth, tls, cluster] = await Promise.all([
-        this.read<HostKeys>(SEALED_FEATURES.inBandAuth),
-        this.read<string>(SEALED_FEATURES.nvmeTcpTls),
-        this.options.etcd.get(keys.cluster()).string(),
+        this.read<HostKeys>('inBandAuth'),
+        this.read<string>('nvmeTcpTls'),
+        this.options.cluster.read(),
       ]);
-      const subsystemNQN = parseRecord<ClusterRecord>('', cluster)?.subsystemNQN;
+      const subsystemNQN = cluster?.subsystemNQN;
       if (subsystemNQN) this.subsystemPrefix = volumeNqnPrefix(subsystemNQN);
       this.set({ ...auth, ...(tls.enabled || tls.hosts.size > 0 ? { tls: { required: tls.enabled, psks: tls.hosts } } : {}) });
     } catch (err) {
@@ -151,11 +154,9 @@ export class EtcdHostAuth implements HostAuthSource {
     void this.keyring.schedule();
   }
 
-  private async read<T>(feature: SealedFeatureLayout): Promise<SealedState<T>> {
-    const etcd = this.options.etcd;
-    const [switchText, recordText] = await Promise.all([etcd.get(feature.switchKey).string(), etcd.get(feature.serverRecord(this.options.serverUUID)).string()]);
-    const flagEnabled = parseRecord<{ enabled: boolean }>('', switchText)?.enabled ?? false;
-    const record = parseRecord<ServerHostKeysRecord>('', recordText);
+  private async read<T>(name: SealedFeature): Promise<SealedState<T>> {
+    const feature = SEALED_FEATURES[name];
+    const { switchEnabled: flagEnabled, record } = await this.options.store.sealed(name);
     const publicKey = boxPublicKeyOf(this.privateKeyPem);
     if (record && record.publicKey === publicKey) {
       try {

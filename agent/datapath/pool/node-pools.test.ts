@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '../../../lib/etcd/client.js';
+import { ClusterStore } from '../../../lib/etcd/cluster-store.js';
+import { NodeStore } from '../../../lib/etcd/node-store.js';
 import { keys } from '../../../lib/etcd/keys.js';
 import type { ClusterRecord, NodeRecord } from '../../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../../test/helpers/etcd.js';
@@ -197,7 +199,7 @@ describe('node pools', { timeout: 60_000 }, () => {
   }
   function pools(enabled = true): NodePools {
     const p = new NodePools({
-      etcd: client, nodeUUIDs: [NODE], poolDir, sysfsRoot: sysfs.root, mountsPath: sysfs.mountsPath, stateDir,
+      cluster: new ClusterStore(client), nodes: new NodeStore(client), nodeUUIDs: [NODE], poolDir, sysfsRoot: sysfs.root, mountsPath: sysfs.mountsPath, stateDir,
       run: kernel.run, enabled: async () => enabled, intervalMs: 60_000, logger: silentLogger(),
     });
     started.push(p);

@@ -13,12 +13,12 @@
 // restart they are still reported Adding until md and the filesystem are done.
 import { mkdirSync, promises as fs, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Etcd3, Watcher } from 'etcd3';
-import { parseRecord } from '../../../lib/etcd/client.js';
-import { keys } from '../../../lib/etcd/keys.js';
+import type { ClusterReader } from '../../../lib/etcd/cluster-store.js';
+import type { NodeStore } from '../../../lib/etcd/node-store.js';
+import type { StoreWatch } from '../../../lib/etcd/record-store.js';
 import { writeFileAtomic } from '../../../lib/files.js';
 import type { Logger } from '../../../lib/logger.js';
-import type { ClusterRecord, NodeRecord } from '../../../lib/records.js';
+import type { NodeRecord } from '../../../lib/records.js';
 import { arrayNameOf, examine, prepareBtrfsMdPool, runningArray, runOrFail, signatureOf } from './btrfs-md-pool.js';
 import { parseBtrfsUsage, type BtrfsUsage } from './btrfs-usage.js';
 import { integrityErrorsOf, readBtrfsErrorStats } from './integrity-errors.js';
@@ -37,7 +37,10 @@ export interface ClusterFacts {
 }
 
 export interface NodePoolsOptions {
-  readonly etcd: Etcd3;
+  /** The cluster record (lib/etcd/cluster-store.ts): pools are opened for its UUID. */
+  readonly cluster: ClusterReader;
+  /** This server's node records, read and watched (lib/etcd/node-store.ts). */
+  readonly nodes: Pick<NodeStore, 'read' | 'watchPuts'>;
   readonly nodeUUIDs: readonly string[];
   /** <poolDir>/<nodeUUID>: the pool directory (the btrfs mount point when the node has devices). */
   readonly poolDir: string;
@@ -83,7 +86,7 @@ export class NodePools implements PoolReportSource {
   private reportKey = '';
   private sequence = 0;
   private readonly listeners = new Set<(r: PoolReportSnapshot) => void>();
-  private readonly watchers: Watcher[] = [];
+  private readonly watchers: StoreWatch[] = [];
   private timer: NodeJS.Timeout | undefined;
   private refreshing: Promise<void> | undefined;
   private again = false;
@@ -103,9 +106,11 @@ export class NodePools implements PoolReportSource {
     this.started = true;
     for (const nodeUUID of this.options.nodeUUIDs) {
       // watcher() connects in the background and keeps retrying; the periodic tick covers gaps.
-      const watcher = this.options.etcd.watch().key(keys.node(nodeUUID)).watcher();
-      watcher.on('put', () => this.schedule(50));
-      watcher.on('error', (err) => this.options.logger.debug({ err, nodeUUID }, 'node record watch failed; the periodic pool check goes on'));
+      const watcher = this.options.nodes.watchPuts(
+        nodeUUID,
+        () => this.schedule(50),
+        (err) => this.options.logger.debug({ err, nodeUUID }, 'node record watch failed; the periodic pool check goes on'),
+      );
       this.watchers.push(watcher);
     }
     this.schedule(0);
@@ -183,7 +188,7 @@ export class NodePools implements PoolReportSource {
         if (!(await this.isEnabled())) return;
         let cluster: ClusterFacts | undefined;
         try {
-          const record = parseRecord<ClusterRecord>(keys.cluster(), await this.options.etcd.get(keys.cluster()).string());
+          const record = await this.options.cluster.read();
           cluster = record ? { clusterUUID: record.UUID, subsystemNQN: record.subsystemNQN } : undefined;
         } catch (err) {
           this.options.logger.debug({ err }, 'reading the cluster record failed; pools are checked at the next tick');
@@ -222,7 +227,7 @@ export class NodePools implements PoolReportSource {
   // --- One node ---------------------------------------------------------------------------------
 
   private async readNode(nodeUUID: string): Promise<NodeRecord> {
-    const record = parseRecord<NodeRecord>(keys.node(nodeUUID), await this.options.etcd.get(keys.node(nodeUUID)).string());
+    const record = await this.options.nodes.read(nodeUUID);
     if (!record) throw new Error(`node ${nodeUUID} is not registered in etcd yet`);
     return record;
   }

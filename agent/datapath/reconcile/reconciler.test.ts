@@ -20,6 +20,7 @@ import type { ConnectedHostsProbe } from './connected-hosts.js';
 import { DataPathState } from './datapath-state.js';
 import { IpAclEnforcer } from '../kernel/ip-acl-enforcer.js';
 import { describeOp, type NvmetObjects, type NvmetOp, type NvmetTree } from '../kernel/nvmet-model.js';
+import { AssignmentStore } from './assignment-store.js';
 import { DataPathReconciler, type PassSummary } from './reconciler.js';
 import { FilePool } from '../pool/storage-pool.js';
 
@@ -96,7 +97,7 @@ describe('DataPathReconciler crash safety', () => {
     clients.push(client);
     await configfs.prepareRoot();
     return new DataPathReconciler({
-      etcd: client,
+      store: new AssignmentStore(client),
       nodeUUIDs: [NODE],
       backend: async () => ({ kind: 'nvmet', configfs }),
       openPool: (nodeUUID, cluster) => FilePool.open({ dir: join(work, 'pool', nodeUUID), clusterUUID: cluster.clusterUUID, logger: silentLogger() }),

@@ -12,10 +12,8 @@
 //
 // When etcd is unreachable the last known assignments stay in force: nothing is torn down
 // because a read or a watch failed.
-import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
-import { parseRecord } from '../../../lib/etcd/client.js';
-import { keys } from '../../../lib/etcd/keys.js';
-import type { ClusterRecord, PresenceRecord, ReplicaSetRecord, VolumeAssignment } from '../../../lib/records.js';
+import type { StoreWatch } from '../../../lib/etcd/record-store.js';
+import type { ReplicaSetRecord, VolumeAssignment } from '../../../lib/records.js';
 import { mapLimit } from '../../../lib/concurrency.js';
 import { sleep } from '../../../lib/retry.js';
 import { withReplicaSet } from '../../../lib/replication.js';
@@ -26,6 +24,7 @@ import { paths, type NvmetTree } from '../kernel/nvmet-model.js';
 import { volumeOfNqn } from '../kernel/nvmet-plan.js';
 import type { ClusterFacts } from '../pool/node-pools.js';
 import type { StoragePool } from '../pool/storage-pool.js';
+import type { AssignmentKey, AssignmentStore } from './assignment-store.js';
 import { prepareBackings } from './pass-backings.js';
 import { applyTarget, enforceIpAcls, readTarget, type TargetRead } from './pass-kernel.js';
 import { statusesOf } from './pass-statuses.js';
@@ -52,7 +51,8 @@ export type DataPathBackend =
 
 /** What the reconciler runs on; a pass uses the PassOptions part (pass.ts). */
 export interface DataPathReconcilerOptions extends PassOptions {
-  readonly etcd: Etcd3;
+  /** The cluster record and the nodes' assignments, read and watched (assignment-store.ts). */
+  readonly store: AssignmentStore;
   readonly backend: () => Promise<DataPathBackend>;
   /** Opens the storage pool of one node (called once per node, again after a failure). */
   readonly openPool: (nodeUUID: string, cluster: ClusterFacts) => Promise<StoragePool>;
@@ -104,11 +104,11 @@ export class DataPathReconciler implements VolumeReportSource {
   /** node → volume → assignment entry; undefined until the first full read. */
   private assignments: Map<string, Map<string, AssignmentEntry>> | undefined;
   private readonly loadedRevision = new Map<string, bigint>();
-  private readonly watchers = new Map<string, Watcher>();
+  private readonly watchers = new Map<string, StoreWatch>();
   /** Replica sets whose epoch moved ahead of this node's assignments (a promotion in flight). */
   private readonly promotions = new Map<string, ReplicaSetRecord>();
   /** The replica-set and presence watches of replication. */
-  private readonly replicaSetWatchers: Watcher[] = [];
+  private readonly replicaSetWatchers: StoreWatch[] = [];
   private watchBroken = false;
   private readonly poolErrors = new Map<string, string>();
   private report: VolumeReportSnapshot | undefined;
@@ -416,7 +416,7 @@ export class DataPathReconciler implements VolumeReportSource {
   // --- etcd ------------------------------------------------------------------------------------
 
   private async readCluster(): Promise<ClusterFacts | undefined> {
-    const record = parseRecord<ClusterRecord>(keys.cluster(), await this.options.etcd.get(keys.cluster()).string());
+    const record = await this.options.store.cluster();
     return record ? { clusterUUID: record.UUID, subsystemNQN: record.subsystemNQN } : undefined;
   }
 
@@ -424,26 +424,25 @@ export class DataPathReconciler implements VolumeReportSource {
     const next = new Map<string, Map<string, AssignmentEntry>>();
     const revisions = new Map<string, bigint>();
     for (const nodeUUID of this.options.nodeUUIDs) {
-      const response = await this.options.etcd.getAll().prefix(keys.assignmentsPrefix(nodeUUID)).exec();
+      const response = await this.options.store.read(nodeUUID);
       const byVolume = new Map<string, AssignmentEntry>();
-      for (const kv of response.kvs) {
+      for (const kv of response.keys) {
         const entry = this.entryOf(nodeUUID, kv);
         if (entry) byVolume.set(entry.volumeUUID, entry);
       }
       next.set(nodeUUID, byVolume);
-      revisions.set(nodeUUID, BigInt(response.header.revision));
+      revisions.set(nodeUUID, response.revision);
     }
     this.assignments = next;
     for (const [node, rev] of revisions) this.loadedRevision.set(node, rev);
     if (this.watchers.size === 0 || this.watchBroken) await this.startWatchers(revisions);
   }
 
-  private entryOf(nodeUUID: string, kv: IKeyValue): AssignmentEntry | undefined {
-    const key = kv.key.toString('utf8');
-    const volumeUUID = key.slice(keys.assignmentsPrefix(nodeUUID).length);
+  private entryOf(nodeUUID: string, kv: AssignmentKey): AssignmentEntry | undefined {
+    const { key, volumeUUID } = kv;
     if (!volumeUUID || volumeUUID.includes('/')) return undefined;
     try {
-      const assignment = parseRecord<VolumeAssignment>(key, kv.value);
+      const assignment = kv.record();
       return { nodeUUID, volumeUUID, assignment: assignment ? this.promoted(assignment) : undefined };
     } catch (err) {
       this.options.logger.warn({ err, key }, 'ignoring a corrupt assignment record');
@@ -460,13 +459,11 @@ export class DataPathReconciler implements VolumeReportSource {
    * Changes missed while the watch reconnects arrive as that assignment, as before.
    */
   private watchReplicaSets(): void {
-    const prefix = keys.replicaSetsPrefix();
-    const watcher = this.options.etcd.watch().prefix(prefix).watcher();
-    watcher.on('put', (kv: IKeyValue) => {
-      const volumeUUID = kv.key.toString('utf8').slice(prefix.length);
+    const { store } = this.options;
+    const watcher = store.watchReplicaSets((volumeUUID, kv) => {
       let set: ReplicaSetRecord | null;
       try {
-        set = parseRecord<ReplicaSetRecord>(kv.key.toString('utf8'), kv.value);
+        set = kv.record();
       } catch {
         return;
       }
@@ -485,20 +482,17 @@ export class DataPathReconciler implements VolumeReportSource {
       this.pendingChanges = true;
       this.givingWay?.abort(new PassPreempted());
       this.schedule(false, 0);
-    });
-    watcher.on('error', (err) => this.options.logger.debug({ err }, 'replica set watch failed; assignments carry the changes'));
+    }, (err) => this.options.logger.debug({ err }, 'replica set watch failed; assignments carry the changes'));
     this.replicaSetWatchers.push(watcher);
     // A server registering again may bring back copies this node's mirrors miss.
-    const presence = this.options.etcd.watch().prefix(keys.presencePrefix()).watcher();
-    presence.on('put', (kv: IKeyValue) => {
+    const presence = store.watchPresence((kv) => {
       try {
-        const record = parseRecord<PresenceRecord>(kv.key.toString('utf8'), kv.value);
+        const record = kv.record();
         if (record) this.options.replicas?.rejoinSoon(record.nodeUUIDs);
       } catch {
         // not a presence record this agent understands: its copies are retried every rejoin interval
       }
-    });
-    presence.on('error', (err) => this.options.logger.debug({ err }, 'presence watch failed; copies are retried every rejoin interval'));
+    }, (err) => this.options.logger.debug({ err }, 'presence watch failed; copies are retried every rejoin interval'));
     this.replicaSetWatchers.push(presence);
   }
 
@@ -523,15 +517,14 @@ export class DataPathReconciler implements VolumeReportSource {
     if (this.stopped) return;
     for (const nodeUUID of this.options.nodeUUIDs) {
       const from = (revisions.get(nodeUUID) ?? 0n) + 1n;
-      // watcher() starts connecting at once and keeps retrying while etcd is away; create()
-      // would wait for the connection.
-      const watcher = this.options.etcd.watch().prefix(keys.assignmentsPrefix(nodeUUID)).startRevision(String(from)).watcher();
-      const onEvent = (kind: 'put' | 'delete') => (kv: IKeyValue) => {
-        const rev = BigInt(kv.mod_revision);
+      // The watch starts connecting at once and keeps retrying while etcd is away (it does not
+      // wait for the connection).
+      const onEvent = (kind: 'put' | 'delete') => (kv: AssignmentKey) => {
+        const rev = kv.revision;
         if (rev <= (this.loadedRevision.get(nodeUUID) ?? 0n)) return;
         const byVolume = this.assignments?.get(nodeUUID);
         if (!byVolume) return;
-        const volumeUUID = kv.key.toString('utf8').slice(keys.assignmentsPrefix(nodeUUID).length);
+        const { volumeUUID } = kv;
         if (kind === 'delete') {
           byVolume.delete(volumeUUID);
           this.promotions.delete(volumeUUID);
@@ -544,12 +537,14 @@ export class DataPathReconciler implements VolumeReportSource {
         this.givingWay?.abort(new PassPreempted());
         this.schedule(false);
       };
-      watcher.on('put', onEvent('put'));
-      watcher.on('delete', onEvent('delete'));
-      watcher.on('error', (err) => {
-        // e.g. the start revision was compacted: the next resync reads everything again.
-        this.options.logger.warn({ err, nodeUUID }, 'assignment watch failed; re-reading at the next resync');
-        this.watchBroken = true;
+      const watcher = this.options.store.watch(nodeUUID, from, {
+        put: onEvent('put'),
+        delete: onEvent('delete'),
+        error: (err) => {
+          // e.g. the start revision was compacted: the next resync reads everything again.
+          this.options.logger.warn({ err, nodeUUID }, 'assignment watch failed; re-reading at the next resync');
+          this.watchBroken = true;
+        },
       });
       this.watchers.set(nodeUUID, watcher);
     }

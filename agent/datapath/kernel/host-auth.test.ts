@@ -1,0 +1,75 @@
+// EtcdHostAuth through its store against a real etcd (no kernel: no cluster record, so the TLS
+// keyring has nothing to do): the box key published once, the host keys sealed to it opened, a
+// change of the record or the switch followed through the watch, a record sealed to another key
+// failing closed.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Etcd3 } from 'etcd3';
+import { createEtcdClient } from '../../../lib/etcd/client.js';
+import { ClusterStore } from '../../../lib/etcd/cluster-store.js';
+import { keys } from '../../../lib/etcd/keys.js';
+import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../../../lib/records.js';
+import { newBoxKeyPair, seal } from '../../../lib/sealed-box.js';
+import { startEtcd, type TestEtcd } from '../../../test/helpers/etcd.js';
+import { silentLogger } from '../../../test/helpers/silent-logger.js';
+import { waitUntil } from '../../../test/helpers/wait.js';
+import { EtcdHostAuth } from './host-auth.js';
+import { HostAuthStore } from './host-auth-store.js';
+
+const SERVER = 'c0ffee00-0000-4000-8000-000000000001';
+const HOST = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000000a';
+
+describe('EtcdHostAuth with a real etcd', () => {
+  let etcd: TestEtcd;
+  let client: Etcd3;
+  let stateDir: string;
+  let auth: EtcdHostAuth;
+
+  before(async () => {
+    etcd = await startEtcd();
+    client = createEtcdClient([etcd.endpoint]);
+    stateDir = mkdtempSync(join(tmpdir(), 'host-auth-'));
+    auth = new EtcdHostAuth({ store: new HostAuthStore(client, SERVER), cluster: new ClusterStore(client), serverUUID: SERVER, stateDir, logger: silentLogger(), nvmetRoot: stateDir });
+  });
+  after(async () => {
+    await auth?.stop();
+    client?.close();
+    await etcd?.stop();
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  const sealTo = async (publicKey: string, enabled: boolean, key: string) => {
+    const record: ServerHostKeysRecord = {
+      serverUUID: SERVER, enabled, publicKey,
+      box: seal(publicKey, Buffer.from(JSON.stringify({ hosts: { [HOST]: { key, ctrlKey: '' } } })), SERVER),
+    } as ServerHostKeysRecord;
+    await client.put(keys.serverHostKeys(SERVER)).value(JSON.stringify(record));
+  };
+
+  it('publishes its box key, opens what is sealed to it, follows changes, and fails closed on another key', async () => {
+    await auth.start();
+    const published = JSON.parse((await client.get(keys.serverBoxKey(SERVER)).string())!) as ServerBoxKeyRecord;
+    assert.equal(published.serverUUID, SERVER);
+    assert.equal(auth.current().enabled, false, 'nothing sealed, switch off: disabled');
+
+    let changes = 0;
+    auth.onChange(() => changes++);
+    await sealTo(published.publicKey, true, 'DHHC-1:00:first:');
+    await waitUntil(() => auth.current().hosts.get(HOST)?.key === 'DHHC-1:00:first:', 'the sealed key opened');
+    assert.equal(auth.current().enabled, true);
+    assert.ok(changes >= 1);
+
+    await sealTo(newBoxKeyPair().publicKey, false, 'DHHC-1:00:other:');
+    await client.put(keys.featureFlag('in-band-authentication')).value(JSON.stringify({ name: 'in-band-authentication', enabled: true }));
+    await waitUntil(() => auth.current().enabled && auth.current().hosts.size === 0, 'locked out: switch on, no record sealed to this key');
+
+    // A second agent start with the same state directory keeps the published key.
+    const again = new EtcdHostAuth({ store: new HostAuthStore(client, SERVER), cluster: new ClusterStore(client), serverUUID: SERVER, stateDir, logger: silentLogger(), nvmetRoot: stateDir });
+    await again.start();
+    await again.stop();
+    assert.equal(JSON.parse((await client.get(keys.serverBoxKey(SERVER)).string())!).createdAt, published.createdAt, 'not republished');
+  });
+});

@@ -1,0 +1,80 @@
+// The etcd keys that say which node serves which volume, as the discovery controller reads them
+// (docs/discovery.md): the cluster record, the TLS switch, servers, nodes, presence, assignments
+// and volume status, mirrored in memory (lib/etcd/prefix-mirror.ts: one read at one revision,
+// then watches from the next, reloaded after a watch failure) and read back as records.
+import type { Etcd3 } from 'etcd3';
+import { keys } from '../../lib/etcd/keys.js';
+import { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
+import type { Logger } from '../../lib/logger.js';
+import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeStatusRecord } from '../../lib/records.js';
+
+const PREFIXES = {
+  cluster: keys.cluster(),
+  tls: keys.nvmeTcpTlsSwitch(),
+  servers: keys.serversPrefix(),
+  nodes: keys.nodesPrefix(),
+  presence: keys.presencePrefix(),
+  assignments: keys.assignmentsPrefix(),
+  status: keys.volumeStatusPrefix(),
+} as const;
+
+/**
+ * The records as last read. Records are as stored (another version may write more or fewer
+ * fields, or null): the reader checks what it uses.
+ */
+export class ClusterPathsStore {
+  private readonly mirror: PrefixMirror;
+
+  constructor(etcd: Etcd3, logger: Logger) {
+    this.mirror = new PrefixMirror(etcd, Object.values(PREFIXES), logger);
+  }
+
+  /** Called after every batch of changes (and after a reload). */
+  onChange(listener: () => void): void {
+    this.mirror.onChange(() => listener());
+  }
+
+  /** Reads every key once and starts the watch (rejects while etcd does not answer; the caller retries). */
+  start(): Promise<void> {
+    return this.mirror.start();
+  }
+
+  stop(): Promise<void> {
+    return this.mirror.stop();
+  }
+
+  cluster(): ClusterRecord | undefined {
+    return this.mirror.get<ClusterRecord>(PREFIXES.cluster, PREFIXES.cluster)?.record ?? undefined;
+  }
+
+  /** Whether the NVMe/TCP TLS switch is on. */
+  tlsRequired(): boolean {
+    return this.mirror.get<{ enabled?: boolean }>(PREFIXES.tls, PREFIXES.tls)?.record?.enabled === true;
+  }
+
+  servers(): (ServerRecord | null)[] {
+    return this.records<ServerRecord>(PREFIXES.servers);
+  }
+
+  nodes(): (NodeRecord | null)[] {
+    return this.records<NodeRecord>(PREFIXES.nodes);
+  }
+
+  presence(): (PresenceRecord | null)[] {
+    return this.records<PresenceRecord>(PREFIXES.presence);
+  }
+
+  /** Every assignment of every node, unchecked. */
+  assignments(): unknown[] {
+    return this.records<unknown>(PREFIXES.assignments);
+  }
+
+  /** The status `nodeUUID` last reported for `volumeUUID` (as the control plane wrote it back). */
+  status(volumeUUID: string, nodeUUID: string): VolumeStatusRecord | undefined {
+    return this.mirror.get<VolumeStatusRecord>(PREFIXES.status, keys.volumeStatus(volumeUUID, nodeUUID))?.record;
+  }
+
+  private records<T>(prefix: string): (T | null)[] {
+    return [...this.mirror.all<T | null>(prefix).values()].map((r) => r.record);
+  }
+}

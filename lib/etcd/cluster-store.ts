@@ -1,0 +1,21 @@
+// The cluster record (/strata/cluster, docs/etcd-keys.md): written once, in the bootstrap
+// transaction (control-plane/bootstrap/bootstrap-store.ts), and read by both daemons: the
+// control plane at start, the agent for the cluster's UUID and subsystem NQN (token audience,
+// data path, pools, host keys).
+import type { Etcd3 } from 'etcd3';
+import type { ClusterRecord } from '../records.js';
+import { parseRecord } from './client.js';
+import { keys } from './keys.js';
+
+/** Reads the cluster record; null before the cluster is bootstrapped. */
+export interface ClusterReader {
+  read(): Promise<ClusterRecord | null>;
+}
+
+export class ClusterStore implements ClusterReader {
+  constructor(private readonly etcd: Etcd3) {}
+
+  async read(): Promise<ClusterRecord | null> {
+    return parseRecord<ClusterRecord>(keys.cluster(), await this.etcd.get(keys.cluster()).string());
+  }
+}
