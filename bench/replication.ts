@@ -1,7 +1,7 @@
 // bench/replication: replication on the real kernel (issue 11), each figure printed beside a
 // baseline measured in the same run.
 //
-//   npm run bench:replication [-- --kills 5 --ttl 5 --short-ttl 4 --fio-seconds 20 --resync-mib 0,8,32,128 --bitmap-chunk-kib 1024]
+//   npm run bench:replication [-- --kills 5 --ttl 5 --short-ttl 4 --fio-seconds 20 --resync-mib 0,8,32,128 --bitmap-chunk-kib 1024 --l2 [--l2-kind tap|mcast]]
 //
 // Bed: a private etcd and the real control plane on this host; three storage guests running the
 // real agent (dist/agent/main.js) on Debian's kernel (nvmet, md raid1, device-mapper, the NVMe/TCP
@@ -11,6 +11,11 @@
 // node is 10.0.2.2 to the others; each node's replication port (4421) is forwarded from its own
 // host port and advertised as 10.0.2.2:<that port>; a volume's port is forwarded from a distinct
 // host port per node (pathPort), and the host connects one path per node by hand.
+// With --l2, the storage guests also share a private L2 segment (test/e2e/lab/link.ts:
+// 192.168.77.11-13/24, MTU 9000; --l2-kind tap: a Linux bridge and taps, the default as root;
+// mcast: QEMU's socket backend on a multicast group) and advertise their replication port on it,
+// so a primary reaches its replicas guest to guest, not through slirp and the host. The host's
+// paths to the volume stay on the user network (the same for 1, 2 and 3 copies).
 // Everything runs under TCG (emulated CPUs) on a shared 2-core machine: absolute figures are slow
 // and noisy; the baselines and ratios are the comparable part.
 //
@@ -45,7 +50,7 @@ import { keys } from '../lib/etcd/keys.js';
 import type { ReplicaSetRecord, VolumeRecord } from '../lib/records.js';
 import { startStorageGuest, type StorageGuest, type StorageGuestOptions } from '../test/e2e/cluster-lab.js';
 import { connectPaths, startAckedWrites } from '../test/e2e/replication-host.js';
-import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, startGuest, type Guest } from '../test/e2e/lab/index.js';
+import { createPrivateSegment, freeLoopbackPort, freeLoopbackPortRange, prepareLab, startGuest, type Guest, type PrivateSegment, type SegmentKind } from '../test/e2e/lab/index.js';
 import { withTimeout } from '../test/e2e/lab/util.js';
 import { startEtcd, type TestEtcd } from '../test/helpers/etcd.js';
 import { waitUntil } from '../test/helpers/wait.js';
@@ -62,8 +67,15 @@ const { values } = parseArgs({
     skip: { type: 'string', default: '' },
     /** The agents' md bitmap chunk (KiB) for the volumes this run creates; default: the agent's. */
     'bitmap-chunk-kib': { type: 'string', default: '' },
+    /** Replication between the storage guests over a private L2 segment (see the header). */
+    l2: { type: 'boolean', default: false },
+    /** The segment's kind: tap (a bridge; root) or mcast; default tap as root, else mcast. */
+    'l2-kind': { type: 'string', default: '' },
   },
 });
+const L2 = values.l2 === true;
+const L2_KIND = (values['l2-kind'] || (process.getuid?.() === 0 ? 'tap' : 'mcast')) as SegmentKind;
+if (L2_KIND !== 'tap' && L2_KIND !== 'mcast') throw new Error('--l2-kind: tap or mcast');
 const KILLS = Number(values.kills);
 const SHORT_TTL = Number(values['short-ttl']);
 const FIO_SECONDS = Number(values['fio-seconds']);
@@ -112,6 +124,7 @@ let etcd: TestEtcd | undefined;
 let client: Etcd3 | undefined;
 let plane: ControlPlaneProcess | undefined;
 let initiator: Guest | undefined;
+let segment: PrivateSegment | undefined;
 const storage: StorageGuest[] = [];
 const guestOptions: StorageGuestOptions[] = [];
 /** Agent flags every start gets now (the lease TTL of the current phase). */
@@ -366,7 +379,8 @@ async function benchResync(): Promise<void> {
 
 // ---- main ----------------------------------------------------------------------------------------------
 async function main(): Promise<void> {
-  say(`bench/replication: kills ${KILLS}, short TTL ${SHORT_TTL} s, fio ${FIO_SECONDS} s, resync ${RESYNC_MIB.join('/')} MiB; load ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  say(`bench/replication: kills ${KILLS}, short TTL ${SHORT_TTL} s, fio ${FIO_SECONDS} s, resync ${RESYNC_MIB.join('/')} MiB; replication ${L2 ? `over a private L2 segment (${L2_KIND})` : 'through the user network (slirp, 10.0.2.2)'}; load ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  if (L2) segment = createPrivateSegment(L2_KIND);
   const lab = await step('lab', 600_000, () => prepareLab());
   etcd = await startEtcd();
   client = createEtcdClient([etcd.endpoint]);
@@ -389,7 +403,7 @@ async function main(): Promise<void> {
           etcdPort: etcd!.clientPort,
           controlPlaneGrpcPort: grpcPort,
           advertiseAddress: FROM_GUESTS,
-          replicationHostPort: await freeLoopbackPort(),
+          ...(segment ? { privateLink: { segment, address: `192.168.77.${11 + i}/24` } } : { replicationHostPort: await freeLoopbackPort() }),
           volumePortMin: portMin,
           volumePortMax: portMin + VOLUME_PORTS - 1,
           agentStateDir: stateDir,
@@ -451,7 +465,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 
 try {
   await main();
-  console.log('\n# bench/replication results (TCG-emulated guests on a shared 2-core machine)');
+  console.log(`\n# bench/replication results (TCG-emulated guests on a shared 2-core machine; replication ${L2 ? `over a private L2 segment, ${L2_KIND}` : 'through slirp'})`);
   if (creationRaces > 0) record(`volumes that failed at creation on the replica-export race and were replaced: ${creationRaces}`);
   for (const line of results) console.log(`- ${line}`);
 } catch (err) {
@@ -469,6 +483,7 @@ try {
   if (plane) removeDir(plane.stateDir);
   client?.close();
   await etcd?.stop().catch(() => undefined);
+  segment?.close();
   removeDir(persistDir);
   process.exit();
 }

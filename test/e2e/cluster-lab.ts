@@ -14,6 +14,7 @@ import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import type { VolumeRecord } from '../../lib/records.js';
 import { repoRoot, startGuest, type Guest, type Lab, type NvmeDriveSpec } from './lab/index.js';
+import { linkAddress, type PrivateLinkSpec } from './lab/link.js';
 import { tail } from './lab/util.js';
 import { GUEST_AGENT_LEASE_ARGS } from './guest-agent.js';
 import type { TestEtcd } from '../helpers/etcd.js';
@@ -55,6 +56,12 @@ export interface StorageGuestOptions {
    * advertiseAddress): 10.0.2.2 when the node advertises 127.0.0.1 to hosts on this machine.
    */
   readonly replicationAdvertiseAddress?: string;
+  /**
+   * A second NIC on a private segment between guests (lab/link.ts): the node advertises its
+   * replication port (4421) at that address, so primaries in other guests reach their replicas
+   * over it and not through QEMU's user network (replicationHostPort is then not needed).
+   */
+  readonly privateLink?: PrivateLinkSpec;
   /** The volume port range; must equal the control plane's volumePortMin/Max. */
   readonly volumePortMin: number;
   readonly volumePortMax: number;
@@ -105,6 +112,7 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
       ...(options.replicationHostPort ? [{ hostPort: options.replicationHostPort, guestPort: GUEST_REPLICATION_PORT }] : []),
     ],
     shares,
+    ...(options.privateLink ? { privateLink: options.privateLink } : {}),
     memoryMiB: options.memoryMiB ?? 1024,
     cpus: options.cpus ?? 1,
     ...(options.logDir ? { logDir: options.logDir } : {}),
@@ -127,7 +135,9 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
     ...(options.dataSerials.length > 0 ? ['--data-devices', options.dataSerials.join(',')] : []),
     ...(options.journalSerial ? ['--journal-device', options.journalSerial] : []),
     ...(options.discoveryPort ? ['--discovery-port', String(options.discoveryPort)] : []),
-    ...(options.replicationHostPort
+    ...(options.privateLink
+      ? ['--replication-port', String(GUEST_REPLICATION_PORT), '--replication-advertise-endpoint', `${linkAddress(options.privateLink.address)}:${GUEST_REPLICATION_PORT}`]
+      : options.replicationHostPort
       ? ['--replication-port', String(GUEST_REPLICATION_PORT), '--replication-advertise-endpoint', `${options.replicationAdvertiseAddress ?? options.advertiseAddress}:${options.replicationHostPort}`]
       : []),
     ...GUEST_AGENT_LEASE_ARGS,

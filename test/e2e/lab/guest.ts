@@ -16,7 +16,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fetchKernel, type KernelInfo } from './kernel.js';
 import { buildInitramfs, type InitramfsInfo } from './initramfs.js';
-import { haveCommand, labLog, since, tail, withTimeout } from './util.js';
+import { linkAddress, privateLinkArgs, type PrivateLinkSpec } from './link.js';
+import { alive, haveCommand, labLog, since, tail, withTimeout } from './util.js';
 
 export interface NvmeDriveSpec {
   /** NVMe serial (at most 20 characters; the guest's sysfs pads it with spaces to 20). */
@@ -59,6 +60,11 @@ export interface GuestOptions {
   readonly logDir?: string;
   /** Writable host directories (9p, cache=none), mounted at guestPath once the guest is up. */
   readonly shares?: readonly ShareSpec[];
+  /**
+   * A second NIC on a private L2 segment between guests (test/e2e/lab/link.ts), with a static
+   * address; default none (the user network only).
+   */
+  readonly privateLink?: PrivateLinkSpec;
 }
 
 export interface ShareSpec {
@@ -105,6 +111,8 @@ export interface Guest {
   /** The guest's address on its user network; the host's 127.0.0.1 is 10.0.2.2 from inside. */
   readonly address: string;
   readonly hostAddressFromGuest: string;
+  /** The guest's address on its private segment (without prefix), when it has one. */
+  readonly privateAddress?: string;
   /** Milliseconds from spawn to the first completed job round trip. */
   readonly bootMs: number;
   /** Modules the guest's init could not load (expected empty). */
@@ -190,15 +198,6 @@ function installHandlers(): void {
       if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
     };
     process.on(signal, handler);
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 
@@ -290,6 +289,7 @@ function validate(options: GuestOptions): void {
     assertNoComma(share.hostDir, 'share directory');
     if (!share.guestPath.startsWith('/')) throw new Error(`share guestPath must be absolute: ${share.guestPath}`);
   }
+  if (options.privateLink) linkAddress(options.privateLink.address);
   for (const f of options.hostForwards ?? []) {
     for (const port of [f.hostPort, f.guestPort])
       if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`forward port out of range: ${port}`);
@@ -368,6 +368,12 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     else pendingWake = true;
   };
 
+  const link = options.privateLink
+    ? privateLinkArgs(
+        { kind: options.privateLink.segment.kind, name: options.privateLink.segment.name, address: options.privateLink.address, ...(options.privateLink.mtu ? { mtu: options.privateLink.mtu } : {}) },
+        options.privateLink.segment.kind === 'tap' ? options.privateLink.segment.tapFor(options.name) : undefined,
+      )
+    : { qemu: [], append: [] };
   const netdev = ['user', 'id=n0', 'ipv6=off', ...forwards.map((f) => `hostfwd=tcp:127.0.0.1:${f.hostPort}-:${f.guestPort}`)].join(',');
   // panic=-1 with -no-reboot: a panicking guest ends QEMU at once. cryptomgr.notests skips the
   // crypto self-tests (about 0.5 s of TCG boot). no_timer_check: on a loaded host the emulated
@@ -378,6 +384,7 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     'console=ttyS0', 'panic=-1', 'oops=panic', 'cryptomgr.notests', 'no_timer_check',
     `loglevel=${process.env['STRATA_E2E_LOGLEVEL'] ?? '4'}`,
     `strata.name=${options.name}`, `strata.udev=${options.udev ? 1 : 0}`,
+    ...link.append,
     ...(process.env['STRATA_E2E_APPEND'] ?? '').split(/\s+/).filter(Boolean),
   ];
   const args = [
@@ -398,6 +405,8 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     '-fsdev', `local,id=fsshare,path=${shareDir},security_model=passthrough`,
     '-device', 'virtio-9p-pci,fsdev=fsshare,mount_tag=strata',
     '-netdev', netdev, '-device', 'virtio-net-pci,netdev=n0',
+    // After n0: the user network's NIC stays eth0 (init.sh finds the private one by its MAC).
+    ...link.qemu,
     '-chardev', `socket,id=lab0,path=${socketPath}`,
     '-device', 'virtio-serial-pci,id=vser0', '-device', 'virtserialport,bus=vser0.0,chardev=lab0,name=strata.lab',
     // The human monitor: host forwards added and removed while the guest runs.
@@ -644,6 +653,7 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     forwards,
     address: '10.0.2.15',
     hostAddressFromGuest: '10.0.2.2',
+    ...(options.privateLink ? { privateAddress: linkAddress(options.privateLink.address) } : {}),
     bootMs,
     moduleLoadFailures,
     hostPort(guestPort: number): number {

@@ -106,6 +106,16 @@ export function execArgv(file: string, args: readonly string[], options: ExecOpt
 }
 
 /** True when `command` is found on PATH (or is an existing absolute path). */
+/** True while a process with this PID exists (signal 0). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function haveCommand(command: string): boolean {
   if (command.includes('/')) return existsSync(command);
   const path = process.env['PATH'] ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';

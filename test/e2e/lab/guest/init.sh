@@ -1,7 +1,8 @@
 #!/bin/busybox sh
 # Strata e2e guest: /init of the initramfs (busybox). Loads the modules in the order the builder
 # computed, puts the host's / (9p, read-only) under an overlay with a tmpfs upper, mounts the
-# writable job share, configures 10.0.2.15/24 (no default route) and chroots into the overlay to
+# writable job share, configures 10.0.2.15/24 (no default route; and a private link's static
+# address when the command line names one) and chroots into the overlay to
 # run the job loop. Any failure here panics the kernel, which (panic=-1, -no-reboot) ends QEMU.
 /bin/busybox mkdir -p /bin /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
@@ -14,11 +15,14 @@ say() { echo "strata-init [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 die() { say "FATAL: $*"; sleep 1; echo c > /proc/sysrq-trigger; exit 1; }
 
 release=$(uname -r)
-name=guest udev=0
+name=guest udev=0 l2mac="" l2addr="" l2mtu=1500
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     strata.name=*) name=${arg#strata.name=} ;;
     strata.udev=*) udev=${arg#strata.udev=} ;;
+    strata.l2mac=*) l2mac=${arg#strata.l2mac=} ;;
+    strata.l2addr=*) l2addr=${arg#strata.l2addr=} ;;
+    strata.l2mtu=*) l2mtu=${arg#strata.l2mtu=} ;;
   esac
 done
 
@@ -64,8 +68,22 @@ mkdir -p "/newroot/lib/modules/$release" && mount -o bind "/lib/modules/$release
 
 say "network"
 ip link set lo up
-ip link set eth0 up || die "no eth0"
-ip addr add 10.0.2.15/24 dev eth0 || die "address"
+# A private L2 link (test/e2e/lab/link.ts): the NIC with that MAC; the user network's is the other.
+uplink=eth0
+if [ -n "$l2mac" ]; then
+  l2if=""
+  for dev in /sys/class/net/*; do
+    [ "$(cat "$dev/address")" = "$l2mac" ] && l2if=${dev##*/}
+  done
+  [ -n "$l2if" ] || die "no NIC with MAC $l2mac"
+  [ "$l2if" = eth0 ] && uplink=eth1
+  ip link set "$l2if" mtu "$l2mtu" || die "MTU $l2mtu on $l2if"
+  ip link set "$l2if" up || die "private link $l2if"
+  ip addr add "$l2addr" dev "$l2if" || die "address $l2addr"
+  say "private link: $l2if $l2addr mtu $l2mtu"
+fi
+ip link set "$uplink" up || die "no $uplink"
+ip addr add 10.0.2.15/24 dev "$uplink" || die "address"
 hostname "$name"
 
 # Guest-local configuration (lost at poweroff): no DNS, LVM without udev.
