@@ -115,6 +115,13 @@ it('changes limits live: the file, then SIGHUP; starting a served volume again o
   assert.deepEqual(await h.stage.start('vol-a', { backing: '/pool/vol-a.raw', limits: { ...limits, readIops: 0 } }), { id: 0, device: '/dev/ublkb0' });
   assert.deepEqual(server.signals, ['SIGHUP', 'SIGHUP']);
   assert.equal(h.servers('serve').length, 1);
+
+  // Two starts at once launch one server; the second only sets its limits.
+  const first = h.stage.start('vol-c', { backing: '/pool/vol-c.raw', limits });
+  const second = h.stage.start('vol-c', { backing: '/pool/vol-c.raw', limits });
+  (await h.nextLaunch('serve', 1)).ready(9);
+  assert.deepEqual(await Promise.all([first, second]), [{ id: 9, device: '/dev/ublkb9' }, { id: 9, device: '/dev/ublkb9' }]);
+  assert.equal(h.servers('serve').length, 2);
   await assert.rejects(h.stage.setLimits('vol-b', limits), (e: unknown) => e instanceof StrataError && e.code === 'NOT_FOUND');
 }));
 
@@ -177,6 +184,18 @@ it('stops with SIGTERM and never restarts a server it stopped; one that ignores 
   assert.equal(h.servers('recover').length, 0);
 }, { stopTimeoutMs: 20 }));
 
+it('a stop during a restart deletes the device and restarts nothing more', withHarness(async (h) => {
+  const first = await served(h, 'vol-a', 6);
+  first.exit(null, 'SIGKILL');
+  const recovering = await h.nextLaunch('recover');
+  await h.stage.stop('vol-a');
+  assert.deepEqual(h.servers('delete').map((s) => s.args), [['delete', '6']]);
+  recovering.exit(1); // the delete aborted it
+  await new Promise((r) => setTimeout(r, 30));
+  assert.equal(h.servers('recover').length, 1);
+  assert.equal(h.servers('serve').length, 1);
+}));
+
 it('refuses plainly: no ublk in the kernel, a server that fails or never gets ready, bad limits', withHarness(async (h) => {
   const noUblk = h.stage.start('vol-a', { backing: '/pool/vol-a.raw', limits });
   const server = await h.nextLaunch('serve');
@@ -192,6 +211,7 @@ it('refuses plainly: no ublk in the kernel, a server that fails or never gets re
   await new Promise((r) => setImmediate(r));
   broken.exit(1);
   await assert.rejects(failing, /status 1\) before it was ready: backing \/pool\/absent/);
+  assert.equal(existsSync(join(h.stateDir, 'vol-a.limits')), false, 'a start that failed leaves no limits file');
 
   const slow = h.stage.start('vol-a', { backing: '/pool/vol-a.raw', limits });
   const hung = await h.nextLaunch('serve', 2);

@@ -122,6 +122,8 @@ function startFailure(code: number | null, signal: NodeJS.Signals | null, lastEr
 
 export class QosStage {
   private readonly served = new Map<string, Served>();
+  /** Starts under way: a second start of the volume waits for the first instead of launching again. */
+  private readonly starting = new Map<string, Promise<StageDevice>>();
   private readonly binary: string;
   private readonly launch: LaunchServer;
 
@@ -137,14 +139,33 @@ export class QosStage {
 
   /** Serves `volume` (idempotent: a volume already served only takes the new limits). */
   async start(volume: string, spec: StageSpec): Promise<StageDevice> {
+    const pending = this.starting.get(volume);
+    if (pending) await pending.catch(() => undefined);
     const current = this.served.get(volume);
     if (current) {
       await this.setLimits(volume, spec.limits);
       return current.device;
     }
+    const launching = this.launchFirst(volume, spec);
+    this.starting.set(volume, launching);
+    try {
+      return await launching;
+    } finally {
+      this.starting.delete(volume);
+    }
+  }
+
+  private async launchFirst(volume: string, spec: StageSpec): Promise<StageDevice> {
     const limitsPath = join(this.options.stateDir, `${volume}.limits`);
     await this.writeLimits(limitsPath, spec.limits);
-    const { process, device, exited } = await this.run(volume, ['serve', spec.backing, '--limits', limitsPath, ...(spec.buffered ? ['--buffered'] : [])]);
+    let started;
+    try {
+      started = await this.run(volume, ['serve', spec.backing, '--limits', limitsPath, ...(spec.buffered ? ['--buffered'] : [])]);
+    } catch (error) {
+      await rm(limitsPath, { force: true });
+      throw error;
+    }
+    const { process, device, exited } = started;
     const served: Served = {
       volume,
       spec,
@@ -275,7 +296,7 @@ export class QosStage {
       try {
         started = await this.run(served.volume, ['recover', String(served.device.id), spec.backing, '--limits', limitsPath, ...extra]);
       } catch (error) {
-        if (error instanceof StrataError || (await this.deviceExists(served.device.id))) throw error;
+        if (served.stopping || error instanceof StrataError || (await this.deviceExists(served.device.id))) throw error;
         started = await this.run(served.volume, ['serve', spec.backing, '--limits', limitsPath, ...extra]);
         this.options.logger.warn({ volume: served.volume, was: served.device.device, now: started.device.device }, 'the ublk device was gone: serving a new one');
         this.options.onDeviceReplaced?.(served.volume, started.device);
@@ -288,6 +309,7 @@ export class QosStage {
       this.supervise(served);
       this.options.logger.info({ volume: served.volume, device: served.device.device, pid: started.process.pid }, 'strata-ublk restarted');
     } catch (error) {
+      if (served.stopping) return;
       const delay = served.backoff.next();
       this.options.logger.error({ volume: served.volume, err: error, delayMs: delay }, 'strata-ublk restart failed');
       served.restartTimer = setTimeout(() => void this.restart(served), delay);
