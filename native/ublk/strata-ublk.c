@@ -608,7 +608,14 @@ static int queue_setup(struct server *s)
 	}
 	s->descs = descs;
 	s->descs_bytes = desc_bytes;
-	ret = io_uring_queue_init(2 * s->depth + 4, &s->ring, 0);
+	/*
+	 * One thread submits and reaps, so the kernel may run the ring's task work (how ublk hands
+	 * us requests) only when we wait for completions (DEFER_TASKRUN), not by interrupting us;
+	 * what ublk's own servers do. A kernel before 6.1 refuses the flags: then a plain ring.
+	 */
+	ret = io_uring_queue_init(2 * s->depth + 4, &s->ring, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN);
+	if (ret == -EINVAL)
+		ret = io_uring_queue_init(2 * s->depth + 4, &s->ring, 0);
 	if (ret < 0) {
 		logmsg("queue io_uring_queue_init: %s", strerror(-ret));
 		return ret;
