@@ -10,10 +10,10 @@ import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
-import { StrataError } from '../../lib/errors.js';
-import type { Logger } from '../../lib/logger.js';
-import { packageRoot } from '../../lib/paths.js';
-import { Backoff, type BackoffOptions } from '../../lib/retry.js';
+import { StrataError } from '../../../lib/errors.js';
+import type { Logger } from '../../../lib/logger.js';
+import { packageRoot } from '../../../lib/paths.js';
+import { Backoff, type BackoffOptions } from '../../../lib/retry.js';
 
 /** Where `npm run build:native` puts the server. */
 export const ublkServerPath = join(packageRoot, 'native', 'build', 'strata-ublk');

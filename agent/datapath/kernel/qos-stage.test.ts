@@ -8,8 +8,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { StrataError } from '../../lib/errors.js';
-import { silentLogger } from '../../test/helpers/silent-logger.js';
+import { StrataError } from '../../../lib/errors.js';
+import { silentLogger } from '../../../test/helpers/silent-logger.js';
 import { EXIT_NO_UBLK, QosStage, type QosStageOptions, type ServerProcess, type StageDevice } from './qos-stage.js';
 
 class FakeServer extends EventEmitter implements ServerProcess {
