@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 packages=()
 while read -r package command; do
   case "$package" in ''|'#'*|'['*) continue ;; esac
-  command -v "$command" >/dev/null 2>&1 || [ -x "/usr/sbin/$command" ] || [ -x "/sbin/$command" ] || packages+=("$package")
+  case "$command" in
+    /*) [ -e "$command" ] || packages+=("$package") ;;
+    *) command -v "$command" >/dev/null 2>&1 || [ -x "/usr/sbin/$command" ] || [ -x "/sbin/$command" ] || packages+=("$package") ;;
+  esac
 done < tools/debian-packages.txt
 if [ ${#packages[@]} -gt 0 ]; then
   sudo=""

@@ -7,7 +7,7 @@ export { fetchKernel, extractVmlinux, checkVmlinux, resolveKernelPackage, labKer
 export type { KernelInfo, KernelOptions } from './kernel.js';
 export { buildInitramfs } from './initramfs.js';
 export type { InitramfsInfo, InitramfsOptions } from './initramfs.js';
-export { LAB_MODULES, resolveModules, modinfoRecords, parseModinfo } from './modules.js';
+export { LAB_MODULES, OPTIONAL_LAB_MODULES, resolveModules, modinfoRecords, parseModinfo } from './modules.js';
 export { LAB_PACKAGES, installPackages } from './packages.js';
 export { script, scriptsDir, repoRoot, cacheDir, execArgv, sha256, StepTimer, nvmeHostArgs } from './util.js';
 export { prepareUserland, USERLAND_PACKAGES, USERLAND_SUITE } from './userland.js';

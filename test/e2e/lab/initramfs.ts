@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSy
 import { dirname, join, relative } from 'node:path';
 import { writeCpio, type CpioEntry } from './cpio.js';
 import type { KernelInfo } from './kernel.js';
-import { LAB_MODULES, readModule, resolveModules, type ResolvedModule } from './modules.js';
+import { LAB_MODULES, OPTIONAL_LAB_MODULES, readModule, resolveModules, type ResolvedModule } from './modules.js';
 import { cacheDir as defaultCacheDir, execArgv, haveCommand, labLog, labSourceDir, sha256, since } from './util.js';
 
 /** Bump when the layout produced here changes in a way the hashed inputs do not show. */
@@ -25,6 +25,8 @@ export interface InitramfsOptions {
   readonly cacheDir?: string;
   /** Module names to include (default: LAB_MODULES). */
   readonly modules?: readonly string[];
+  /** Module names to include when the kernel has them (default: OPTIONAL_LAB_MODULES). */
+  readonly optionalModules?: readonly string[];
   readonly busybox?: string;
   /**
    * Drop the appended signatures from the modules (default true; false with
@@ -92,6 +94,7 @@ function pruneStale(dir: string): void {
 /** Builds (or finds in the cache) the initramfs for `kernel`. */
 export async function buildInitramfs(kernel: KernelInfo, options: InitramfsOptions = {}): Promise<InitramfsInfo> {
   const wanted = options.modules ?? LAB_MODULES;
+  const optional = options.optionalModules ?? OPTIONAL_LAB_MODULES;
   const busyboxPath = findBusybox(options.busybox);
   const busybox = readFileSync(busyboxPath);
   assertStatic(busybox, busyboxPath);
@@ -103,6 +106,7 @@ export async function buildInitramfs(kernel: KernelInfo, options: InitramfsOptio
       BUILDER_VERSION,
       kernel: [kernel.release, kernel.debVersion],
       modules: wanted,
+      optional,
       busybox: sha256(busybox),
       compression: compression.name,
       strip,
@@ -122,7 +126,7 @@ export async function buildInitramfs(kernel: KernelInfo, options: InitramfsOptio
 
   pruneStale(dir);
   let start = performance.now();
-  const closure = await resolveModules(kernel.modulesDir, wanted);
+  const closure = await resolveModules(kernel.modulesDir, wanted, optional);
   labLog(`module closure: ${closure.order.length} modules in ${since(start)} ms (built in: ${closure.builtin.join(' ') || '-'}; unresolved: ${closure.unresolved.join(' ') || '-'})`);
 
   // Stage lib/modules/<release> for depmod, whose indexes let modprobe work inside the guest root.

@@ -26,6 +26,13 @@ export const LAB_MODULES: readonly string[] = [
   'tls', 'gcm', 'ghash-generic',
 ];
 
+/**
+ * Modules the guests load when their kernel has them: ublk_drv, the QoS stage's block device
+ * (native/README.md), is in Debian 13's 6.12 but not in Debian 12's 6.1, whose guests must still
+ * boot (and show that the server refuses cleanly there).
+ */
+export const OPTIONAL_LAB_MODULES: readonly string[] = ['ublk_drv'];
+
 export interface ModInfo {
   readonly name: string;
   readonly depends: string[];
@@ -163,11 +170,12 @@ export interface ClosureResult {
 }
 
 /**
- * Resolves `wanted` (names with - or _) in `modulesDir` (lib/modules/<release>) to a load order.
+ * Resolves `wanted` (names with - or _) in `modulesDir` (lib/modules/<release>) to a load order,
+ * with the `optional` modules the kernel has.
  * Softdep names that are aliases (e.g. `crypto-crc32c`) resolve to the generic implementation
  * (a provider outside kernel/arch, which works on any CPU model the guest gets).
  */
-export async function resolveModules(modulesDir: string, wanted: readonly string[]): Promise<ClosureResult> {
+export async function resolveModules(modulesDir: string, wanted: readonly string[], optional: readonly string[] = []): Promise<ClosureResult> {
   const files = new Map<string, string>();
   for await (const file of walk(join(modulesDir, 'kernel'))) {
     const base = file.slice(file.lastIndexOf('/') + 1).replace(/\.ko(\.(xz|zst|gz))?$/, '');
@@ -254,5 +262,7 @@ export async function resolveModules(modulesDir: string, wanted: readonly string
     }
   };
   for (const name of wanted) await visit(name, 'listed', false);
+  // An optional module the kernel lacks ends in `unresolved`, like a softdep nothing provides.
+  for (const name of optional) await visit(name, 'optional', true);
   return { order, builtin: [...builtin], unresolved: [...unresolved] };
 }

@@ -1,0 +1,348 @@
+// The QoS stage's supervisor: one strata-ublk server (native/ublk/, native/README.md) per volume
+// with a policy, serving the volume's backing as /dev/ublkbN with the policy's limits. It starts
+// a server and waits for its `ready` line, applies new limits live (the limits file, then
+// SIGHUP), restarts a server that died with `recover` (the kernel held the device's I/O
+// meanwhile, so the device and whatever points at it stay), and stops it. Not wired into the
+// reconciler yet: docs/decisions.md ("QoS is enforced by a ublk server of ours") says where the
+// device goes in the block stack.
+import { spawn } from 'node:child_process';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import { StrataError } from '../../../lib/errors.js';
+import type { Logger } from '../../../lib/logger.js';
+import { packageRoot } from '../../../lib/paths.js';
+import { Backoff, type BackoffOptions } from '../../../lib/retry.js';
+
+/** Where `npm run build:native` puts the server. */
+export const ublkServerPath = join(packageRoot, 'native', 'build', 'strata-ublk');
+
+/** The server's exit status when the kernel has no ublk (Debian 12's 6.1). */
+export const EXIT_NO_UBLK = 69;
+
+/** A volume's limits in the server's units; 0 = unlimited. */
+export interface QosLimits {
+  readonly readIops: number;
+  readonly writeIops: number;
+  readonly readBytesPerSecond: number;
+  readonly writeBytesPerSecond: number;
+}
+
+export const UNLIMITED: QosLimits = { readIops: 0, writeIops: 0, readBytesPerSecond: 0, writeBytesPerSecond: 0 };
+
+/** The limits file the server reads at start and on SIGHUP (native/README.md, "Limits"). */
+export function limitsFileText(limits: QosLimits): string {
+  const lines: [string, number][] = [
+    ['read-iops', limits.readIops],
+    ['write-iops', limits.writeIops],
+    ['read-bps', limits.readBytesPerSecond],
+    ['write-bps', limits.writeBytesPerSecond],
+  ];
+  for (const [name, value] of lines) {
+    if (!Number.isSafeInteger(value) || value < 0) throw new StrataError('INVALID_ARGUMENT', `QoS limit ${name}: ${value} is not a non-negative integer`);
+  }
+  return lines.map(([name, value]) => `${name} ${value}\n`).join('');
+}
+
+/** The part of a child process the stage uses (node's ChildProcess in production, a fake in tests). */
+export interface ServerProcess {
+  readonly pid?: number | undefined;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  kill(signal: NodeJS.Signals): boolean;
+  once(event: 'exit', listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown;
+}
+
+/** Starts the server binary with an argument array. */
+export type LaunchServer = (file: string, args: readonly string[]) => ServerProcess;
+
+/**
+ * node's spawn with an argument array, never a shell, detached into a process group of its own so
+ * that a signal to the agent's group does not reach it. Not execFile: execFile buffers a
+ * process's output for its whole life and kills it past maxBuffer, and a server lives for weeks.
+ * A server must also outlive the agent's unit (KillMode=mixed SIGKILLs what is left in its
+ * cgroup): the wiring will start it through systemd-run; a server killed that way only holds its
+ * device's I/O until the next agent recovers it.
+ */
+export const launchServer: LaunchServer = (file, args) => spawn(file, [...args], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+
+export interface QosStageOptions {
+  /** Where the limits files live: /run/strata/qos (they describe kernel objects: gone at reboot like them). */
+  readonly stateDir: string;
+  readonly logger: Logger;
+  readonly binary?: string;
+  readonly launch?: LaunchServer;
+  /** How long a server may take to print `ready` (default 30 s: the emulated lab is slow). */
+  readonly readyTimeoutMs?: number;
+  /** How long SIGTERM may take before SIGKILL and `delete` (default 30 s). */
+  readonly stopTimeoutMs?: number;
+  /** The wait before restarting a server that died (default 0.5 s doubling to 30 s). */
+  readonly restartBackoff?: BackoffOptions;
+  /** A run this long resets the restart backoff (default 60 s): a server that dies at once is not restarted in a tight loop. */
+  readonly stableAfterMs?: number;
+  /** Called when a volume's device changes number (a server restarted on a device the kernel had lost): the caller reloads what points at it. */
+  readonly onDeviceReplaced?: (volume: string, device: StageDevice) => void;
+}
+
+/** A served volume's ublk device. */
+export interface StageDevice {
+  readonly id: number;
+  /** /dev/ublkbN */
+  readonly device: string;
+}
+
+export interface StageSpec {
+  /** The file or block device the server serves. */
+  readonly backing: string;
+  readonly limits: QosLimits;
+  /** Buffered I/O on the backing (compressed volumes, as nvmet's buffered_io=1). */
+  readonly buffered?: boolean;
+}
+
+interface Served {
+  readonly volume: string;
+  readonly spec: StageSpec;
+  readonly limitsPath: string;
+  device: StageDevice;
+  process: ServerProcess | undefined;
+  readyAt: number;
+  stopping: boolean;
+  restartTimer: NodeJS.Timeout | undefined;
+  readonly backoff: Backoff;
+  /** Resolves when the current process has exited (immediately when there is none). */
+  exited: Promise<void>;
+}
+
+/** Why a server did not come up: its last stderr line, or the kernel's missing ublk. */
+function startFailure(code: number | null, signal: NodeJS.Signals | null, lastError: string): Error {
+  if (code === EXIT_NO_UBLK) return new StrataError('KERNEL_CAPABILITY_MISSING', `QoS cannot be enforced on this node: ${lastError || 'the kernel has no ublk'}`);
+  return new Error(`strata-ublk exited (${signal ?? `status ${code}`}) before it was ready${lastError ? `: ${lastError}` : ''}`);
+}
+
+export class QosStage {
+  private readonly served = new Map<string, Served>();
+  /** Starts under way: a second start of the volume waits for the first instead of launching again. */
+  private readonly starting = new Map<string, Promise<StageDevice>>();
+  private readonly binary: string;
+  private readonly launch: LaunchServer;
+
+  constructor(private readonly options: QosStageOptions) {
+    this.binary = options.binary ?? ublkServerPath;
+    this.launch = options.launch ?? launchServer;
+  }
+
+  /** The device serving `volume`, if the stage serves it. */
+  device(volume: string): StageDevice | undefined {
+    return this.served.get(volume)?.device;
+  }
+
+  /** Serves `volume` (idempotent: a volume already served only takes the new limits). */
+  async start(volume: string, spec: StageSpec): Promise<StageDevice> {
+    const pending = this.starting.get(volume);
+    if (pending) await pending.catch(() => undefined);
+    const current = this.served.get(volume);
+    if (current) {
+      await this.setLimits(volume, spec.limits);
+      return current.device;
+    }
+    const launching = this.launchFirst(volume, spec);
+    this.starting.set(volume, launching);
+    try {
+      return await launching;
+    } finally {
+      this.starting.delete(volume);
+    }
+  }
+
+  private async launchFirst(volume: string, spec: StageSpec): Promise<StageDevice> {
+    const limitsPath = join(this.options.stateDir, `${volume}.limits`);
+    await this.writeLimits(limitsPath, spec.limits);
+    let started;
+    try {
+      started = await this.run(volume, ['serve', spec.backing, '--limits', limitsPath, ...(spec.buffered ? ['--buffered'] : [])]);
+    } catch (error) {
+      await rm(limitsPath, { force: true });
+      throw error;
+    }
+    const { process, device, exited } = started;
+    const served: Served = {
+      volume,
+      spec,
+      limitsPath,
+      device,
+      process,
+      readyAt: Date.now(),
+      stopping: false,
+      restartTimer: undefined,
+      backoff: new Backoff(this.options.restartBackoff ?? { initialMs: 500, maxMs: 30_000, jitter: 0.2 }),
+      exited,
+    };
+    this.served.set(volume, served);
+    this.supervise(served);
+    return device;
+  }
+
+  /** New limits, live: the file first (a restarted server reads it), then SIGHUP to the running one. */
+  async setLimits(volume: string, limits: QosLimits): Promise<void> {
+    const served = this.served.get(volume);
+    if (!served) throw new StrataError('NOT_FOUND', `volume ${volume} has no QoS stage`);
+    await this.writeLimits(served.limitsPath, limits);
+    served.process?.kill('SIGHUP');
+  }
+
+  /** Stops the server (it deletes its device); a server that will not stop is killed and its device deleted. */
+  async stop(volume: string): Promise<void> {
+    const served = this.served.get(volume);
+    if (!served) return;
+    served.stopping = true;
+    clearTimeout(served.restartTimer);
+    const process = served.process;
+    if (process) {
+      process.kill('SIGTERM');
+      if (!(await this.within(served.exited, this.options.stopTimeoutMs ?? 30_000))) {
+        this.options.logger.warn({ volume, pid: process.pid }, 'strata-ublk did not stop on SIGTERM: killing it and deleting its device');
+        process.kill('SIGKILL');
+        await served.exited;
+        await this.deleteDevice(served.device.id);
+      }
+    } else {
+      await this.deleteDevice(served.device.id);
+    }
+    this.served.delete(volume);
+    await rm(served.limitsPath, { force: true });
+  }
+
+  /** Stops every server (tests, and a node leaving the cluster; an agent restart keeps them). */
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.served.keys()].map((volume) => this.stop(volume)));
+  }
+
+  private async writeLimits(path: string, limits: QosLimits): Promise<void> {
+    const text = limitsFileText(limits);
+    await mkdir(this.options.stateDir, { recursive: true });
+    // Whole or not at all: the server may read it at any moment (a restart).
+    const temporary = `${path}.tmp`;
+    await writeFile(temporary, text);
+    await rename(temporary, path);
+  }
+
+  /** Launches the server with `args` and waits for its `ready` line. */
+  private run(volume: string, args: string[]): Promise<{ process: ServerProcess; device: StageDevice; exited: Promise<void> }> {
+    const log = this.options.logger;
+    const process = this.launch(this.binary, args);
+    let lastError = '';
+    let onExit: (code: number | null, signal: NodeJS.Signals | null) => void = () => {};
+    const exited = new Promise<void>((resolve) => {
+      process.once('exit', (code, signal) => {
+        onExit(code, signal);
+        resolve();
+      });
+    });
+    if (process.stderr) {
+      createInterface({ input: process.stderr }).on('line', (line) => {
+        lastError = line.replace(/^strata-ublk: /, '');
+        log.info({ volume, pid: process.pid }, `strata-ublk: ${lastError}`);
+      });
+    }
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        process.kill('SIGKILL');
+        reject(new Error(`strata-ublk was not ready within ${this.options.readyTimeoutMs ?? 30_000} ms`));
+      }, this.options.readyTimeoutMs ?? 30_000);
+      onExit = (code, signal) => {
+        clearTimeout(timer);
+        reject(startFailure(code, signal, lastError));
+      };
+      if (!process.stdout) {
+        clearTimeout(timer);
+        reject(new Error('strata-ublk was started without a stdout pipe'));
+        return;
+      }
+      createInterface({ input: process.stdout }).on('line', (line) => {
+        const ready = /^ready id=(\d+) device=(\S+)$/.exec(line);
+        if (!ready) return;
+        clearTimeout(timer);
+        onExit = () => {};
+        resolve({ process, device: { id: Number(ready[1]), device: ready[2]! }, exited });
+      });
+    });
+  }
+
+  /** Restarts the server whenever it exits without being asked to. */
+  private supervise(served: Served): void {
+    const process = served.process;
+    if (!process) return;
+    void served.exited.then(() => {
+      if (served.stopping || served.process !== process) return;
+      served.process = undefined;
+      if (Date.now() - served.readyAt >= (this.options.stableAfterMs ?? 60_000)) served.backoff.reset();
+      const delay = served.backoff.next();
+      this.options.logger.warn({ volume: served.volume, device: served.device.device, delayMs: delay }, 'strata-ublk died: the device holds its I/O until it is recovered');
+      served.restartTimer = setTimeout(() => void this.restart(served), delay);
+    });
+  }
+
+  /**
+   * `recover` on the same device: hosts see a pause, nothing else. When the kernel no longer has
+   * the device (deleted meanwhile), a new one is served and the caller told to repoint at it.
+   */
+  private async restart(served: Served): Promise<void> {
+    if (served.stopping) return;
+    const { spec, limitsPath } = served;
+    const extra = spec.buffered ? ['--buffered'] : [];
+    try {
+      let started;
+      try {
+        started = await this.run(served.volume, ['recover', String(served.device.id), spec.backing, '--limits', limitsPath, ...extra]);
+      } catch (error) {
+        if (served.stopping || error instanceof StrataError || (await this.deviceExists(served.device.id))) throw error;
+        started = await this.run(served.volume, ['serve', spec.backing, '--limits', limitsPath, ...extra]);
+        this.options.logger.warn({ volume: served.volume, was: served.device.device, now: started.device.device }, 'the ublk device was gone: serving a new one');
+        this.options.onDeviceReplaced?.(served.volume, started.device);
+      }
+      if (served.stopping) {
+        started.process.kill('SIGTERM');
+        return;
+      }
+      Object.assign(served, { process: started.process, device: started.device, exited: started.exited, readyAt: Date.now() });
+      this.supervise(served);
+      this.options.logger.info({ volume: served.volume, device: served.device.device, pid: started.process.pid }, 'strata-ublk restarted');
+    } catch (error) {
+      if (served.stopping) return;
+      const delay = served.backoff.next();
+      this.options.logger.error({ volume: served.volume, err: error, delayMs: delay }, 'strata-ublk restart failed');
+      served.restartTimer = setTimeout(() => void this.restart(served), delay);
+    }
+  }
+
+  /** `strata-ublk info ID` exits 0 while the kernel has the device. */
+  private async deviceExists(id: number): Promise<boolean> {
+    return (await this.oneShot(['info', String(id)])) === 0;
+  }
+
+  private async deleteDevice(id: number): Promise<void> {
+    const code = await this.oneShot(['delete', String(id)]);
+    if (code !== 0) this.options.logger.error({ id }, `strata-ublk delete ${id} failed (status ${code})`);
+  }
+
+  /** Runs a short command of the server binary; resolves with its exit status. */
+  private oneShot(args: string[]): Promise<number | null> {
+    const process = this.launch(this.binary, args);
+    process.stdout?.resume();
+    process.stderr?.resume();
+    return new Promise((resolve) => process.once('exit', (code) => resolve(code)));
+  }
+
+  private async within(promise: Promise<void>, ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    });
+    try {
+      return await Promise.race([promise.then(() => true), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
