@@ -1,7 +1,7 @@
 // The one retry policy (lib/retry.ts): what is retried, how long it waits, how it stops.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Backoff, retry, RetryAborted } from './retry.js';
+import { Backoff, DeadlineExceeded, retry, RetryAborted, withDeadline } from './retry.js';
 
 const failTimes = (n: number, error = () => new Error('not yet')) => {
   let calls = 0;
@@ -58,5 +58,20 @@ describe('retry', () => {
     }
     backoff.reset();
     assert.ok(backoff.next() <= 100);
+  });
+
+  it('withDeadline: the work\'s outcome in time, DeadlineExceeded after, and a late failure is nobody\'s unhandled rejection', async () => {
+    assert.equal(await withDeadline(Promise.resolve(7), 1000, 'slow'), 7);
+    await assert.rejects(withDeadline(Promise.reject(new Error('own')), 1000, 'slow'), /own/);
+    const keepAlive = setInterval(() => undefined, 1000);
+    try {
+      let fail: (err: Error) => void = () => undefined;
+      const late = new Promise<number>((_, reject) => (fail = reject));
+      await assert.rejects(withDeadline(late, 30, 'did not finish within 30 ms'), (err: Error) => err instanceof DeadlineExceeded && err.message === 'did not finish within 30 ms');
+      fail(new Error('too late'));
+      await new Promise((r) => setTimeout(r, 10));
+    } finally {
+      clearInterval(keepAlive);
+    }
   });
 });

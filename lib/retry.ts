@@ -45,6 +45,29 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** What withDeadline() rejects with when the work did not settle in time. */
+export class DeadlineExceeded extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DeadlineExceeded';
+  }
+}
+
+/**
+ * The work's outcome, or DeadlineExceeded(message) once `ms` passed first. The work itself is not
+ * stopped (a write the kernel holds cannot be); its late outcome is ignored. The timer does not
+ * keep the process alive.
+ */
+export function withDeadline<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DeadlineExceeded(message)), ms);
+    timer.unref();
+  });
+  work.catch(() => undefined); // a late failure is nobody's unhandled rejection
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+}
+
 /** What retry() rejects with when its signal aborted before an attempt succeeded. */
 export class RetryAborted extends Error {
   constructor() {

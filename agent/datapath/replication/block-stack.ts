@@ -24,6 +24,7 @@ import { promises as fs } from 'node:fs';
 import { uuidFromName } from '../../../lib/contract/uuid.js';
 import { dirname, join } from 'node:path';
 import { REPLICA_DATA_OFFSET_BYTES } from '../../../lib/replication.js';
+import { withDeadline } from '../../../lib/retry.js';
 import type { CommandRunner } from '../pool/storage-pool.js';
 import type { NativeAddon } from '../../../lib/native-addon.js';
 
@@ -151,12 +152,7 @@ export class BlockStack {
    * die (a process in an uninterruptible kernel wait).
    */
   private run(command: string, args: readonly string[]): Promise<{ stdout: string; stderr: string }> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${command} ${args[0] ?? ''} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s`)), COMMAND_TIMEOUT_MS + 5000);
-      timer.unref();
-    });
-    return Promise.race([this.options.run(command, args, { timeoutMs: COMMAND_TIMEOUT_MS }), deadline]).finally(() => clearTimeout(timer));
+    return withDeadline(this.options.run(command, args, { timeoutMs: COMMAND_TIMEOUT_MS }), COMMAND_TIMEOUT_MS + 5000, `${command} ${args[0] ?? ''} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s`);
   }
 
   hostDevicePath(volumeUUID: string): string {
@@ -475,12 +471,7 @@ export class BlockStack {
         const { bytesRead, buffer } = await handle.read(Buffer.alloc(256), 0, 256, null);
         return buffer.subarray(0, bytesRead).toString('utf8').trim();
       })();
-      let timer: NodeJS.Timeout | undefined;
-      const deadline = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`connecting ${options.find((o) => o.startsWith('traddr='))} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s`)), COMMAND_TIMEOUT_MS);
-        timer.unref();
-      });
-      return await Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+      return await withDeadline(work, COMMAND_TIMEOUT_MS, `connecting ${options.find((o) => o.startsWith('traddr='))} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s`);
     } finally {
       await handle.close().catch(() => undefined);
     }

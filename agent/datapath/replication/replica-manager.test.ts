@@ -1,5 +1,6 @@
 // A promotion with a third copy whose node has not relinked its export yet: the new primary tries
-// that copy again for a moment instead of recording it out of sync (the 3-copy promotion race).
+// that copy again for a moment instead of recording it out of sync (the 3-copy promotion race);
+// and one whose connection hangs: the promotion does not wait for the kernel's minute.
 // The block stack is a fake that records what the manager asks of it.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -12,8 +13,11 @@ const CLUSTER = 'nqn.2016-01.com.lightbitslabs:uuid:0b5c3f52-8e0a-4d5e-9a55-3f1b
 const VOLUME = '7d0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b';
 const [B, C, A] = ['node-b', 'node-c', 'node-a'];
 
-/** Copy C refuses its first `refusals` connections (its export still admits the old primary). */
-function fakeStack(refusals: number) {
+/**
+ * Copy C refuses its first `refusals` connections (its export still admits the old primary);
+ * with `hangs`, its connections never finish (a node that answers TCP but not NVMe).
+ */
+function fakeStack(refusals: number, hangs = false) {
   const connected = new Map<string, LegDevice>();
   const calls = { connect: 0, assembledWith: [] as string[] };
   const leg = (t: LegTarget): LegDevice => connected.get(t.nodeUUID) ?? notConnected(t.nodeUUID);
@@ -30,6 +34,7 @@ function fakeStack(refusals: number) {
     arrayOf: async () => undefined,
     connectLeg: async (t: LegTarget) => {
       calls.connect += 1;
+      if (t.nodeUUID === C && hangs) return new Promise<LegDevice>(() => undefined);
       if (t.nodeUUID === C && calls.connect <= refusals) throw new Error('Failed to write to /dev/nvme-fabrics: Input/output error');
       const device: LegDevice = { nodeUUID: t.nodeUUID, controller: 'nvme1', controllerState: 'live', block: 'nvme1n1' };
       connected.set(t.nodeUUID, device);
@@ -85,7 +90,7 @@ function promotion(epoch = 3): ServeInput {
   };
 }
 
-function manager(stack: BlockStack, writer: ReplicaSetWriter, promotionLegWaitMs?: number) {
+function manager(stack: BlockStack, writer: ReplicaSetWriter, promotionLegWaitMs?: number, promotionConnectTimeoutMs?: number) {
   return new ReplicaManager({
     stack,
     writer,
@@ -95,6 +100,7 @@ function manager(stack: BlockStack, writer: ReplicaSetWriter, promotionLegWaitMs
     legLossGraceMs: 2000,
     rejoinIntervalMs: 5000,
     ...(promotionLegWaitMs === undefined ? {} : { promotionLegWaitMs }),
+    ...(promotionConnectTimeoutMs === undefined ? {} : { promotionConnectTimeoutMs }),
   });
 }
 
@@ -116,6 +122,21 @@ describe('ReplicaManager promotion', () => {
     await manager(stack, writer, 300).serve(promotion());
     assert.ok(Date.now() - started < 2000, 'the wait is bounded');
     assert.ok(calls.connect >= 2 && calls.connect <= 4, `tried again within 300 ms (${calls.connect} attempts)`);
+    assert.deepEqual(calls.assembledWith, []);
+    assert.deepEqual(outOfSync, [[C]]);
+  });
+
+  it('gives up on a copy whose connection hangs after the connect timeout, records it out of sync first, and serves', async () => {
+    const { stack, calls } = fakeStack(0, true);
+    const { writer, outOfSync } = recordingWriter();
+    // The hung connection holds nothing open, and the deadline's timer does not keep a process alive.
+    const keepAlive = setInterval(() => undefined, 1000);
+    const started = Date.now();
+    const served = await manager(stack, writer, 3000, 400).serve(promotion()).finally(() => clearInterval(keepAlive));
+    const took = Date.now() - started;
+    assert.equal(served.hostDevicePath, `/dev/mapper/strata-${VOLUME}`);
+    assert.ok(took >= 400 && took < 2500, `bounded by the connect timeout, not the 3 s refusal wait (${took} ms)`);
+    assert.equal(calls.connect, 1, 'a copy that did not answer in time is not dialled again');
     assert.deepEqual(calls.assembledWith, []);
     assert.deepEqual(outOfSync, [[C]]);
   });

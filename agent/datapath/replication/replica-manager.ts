@@ -15,7 +15,7 @@
 // the fence (block-stack.ts) at once: two primaries never accept writes for one volume.
 import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
-import { retry } from '../../../lib/retry.js';
+import { DeadlineExceeded, retry, withDeadline } from '../../../lib/retry.js';
 import { stopwatch } from '../../../lib/stopwatch.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication } from '../../../lib/records.js';
@@ -66,9 +66,18 @@ export interface ReplicaManagerOptions {
   readonly rejoinIntervalMs: number;
   /** How long a promotion keeps trying an in-sync copy that refuses it (default 3 s; 0: once). */
   readonly promotionLegWaitMs?: number;
+  /**
+   * How long one connection attempt of a promotion may take (default 5 s) before the copy counts
+   * as unreachable. The kernel's own bound is its admin timeout, 60 s: a copy whose node answers
+   * TCP but not NVMe (a hung target, a node dying as it is dialled) held a promotion, and so the
+   * host's I/O, for that minute once. A promotion with a copy that dies meanwhile takes at most
+   * about promotionLegWaitMs + this.
+   */
+  readonly promotionConnectTimeoutMs?: number;
 }
 
 const DEFAULT_PROMOTION_LEG_WAIT_MS = 3000;
+const DEFAULT_PROMOTION_CONNECT_TIMEOUT_MS = 5000;
 const PROMOTION_LEG_RETRY_MS = 100;
 
 interface PrimaryVolume {
@@ -348,17 +357,23 @@ export class ReplicaManager {
    * leader only promotes with copies of Active nodes in sync, so the wait rarely runs out.
    */
   private connectInSyncLeg(input: ServeInput, target: LegTarget): Promise<LegDevice> {
+    const promotion = input.replication.epoch > 1;
+    const timeoutMs = this.options.promotionConnectTimeoutMs ?? DEFAULT_PROMOTION_CONNECT_TIMEOUT_MS;
     const connect = async (): Promise<LegDevice> => {
-      const leg = await this.options.stack.connectLeg(target, this.hostNQNOf(input));
+      const connecting = this.options.stack.connectLeg(target, this.hostNQNOf(input));
+      // A connection that arrives after the deadline is found by the check below (not a member:
+      // recorded out of sync, disconnected) or by the monitor, which re-adds it through a resync.
+      const leg = promotion ? await withDeadline(connecting, timeoutMs, `connecting to the replica on node ${target.nodeUUID} did not finish within ${timeoutMs} ms`) : await connecting;
       if (!leg.block || leg.controllerState !== 'live') throw new Error(`the replica's device did not appear (controller ${leg.controller ?? 'none'}, ${leg.controllerState || 'no state'})`);
       return leg;
     };
     const waitMs = this.options.promotionLegWaitMs ?? DEFAULT_PROMOTION_LEG_WAIT_MS;
-    if (input.replication.epoch <= 1 || waitMs <= 0) return connect();
+    if (!promotion || waitMs <= 0) return connect();
     const started = Date.now();
     return retry(connect, {
       backoff: { initialMs: PROMOTION_LEG_RETRY_MS, maxMs: PROMOTION_LEG_RETRY_MS, jitter: 0 },
-      retryIf: () => Date.now() - started + PROMOTION_LEG_RETRY_MS <= waitMs,
+      // A copy that did not answer in time is not tried again: the next attempt would wait as long.
+      retryIf: (err) => !(err instanceof DeadlineExceeded) && Date.now() - started + PROMOTION_LEG_RETRY_MS <= waitMs,
       onRetry: (err, _delay, n) => {
         if (n === 1) this.options.logger.info({ err, volumeUUID: input.volumeUUID, replica: target.nodeUUID, waitMs }, 'an in-sync replica refused the new primary: trying again while it relinks its export');
       },
