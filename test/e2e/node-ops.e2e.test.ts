@@ -7,9 +7,10 @@
 // also after its agent restarts; the last in-sync copy's node cannot be stopped (400 naming the
 // volume); POST start brings the node back, its copy resyncs and the volume is FullyProtected.
 // Then node replace (issue 15 item 3): the third server was added through POST /servers with
-// extendCluster false, so its node is Unattached and held nothing so far; the replica's server
-// loses power under host write load, and POST replace moves its copy to the Unattached node (full
-// resync from the primary), which ends Active with the copy byte for byte, the source detached.
+// extendCluster false, so its node is Unattached and held nothing so far; the replica's agent
+// stops under host write load (its kernel still serves the copy), and POST replace moves its copy
+// to the Unattached node (full resync from the primary), which ends Active with the copy byte for
+// byte, the source detached.
 // Lean on purpose (one volume, guests booted once): about 4-6 minutes of CI.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
@@ -30,7 +31,7 @@ import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
 import { startStorageGuest, type StorageGuest } from './cluster-lab.js';
 import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, prepareLab, startGuest, StepTimer, type Guest } from './lab/index.js';
-import { backingDigest, connectPaths, killStorageGuest, startAckedWrites } from './replication-host.js';
+import { backingDigest, connectPaths, startAckedWrites } from './replication-host.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
@@ -196,7 +197,7 @@ describe(`node stop / start / replace end to end (three storage guests, one init
     const primary = set.primaryNodeUUID;
     const other = volume.nodeList.find((n) => n !== primary)!;
     const writes = startAckedWrites(host(), device, 'node-stop');
-    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    await until('writes flowing', async () => (await writes.acked()) > 50, 180_000);
 
     // POST stop (no force: the other copy is in sync and alive).
     const stoppedAt = Date.now() / 1000;
@@ -259,10 +260,11 @@ describe(`node stop / start / replace end to end (three storage guests, one init
         return s?.inSync.length === 2 && (await getVolume(volume.UUID)).protectionState === 'FullyProtected';
       }, 300_000),
     );
-    assert.equal((await record<NodeRunStateRecord>(keys.nodeRunState(primary)))?.state, 'Running');
+    // The agent records Running once the start is done, which may come a moment after the resync.
+    await until('run state Running', async () => (await record<NodeRunStateRecord>(keys.nodeRunState(primary)))?.state === 'Running', 60_000);
   });
 
-  it('replace of a replica\'s node lost for good by the Unattached node, under host write load: Detaching / Attaching, the copy re-created on the target in full and byte for byte, the source detached, no I/O error', async () => {
+  it('replace of a replica\'s node whose agent stopped (its kernel still serving the copy) by the Unattached node, under host write load: Detaching / Attaching, the copy re-created on the target in full and byte for byte, the source detached, no I/O error', async () => {
     assert.ok(device && volumeUUID, 'the first scenario connected the host');
     const replicaSet = async () => (await record<ReplicaSetRecord>(keys.replicaSet(volumeUUID)))!;
     const target = storage.find((s) => s.name === SPARE)!.nodeUUID();
@@ -279,15 +281,16 @@ describe(`node stop / start / replace end to end (three storage guests, one init
       host().runOk(['dd', `of=${device}`, 'bs=1M', `seek=${DATA_AT_MIB}`, 'count=8', 'iflag=fullblock', 'oflag=direct', 'conv=notrunc', 'status=none'], { input: data, timeoutMs: 120_000 }),
     );
     const writes = startAckedWrites(host(), device, 'replace');
-    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    await until('writes flowing', async () => (await writes.acked()) > 50, 180_000);
 
-    // The replica's server loses power: the primary records its copy out of sync and writes on
-    // without it; the node is Inactive once its lease is gone.
-    const killedAt = Date.now() / 1000;
-    await step('kill the replica\'s server', () => killStorageGuest(storageOf(source)));
-    await step('its copy leaves the in-sync set', () => until('out of sync', async () => !(await replicaSet()).inSync.includes(source), 120_000));
-    await step('host writes go on', () => writes.resumed(killedAt));
+    // The replica's agent stops (SIGTERM, as `systemctl stop`): the node is Inactive at once, but
+    // its kernel still serves the copy's export, so the primary keeps mirroring to it and the
+    // replica set still calls it in sync: the replace must take it out (it hung here before).
+    const stoppedAt = Date.now() / 1000;
+    await step('stop the replica\'s agent', () => storageOf(source).stopAgent('TERM', 120_000));
     await step('the source node is Inactive', () => until('source Inactive', async () => (await getNode(source)).state === 'Inactive', 120_000));
+    await step('host writes go on', () => writes.resumed(stoppedAt));
+    assert.ok((await replicaSet()).inSync.includes(source), 'its copy is still in sync (its export still served)');
 
     await step('POST replace', () => api('POST', `/nodes/${source}/replace`, { TargetNodeUUID: target }));
     const again = await request('POST', `/nodes/${source}/replace`, { TargetNodeUUID: target });
@@ -313,6 +316,12 @@ describe(`node stop / start / replace end to end (three storage guests, one init
     assert.deepEqual([...volume.nodeList].sort(), [primary, target].sort(), 'the target took the source\'s place');
     assert.equal(volume.primaryNodeUUID, primary, 'the primary stayed');
     assert.deepEqual([...(await replicaSet()).inSync].sort(), [primary, target].sort());
+    // The primary dropped its leg to the source's copy (still served by that kernel) and mirrors
+    // to the target's.
+    const primaryGuest = storageOf(primary).guest;
+    const connections = (await primaryGuest.runOk(['sh', '-c', 'cat /sys/class/nvme/nvme*/subsysnqn 2>/dev/null; true'], { timeoutMs: 30_000 })).stdout;
+    assert.ok(!connections.includes(`:rep:${source}`), `the primary is still connected to the source's copy:\n${connections}`);
+    assert.ok(connections.includes(`:rep:${target}`), `the primary mirrors to the target:\n${connections}`);
     const [detached, attached] = await Promise.all([getNode(source), getNode(target)]);
     assert.equal(detached.state, 'Inactive');
     assert.equal(detached.failureInfo, `replaced by node ${target}; detached`);
