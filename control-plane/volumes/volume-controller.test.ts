@@ -440,23 +440,37 @@ describe('volume controller', () => {
     }
   });
 
-  it('node stop and replace: a primary its agent left out of a present server\'s presence fails over; a replace moves the copy to its target at once, then detaches the source', async () => {
+  /**
+   * Two storage nodes and an Unattached spare (a server added with extendCluster false: placement
+   * skips it), the controller started, and a 2-copy volume Available on the two.
+   */
+  async function replaceBed() {
     const nodes = [await storageNode(), await storageNode()];
     const spareSerial = `SN-${randomUUID().slice(0, 8)}`;
-    // The target: a node of a server added with extendCluster false (Unattached: placement skips it).
     const spare = await joinServer(client, { nodes: [{ managedDeviceSerials: [spareSerial], unattached: true }] });
     await reportInventory(client, spare.server.UUID, { devices: [{ serial: spareSerial, sizeBytes: String(100n * GiB), present: true }] });
     const spareNode = spare.nodes[0]!.UUID;
     await startController();
+    const v = volume({ replicaCount: 2 });
+    await putRecord(client, keys.volume(v.UUID), v);
+    const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+    assert.ok(!placed.nodeList.includes(spareNode), 'an Unattached node takes no new volume');
+    for (const n of placed.nodeList) await report(v, n, 'Served');
+    await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+    const serverOf = (n: string) => nodes.find((x) => x.node.UUID === n)!.server.UUID;
+    const replace = (source: string) => {
+      const command: NodeCommandRecord = {
+        nodeUUID: source, id: randomUUID(), kind: 'replace', desired: 'Stopped', force: false, considerBackend: false, targetNodeUUID: spareNode, requestedAt: new Date().toISOString(),
+      };
+      return putRecord(client, keys.nodeCommand(source), command);
+    };
+    return { v, placed, spareNode, serverOf, replace };
+  }
+
+  it('node stop and replace: a primary its agent left out of a present server\'s presence fails over; a replace moves the copy to its target at once, then detaches the source', async () => {
     try {
-      const v = volume({ replicaCount: 2 });
-      await putRecord(client, keys.volume(v.UUID), v);
-      const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
-      assert.ok(!placed.nodeList.includes(spareNode), 'an Unattached node takes no new volume');
-      for (const n of placed.nodeList) await report(v, n, 'Served');
-      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+      const { v, placed, spareNode, serverOf, replace } = await replaceBed();
       const [p, r] = placed.nodeList as [string, string];
-      const serverOf = (n: string) => nodes.find((x) => x.node.UUID === n)!.server.UUID;
 
       // Node stop: the agent handed the volume over and left the node out of its presence key;
       // the server stays present (its agent runs). The in-sync copy is promoted.
@@ -471,10 +485,7 @@ describe('volume controller', () => {
       // good (Inactive) and an administrator replaces the node with the spare.
       await putRecord(client, keys.replicaSet(v.UUID), { ...promoted, inSync: [r] });
       await markAbsent(client, serverOf(p));
-      const command: NodeCommandRecord = {
-        nodeUUID: p, id: randomUUID(), kind: 'replace', desired: 'Stopped', force: false, considerBackend: false, targetNodeUUID: spareNode, requestedAt: new Date().toISOString(),
-      };
-      await putRecord(client, keys.nodeCommand(p), command);
+      await replace(p);
       const moved = await until('the copy moved to the target', async () => {
         const got = await readVolume(v.UUID);
         return got?.placement?.nodeList.includes(spareNode) && got;
@@ -496,6 +507,50 @@ describe('volume controller', () => {
       assert.equal((await read<NodeRecord>(keys.node(p)))?.unattached, true, 'the source is detached');
       assert.equal((await read<NodeRecord>(keys.node(spareNode)))?.unattached, undefined, 'the target is attached');
       assert.ok(events.some((e) => e.eventName === 'NodeReplaced'));
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('a replace of a node whose copy is still in sync (its agent stopped, its kernel still serves the export): the copy leaves the node list and the in-sync set in one change', async () => {
+    try {
+      const { v, placed, spareNode, serverOf, replace } = await replaceBed();
+      const p = placed.primaryNodeUUID;
+      const r = placed.nodeList.find((n) => n !== p)!;
+      // The replica's agent stops: its server leaves presence, the primary never lost the copy.
+      await markAbsent(client, serverOf(r));
+      assert.deepEqual([...(await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!.inSync].sort(), [...placed.nodeList].sort());
+      await replace(r);
+      const moved = await until('the copy moved to the target', async () => {
+        const got = await readVolume(v.UUID);
+        return got?.placement?.nodeList.includes(spareNode) && got;
+      });
+      assert.deepEqual(moved.placement!.nodeList, placed.nodeList.map((n) => (n === r ? spareNode : n)));
+      const set = (await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!;
+      assert.deepEqual(set.inSync, [p], 'the source is out of the in-sync set (with the node list, in one transaction), the target not in it yet');
+      assert.equal(set.epoch, 1, 'the primary stayed');
+      const assigned = await until('the primary\'s assignment without the source', async () => {
+        const got = await read<VolumeAssignment>(keys.assignment(p, v.UUID));
+        return got?.replication?.legs.every((l) => l.nodeUUID !== r) && got;
+      });
+      assert.deepEqual(assigned.replication!.legs.map((l) => [l.nodeUUID, l.inSync]).sort(), [[p, true], [spareNode, false]].sort());
+    } finally {
+      await stopController();
+    }
+  });
+
+  it('a replace never takes the only live in-sync copy: a source whose copy is in sync while the primary\'s node is gone keeps it', async () => {
+    try {
+      const { v, placed, serverOf, replace } = await replaceBed();
+      const p = placed.primaryNodeUUID;
+      const r = placed.nodeList.find((n) => n !== p)!;
+      // Both servers gone (the primary's promotion needs an Active in-sync copy: none).
+      await markAbsent(client, serverOf(r));
+      await markAbsent(client, serverOf(p));
+      await replace(r);
+      await settle();
+      assert.deepEqual((await readVolume(v.UUID))!.placement!.nodeList, placed.nodeList, 'the copy stays');
+      assert.ok((await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!.inSync.includes(r));
     } finally {
       await stopController();
     }

@@ -254,7 +254,7 @@ export class VolumeController {
       if (rebuild !== 'none') return rebuild;
       const reverted = await this.revertReplacedCopies(volume, replicaSet.record, replicaSet.revision, fence);
       if (reverted !== 'none') return reverted;
-      const replaced = await this.replaceLostCopies(volume, replicaSet.record, fence);
+      const replaced = await this.replaceLostCopies(volume, replicaSet.record, replicaSet.revision, fence);
       if (replaced !== 'none') return replaced;
     }
     const assignmentWrites = this.assignmentChanges(volume);
@@ -474,8 +474,13 @@ export class VolumeController {
    * node: the nodeList names the new node in its place (same position: the same controller-ID
    * window), its assignment follows, and the primary resynchronizes it in full, then records it
    * in sync. Not with the fail-in-place flag on: then the volume waits for its node.
+   *
+   * A replace moves the source's copy even while the replica set still calls it in sync (its
+   * agent stopped but its kernel still serves the export, so the primary never lost it), as long
+   * as another in-sync copy is alive: the copy leaves the in-sync set in the same transaction that
+   * takes it out of the node list, so the primary's agent drops its leg only once that is durable.
    */
-  private async replaceLostCopies(volume: VolumeRecord, set: ReplicaSetRecord, fence: Guard): Promise<'none' | 'done' | 'retry'> {
+  private async replaceLostCopies(volume: VolumeRecord, set: ReplicaSetRecord, setRevision: string, fence: Guard): Promise<'none' | 'done' | 'retry'> {
     const timeout = this.options.permanentFailureTimeoutMs ?? 0;
     if (volume.state !== 'Available') return 'none';
     // An administrator's replace (docs/node-operations.md) names the node that takes the copies,
@@ -484,8 +489,11 @@ export class VolumeController {
     const automatic = timeout > 0 && !this.featureFlag('fail-in-place');
     const nodeList = volume.placement!.nodeList;
     const now = this.now();
-    const lost = nodeList.filter(
-      (n) => n !== set.primaryNodeUUID && !set.inSync.includes(n) && (replacing.has(n) || (automatic && now - (this.absentSince.get(n) ?? now) >= timeout)),
+    const replaceable = (n: string) => (set.inSync.includes(n) ? this.canGiveBack(set, n) : n !== set.primaryNodeUUID);
+    const lost = nodeList.filter((n) =>
+      replacing.has(n)
+        ? replaceable(n)
+        : n !== set.primaryNodeUUID && !set.inSync.includes(n) && automatic && now - (this.absentSince.get(n) ?? now) >= timeout,
     );
     if (lost.length === 0) return 'none';
     const candidates = (this.passCandidates ??= this.candidates());
@@ -506,7 +514,13 @@ export class VolumeController {
     const gone = lost.filter((n) => !next.includes(n));
     const why = gone.every((n) => replacing.has(n)) ? 'replaced by an administrator' : `Inactive over ${timeout / 1000} s`;
     const description = `volume ${volume.name}: copies on node(s) ${gone.join(', ')} (${why}) re-created on ${next.filter((n) => !nodeList.includes(n)).join(', ')}`;
-    const ok = await this.commit([fence], [{ volume: moved }], this.event(volume, 'VolumeReplicaReplaced', description));
+    const guards: Guard[] = [fence];
+    const writes: Write[] = [{ volume: moved }];
+    if (gone.some((n) => set.inSync.includes(n))) {
+      guards.push({ replicaSet: volume.UUID, revision: setRevision });
+      writes.push({ replicaSet: this.setWithout(set, gone), volumeUUID: volume.UUID });
+    }
+    const ok = await this.commit(guards, writes, this.event(volume, 'VolumeReplicaReplaced', description));
     if (ok) {
       this.passCandidates = undefined;
       this.options.logger.warn({ volumeUUID: volume.UUID, from: nodeList, to: next }, 'lost copies re-created on other nodes');
@@ -551,14 +565,7 @@ export class VolumeController {
     }
     const removed = nodeList.filter((n) => !next.includes(n));
     if (removed.length === 0) return 'none';
-    const without = (list: string[] | undefined) => list?.filter((n) => !removed.includes(n));
-    const nextSet: ReplicaSetRecord = {
-      ...set,
-      inSync: without(set.inSync)!,
-      ...(set.seenOutOfSync ? { seenOutOfSync: without(set.seenOutOfSync) } : {}),
-      ...(set.announcedResyncing ? { announcedResyncing: without(set.announcedResyncing) } : {}),
-      updatedAt: new Date(this.now()).toISOString(),
-    };
+    const nextSet = this.setWithout(set, removed);
     const moved: VolumeRecord = { ...volume, placement: { ...volume.placement!, nodeList: next } };
     const description = `volume ${volume.name}: copies on node(s) ${removed.join(', ')} go back to node(s) ${next.filter((n) => !nodeList.includes(n)).join(', ')} (the node replace failed)`;
     const ok = await this.commit(
@@ -572,6 +579,18 @@ export class VolumeController {
       this.options.logger.warn({ volumeUUID: volume.UUID, from: nodeList, to: next }, 'copies of a failed node replace moved back');
     }
     return ok ? 'done' : 'retry';
+  }
+
+  /** The replica set without the copies on `removed` (they leave the volume's node list): out of the in-sync set and the announcements. */
+  private setWithout(set: ReplicaSetRecord, removed: readonly string[]): ReplicaSetRecord {
+    const without = (list: string[] | undefined) => list?.filter((n) => !removed.includes(n));
+    return {
+      ...set,
+      inSync: without(set.inSync)!,
+      ...(set.seenOutOfSync ? { seenOutOfSync: without(set.seenOutOfSync) } : {}),
+      ...(set.announcedResyncing ? { announcedResyncing: without(set.announcedResyncing) } : {}),
+      updatedAt: new Date(this.now()).toISOString(),
+    };
   }
 
   /** Whether the volume can do without its copy on `node`: not its primary, and another in-sync copy is alive. */

@@ -6,9 +6,14 @@
 // I/O error and no acknowledged write lost; the node shows its stopped state and serves nothing,
 // also after its agent restarts; the last in-sync copy's node cannot be stopped (400 naming the
 // volume); POST start brings the node back, its copy resyncs and the volume is FullyProtected.
-// Lean on purpose (one volume, guests booted once): about 3-4 minutes of CI.
+// Then node replace (issue 15 item 3): the third server was added through POST /servers with
+// extendCluster false, so its node is Unattached and held nothing so far; the replica's agent
+// stops under host write load (its kernel still serves the copy), and POST replace moves its copy
+// to the Unattached node (full resync from the primary), which ends Active with the copy byte for
+// byte, the source detached.
+// Lean on purpose (one volume, guests booted once): about 4-6 minutes of CI.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,21 +25,26 @@ import type { VolumeWire as Volume } from '../../control-plane/volumes/volume-wi
 import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { NodeRunStateRecord, ReplicaSetRecord } from '../../lib/records.js';
+import type { NodeCommandRecord, NodeRunStateRecord, ReplicaSetRecord } from '../../lib/records.js';
 import { adminApi } from '../helpers/admin-api.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
 import { startStorageGuest, type StorageGuest } from './cluster-lab.js';
-import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, startGuest, StepTimer, type Guest } from './lab/index.js';
-import { connectPaths, startAckedWrites } from './replication-host.js';
+import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, prepareLab, startGuest, StepTimer, type Guest } from './lab/index.js';
+import { backingDigest, connectPaths, startAckedWrites } from './replication-host.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
 const FROM_GUESTS = '10.0.2.2';
 const VOLUME_PORTS = 16;
 const NAMES = ['ops-a', 'ops-b', 'ops-c'] as const;
+/** The server added with extendCluster false (POST /servers) before its agent first ran: its node joins Unattached. */
+const SPARE = 'ops-c';
+const SPARE_SERVER_UUID = randomUUID();
+const MiB = 1024 * 1024;
+const VOLUME_MIB = 64;
 
-describe('node stop / start end to end (three storage guests, one initiator, QEMU)', { timeout: 1_200_000, skip }, () => {
+describe(`node stop / start / replace end to end (three storage guests, one initiator, QEMU, ${labKernelLabel()})`, { timeout: 1_200_000, skip }, () => {
   let etcd: TestEtcd;
   let client: Etcd3;
   let plane: ControlPlaneProcess;
@@ -42,6 +52,9 @@ describe('node stop / start end to end (three storage guests, one initiator, QEM
   let initiator: Guest | undefined;
   let subsystemNQN = '';
   let portMin = 0;
+  /** The volume of the scenarios and the host's device for it (the first connects it). */
+  let volumeUUID = '';
+  let device = '';
   const { step, timings } = new StepTimer();
   const logDir = process.env['STRATA_E2E_LOG_DIR'] ?? join(tmpdir(), 'strata-e2e-logs');
   const persistDir = mkdtempSync(join(tmpdir(), 'strata-ops-e2e-'));
@@ -125,11 +138,18 @@ describe('node stop / start end to end (three storage guests, one initiator, QEM
     const last = started[NAMES.length];
     if (last?.status === 'fulfilled') initiator = last.value as Guest;
     for (const r of started) if (r.status === 'rejected') throw r.reason;
-    await step('start three agents', () => Promise.all(storage.map((s) => s.startAgent({ timeoutMs: 240_000 }))));
-    await step('three nodes Active', () =>
-      until('three nodes Active with capacity', async () => {
+    // The spare server is added before its agent first runs: extendCluster false makes its node
+    // join Unattached (it takes no new volumes). Its etcd peer URL names an etcd that never starts:
+    // the member stays a learner, which the cluster's quorum does not count.
+    await api('POST', '/servers', { serverEndpoints: ['http://127.0.0.9:2380'], serverUUID: SPARE_SERVER_UUID, extendCluster: false });
+    await step('start three agents', () =>
+      Promise.all(storage.map((s) => s.startAgent({ timeoutMs: 240_000, extraArgs: s.name === SPARE ? ['--server-uuid', SPARE_SERVER_UUID] : [] }))),
+    );
+    await step('two nodes Active, the spare Unattached', () =>
+      until('nodes Active (the spare Unattached) with capacity', async () => {
         const list = (await api<{ nodes: NodeWire[] }>('GET', '/nodes')).nodes;
-        return list.length === 3 && list.every((n) => n.state === 'Active' && BigInt(n.statistics.managedPhysicalStorage) > 0n);
+        const spare = storage.find((s) => s.name === SPARE)!.nodeUUID();
+        return list.length === 3 && list.every((n) => n.state === (n.UUID === spare ? 'Unattached' : 'Active') && BigInt(n.statistics.managedPhysicalStorage) > 0n);
       }, 180_000),
     );
   }, { timeout: 600_000 });
@@ -151,7 +171,8 @@ describe('node stop / start end to end (three storage guests, one initiator, QEM
   }, { timeout: 180_000 });
 
   it('stop of a replicated volume\'s primary node under load: another copy takes over, no I/O error, no acknowledged write lost; stopped across an agent restart; the last in-sync copy\'s node refuses to stop; start resyncs it', async () => {
-    const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'ops', size: '64MiB', replicaCount: 2, acl: { values: [HOST] } });
+    const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'ops', size: `${VOLUME_MIB}MiB`, replicaCount: 2, acl: { values: [HOST] } });
+    volumeUUID = created.UUID;
     const volume = await step('create 2 copies → Available', () =>
       until('volume FullyProtected', async () => {
         const v = await getVolume(created.UUID);
@@ -159,8 +180,9 @@ describe('node stop / start end to end (three storage guests, one initiator, QEM
         return v.state === 'Available' && v.protectionState === 'FullyProtected' && v;
       }, 300_000),
     );
+    assert.ok(!volume.nodeList.includes(storage.find((s) => s.name === SPARE)!.nodeUUID()), 'the Unattached node takes no new volume');
     const port = (JSON.parse((await client.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
-    const device = await step('connect a path to each copy', () =>
+    device = await step('connect a path to each copy', () =>
       connectPaths({
         host: host(),
         nodes: volume.nodeList.map((n) => ({ index: indexOf(n), guest: storageOf(n).guest })),
@@ -175,7 +197,7 @@ describe('node stop / start end to end (three storage guests, one initiator, QEM
     const primary = set.primaryNodeUUID;
     const other = volume.nodeList.find((n) => n !== primary)!;
     const writes = startAckedWrites(host(), device, 'node-stop');
-    await until('writes flowing', async () => (await writes.acked()) > 50, 60_000);
+    await until('writes flowing', async () => (await writes.acked()) > 50, 180_000);
 
     // POST stop (no force: the other copy is in sync and alive).
     const stoppedAt = Date.now() / 1000;
@@ -238,6 +260,92 @@ describe('node stop / start end to end (three storage guests, one initiator, QEM
         return s?.inSync.length === 2 && (await getVolume(volume.UUID)).protectionState === 'FullyProtected';
       }, 300_000),
     );
-    assert.equal((await record<NodeRunStateRecord>(keys.nodeRunState(primary)))?.state, 'Running');
+    // The agent records Running once the start is done, which may come a moment after the resync.
+    await until('run state Running', async () => (await record<NodeRunStateRecord>(keys.nodeRunState(primary)))?.state === 'Running', 60_000);
+  });
+
+  it('replace of a replica\'s node whose agent stopped (its kernel still serving the copy) by the Unattached node, under host write load: Detaching / Attaching, the copy re-created on the target in full and byte for byte, the source detached, no I/O error', async () => {
+    assert.ok(device && volumeUUID, 'the first scenario connected the host');
+    const replicaSet = async () => (await record<ReplicaSetRecord>(keys.replicaSet(volumeUUID)))!;
+    const target = storage.find((s) => s.name === SPARE)!.nodeUUID();
+    const set = await replicaSet();
+    assert.equal(set.inSync.length, 2, 'starts FullyProtected');
+    const primary = set.primaryNodeUUID;
+    const source = set.inSync.find((n) => n !== primary)!;
+    assert.equal((await getNode(target)).state, 'Unattached');
+
+    // Known data near the volume's end (the acknowledged-write log writes from block 0 on).
+    const DATA_AT_MIB = 56;
+    const data = randomBytes(8 * MiB);
+    await step('write 8 MiB of known data through the host', () =>
+      host().runOk(['dd', `of=${device}`, 'bs=1M', `seek=${DATA_AT_MIB}`, 'count=8', 'iflag=fullblock', 'oflag=direct', 'conv=notrunc', 'status=none'], { input: data, timeoutMs: 120_000 }),
+    );
+    const writes = startAckedWrites(host(), device, 'replace');
+    await until('writes flowing', async () => (await writes.acked()) > 50, 180_000);
+
+    // The replica's agent stops (SIGTERM, as `systemctl stop`): the node is Inactive at once, but
+    // its kernel still serves the copy's export, so the primary keeps mirroring to it and the
+    // replica set still calls it in sync: the replace must take it out (it hung here before).
+    const stoppedAt = Date.now() / 1000;
+    await step('stop the replica\'s agent', () => storageOf(source).stopAgent('TERM', 120_000));
+    await step('the source node is Inactive', () => until('source Inactive', async () => (await getNode(source)).state === 'Inactive', 120_000));
+    await step('host writes go on', () => writes.resumed(stoppedAt));
+    assert.ok((await replicaSet()).inSync.includes(source), 'its copy is still in sync (its export still served)');
+
+    await step('POST replace', () => api('POST', `/nodes/${source}/replace`, { TargetNodeUUID: target }));
+    const again = await request('POST', `/nodes/${source}/replace`, { TargetNodeUUID: target });
+    assert.equal(again.status, 409, `a second replace while the first runs: ${again.text}`);
+    const seen = { source: new Set<string>(), target: new Set<string>() };
+    const command = await step('the copy is re-created on the target and resynced in full; the replace completes', () =>
+      until('replace completed', async () => {
+        const [s, t] = await Promise.all([getNode(source), getNode(target)]);
+        seen.source.add(`${s.state}: ${s.failureInfo}`);
+        seen.target.add(t.state);
+        const c = await record<NodeCommandRecord>(keys.nodeCommand(source));
+        return c?.completedAt || c?.failure ? c : undefined;
+      }, 600_000),
+    );
+    assert.equal(command.failure, undefined, `the replace failed: ${command.failure}`);
+    assert.ok([...seen.source].some((st) => st === `Detaching: being replaced by node ${target}: its copies are re-created there`), `the source showed Detaching: ${[...seen.source].join(' | ')}`);
+    assert.ok(seen.target.has('Attaching'), `the target showed Attaching: ${[...seen.target].join(', ')}`);
+
+    const volume = await until('FullyProtected on the primary and the target', async () => {
+      const v = await getVolume(volumeUUID);
+      return v.protectionState === 'FullyProtected' && v;
+    }, 120_000);
+    assert.deepEqual([...volume.nodeList].sort(), [primary, target].sort(), 'the target took the source\'s place');
+    assert.equal(volume.primaryNodeUUID, primary, 'the primary stayed');
+    assert.deepEqual([...(await replicaSet()).inSync].sort(), [primary, target].sort());
+    // The primary dropped its leg to the source's copy (still served by that kernel) and mirrors
+    // to the target's.
+    const primaryGuest = storageOf(primary).guest;
+    const connections = (await primaryGuest.runOk(['sh', '-c', 'cat /sys/class/nvme/nvme*/subsysnqn 2>/dev/null; true'], { timeoutMs: 30_000 })).stdout;
+    assert.ok(!connections.includes(`:rep:${source}`), `the primary is still connected to the source's copy:\n${connections}`);
+    assert.ok(connections.includes(`:rep:${target}`), `the primary mirrors to the target:\n${connections}`);
+    const [detached, attached] = await Promise.all([getNode(source), getNode(target)]);
+    assert.equal(detached.state, 'Inactive');
+    assert.equal(detached.failureInfo, `replaced by node ${target}; detached`);
+    assert.equal(attached.state, 'Active');
+    const events = (await api<{ events: { EventName: string; Description: string }[] }>('GET', '/events?limit=1000')).events;
+    const named = (name: string) => events.filter((e) => e.EventName === name).map((e) => e.Description);
+    assert.ok(named('NodeReplaceRequested').some((d) => d.includes(`replace to node ${target}`)), 'NodeReplaceRequested');
+    assert.ok(named('VolumeReplicaReplaced').some((d) => d.includes(`${source} (replaced by an administrator) re-created on ${target}`)), `VolumeReplicaReplaced: ${named('VolumeReplicaReplaced').join(' | ')}`);
+    assert.ok(named('NodeReplaced').some((d) => d.includes(`replaced by node`) && d.includes(target)), 'NodeReplaced');
+
+    const result = await step('stop the writes and verify', () => writes.stopAndVerify());
+    assert.equal(result.errors, '', 'no write failed on the host');
+    assert.equal(result.bad, 0, 'every acknowledged write reads back');
+    assert.ok(result.checked * 4096 <= DATA_AT_MIB * MiB, `the write log (${result.checked} blocks) stayed below the known data`);
+    const gaps = result.times.slice(1).map((t, i) => t - result.times[i]!);
+    console.log(`# node replace: ${result.checked} acknowledged writes checked, longest gap ${Math.max(...gaps).toFixed(3)} s`);
+
+    // Byte for byte: the target's backing holds the known data, and the whole volume as the
+    // primary's does; the host reads the known data back.
+    const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+    assert.equal(await backingDigest(storageOf(target), volumeUUID, 8, DATA_AT_MIB), sha256(data), 'the target\'s copy holds the known data');
+    const whole = await step('read both backings whole', () => Promise.all([primary, target].map((n) => backingDigest(storageOf(n), volumeUUID, VOLUME_MIB))));
+    assert.equal(whole[1], whole[0], 'the target\'s copy equals the primary\'s');
+    const read = (await host().runOk(['dd', `if=${device}`, 'bs=1M', `skip=${DATA_AT_MIB}`, 'count=8', 'iflag=direct', 'status=none'], { timeoutMs: 120_000 })).stdoutBytes;
+    assert.equal(sha256(read), sha256(data), 'the host reads the known data back');
   });
 });

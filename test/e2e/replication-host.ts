@@ -2,7 +2,9 @@
 // bench/replication.ts: one path per node (every node is 10.0.2.2 to the initiator guest, so node
 // i's path to a volume port is forwarded from its own host port), and the acknowledged-write log
 // (test/e2e/scripts/acked-writes.py) that failover checks and measures.
+import { REPLICA_DATA_OFFSET_BYTES } from '../../lib/replication.js';
 import { waitUntil } from '../helpers/wait.js';
+import type { StorageGuest } from './cluster-lab.js';
 import type { Guest } from './lab/index.js';
 import { nvmeHostArgs, script } from './lab/index.js';
 
@@ -68,4 +70,27 @@ export function startAckedWrites(host: Guest, device: string, tag: string): Acke
       return { checked: Number(m[1]), bad: Number(m[2]), errors: lines.filter((l) => l.startsWith('error')).join('\n'), times };
     },
   };
+}
+
+const MiB = 1024 * 1024;
+
+/**
+ * SHA-256 of `mib` MiB of a volume's data as one storage guest's backing file holds it, from
+ * `fromMiB` MiB into the volume (after md's data offset: REPLICA_DATA_OFFSET_BYTES).
+ */
+export async function backingDigest(storage: StorageGuest, volumeUUID: string, mib: number, fromMiB = 0): Promise<string> {
+  const sh = async (command: string) => (await storage.guest.runOk(['sh', '-c', command], { timeoutMs: 120_000 })).stdout;
+  const file = (await sh(`find /var/lib/strata/pool -name '${volumeUUID}.*' -path '*/volumes/*' | head -1`)).trim();
+  if (!file) throw new Error(`${storage.name} holds no backing of volume ${volumeUUID}`);
+  const skip = Number(REPLICA_DATA_OFFSET_BYTES) / MiB + fromMiB;
+  return (await sh(`dd if=${file} bs=1M skip=${skip} count=${mib} iflag=direct status=none | sha256sum`)).split(' ')[0]!;
+}
+
+/** Kills a storage guest's QEMU at once (the server loses power) and releases what the lab holds for it. */
+export async function killStorageGuest(storage: StorageGuest): Promise<void> {
+  process.kill(storage.guest.pid, 'SIGKILL');
+  await storage.guest.exited;
+  // Its job socket: a killed guest is not stopped by a suite's after(), and its open socket would
+  // keep the test process from exiting.
+  await storage.guest.stop();
 }

@@ -25,14 +25,13 @@ import { createEtcdClient } from '../../lib/etcd/client.js';
 import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ReplicaSetRecord } from '../../lib/records.js';
-import { REPLICA_DATA_OFFSET_BYTES } from '../../lib/replication.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
 import { adminApi } from '../helpers/admin-api.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitUntil } from '../helpers/wait.js';
 import { startStorageGuest, type StorageGuest, type StorageGuestOptions } from './cluster-lab.js';
-import { connectPaths, startAckedWrites } from './replication-host.js';
+import { backingDigest as backingDigestOf, connectPaths, killStorageGuest, startAckedWrites } from './replication-host.js';
 import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, nvmeHostArgs, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
@@ -43,7 +42,6 @@ const VOLUME_PORTS = 16;
 const DRIVE_MIB = 384;
 const VOLUME_MIB = 64;
 const NAMES = ['rep-a', 'rep-b', 'rep-c'] as const;
-const DATA_OFFSET_MIB = Number(REPLICA_DATA_OFFSET_BYTES) / MiB;
 const PERMANENT_FAILURE_S = 20;
 
 describe(`replication end to end (three storage guests, one initiator, QEMU, ${labKernelLabel()})`, { timeout: 1_500_000, skip }, () => {
@@ -116,12 +114,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     return states;
   }
   /** The volume's data as stored in one node's backing file (after md's data offset). */
-  async function backingDigest(nodeUUID: string, uuid: string, mib: number): Promise<string> {
-    const guest = storageOf(nodeUUID).guest;
-    const file = (await sh(guest, `find /var/lib/strata/pool -name '${uuid}.*' -path '*/volumes/*' | head -1`)).trim();
-    assert.ok(file, `${storageOf(nodeUUID).name} holds a backing of ${uuid}`);
-    return (await sh(guest, `dd if=${file} bs=1M skip=${DATA_OFFSET_MIB} count=${mib} status=none | sha256sum`)).split(' ')[0]!;
-  }
+  const backingDigest = (nodeUUID: string, uuid: string, mib: number): Promise<string> => backingDigestOf(storageOf(nodeUUID), uuid, mib);
   /** Read I/Os the primary sent to its remote legs (the replicas' copies over NVMe/TCP). */
   /** Sectors read so far from the primary's local leg (the loop device over its backing) and from its remote legs. */
   async function legReadSectors(nodeUUID: string, volumeUUID: string): Promise<{ local: number; remote: number }> {
@@ -163,14 +156,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     await rebooted.guest.addHostForward(pathPort(i, volumePort), volumePort);
   }
   /** Kills a storage guest's QEMU at once (the server loses power). */
-  async function killGuest(nodeUUID: string): Promise<void> {
-    const s = storageOf(nodeUUID);
-    process.kill(s.guest.pid, 'SIGKILL');
-    await s.guest.exited;
-    // Release what the lab holds for it (its job socket): a killed guest is not stopped by after(),
-    // and its open socket would keep this test process from exiting.
-    await s.guest.stop();
-  }
+  const killGuest = (nodeUUID: string): Promise<void> => killStorageGuest(storageOf(nodeUUID));
 
   // ---- setup ---------------------------------------------------------------------------------
   before(async () => {

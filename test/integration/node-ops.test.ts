@@ -241,6 +241,9 @@ describe('node stop / start / restart / replace (real control plane, etcd and ag
     assert.equal(start.code, 0, start.stderr);
     assert.equal((JSON.parse(start.stdout) as Node).state, 'Active');
     await until('export back', async () => exported(soloServer, solo.UUID));
+    // The start command is in progress until its agent records Running, which may come a moment
+    // after the node is Active: it would count against the next test's limit of commands.
+    await until('the agent reports Running', async () => (await read<NodeRunStateRecord>(keys.nodeRunState(soloNode.UUID)))?.state === 'Running', 60_000);
   });
 
   it('409 while a command runs on the node, 429 when too many run', async () => {

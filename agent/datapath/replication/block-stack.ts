@@ -78,6 +78,8 @@ export interface ArrayState {
 export interface StackSnapshot {
   loopOf(file: string): string | undefined;
   leg(target: LegTarget): LegDevice;
+  /** The subsystem NQNs this node's initiator holds a controller to. */
+  connectedNQNs(): string[];
 }
 
 export interface BlockStackOptions {
@@ -384,6 +386,7 @@ export class BlockStack {
         const c = controllers.get(target.nqn);
         return c ? { nodeUUID: target.nodeUUID, controller: c.controller, controllerState: c.state, block: c.block } : notConnected(target.nodeUUID);
       },
+      connectedNQNs: () => [...controllers.keys()],
     };
   }
 

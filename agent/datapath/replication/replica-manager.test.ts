@@ -1,12 +1,16 @@
 // A promotion with a third copy whose node has not relinked its export yet: the new primary tries
 // that copy again for a moment instead of recording it out of sync (the 3-copy promotion race);
 // and one whose connection hangs: the promotion does not wait for the kernel's minute.
+// A primary whose assignment no longer lists a copy it is still connected to (a node replace)
+// drops that leg before it adds the copy that replaces it.
 // The block stack is a fake that records what the manager asks of it.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { notConnected, type ArrayState, type BlockStack, type LegDevice, type LegTarget } from './block-stack.js';
+import { replicationSubsystemNQN } from '../../../lib/replication.js';
+import { waitUntil } from '../../../test/helpers/wait.js';
 import { ReplicaManager, type ServeInput } from './replica-manager.js';
 
 const CLUSTER = 'nqn.2016-01.com.lightbitslabs:uuid:0b5c3f52-8e0a-4d5e-9a55-3f1b2c4d5e6f';
@@ -90,13 +94,17 @@ function promotion(epoch = 3): ServeInput {
   };
 }
 
-function manager(stack: BlockStack, writer: ReplicaSetWriter, promotionLegWaitMs?: number, promotionConnectTimeoutMs?: number) {
+function manager(
+  stack: BlockStack,
+  writer: ReplicaSetWriter,
+  { promotionLegWaitMs, promotionConnectTimeoutMs, monitorIntervalMs = 60_000 }: { promotionLegWaitMs?: number; promotionConnectTimeoutMs?: number; monitorIntervalMs?: number } = {},
+) {
   return new ReplicaManager({
     stack,
     writer,
     clusterSubsystemNQN: () => CLUSTER,
     logger: pino({ level: 'silent' }),
-    monitorIntervalMs: 60_000,
+    monitorIntervalMs,
     legLossGraceMs: 2000,
     rejoinIntervalMs: 5000,
     ...(promotionLegWaitMs === undefined ? {} : { promotionLegWaitMs }),
@@ -119,7 +127,7 @@ describe('ReplicaManager promotion', () => {
     const { stack, calls } = fakeStack(Number.POSITIVE_INFINITY);
     const { writer, outOfSync } = recordingWriter();
     const started = Date.now();
-    await manager(stack, writer, 300).serve(promotion());
+    await manager(stack, writer, { promotionLegWaitMs: 300 }).serve(promotion());
     assert.ok(Date.now() - started < 2000, 'the wait is bounded');
     assert.ok(calls.connect >= 2 && calls.connect <= 4, `tried again within 300 ms (${calls.connect} attempts)`);
     assert.deepEqual(calls.assembledWith, []);
@@ -132,7 +140,7 @@ describe('ReplicaManager promotion', () => {
     // The hung connection holds nothing open, and the deadline's timer does not keep a process alive.
     const keepAlive = setInterval(() => undefined, 1000);
     const started = Date.now();
-    const served = await manager(stack, writer, 3000, 400).serve(promotion()).finally(() => clearInterval(keepAlive));
+    const served = await manager(stack, writer, { promotionLegWaitMs: 3000, promotionConnectTimeoutMs: 400 }).serve(promotion()).finally(() => clearInterval(keepAlive));
     const took = Date.now() - started;
     assert.equal(served.hostDevicePath, `/dev/mapper/strata-${VOLUME}`);
     assert.ok(took >= 400 && took < 2500, `bounded by the connect timeout, not the 3 s refusal wait (${took} ms)`);
@@ -146,5 +154,78 @@ describe('ReplicaManager promotion', () => {
     const { writer } = recordingWriter();
     await manager(stack, writer).serve(promotion(1)).catch(() => undefined);
     assert.equal(calls.connect, 1);
+  });
+});
+
+describe('ReplicaManager monitor: a copy replaced on another node', () => {
+  it('drops the leg of a copy the assignment no longer lists (still connected, in the mirror), then adds the copy that replaces it', async () => {
+    // Node B is the primary; node A's copy was replaced by node C (A left the node list and the
+    // in-sync set in one transaction), but A's kernel still serves its export: B is connected to
+    // it and its leg is in B's mirror, which has two slots.
+    const nqnOf = (node: string) => replicationSubsystemNQN(CLUSTER, VOLUME, node);
+    const connected = new Map<string, string>([[nqnOf(A), 'nvme1n1']]);
+    let members = [{ block: 'loop0', flags: ['in_sync'], slot: 0 }, { block: 'nvme1n1', flags: ['in_sync', 'write_mostly'], slot: 1 }];
+    const calls: string[] = [];
+    const leg = (t: LegTarget): LegDevice => {
+      const block = connected.get(t.nqn);
+      return block ? { nodeUUID: t.nodeUUID, controller: block.replace(/n1$/, ''), controllerState: 'live', block } : notConnected(t.nodeUUID);
+    };
+    const stack = {
+      ensureLoop: async () => 'loop0',
+      fenceTable: async () => '0 8 flakey 7:1 0 0 1',
+      arrayOf: async () => 'md127',
+      readArray: async (): Promise<ArrayState> => ({ block: 'md127', members, syncAction: members.length > 2 ? 'recover' : 'idle', syncProgress: undefined, degraded: 2 - members.length }),
+      leg: async (t: LegTarget) => leg(t),
+      loopOf: async () => 'loop0',
+      snapshot: async () => ({ loopOf: () => 'loop0', leg, connectedNQNs: () => [...connected.keys()] }),
+      disconnectAll: async (prefix: string) => {
+        for (const [nqn, block] of connected) {
+          if (!nqn.startsWith(prefix)) continue;
+          connected.delete(nqn);
+          calls.push(`disconnect ${nqn}`);
+          // md fails a leg whose device went away.
+          members = members.map((m) => (m.block === block ? { ...m, flags: ['faulty'] } : m));
+        }
+      },
+      removeGoneLegs: async () => {
+        calls.push('remove gone legs');
+        members = members.filter((m) => !m.flags.includes('faulty'));
+      },
+      connectLeg: async (t: LegTarget) => {
+        calls.push(`connect ${t.nodeUUID}`);
+        connected.set(t.nqn, 'nvme2n1');
+        return leg(t);
+      },
+      addLeg: async (_array: string, block: string) => {
+        // md: with both slots taken the new device would only be a spare.
+        calls.push(members.length < 2 ? `add ${block}` : `add ${block} as a spare`);
+        members = [...members, { block, flags: [], slot: 1 }];
+      },
+      linearTable: async () => '0 8 linear 9:127 0',
+      ensureDm: async () => undefined,
+      hostDevicePath: () => `/dev/mapper/strata-${VOLUME}`,
+    };
+    const { writer, outOfSync } = recordingWriter();
+    const replicas = manager(stack as unknown as BlockStack, writer, { monitorIntervalMs: 10 });
+    await replicas.serve({
+      ...promotion(2),
+      replication: {
+        epoch: 2,
+        primaryNodeUUID: B,
+        primaryHostNQN: `${CLUSTER}:node:${B}`,
+        legs: [
+          { nodeUUID: B, endpoint: '10.0.0.2:4421', inSync: true },
+          { nodeUUID: C, endpoint: '10.0.0.3:4421', inSync: false },
+        ],
+      },
+    });
+    replicas.start();
+    try {
+      await waitUntil(async () => calls.some((c) => c.startsWith('add ')), 'the replacing copy added', 5000, 10);
+    } finally {
+      await replicas.stop();
+    }
+    assert.deepEqual(calls.slice(0, 4), [`disconnect ${nqnOf(A)}`, 'remove gone legs', `connect ${C}`, 'add nvme2n1']);
+    assert.deepEqual(outOfSync, [], 'nothing to record: the leader took the copy out of the in-sync set with the node list');
   });
 });

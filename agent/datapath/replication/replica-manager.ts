@@ -345,7 +345,7 @@ export class ReplicaManager {
     await stack.ensureDm(volumeUUID, await stack.linearTable(input.sizeBytes, array));
     const ms = lap('dm');
     if (started) logger.info({ volumeUUID, ...started, ms }, started.created ? 'replicated volume created' : 'replicated volume assembled');
-    state.legs = this.legStates(state, arrayState, { loopOf: () => loop, leg: (t) => seen.get(t.nodeUUID) ?? notConnected(t.nodeUUID) });
+    state.legs = this.legStates(state, arrayState, { leg: (t) => seen.get(t.nodeUUID) ?? notConnected(t.nodeUUID) });
     return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
   }
 
@@ -484,11 +484,13 @@ export class ReplicaManager {
     const array = loop ? await stack.arrayOf(loop) : undefined;
     if (!array) return false;
     const now = Date.now();
+    let current = view;
+    if (await this.dropUnassignedLegs(state, array, view)) current = await stack.snapshot();
     let arrayState = await stack.readArray(array);
     const lost: string[] = [];
     for (const target of this.remoteTargets(state.input)) {
       if (!state.inSync.has(target.nodeUUID)) continue;
-      const leg = view.leg(target);
+      const leg = current.leg(target);
       const member = leg.block ? arrayState.members.find((m) => m.block === leg.block) : undefined;
       if (member?.flags.includes('faulty') || !member) {
         lost.push(target.nodeUUID);
@@ -500,7 +502,6 @@ export class ReplicaManager {
         state.downSince.delete(target.nodeUUID);
       }
     }
-    let current = view;
     if (lost.length > 0) {
       if (!(await this.takeOutOfSync(state, lost, `replica(s) ${lost.join(', ')} stopped answering the primary`))) return true;
       for (const n of lost) state.downSince.delete(n);
@@ -515,6 +516,28 @@ export class ReplicaManager {
     const changed = JSON.stringify(legs) !== JSON.stringify(state.legs);
     state.legs = legs;
     return changed;
+  }
+
+  /**
+   * Connections to copies of this volume on nodes its assignment no longer lists (a node replace,
+   * or one that failed and gave its copies back, took that node out of the volume's node list and
+   * its in-sync set in one transaction) go, and md's legs over them with them: such a copy may
+   * still be served by a kernel whose agent stopped, so nothing else would take its leg out, and
+   * its slot would turn the copy that replaces it into a spare that never syncs. True when it
+   * dropped any.
+   */
+  private async dropUnassignedLegs(state: PrimaryVolume, array: string, view: StackSnapshot): Promise<boolean> {
+    const { stack, logger } = this.options;
+    const { volumeUUID } = state.input;
+    const prefix = replicationSubsystemNQN(this.requireCluster(), volumeUUID, '');
+    const assigned = new Set(this.remoteTargets(state.input).map((t) => t.nqn));
+    const unassigned = view.connectedNQNs().filter((nqn) => nqn.startsWith(prefix) && !assigned.has(nqn));
+    if (unassigned.length === 0) return false;
+    // The connection first (it fails what waits on it), then the leg: as in takeOutOfSync.
+    for (const nqn of unassigned) await stack.disconnectAll(nqn);
+    await stack.removeGoneLegs(array);
+    logger.warn({ volumeUUID, subsystems: unassigned }, 'copies no longer assigned to the volume dropped from its mirror');
+    return true;
   }
 
   /** Out-of-sync copies that can be reached: connect, re-add, and once in sync, record it. True when it changed something. */
@@ -563,7 +586,7 @@ export class ReplicaManager {
     return acted;
   }
 
-  private legStates(state: PrimaryVolume, arrayState: ArrayState, view: StackSnapshot): ReplicaLegStatus[] {
+  private legStates(state: PrimaryVolume, arrayState: ArrayState, view: Pick<StackSnapshot, 'leg'>): ReplicaLegStatus[] {
     const statuses: ReplicaLegStatus[] = [{ nodeUUID: state.input.nodeUUID, state: 'InSync', syncPercent: 100 }];
     for (const target of this.remoteTargets(state.input)) {
       const leg = view.leg(target);
