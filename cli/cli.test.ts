@@ -287,6 +287,7 @@ describe('strata CLI against a real control plane', () => {
     const policy = (await api('POST', '/policies', { name: 'cli-gold', description: 'cli test', qoSRateLimitPolicy: { limitIOPS: { writeIOPSLimit: 1000, readIOPSLimit: 2000 } } })).body as { UUID: string };
     assert.match(await ok(['policies', 'list']), new RegExp(`^${policy.UUID}\\s+cli-gold\\s+Active\\s+Global\\s+-\\s+limitIOPS`, 'm'));
     assert.equal((JSON.parse(await ok(['policies', 'get', policy.UUID, '-o', 'json'])) as { name: string }).name, 'cli-gold');
+    assert.deepEqual(JSON.parse(await ok(['policies', 'enforcement', policy.UUID, '-o', 'json'])), { volumes: [] });
     assert.match(await ok(['policies', 'delete', policy.UUID]), /^deleted policy /);
     assert.equal((await strata(['policies', 'get', policy.UUID])).code, 1);
   });

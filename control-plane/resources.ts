@@ -71,6 +71,7 @@ import { ServerAdder } from './servers/server-add.js';
 import { ServersService } from './servers/servers-service.js';
 import { ServersStore } from './servers/servers-store.js';
 import { KernelCapabilitiesService } from './kernel-capabilities/kernel-capabilities-service.js';
+import { WatchedQosEnforcement } from './policies/qos-enforcement.js';
 import { createKernelCapabilitiesRoutes } from './kernel-capabilities/kernel-capabilities-routes.js';
 import type { HostSecretKey } from './in-band-auth/host-secret-key.js';
 import { InBandAuthService } from './in-band-auth/in-band-auth-service.js';
@@ -160,6 +161,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     flags,
     replicaLimits: new PresenceReplicaLimits(cache, ctx.cluster.supportedMaxReplicas),
     capacity: new NodeCapacityCeiling(cache, config.overcommitRatio),
+    kernelCapabilities,
     events,
     clusterUUID: ctx.cluster.UUID,
     clusterSubsystemNQN: ctx.cluster.subsystemNQN,
@@ -196,7 +198,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.sessions) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
     createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),
-    createPoliciesRoutes({ auth, policies: new PoliciesService(policiesStore, projectsStore, volumeUsage) }),
+    createPoliciesRoutes({ auth, policies: new PoliciesService(policiesStore, projectsStore, volumeUsage, new WatchedQosEnforcement(cache)) }),
     createVolumeRoutes({ auth, volumes }),
     createSnapshotRoutes({ auth, snapshots }),
     createFeatureFlagsRoutes({ auth, flags }),

@@ -3,6 +3,7 @@
 // because JSON numbers lose precision past 2^53.
 
 import type { KernelCapabilities } from './contract/kernel-capabilities.js';
+import type { QosLimits } from './contract/qos.js';
 
 export interface ClusterRecord {
   UUID: string;
@@ -406,6 +407,13 @@ export interface VolumeAssignment {
   rollbackSnapshotUUID: string;
   /** Replicated volumes: the replica set as this node must act on it; absent or null for one copy. */
   replication?: AssignmentReplication | null;
+  /**
+   * The volume's effective QoS limits (its policy, else its project's default, scaled by its size:
+   * lib/contract/qos.ts), the same on every node's assignment of the volume; null (or absent, in
+   * assignments written before it) when no policy applies. A policy change rewrites it without
+   * bumping `generation` (docs/policies.md).
+   */
+  qos?: QosLimits | null;
 }
 
 /**
@@ -445,6 +453,13 @@ export interface VolumeStatusRecord {
    * Absent for a node that never reported one (single-copy volumes, replicas never primary).
    */
   userWritten?: UserWrittenCount;
+  /**
+   * From the volume's primary, when its assignment has QoS limits: whether this node enforces
+   * them (`limits`: what it applied). `reason` names the node when NotEnforced (a kernel without
+   * ublk, a single-copy volume still served straight from its file). Absent: no limits to enforce,
+   * or an agent that does not report it.
+   */
+  qos?: { state: 'Enforced' | 'NotEnforced'; reason: string; limits: QosLimits };
   reportedAt: string;
 }
 

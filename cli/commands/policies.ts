@@ -1,5 +1,6 @@
-// `strata policies list|get|create|update|delete` (GET|POST /policies, GET|PUT|DELETE
-// /policies/{UUID}; docs/policies.md: QoS policies are stored and assigned, not enforced yet).
+// `strata policies list|get|create|update|delete|enforcement` (GET|POST /policies, GET|PUT|DELETE
+// /policies/{UUID}, GET /policies/{UUID}/enforcement; docs/policies.md "Enforcement": a policy is
+// Active only while every volume it is in effect for reports it enforced).
 import { Command, Option } from 'commander';
 import { apiPath } from '../api-client.js';
 import { contextOf } from '../context.js';
@@ -40,7 +41,7 @@ const policyColumns = [
 ];
 
 export function registerPolicyCommands(program: Command): void {
-  const policies = program.command('policies').description('QoS policies (stored and assigned; not enforced yet: docs/policies.md)');
+  const policies = program.command('policies').description('QoS policies (state Active only where every volume reports them enforced: docs/policies.md)');
   policies
     .command('list')
     .description('list policies')
@@ -94,7 +95,37 @@ export function registerPolicyCommands(program: Command): void {
       const answer = await client.delete<unknown>(apiPath`/policies/${uuid}`);
       print.done(answer, `deleted policy ${uuid}`);
     });
+  policies
+    .command('enforcement <uuid>')
+    .description('whether each volume the policy is in effect for enforces it (its primary\'s report)')
+    .action(async (uuid: string, _options: object, command: Command) => {
+      const { client, print } = contextOf(command);
+      const answer = await client.get<{ volumes: VolumeEnforcement[] }>(apiPath`/policies/${uuid}/enforcement`);
+      print.list(answer, answer.volumes, enforcementColumns, 'no volume uses this policy');
+    });
 }
+
+interface VolumeEnforcement {
+  UUID: string;
+  name: string;
+  projectName: string;
+  nodeUUID: string;
+  state: string;
+  reason: string;
+  limits: { readIops: number; writeIops: number; readBytesPerSecond: number; writeBytesPerSecond: number };
+}
+
+const enforcementColumns = [
+  { header: 'VOLUME', value: (v: VolumeEnforcement) => `${v.projectName}/${v.name}` },
+  { header: 'UUID', value: (v: VolumeEnforcement) => v.UUID },
+  { header: 'PRIMARY', value: (v: VolumeEnforcement) => v.nodeUUID || '-' },
+  { header: 'STATE', value: (v: VolumeEnforcement) => v.state },
+  {
+    header: 'LIMITS',
+    value: ({ limits: l }: VolumeEnforcement) => `riops=${l.readIops} wiops=${l.writeIops} rbps=${l.readBytesPerSecond} wbps=${l.writeBytesPerSecond}`,
+  },
+  { header: 'REASON', value: (v: VolumeEnforcement) => v.reason || '-' },
+];
 
 function withQosOptions(command: Command): Command {
   command.option('--description <text>', 'free text');

@@ -180,7 +180,11 @@ describe('OpenAPI document of /api/v2 (issue 16 item 3) and typed identifiers (i
     await checked('get', '/api/v2/policies');
     await checked('get', `/api/v2/policies/${policy.json.UUID}`);
     await checked('put', `/api/v2/policies/${policy.json.UUID}`, { description: 'changed' });
-    const volume = await checked('post', `/api/v2/projects/${project}/volumes`, { name: 'v1', size: '1GiB', acl: { values: ['ALLOW_ANY'] }, qosPolicyUUID: policy.json.UUID.toUpperCase() });
+    await checked('get', `/api/v2/policies/${policy.json.UUID}/enforcement`);
+    // A policy needs ublk on every node before placement: this machine's kernel decides which answer.
+    const withPolicy = await checked('post', `/api/v2/projects/${project}/volumes`, { name: 'v0', size: '1GiB', acl: { values: ['ALLOW_ANY'] }, qosPolicyUUID: policy.json.UUID.toUpperCase() });
+    assert.ok(withPolicy.status === 200 || withPolicy.json?.details?.[0]?.capability === 'ublk', withPolicy.text);
+    const volume = await checked('post', `/api/v2/projects/${project}/volumes`, { name: 'v1', size: '1GiB', acl: { values: ['ALLOW_ANY'] } });
     assert.equal(volume.status, 200, volume.text);
     await checked('get', `/api/v2/projects/${project}/volumes`);
     await checked('get', `/api/v2/volumes?projectName=${project}`);

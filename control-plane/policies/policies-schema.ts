@@ -197,3 +197,19 @@ const policyFields = {
 export const policyAnswer = z.object(policyFields);
 export const policyWithEtagAnswer = z.object({ ...policyFields, ETag: z.string() });
 export const policyListAnswer = z.object({ policies: z.array(policyAnswer) });
+
+/** GET /api/v2/policies/{UUID}/enforcement (Strata extension; qos-enforcement.ts). */
+export const policyEnforcementAnswer = z.object({
+  volumes: z.array(
+    z.object({
+      UUID: z.string(),
+      name: z.string(),
+      projectName: z.string(),
+      policyUUID: z.string(),
+      nodeUUID: z.string(),
+      state: z.enum(['Enforced', 'NotEnforced', 'Pending']),
+      reason: z.string(),
+      limits: z.object({ readIops: z.number(), writeIops: z.number(), readBytesPerSecond: z.number(), writeBytesPerSecond: z.number() }),
+    }),
+  ),
+});

@@ -1,17 +1,19 @@
 // QoS rate-limit policies (spec 2.14, 4.10). Create, update and delete are cluster writes;
-// reading is open to every project the policy is visible to. Policies are stored and assigned,
-// but the data path does not enforce them yet (docs/policies.md).
+// reading is open to every project the policy is visible to. A policy's `state` is what its
+// volumes' primaries report enforcing (qos-enforcement.ts, docs/policies.md "Enforcement"):
+// Active only while every volume it is in effect for reports it Enforced.
 import { randomUUID } from 'node:crypto';
 import { StrataError, errors } from '../../lib/errors.js';
 import type { Versioned } from '../../lib/etcd/record-store.js';
 import type { ProjectRecord } from '../../lib/records.js';
 import { GUARDED_ATTEMPTS } from '../projects/etcd-guards.js';
 import type { ProjectsStore } from '../projects/projects-store.js';
-import type { ReadScope } from '../projects/read-scope.js';
+import { scopeIncludes, type ReadScope } from '../projects/read-scope.js';
 import type { VolumeUsage } from '../volumes/volume-dependencies.js';
 import { resolveQos, type CreatePolicyInput, type PolicyLookup, type UpdatePolicyInput } from './policies-schema.js';
 import type { PoliciesStore } from './policies-store.js';
 import { isVisibleTo, policyToWire, type PolicyRecord, type PolicyWire } from './policy-record.js';
+import type { PolicyEnforcement, VolumeEnforcementWire } from './qos-enforcement.js';
 
 /** GET of one policy: the five fields plus its ETag (the spec leaves that body open). */
 export type PolicyWithEtag = PolicyWire & { ETag: string };
@@ -21,7 +23,15 @@ export class PoliciesService {
     private readonly store: PoliciesStore,
     private readonly projects: ProjectsStore,
     private readonly volumes: VolumeUsage,
+    /** Absent (tests without agents): every policy answers its stored state, Active. */
+    private readonly enforcements?: PolicyEnforcement,
   ) {}
+
+  /** Each policy's state as its volumes' enforcement says (see the header). */
+  private states(): (policy: PolicyRecord) => PolicyWire['state'] {
+    const states = this.enforcements?.states();
+    return (policy) => states?.get(policy.UUID) ?? policy.state;
+  }
 
   /**
    * Policies the caller may see, filtered by UUID, name and/or projectName (visible to that
@@ -41,7 +51,8 @@ export class PoliciesService {
     if (matches.length === 0 && (filter.UUID !== undefined || filter.name !== undefined)) {
       throw errors.notFound('policy', filter.UUID ?? filter.name ?? '');
     }
-    return matches.map((p) => policyToWire(p.record, scope.kind === 'cluster'));
+    const stateOf = this.states();
+    return matches.map((p) => policyToWire(p.record, scope.kind === 'cluster', stateOf(p.record)));
   }
 
   /** One policy by UUID or name (both given must agree). Policies the caller may not see are 404. */
@@ -57,7 +68,16 @@ export class PoliciesService {
     if (lookup.name !== undefined && policy.record.name !== lookup.name) {
       throw errors.invalid(`policy ${lookup.UUID} is named ${policy.record.name}, not ${lookup.name}`);
     }
-    return { ...policyToWire(policy.record, scope.kind === 'cluster'), ETag: policy.revision };
+    return { ...policyToWire(policy.record, scope.kind === 'cluster', this.states()(policy.record)), ETag: policy.revision };
+  }
+
+  /**
+   * The volumes the policy is in effect for and whether each enforces it (a Strata extension:
+   * docs/policies.md "Enforcement"). Only volumes of projects the caller may read.
+   */
+  async enforcement(scope: ReadScope, uuid: string): Promise<VolumeEnforcementWire[]> {
+    await this.get(scope, { UUID: uuid });
+    return (this.enforcements?.volumes(uuid) ?? []).filter((v) => scopeIncludes(scope, v.projectName));
   }
 
   async create(input: CreatePolicyInput): Promise<PolicyWithEtag> {

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { StrataError } from '../../lib/errors.js';
+import type { VolumeStatusRecord } from '../../lib/records.js';
 import {
   expectError,
   fieldsOf,
@@ -56,7 +57,7 @@ describe('policies API', () => {
     assert.equal(reply.body.state, 'Active');
     assert.equal(reply.body.description, 'fast');
     assert.deepEqual(reply.body.QoSRateLimitPolicy, { projectsNamesScope: [], policyVisibility: 'Global', limitIOPS: { writeIOPSLimit: 1000, readIOPSLimit: 2000 } });
-    assert.equal(reply.headers.get('x-strata-qos-enforced'), 'false');
+    assert.equal(reply.headers.get('x-strata-qos-enforced'), 'true', 'no volume uses it: nothing is unenforced');
     gold = reply.body.UUID;
     const etag = (await kit.etcd.get(keys.policy(gold)).exec()).kvs[0]?.mod_revision;
     assert.equal(reply.headers.get('etag'), `"${etag}"`);
@@ -166,7 +167,7 @@ describe('policies API', () => {
     assert.equal(reply.status, 200);
     assert.deepEqual(fieldsOf(reply.body), [...POLICY_FIELDS, 'ETag'].sort());
     assert.equal(reply.headers.get('etag'), `"${reply.body.ETag}"`);
-    assert.equal(reply.headers.get('x-strata-qos-enforced'), 'false');
+    assert.equal(reply.headers.get('x-strata-qos-enforced'), 'true', 'no volume uses it: nothing is unenforced');
     const byName = await kit.request('GET', '/api/v2/policies/?name=gold', { token: admin });
     assert.equal(byName.status, 200, JSON.stringify(byName.body));
     assert.deepEqual(byName.body, reply.body);
@@ -270,6 +271,96 @@ describe('policies API', () => {
     const replies = await Promise.all(Array.from({ length: 12 }, () => create({ name: 'contended', qoSRateLimitPolicy: iops() })));
     assert.deepEqual(replies.map((r) => r.status).sort(), [200, ...Array(11).fill(409)]);
     assert.equal((await list('?name=contended')).length, 1);
+  });
+
+  test('update errors: negative, fractional or too large limits, two limit kinds, an unknown scoped project: 4xx and nothing changed', async () => {
+    const before = await kit.snapshot();
+    const bad: [unknown, RegExp][] = [
+      [{ qoSRateLimitPolicy: iops(-5) }, /writeIOPSLimit/],
+      [{ qoSRateLimitPolicy: { limitBw: { readBWLimit: 0.5 } } }, /readBWLimit/],
+      [{ qoSRateLimitPolicy: { limitIOPSPerGB: { writeIOPSPerGBLimit: 4294967296 } } }, /writeIOPSPerGBLimit/],
+      [{ qoSRateLimitPolicy: { ...iops(), limitIOPSPerGB: { writeIOPSPerGBLimit: 1 } } }, /exactly one/],
+    ];
+    for (const [body, message] of bad) expectError(await kit.request('PUT', `/api/v2/policies/${scoped}`, { token: admin, body }), 400, 3, message);
+    expectError(await kit.request('PUT', `/api/v2/policies/${scoped}`, { token: admin, body: { qoSRateLimitPolicy: { projectsNamesScope: ['p1', 'ghost'] } } }), 404, 5, /project ghost/);
+    assert.deepEqual(await kit.snapshot(), before, 'no refused update wrote anything');
+  });
+
+  test('state: Active only while every volume the policy is in effect for reports it enforced; Updating while reports lag; Failed where it cannot be', async () => {
+    const made = await create({ name: 'honest', qoSRateLimitPolicy: { policyVisibility: 'Global', limitIOPSPerGB: { writeIOPSPerGBLimit: 2, readIOPSPerGBLimit: 4 } } });
+    assert.equal(made.status, 200, JSON.stringify(made.body));
+    const uuid = made.body.UUID;
+    const stateOf = async (id = uuid) => {
+      const reply = await kit.request('GET', `/api/v2/policies/${id}`, { token: admin });
+      return [reply.body.state, reply.headers.get('x-strata-qos-enforced')];
+    };
+    const enforcement = async (token = admin) => {
+      const reply = await kit.request('GET', `/api/v2/policies/${uuid}/enforcement`, { token });
+      assert.equal(reply.status, 200, JSON.stringify(reply.body));
+      return reply.body.volumes as any[];
+    };
+    assert.deepEqual([made.body.state, made.headers.get('x-strata-qos-enforced')], ['Active', 'true'], 'no volume uses it: nothing is unenforced');
+
+    const [n1, n2] = [randomUUID(), randomUUID()];
+    const volume = await putVolume(kit.etcd, { projectName: 'p1', qosPolicyUUID: uuid, sizeBytes: String(10 * 10 ** 9), placement: { nodeList: [n1, n2], primaryNodeUUID: n1, nsid: 7, port: 20007 } });
+    const limits = (readIops: number, writeIops: number) => ({ readIops, writeIops, readBytesPerSecond: 0, writeBytesPerSecond: 0 });
+    const report = async (node: string, qos?: VolumeStatusRecord['qos']) => {
+      const status: VolumeStatusRecord = {
+        volumeUUID: volume.UUID, nodeUUID: node, generation: 1, state: 'Served', error: '', snapshots: [], connectedHosts: [],
+        logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(), ...(qos ? { qos } : {}),
+      };
+      await kit.etcd.put(keys.volumeStatus(volume.UUID, node)).value(JSON.stringify(status)).exec();
+    };
+    assert.deepEqual(await stateOf(), ['Updating', 'false'], 'placed, nothing reported yet');
+    const [pending] = await enforcement();
+    assert.deepEqual({ ...pending, reason: '' }, { UUID: volume.UUID, name: volume.name, projectName: 'p1', policyUUID: uuid, nodeUUID: n1, state: 'Pending', reason: '', limits: limits(40, 20) });
+    assert.match(pending.reason, new RegExp(`node ${n1} \\(primary\\) has not reported`));
+
+    await report(n1);
+    await report(n2, { state: 'Enforced', reason: '', limits: limits(40, 20) });
+    assert.deepEqual(await stateOf(), ['Updating', 'false'], 'a primary reporting no QoS (an older agent) or a replica enforcing: not enforced');
+    await report(n1, { state: 'Enforced', reason: '', limits: limits(40, 20) });
+    assert.deepEqual(await stateOf(), ['Active', 'true']);
+    assert.deepEqual((await enforcement()).map((v) => [v.state, v.reason]), [['Enforced', '']]);
+
+    // A policy PUT: Updating until the primary reports the new limits (10 GB × 3 write IOPS per GB).
+    assert.equal((await kit.request('PUT', `/api/v2/policies/${uuid}`, { token: admin, body: { qoSRateLimitPolicy: { limitIOPSPerGB: { writeIOPSPerGBLimit: 3 } } } })).status, 200);
+    assert.deepEqual(await stateOf(), ['Updating', 'false']);
+    assert.match((await enforcement())[0].reason, /still enforces earlier limits/);
+    await report(n1, { state: 'Enforced', reason: '', limits: limits(0, 30) });
+    assert.deepEqual(await stateOf(), ['Active', 'true']);
+
+    // The primary cannot enforce it: Failed, and the volume's entry says where and why.
+    const why = `node ${n1}: the kernel (6.1.0-56-amd64) has no ublk`;
+    await report(n1, { state: 'NotEnforced', reason: why, limits: limits(0, 30) });
+    assert.deepEqual(await stateOf(), ['Failed', 'false']);
+    assert.deepEqual((await enforcement()).map((v) => [v.state, v.reason]), [['NotEnforced', why]]);
+    const listed = await kit.request('GET', '/api/v2/policies?name=honest', { token: admin });
+    assert.deepEqual([listed.body.policies[0].state, listed.headers.get('x-strata-qos-enforced')], ['Failed', 'false']);
+
+    // A replicated volume's primary is its replica set's: after a failover, the new primary's report decides.
+    await kit.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify({ volumeUUID: volume.UUID, epoch: 2, primaryNodeUUID: n2, inSync: [n2], reason: 'failover', announced: 'Unknown', updatedAt: new Date().toISOString() })).exec();
+    assert.deepEqual(await stateOf(), ['Updating', 'false'], 'the new primary still reports the earlier limits');
+    await report(n2, { state: 'Enforced', reason: '', limits: limits(0, 30) });
+    assert.deepEqual(await stateOf(), ['Active', 'true']);
+
+    // Only volumes of the caller's projects are listed; a volume that is Failed serves nothing and does not count.
+    assert.equal((await enforcement(p1Viewer)).length, 1);
+    assert.deepEqual(await enforcement(p2Admin), []);
+    expectError(await kit.request('GET', `/api/v2/policies/${randomUUID()}/enforcement`, { token: admin }), 404, 5);
+    await kit.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify({ ...volume, state: 'Failed' })).exec();
+    await report(n2, { state: 'NotEnforced', reason: 'gone', limits: limits(0, 30) });
+    assert.deepEqual(await stateOf(), ['Active', 'true']);
+
+    // The project default counts too: a p1 volume naming no policy is under p1's default.
+    const plain = await putVolume(kit.etcd, { projectName: 'p1', placement: { nodeList: [n1], primaryNodeUUID: n1, nsid: 8, port: 20008 } });
+    assert.deepEqual(await stateOf(scoped), ['Updating', 'false'], "p1's default policy is in effect for it, not reported yet");
+    for (const v of [volume, plain]) {
+      await removeVolume(kit.etcd, v);
+      await kit.etcd.delete().prefix(keys.volumeStatusPrefix(v.UUID)).exec();
+    }
+    await kit.etcd.delete().key(keys.replicaSet(volume.UUID)).exec();
+    assert.deepEqual(await stateOf(scoped), ['Active', 'true']);
   });
 
   test('fuzz: malformed POST and PUT bodies never 5xx and never change a record', async () => {

@@ -40,7 +40,10 @@ export interface PolicyRecord {
   UUID: string;
   name: string;
   description: string;
-  /** Stored policies are Active: nothing has to be applied before a policy can be assigned. */
+  /**
+   * Always Active as stored. The state answered is derived from its volumes' enforcement, as
+   * their primaries report it (qos-enforcement.ts, docs/policies.md "Enforcement").
+   */
   state: 'Active';
   policyVisibility: StoredVisibility;
   /** Projects that may use a Scoped policy; empty for Global. */
@@ -75,13 +78,16 @@ export interface PolicyWire {
   QoSRateLimitPolicy: QoSRateLimitPolicyWire;
 }
 
-/** `revealScope`: the caller holds a cluster role (else visibility is masked, see above). */
-export function policyToWire(policy: PolicyRecord, revealScope: boolean): PolicyWire {
+/**
+ * `revealScope`: the caller holds a cluster role (else visibility is masked, see above). `state`:
+ * what its volumes' enforcement says (default: the stored Active, for a policy no volume uses).
+ */
+export function policyToWire(policy: PolicyRecord, revealScope: boolean, state: PolicyWire['state'] = policy.state): PolicyWire {
   const [writeField, readField] = LIMIT_FIELDS[policy.limit.kind];
   const qos = {
     projectsNamesScope: revealScope ? [...policy.projectsNamesScope] : [],
     policyVisibility: revealScope ? policy.policyVisibility : 'Unavailable',
     [policy.limit.kind]: { [writeField]: policy.limit.write, [readField]: policy.limit.read },
   } as QoSRateLimitPolicyWire;
-  return { UUID: policy.UUID, name: policy.name, description: policy.description, state: policy.state, QoSRateLimitPolicy: qos };
+  return { UUID: policy.UUID, name: policy.name, description: policy.description, state, QoSRateLimitPolicy: qos };
 }

@@ -3,7 +3,7 @@
 import { errors } from '../../lib/errors.js';
 import type { WatchCache } from '../watch-cache/watch-cache.js';
 import type { ProjectDirectory } from '../volumes/volume-dependencies.js';
-import { POLICY_TYPE_QOS } from './projects-schema.js';
+import { defaultQosPolicyUUID } from '../policies/volume-qos.js';
 
 export class WatchedProjectDirectory implements ProjectDirectory {
   constructor(private readonly cache: WatchCache) {}
@@ -15,6 +15,6 @@ export class WatchedProjectDirectory implements ProjectDirectory {
   async defaultQosPolicyUUID(projectName: string): Promise<string> {
     const project = this.cache.project(projectName);
     if (!project) throw errors.notFound('project', projectName);
-    return (project.record.defaultPolicies ?? []).find((p) => p.policyType === POLICY_TYPE_QOS)?.policyUUID ?? '';
+    return defaultQosPolicyUUID(project.record);
   }
 }

@@ -2,6 +2,7 @@
 // its snapshots. Pure: the controller compares this with what is stored and writes the
 // difference.
 import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
+import type { QosLimits } from '../../lib/contract/qos.js';
 import type { AssignmentReplication, NodeRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord } from '../../lib/records.js';
 import { replicationOf } from '../../lib/replication.js';
 
@@ -14,6 +15,7 @@ export function assignmentFor(
   clusterSubsystemNQN: string,
   snapshotsOfVolume: readonly SnapshotRecord[],
   replication: AssignmentReplication | null = null,
+  qos: QosLimits | null = null,
 ): VolumeAssignment {
   const placement = volume.placement!;
   const index = placement.nodeList.indexOf(nodeUUID);
@@ -40,6 +42,8 @@ export function assignmentFor(
     snapshotUUIDs: snapshotsOfVolume.filter((s) => s.state === 'Creating' || s.state === 'Available').map((s) => s.UUID).sort(),
     rollbackSnapshotUUID: volume.state === 'Rollback' ? volume.rollbackSnapshotUUID : '',
     replication,
+    // The same limits on every node: whichever is primary (now or after a failover) enforces them.
+    qos,
   };
 }
 
@@ -58,6 +62,7 @@ export function replicationFor(
   );
 }
 
+/** Equal as an agent reads them: an absent `qos` (written before it existed) is null, no limits. */
 export function sameAssignment(a: VolumeAssignment, b: VolumeAssignment): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+  return JSON.stringify({ ...a, qos: a.qos ?? null }) === JSON.stringify({ ...b, qos: b.qos ?? null });
 }

@@ -16,6 +16,7 @@ import type {
   NodePoolRecord,
   NodeRecord,
   PresenceRecord,
+  ProjectRecord,
   ReplicaSetRecord,
   SnapshotRecord,
   VolumeAssignment,
@@ -23,6 +24,7 @@ import type {
   VolumeStatusRecord,
 } from '../../lib/records.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
+import type { PolicyRecord } from '../policies/policy-record.js';
 import { TxnBatcher } from './txn-batcher.js';
 
 const PREFIXES = {
@@ -39,6 +41,9 @@ const PREFIXES = {
   replicaSet: keys.replicaSetsPrefix(),
   featureFlag: keys.featureFlagsPrefix(),
   nodeCommand: keys.nodeCommandsPrefix(),
+  // QoS: the policies volumes name and the projects' default policies (assignments' limits).
+  policy: keys.policiesPrefix(),
+  project: keys.projectsPrefix(),
 } as const;
 
 /** What kind of record changed. */
@@ -46,12 +51,13 @@ export type ControllerRecordKind = keyof typeof PREFIXES;
 
 /**
  * One changed record: `volumeUUID` for a volume, its assignments, status and replica set;
- * `snapshotUUID` for a snapshot.
+ * `snapshotUUID` for a snapshot; `id` (the key's last segment) for a policy or project.
  */
 export interface ControllerChange {
   readonly kind: ControllerRecordKind;
   readonly volumeUUID?: string;
   readonly snapshotUUID?: string;
+  readonly id?: string;
 }
 
 /** A record a write depends on, at the revision it was read ('0': the record must not exist). */
@@ -96,6 +102,7 @@ export class VolumeControllerStore {
     this.mirror.addIndex('assignments', PREFIXES.assignment, (key) => idOfKey(key));
     this.mirror.addIndex('status', PREFIXES.status, (key) => volumeOfStatusKey(key));
     this.mirror.addIndex('snapshots', PREFIXES.snapshot, (_key, record) => (record as SnapshotRecord).sourceVolumeUUID);
+    this.mirror.addIndex('volumesOfProject', PREFIXES.volume, (_key, record) => (record as VolumeRecord).projectName);
     this.batcher = new TxnBatcher(fencedCommit);
   }
 
@@ -205,6 +212,20 @@ export class VolumeControllerStore {
     return this.mirror.all<NodeCommandRecord>(PREFIXES.nodeCommand).values();
   }
 
+  /** A QoS policy (control-plane/policies/policy-record.ts); undefined when gone. */
+  policy(policyUUID: string): Pick<PolicyRecord, 'limit'> | undefined {
+    return this.mirror.get<PolicyRecord>(PREFIXES.policy, keys.policy(policyUUID))?.record;
+  }
+
+  project(name: string): ProjectRecord | undefined {
+    return this.mirror.get<ProjectRecord>(PREFIXES.project, keys.project(name))?.record;
+  }
+
+  /** The UUIDs of a project's volumes. */
+  volumesOfProject(projectName: string): string[] {
+    return [...this.mirror.lookup('volumesOfProject', projectName)].map(idOfKey);
+  }
+
   isFlagOn(name: string): boolean {
     return this.mirror.get<{ enabled: boolean }>(PREFIXES.featureFlag, keys.featureFlag(name))?.record.enabled === true;
   }
@@ -278,6 +299,7 @@ function toChange(change: MirrorChange): ControllerChange {
   if (kind === 'status') return { kind, volumeUUID: volumeOfStatusKey(change.key) };
   if (kind === 'volume' || kind === 'assignment' || kind === 'replicaSet') return { kind, volumeUUID: idOfKey(change.key) };
   if (kind === 'snapshot') return { kind, snapshotUUID: idOfKey(change.key) };
+  if (kind === 'policy' || kind === 'project') return { kind, id: idOfKey(change.key) };
   return { kind };
 }
 

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { NodeCommandRecord, NodeRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
+import type { NodeCommandRecord, NodeRecord, ProjectRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { joinServer, markAbsent, markPresent, nodePoolRecord, putRecord, reportInventory } from '../../test/helpers/records.js';
 import { waitUntil } from '../../test/helpers/wait.js';
@@ -18,6 +18,7 @@ import { VolumeController } from './volume-controller.js';
 import { VolumeControllerStore } from './volume-controller-store.js';
 import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
 import { withReplicaSet } from '../../lib/replication.js';
+import type { PolicyRecord } from '../policies/policy-record.js';
 
 const logger = pino({ level: 'silent' });
 const GiB = 1024n ** 3n;
@@ -685,6 +686,74 @@ describe('volume controller', () => {
       await until('VolumeRebuildCompleted', async () => events.some((e) => e.eventName === 'VolumeRebuildCompleted'));
       await settle();
       assert.deepEqual(events.filter((e) => e.eventName.startsWith('VolumeRebuild')).map((e) => e.eventName), ['VolumeRebuildStarted', 'VolumeRebuildCompleted'], 'once each');
+    } finally {
+      await stopController();
+    }
+  });
+  it('QoS: every assignment carries the volume\'s limits (each kind); a policy PUT, a resize, a project default and detaching rewrite them, a policy change without a new generation', async () => {
+    await storageNode();
+    await storageNode();
+    const policy = (limit: PolicyRecord['limit']): PolicyRecord => ({
+      UUID: randomUUID(), name: `p-${randomUUID().slice(0, 6)}`, description: '', state: 'Active', policyVisibility: 'Global', projectsNamesScope: [], limit, createdAt: new Date().toISOString(),
+    });
+    const iops = policy({ kind: 'limitIOPS', write: 100, read: 200 });
+    const bw = policy({ kind: 'limitBw', write: 20, read: 5 });
+    const perGb = policy({ kind: 'limitIOPSPerGB', write: 3, read: 7 });
+    for (const p of [iops, bw, perGb]) await putRecord(client, keys.policy(p.UUID), p);
+    const project = (policyUUID?: string): ProjectRecord => ({
+      UUID: 'default-project', name: 'default', description: '', builtIn: true, createdAt: new Date().toISOString(),
+      defaultPolicies: policyUUID ? [{ policyType: 'qosRateLimit', policyUUID }] : [],
+    });
+    await putRecord(client, keys.project('default'), project());
+    const limits = (readIops: number, writeIops: number, readBytesPerSecond = 0, writeBytesPerSecond = 0) => ({ readIops, writeIops, readBytesPerSecond, writeBytesPerSecond });
+    await startController();
+    try {
+      const a = volume({ qosPolicyUUID: iops.UUID, replicaCount: 2 });
+      const b = volume({ qosPolicyUUID: bw.UUID });
+      const c = volume({ qosPolicyUUID: perGb.UUID });
+      const d = volume();
+      for (const v of [a, b, c, d]) await putRecord(client, keys.volume(v.UUID), v);
+      const assignments = async (v: VolumeRecord) => {
+        const placed = await until(`placement of ${v.name}`, async () => (await readVolume(v.UUID))?.placement ?? undefined);
+        return Promise.all(placed.nodeList.map(async (n) => (await read<VolumeAssignment>(keys.assignment(n, v.UUID)))!));
+      };
+      /** Waits until every node's assignment of `v` carries `want`. */
+      const qosBecomes = (v: VolumeRecord, want: unknown) =>
+        until(`${v.name}: qos ${JSON.stringify(want)}`, async () => {
+          const all = await assignments(v);
+          return all.length > 0 && all.every((x) => JSON.stringify(x.qos) === JSON.stringify(want)) && all;
+        });
+
+      const ofA = await qosBecomes(a, limits(200, 100));
+      assert.equal(ofA.length, 2, 'the same limits on every node of the volume');
+      await qosBecomes(b, limits(0, 0, 5_000_000, 20_000_000));
+      // 10 GiB = 10.737… GB: 7 × 10.737 = 75.2 → 75 read IOPS, 3 × 10.737 = 32.2 → 32 write IOPS.
+      await qosBecomes(c, limits(75, 32));
+      const [plain] = await assignments(d);
+      assert.equal(plain!.qos, null, 'no policy: null');
+
+      // A policy PUT: its volumes' assignments follow, at the same generation.
+      const generationBefore = (await readVolume(a.UUID))!.generation;
+      await putRecord(client, keys.policy(iops.UUID), { ...iops, limit: { kind: 'limitBw', write: 1, read: 2 } });
+      const changed = await qosBecomes(a, limits(0, 0, 2_000_000, 1_000_000));
+      assert.deepEqual(changed.map((x) => x.generation), [generationBefore, generationBefore], 'no new generation: nothing for the data path but the limits');
+      assert.equal((await readVolume(a.UUID))!.generation, generationBefore);
+
+      // A resize (as the API writes it): per-GB limits scale with the new size.
+      const sized = (await readVolume(c.UUID))!;
+      await putRecord(client, keys.volume(c.UUID), { ...sized, sizeBytes: String(20n * GiB), state: 'Updating', generation: sized.generation + 1 });
+      await qosBecomes(c, limits(150, 64));
+
+      // The project's default applies to a volume naming none; removing it detaches (null).
+      await putRecord(client, keys.project('default'), project(perGb.UUID));
+      await qosBecomes(d, limits(75, 32));
+      await qosBecomes(b, limits(0, 0, 5_000_000, 20_000_000));
+      await putRecord(client, keys.project('default'), project());
+      await qosBecomes(d, null);
+      // A volume's own policy detached.
+      const named = (await readVolume(b.UUID))!;
+      await putRecord(client, keys.volume(b.UUID), { ...named, qosPolicyUUID: '', state: 'Updating', generation: named.generation + 1 });
+      await qosBecomes(b, null);
     } finally {
       await stopController();
     }

@@ -9,6 +9,9 @@
 //   any node reports Failed at the generation → Failed (with the node's error)
 //   Deleting            → remove assignments; once no node holds the volume, delete it all
 //   snapshots           → Available once every node holds them; Deleting → gone likewise
+//   QoS                 → every assignment carries the volume's limits (its policy, else its
+//                         project's default, scaled by its size); a policy or default change
+//                         rewrites them without a new generation (docs/policies.md)
 import { StrataError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import type { NodeCommandRecord, NodeRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
@@ -19,6 +22,7 @@ import type { ControllerChange, Guard, VolumeControllerStore, Write } from './vo
 import { assignmentFor, replicationFor, sameAssignment } from './assignments.js';
 import { HANDED_OVER } from '../../lib/etcd/replica-set-store.js';
 import { protectionOf } from './protection.js';
+import { effectiveQosPolicyUUID, volumeQos } from '../policies/volume-qos.js';
 import { chooseNodes, chooseReplacement, roomOn, type NodeCandidate } from './placement.js';
 import { bytes } from '../inventory/inventory-view.js';
 import { isSnapshotGone, snapshotFailureReason, snapshotStateFromReports } from './snapshot-lifecycle.js';
@@ -160,6 +164,16 @@ export class VolumeController {
         case 'device':
         case 'pool':
           this.markWaiting();
+          break;
+        case 'policy':
+          // A policy changed: the limits of every volume it is in effect for (docs/policies.md).
+          for (const volume of this.store.volumes()) {
+            if (effectiveQosPolicyUUID(volume, this.store.project(volume.projectName)) === change.id) this.dirty.add(volume.UUID);
+          }
+          break;
+        case 'project':
+          // Its default policy may have changed: the volumes that name none follow it.
+          for (const volumeUUID of this.store.volumesOfProject(change.id!)) this.dirty.add(volumeUUID);
           break;
         default:
           break;
@@ -372,7 +386,8 @@ export class VolumeController {
   private assignment(volume: VolumeRecord, node: string, replicaSet = this.store.replicaSet(volume.UUID)?.record): VolumeAssignment {
     const nodeOf = (uuid: string) => this.store.node(uuid)?.record;
     const replication = replicationFor(volume, replicaSet, this.options.clusterSubsystemNQN, nodeOf);
-    return assignmentFor(volume, node, this.options.clusterSubsystemNQN, this.store.snapshotsOf(volume.UUID).map((s) => s.record), replication);
+    const qos = volumeQos(volume, this.store.project(volume.projectName), (uuid) => this.store.policy(uuid));
+    return assignmentFor(volume, node, this.options.clusterSubsystemNQN, this.store.snapshotsOf(volume.UUID).map((s) => s.record), replication, qos);
   }
 
   /**

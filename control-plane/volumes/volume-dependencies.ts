@@ -3,6 +3,8 @@
 // resource folder (projects/, policies/, snapshots/, feature-flags/, cluster/) and wired in
 // control-plane.ts. Errors follow the registry: a missing project/policy/snapshot is NOT_FOUND.
 
+import type { KernelCapability } from '../../lib/contract/kernel-capabilities.js';
+
 export const FEATURE_FLAG_NAMES = ['event-log', 'evict-data', 'fail-in-place', 'in-band-authentication', 'proactive-rebalance'] as const;
 export type FeatureFlagName = (typeof FEATURE_FLAG_NAMES)[number];
 
@@ -27,6 +29,15 @@ export interface PolicyDirectory {
   resolve(projectName: string, ref: { UUID?: string; name?: string }): Promise<PolicyRef>;
   /** Name of a policy by UUID, '' when it no longer exists. */
   nameOf(policyUUID: string): Promise<string>;
+}
+
+/**
+ * The nodes' kernel capabilities (kernel-capabilities/): a QoS policy is enforced by a ublk
+ * server on the nodes that serve the volume (docs/policies.md "Enforcement").
+ */
+export interface KernelCapabilityCheck {
+  /** KERNEL_CAPABILITY_MISSING naming each node (default: every node) whose kernel lacks it. */
+  require(capability: KernelCapability, action: string, nodeUUIDs?: readonly string[]): Promise<void>;
 }
 
 export interface SnapshotRef {

@@ -16,7 +16,9 @@ import { MAX_SIZE_BYTES } from '../../lib/contract/size.js';
 import type {
   CapacityCeiling,
   FeatureFlagReader,
+  KernelCapabilityCheck,
   PolicyDirectory,
+  PolicyRef,
   ProjectDirectory,
   ReplicaLimits,
   SnapshotDirectory,
@@ -47,6 +49,8 @@ export interface VolumeServiceDeps {
   readonly replicaLimits: ReplicaLimits;
   /** Refuses at create what can never be placed (issue 17); absent in tests without nodes. */
   readonly capacity?: CapacityCeiling;
+  /** Refuses a QoS policy on nodes that cannot enforce it (no ublk); absent in tests without nodes. */
+  readonly kernelCapabilities?: KernelCapabilityCheck;
   readonly events: EventRecorder & EventPreparer;
   /** The cluster's UUID (responses' clusterId; placement restriction ClusterID). */
   readonly clusterUUID: string;
@@ -122,8 +126,13 @@ export class VolumeService {
     if (ceiling !== undefined && sizeBytes > ceiling) {
       throw errors.invalid(`size ${sizeBytes} bytes can never be placed: the largest volume with ${replicaCount} replica(s) this cluster's nodes can hold is ${ceiling} bytes (node capacity × overcommit ratio)`);
     }
-    const qosPolicyUUID = await this.qosPolicyOf(projectName, body.qosPolicyUUID, body.qosPolicyName);
-    if (qosPolicyUUID !== '') references.push(await this.policyGuard(qosPolicyUUID));
+    const policy = await this.qosPolicyOf(projectName, body.qosPolicyUUID, body.qosPolicyName);
+    const qosPolicyUUID = policy.UUID;
+    if (qosPolicyUUID !== '') {
+      references.push(await this.policyGuard(qosPolicyUUID));
+      // Not placed yet: any node may get it, so every node must be able to enforce it.
+      await this.requireQosEnforceable(policy, body.name);
+    }
 
     const record: VolumeRecord = {
       UUID: randomUUID(),
@@ -204,10 +213,11 @@ export class VolumeService {
     const { store } = this.deps;
     const found = await this.resolve(target, guard);
     const uuid = found.record.UUID;
-    const qosPolicyUUID =
+    const policy =
       body.qosPolicyUUID !== undefined || body.qosPolicyName !== undefined
         ? await this.qosPolicyOf(found.record.projectName, body.qosPolicyUUID, body.qosPolicyName)
         : undefined;
+    const qosPolicyUUID = policy?.UUID;
 
     const result = await store.update(
       uuid,
@@ -249,7 +259,10 @@ export class VolumeService {
         if (qosPolicyUUID !== undefined && qosPolicyUUID !== v.qosPolicyUUID) {
           next.qosPolicyUUID = qosPolicyUUID;
           dataPath = true;
-          if (qosPolicyUUID !== '') compares.push(await this.policyGuard(qosPolicyUUID));
+          if (qosPolicyUUID !== '') {
+            compares.push(await this.policyGuard(qosPolicyUUID));
+            await this.requireQosEnforceable(policy!, v.name, v.placement?.nodeList ?? []);
+          }
         }
         if (body.labels !== undefined && !sameList(body.labels.map(labelText), v.labels.map(labelText))) {
           next.labels = body.labels;
@@ -410,10 +423,23 @@ export class VolumeService {
     return stored.guard;
   }
 
-  /** The policy a request names ('' when none: the project's default applies when read). */
-  private async qosPolicyOf(projectName: string, UUID: string | undefined, name: string | undefined): Promise<string> {
-    if (UUID === undefined && name === undefined) return '';
-    return (await this.deps.policies.resolve(projectName, definedOnly({ UUID, name }))).UUID;
+  /** The policy a request names (UUID '' when none: the project's default applies when read). */
+  private async qosPolicyOf(projectName: string, UUID: string | undefined, name: string | undefined): Promise<PolicyRef> {
+    if (UUID === undefined && name === undefined) return { UUID: '', name: '' };
+    return this.deps.policies.resolve(projectName, definedOnly({ UUID, name }));
+  }
+
+  /**
+   * KERNEL_CAPABILITY_MISSING (400) naming each of the volume's nodes (`nodes`; every node of the
+   * cluster before placement) whose kernel has no ublk: the policy could not be enforced there
+   * (docs/policies.md "Enforcement").
+   */
+  private async requireQosEnforceable(policy: PolicyRef, volumeName: string, nodes?: readonly string[]): Promise<void> {
+    await this.deps.kernelCapabilities?.require(
+      'ublk',
+      `attach QoS policy ${policy.name} to volume ${volumeName} (a policy is enforced by a ublk server on ${nodes ? "each of the volume's nodes" : 'whichever nodes the volume is placed on, so on every node before placement'}; Debian 12's 6.1 kernel has no ublk)`,
+      nodes,
+    );
   }
 
   /** Wire form of stored volumes: their status reports and node liveness read together. */

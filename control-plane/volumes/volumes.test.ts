@@ -3,8 +3,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { NO_KERNEL_CAPABILITIES } from '../../lib/contract/kernel-capabilities.js';
 import { keys } from '../../lib/etcd/keys.js';
-import { fieldsOf, joinServer, markAbsent, markPresent } from '../../test/helpers/records.js';
+import { fieldsOf, joinServer, markAbsent, markPresent, reportInventory } from '../../test/helpers/records.js';
 import type { SnapshotDirectory } from './volume-dependencies.js';
 import { parseCreateVolume, parseUpdateVolume } from './volume-schema.js';
 import { VolumeService, VolumeUsageCounter } from './volume-service.js';
@@ -950,5 +951,58 @@ describe('volumes API while nodes come and go (replica limit from the presence k
     fails(await h.create({ name: unique(), size: '1GiB' }), 503, 14, 'lease lapsed');
     await markPresent(h.etcd, server.UUID, server.nodeUUIDs);
     assert.equal(ok(await h.create({ name: unique(), size: '1GiB' })).state, 'Creating');
+  });
+});
+
+describe('volumes API: a QoS policy needs ublk on the volume\'s nodes (issue 18)', () => {
+  let h: VolumesHarness;
+
+  before(async () => {
+    h = await startVolumesHarness({ kernelCapabilities: true });
+  });
+  after(async () => {
+    await h?.close();
+  });
+
+  test('attaching a policy where a node has no ublk is a 400 naming the node and why; nothing is written', async () => {
+    const NONE = NO_KERNEL_CAPABILITIES;
+    const trixie = await joinServer(h.etcd, { nodes: [{ name: 'trixie-node' }] });
+    const bookworm = await joinServer(h.etcd, { nodes: [{ name: 'bookworm-node' }] });
+    const [newNode, oldNode] = [trixie.nodes[0]!.UUID, bookworm.nodes[0]!.UUID];
+    await reportInventory(h.etcd, trixie.server.UUID, { facts: { kernel: '6.12.117+deb13-amd64', kernelCapabilities: { ...NONE, ublk: true } } });
+    await reportInventory(h.etcd, bookworm.server.UUID, { facts: { kernel: '6.1.0-56-amd64', kernelCapabilities: NONE } });
+    const gold = await h.putPolicy({ name: unique('gold') });
+    const volumeKeys = async () => (await h.etcd.getAll().prefix(keys.volumesPrefix()).keys()).length;
+    const refusedFor = (res: HttpResult, what: string) => {
+      fails(res, 400, 3, what);
+      assert.match(res.body.error, new RegExp(`attach QoS policy ${gold.name} .*bookworm-node \\(${oldNode}, kernel 6\\.1\\.0-56-amd64\\) lacks userspace block devices \\(ublk`), what);
+      assert.match(res.body.error, /Debian 12's 6\.1 kernel has no ublk/, what);
+      assert.doesNotMatch(res.body.error, /trixie-node/, what);
+      assert.deepEqual(res.body.details, [{ capability: 'ublk', nodes: [oldNode] }], what);
+    };
+
+    // Create: not placed yet, so any node may serve it.
+    const before = await volumeKeys();
+    refusedFor(await h.create({ name: unique(), size: '1GiB', qosPolicyName: gold.name }), 'create with a policy');
+    assert.equal(await volumeKeys(), before, 'a refused create writes nothing');
+
+    // Update: the volume's own nodes decide.
+    const onOld = ok(await h.create({ name: unique(), size: '1GiB' }), 'without a policy');
+    await h.place(onOld.UUID, { nodeList: [oldNode] });
+    const stored = await h.record(onOld.UUID);
+    refusedFor(await h.request('PUT', `/api/v2/volumes/${onOld.UUID}`, { token: h.tokens.admin, body: { qosPolicyUUID: gold.UUID } }), 'update on a 6.1 node');
+    assert.deepEqual(await h.record(onOld.UUID), stored, 'a refused update writes nothing');
+    const replicated = ok(await h.create({ name: unique(), size: '1GiB', replicaCount: 2 }));
+    await h.place(replicated.UUID, { nodeList: [newNode, oldNode] });
+    refusedFor(await h.request('PUT', `/api/v2/volumes/${replicated.UUID}`, { token: h.tokens.admin, body: { qosPolicyName: gold.name } }), 'a replica on a 6.1 node');
+
+    const onNew = ok(await h.create({ name: unique(), size: '1GiB' }));
+    await h.place(onNew.UUID, { nodeList: [newNode] });
+    ok(await h.request('PUT', `/api/v2/volumes/${onNew.UUID}`, { token: h.tokens.admin, body: { qosPolicyUUID: gold.UUID } }), 'on a node with ublk');
+    assert.equal((await h.record(onNew.UUID))!.qosPolicyUUID, gold.UUID);
+
+    // The old server boots a kernel with ublk: creates with a policy go through.
+    await reportInventory(h.etcd, bookworm.server.UUID, { facts: { kernel: '6.12.117+deb13-amd64', kernelCapabilities: { ...NONE, ublk: true } } });
+    assert.equal(ok(await h.create({ name: unique(), size: '1GiB', qosPolicyName: gold.name })).qosPolicyUUID, gold.UUID);
   });
 });

@@ -6,6 +6,7 @@ import { accessOf, aclAdmits, ALLOW_ANY, ALLOW_NONE, DEFAULT_ACL, DEFAULT_IP_ACL
 import { hostNqnProblem, volumeNqnPrefix, volumeSubsystemNQN } from './nqn.js';
 import { formatSize, MAX_SIZE_BYTES, parseSize } from './size.js';
 import { isCanonicalUuid, isUuid } from './uuid.js';
+import { isUnlimited, sameLimits, UNLIMITED, volumeQosLimits } from './qos.js';
 
 const GiB = 1024n ** 3n;
 const HOST = 'nqn.2014-08.org.nvmexpress:uuid:6d8a4c57-1a2b-4c3d-8e9f-0a1b2c3d4e5f';
@@ -61,5 +62,15 @@ describe('lib/contract', () => {
     assert.throws(() => parseSize(String(MAX_SIZE_BYTES + 1n)), /too large/);
     assert.equal(formatSize(GiB), '1 GiB');
     assert.equal(formatSize('1000001536'), '953.68 MiB');
+  });
+  it('QoS: a policy and a size give the server\'s four limits; MB/s and GB are decimal; per-GB never rounds a set limit to unlimited', () => {
+    assert.equal(isUnlimited(UNLIMITED), true);
+    assert.deepEqual(volumeQosLimits({ kind: 'limitIOPS', write: 200, read: 2000 }, GiB), { readIops: 2000, writeIops: 200, readBytesPerSecond: 0, writeBytesPerSecond: 0 });
+    assert.deepEqual(volumeQosLimits({ kind: 'limitBw', write: 20, read: 0 }, GiB), { readIops: 0, writeIops: 0, readBytesPerSecond: 0, writeBytesPerSecond: 20_000_000 });
+    // 10 GiB = 10.737 GB: 100 IOPS per GB gives 1073.
+    assert.deepEqual(volumeQosLimits({ kind: 'limitIOPSPerGB', write: 100, read: 0 }, 10n * GiB), { readIops: 0, writeIops: 1073, readBytesPerSecond: 0, writeBytesPerSecond: 0 });
+    assert.equal(volumeQosLimits({ kind: 'limitIOPSPerGB', write: 1, read: 1 }, 1024n * 1024n).writeIops, 1);
+    assert.equal(sameLimits(volumeQosLimits({ kind: 'limitIOPS', write: 1, read: 2 }, GiB), { readIops: 2, writeIops: 1, readBytesPerSecond: 0, writeBytesPerSecond: 0 }), true);
+    assert.equal(isUnlimited(volumeQosLimits({ kind: 'limitBw', write: 0, read: 0 }, GiB)), true);
   });
 });

@@ -24,6 +24,7 @@ import { RecordStore } from '../../lib/etcd/record-store.js';
 import { createPoliciesRoutes } from '../../control-plane/policies/policies-routes.js';
 import { PoliciesService } from '../../control-plane/policies/policies-service.js';
 import { PoliciesStore } from '../../control-plane/policies/policies-store.js';
+import { WatchedQosEnforcement } from '../../control-plane/policies/qos-enforcement.js';
 import { createProjectsRoutes } from '../../control-plane/projects/projects-routes.js';
 import { ProjectsService } from '../../control-plane/projects/projects-service.js';
 import { ProjectsStore } from '../../control-plane/projects/projects-store.js';
@@ -134,7 +135,7 @@ export function projectAndPolicyRoutes(etcd: Etcd3, auth: Authenticator, cache: 
     projects,
     routers: [
       createProjectsRoutes({ auth, projects: new ProjectsService(projects, policies, usage) }),
-      createPoliciesRoutes({ auth, policies: new PoliciesService(policies, projects, usage) }),
+      createPoliciesRoutes({ auth, policies: new PoliciesService(policies, projects, usage, new WatchedQosEnforcement(cache)) }),
     ],
   };
 }

@@ -14,6 +14,8 @@ import type { EventInput, EventRecorder } from '../../control-plane/events/event
 import type { PreparedEvent } from '../../control-plane/events/event-log-store.js';
 import { FeatureFlagsService } from '../../control-plane/feature-flags/feature-flags-service.js';
 import { FeatureFlagsStore } from '../../control-plane/feature-flags/feature-flags-store.js';
+import { InventoryReader } from '../../control-plane/inventory/inventory-reader.js';
+import { KernelCapabilitiesService } from '../../control-plane/kernel-capabilities/kernel-capabilities-service.js';
 import { WatchedPolicyDirectory } from '../../control-plane/policies/policy-directory.js';
 import { WatchedProjectDirectory } from '../../control-plane/projects/project-directory.js';
 import { POLICY_TYPE_QOS } from '../../control-plane/projects/projects-schema.js';
@@ -121,6 +123,8 @@ export async function startVolumesHarness(
     maxReplicas?: number;
     /** The service's replica limit instead of `limits` (e.g. the real one, from presence keys). */
     replicaLimits?: (cache: WatchCache) => ReplicaLimits;
+    /** Check nodes' kernel capabilities (a QoS policy needs ublk) from the servers' facts in etcd. */
+    kernelCapabilities?: boolean;
   } = {},
 ): Promise<VolumesHarness> {
   const recorder = new CollectingRecorder();
@@ -141,6 +145,7 @@ export async function startVolumesHarness(
     snapshots: new EtcdSnapshotDirectory(new SnapshotStore(etcd)),
     flags: new FeatureFlagsService(new FeatureFlagsStore(etcd), recorder),
     replicaLimits: options.replicaLimits?.(api.cache) ?? limits,
+    ...(options.kernelCapabilities ? { kernelCapabilities: new KernelCapabilitiesService(new InventoryReader(etcd)) } : {}),
     events: recorder,
     clusterUUID: api.cluster.UUID,
     clusterSubsystemNQN: api.cluster.subsystemNQN,
