@@ -134,7 +134,7 @@ describe(`node storage pool on the real kernel (QEMU guest, ${labKernelLabel()},
     client = createEtcdClient([etcd.endpoint]);
     plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, leaseTtlSeconds: 10 });
     guest = await step('boot', () =>
-      startGuest({ name: 'pool', nvmeDrives: SERIALS.map((serial) => ({ serial, sizeMiB: DRIVE_MIB })), memoryMiB: 1536, cpus: 2 }),
+      startGuest({ name: 'pool', nvmeDrives: SERIALS.map((serial) => ({ serial, sizeMiB: DRIVE_MIB })), memoryMiB: 1536, cpus: 2, bootTimeoutMs: 240_000 }),
     );
     startAgentInGuest();
     const identity = await waitUntil(async () => (await g().run(['cat', '/tmp/agent-state/identity.json'])).stdout || false, 'the agent’s identity in the guest', 300_000, 500);
