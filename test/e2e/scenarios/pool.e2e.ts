@@ -9,8 +9,8 @@
 //   parity-less raid4 (it stays raid4 while the pool is in use: the raid4 → raid0 level change
 //   returns wrong data to reads in flight, docs/datapath.md), btrfs resize; the device is
 //   Adding, then Healthy, and the capacity grows;
-//   a third device while the agent is killed (kill -9) in the middle of the reshape, together
-//   with the background mdadm (as a crash would): md finishes the reshape, the restarted agent
+//   a third device while the agent is killed (kill -9) in the middle of the reshape, and any
+//   mdadm (as a crash would): md finishes the reshape, the restarted agent
 //   grows the filesystem, and never changes the level of the array in use;
 //   the volume's data read back through NVMe/TCP after each step, byte for byte.
 //
@@ -221,8 +221,10 @@ describe(`node storage pool on the real kernel (QEMU guest, ${labKernelLabel()},
     // Slow md down so the crash lands in the reshape; wait until it runs.
     await sh('echo 2000 > /proc/sys/dev/raid/speed_limit_max');
     await waitUntil(async () => /reshape/.test(await sh('cat /proc/mdstat')), 'the md reshape to start', 120_000, 250);
-    const killed = await sh('kill -9 "$(cat /tmp/agent.pid)"; pkill -9 -e -x mdadm || true');
-    assert.match(killed, /mdadm killed/, 'the background mdadm that watches the grow is gone');
+    // A crash: the agent, and any mdadm. A grow to raid4 left no background mdadm in the lab (one
+    // is only needed for a level change at the end, which the agent no longer asks for).
+    await sh('kill -9 "$(cat /tmp/agent.pid)"; pkill -9 -x mdadm || true');
+    assert.match(await sh('cat /proc/mdstat'), /reshape/, 'md reshapes on without mdadm');
     await sh('echo 200000 > /proc/sys/dev/raid/speed_limit_max');
     const log = startAgentInGuest();
     const states = new Set<string>();
