@@ -149,6 +149,35 @@ describe(`cluster end to end through the REST API (two storage guests, one initi
     });
   const readDirect = async (device: string, mib: number, offsetMiB = 0) =>
     (await host().runOk(['dd', `if=${device}`, 'bs=1M', `skip=${offsetMiB}`, `count=${mib}`, 'iflag=direct', 'status=none'], { timeoutMs: 120_000 })).stdoutBytes;
+  /**
+   * The host reads `want` at the start of the volume. On a mismatch, before failing, it gathers
+   * what tells a wrong read from wrong data at rest: three more reads by the host, the backing
+   * file read on its storage guest (O_DIRECT and buffered), and md's state there (a read in
+   * flight across md's raid4 → raid0 level change once came back wrong: docs/datapath.md).
+   */
+  async function assertReadsBack(device: string, volume: Volume, want: Buffer, what: string): Promise<void> {
+    const mib = want.length / MiB;
+    const got = sha256(await readDirect(device, mib));
+    if (got === sha256(want)) return;
+    const rereads: string[] = [];
+    for (let i = 0; i < 3; i++) rereads.push(sha256(await readDirect(device, mib)));
+    const server = storageOf(volume.primaryNodeUUID);
+    const backing = `/var/lib/strata/pool/${volume.primaryNodeUUID}/volumes/${volume.UUID}.raw`;
+    const onServer = async (flags: string[]) => {
+      const r = await server.guest.run(['dd', `if=${backing}`, 'bs=1M', `count=${mib}`, ...flags, 'status=none'], { timeoutMs: 60_000 });
+      return r.code === 0 ? sha256(r.stdoutBytes) : `dd exit ${r.code}: ${r.stderr.trim()}`;
+    };
+    const direct = await onServer(['iflag=direct']);
+    const buffered = await onServer([]);
+    const mdState =
+      'for d in /sys/block/md*/md; do echo "${d%/md}: level=$(cat $d/level) raid_disks=$(cat $d/raid_disks) sync_action=$(cat $d/sync_action 2>/dev/null) ' +
+      'reshape_position=$(cat $d/reshape_position 2>/dev/null) sync_completed=$(cat $d/sync_completed 2>/dev/null)"; done; cat /proc/mdstat';
+    const md = (await server.guest.run(['sh', '-c', mdState], { timeoutMs: 30_000 })).stdout.trim();
+    assert.fail(
+      `${what}: the host read sha256 ${got}, expected ${sha256(want)}; host re-reads: ${rereads.join(', ')}; ` +
+        `backing file on ${server.name}: O_DIRECT ${direct}, buffered ${buffered}; md on ${server.name}:\n${md}`,
+    );
+  }
 
   // ---- setup ---------------------------------------------------------------------------------
   before(async () => {
@@ -222,7 +251,7 @@ describe(`cluster end to end through the REST API (two storage guests, one initi
     assert.equal((await sh(host(), `cat /sys/block/${block}/size`)).trim(), String((32 * MiB) / 512));
     await step('write + read 1 MiB', async () => {
       await writeDirect(deviceA, patternA);
-      assert.equal(sha256(await readDirect(deviceA, 1)), sha256(patternA));
+      await assertReadsBack(deviceA, volumeA, patternA, 'the pattern written reads back');
     });
     const [c] = await controllers(volumeA.UUID);
     assert.deepEqual([c?.state, c?.hostnqn], ['live', H1]);
@@ -292,7 +321,7 @@ describe(`cluster end to end through the REST API (two storage guests, one initi
       assert.equal(resized.size, String(64 * MiB));
       await waitUntil(async () => (await sh(host(), `cat /sys/block/${block}/size`)).trim() === String((64 * MiB) / 512), 'the host to see 64 MiB', 60_000, 500);
     });
-    assert.equal(sha256(await readDirect(deviceA, 1)), sha256(patternA), 'data intact after the resize');
+    await assertReadsBack(deviceA, volumeA, patternA, 'data intact after the resize');
   });
 
   let clone: Volume;
@@ -307,7 +336,7 @@ describe(`cluster end to end through the REST API (two storage guests, one initi
     clone = await step('clone → Available', () => createVolume({ name: 'alpha-clone', sourceSnapshotUUID: snapshot.UUID, acl: { values: [H1] } }));
     assert.deepEqual(clone.nodeList, volumeA.nodeList, 'the clone lives where its snapshot is');
     deviceClone = await connectOk(clone.UUID, H1);
-    assert.equal(sha256(await readDirect(deviceClone, 1)), sha256(patternA), 'the clone holds the snapshot’s data');
+    await assertReadsBack(deviceClone, clone, patternA, 'the clone holds the snapshot’s data');
   });
 
   it('drops the connection of a host removed from the ACL', { timeout: 300_000 }, async () => {

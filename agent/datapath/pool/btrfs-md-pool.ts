@@ -7,7 +7,8 @@
 import { promises as fs } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Logger } from '../../../lib/logger.js';
-import { pcieNamespaces } from './md-array.js';
+import { pcieNamespaces, readMdArray, type NvmeNamespace } from './md-array.js';
+import { commandsOf, offlineLevelStep } from './pool-growth.js';
 import { PoolError, type CommandRunner } from './storage-pool.js';
 
 export interface NodeDevices {
@@ -76,6 +77,7 @@ export async function prepareBtrfsMdPool(options: BtrfsMdOptions): Promise<Prepa
       mdDevice = `/dev/md/${name}`;
       await runOrFail(run, 'mdadm', ['--assemble', mdDevice, '--run', ...ours], `assembling ${name}`);
       logger.info({ mdDevice, members: ours, listed: present }, 'md array assembled');
+      await endRaid4BeforeMount(options, mdDevice, namespaces);
     } else {
       const missing = listed.filter((s) => blockOf(s) === undefined);
       if (missing.length > 0) throw new PoolError(`data device ${missing.join(', ')} is not present on this server`);
@@ -123,6 +125,22 @@ export async function prepareBtrfsMdPool(options: BtrfsMdOptions): Promise<Prepa
     mounted = true;
   }
   return { mdDevice, level, created, mounted };
+}
+
+/**
+ * Right after assembly, before anything is mounted on the array: a parity-less raid4 left by an
+ * online grow becomes raid0. That level change returns wrong data to reads in flight (6.12) or
+ * hangs (6.1), so it is only ever made here, where nothing reads (pool-growth.ts).
+ */
+async function endRaid4BeforeMount(options: BtrfsMdOptions, mdDevice: string, namespaces: ReadonlyMap<string, NvmeNamespace>): Promise<void> {
+  const running = await runningArray(options.sysfsRoot, arrayNameOf(options.nodeUUID), options.run);
+  if (!running) return;
+  const step = offlineLevelStep(await readMdArray(options.sysfsRoot, basename(running), namespaces), options.devices.ec);
+  if (!step) return;
+  for (const [command, args] of commandsOf(step, mdDevice, options.mountPoint)) {
+    await runOrFail(options.run, command, args, `${command} ${args.join(' ')} (before mounting)`);
+  }
+  options.logger.info({ mdDevice, step }, 'md raid4 left by an online grow turned into raid0 before mounting');
 }
 
 /** The md level of /dev/mdN (or of the /dev/md/<name> link), '' when sysfs does not say. */

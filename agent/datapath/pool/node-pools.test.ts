@@ -1,8 +1,9 @@
 // NodePools against a real etcd (node records, cluster record), a fake sysfs, and a command
 // runner that plays md, blkid, mkfs/mount and btrfs the way the 6.1 kernel and mdadm 4.2 behave
 // (sequences read off a QEMU guest; pool.e2e.ts runs the real ones): bring-up, the pool report,
-// adding a device (raid1 → raid0 → reshape → filesystem resize), an agent restart mid-grow, the
-// interrupted raid0 grow left as raid4, and servers without a kernel target.
+// adding a device (raid1 → raid0 → reshape as a parity-less raid4 → filesystem resize), an agent
+// restart mid-grow, the raid4 → raid0 level change made only before mounting (never online), and
+// servers without a kernel target.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -44,8 +45,8 @@ class FakeKernel {
   dataUsed = 0n;
   readonly superblocks = new Map<string, string>();
   readonly calls: string[] = [];
-  /** The background mdadm that turns a raid4 back into raid0 after a raid0 grow. */
-  backgroundMdadm = true;
+  /** The array is assembled (false: stopped, as after a reboot). */
+  running = true;
 
   constructor(private readonly sysfs: FakeSysfs) {}
 
@@ -57,7 +58,7 @@ class FakeKernel {
       throw Object.assign(new Error(`${command} exited ${code}`), { code, stderr });
     };
     const dev = (path: string) => path.replace('/dev/', '');
-    if (command === 'mdadm' && args[0] === '--detail') return this.array && args[2] === '/dev/md127' ? ok(`MD_LEVEL=${this.array.level}\nMD_NAME=guest:${NAME}\n`) : fail(1);
+    if (command === 'mdadm' && args[0] === '--detail') return this.array && this.running && args[2] === '/dev/md127' ? ok(`MD_LEVEL=${this.array.level}\nMD_NAME=guest:${NAME}\n`) : fail(1);
     if (command === 'mdadm' && args[0] === '--examine') {
       const name = this.superblocks.get(dev(args[2]!));
       return name ? ok(`MD_NAME=guest:${name}\n`) : fail(1);
@@ -76,6 +77,7 @@ class FakeKernel {
     }
     if (command === 'mdadm' && args[0] === '--assemble') {
       assert.ok(this.array, 'assemble of an array that was never created');
+      this.running = true;
       this.sync();
       return ok();
     }
@@ -95,13 +97,16 @@ class FakeKernel {
       this.sync();
       return ok(`mdadm: level of /dev/md127 changed to raid0\n`);
     }
-    if (command === 'mdadm' && args[0] === '--grow' && args[2]?.startsWith('--raid-devices=')) {
+    if (command === 'mdadm' && args[0] === '--grow' && args[2] === '--level=4' && args[3]?.startsWith('--raid-devices=') && args[4] === '--force' && args[5] === '--add') {
+      // raid0 (or a parity-less raid4) → raid4 of raid-devices (the last, parity, empty); mdadm's
+      // background process ends it as raid4, the level asked for.
       const a = this.array!;
-      assert.equal(a.level, 'raid0', 'a raid0 grow');
-      const data = Number(args[2].slice('--raid-devices='.length));
+      assert.ok(a.level === 'raid0' || a.level === 'raid4', 'a raid0 grow');
+      assert.ok(!a.reshape, 'not while md reshapes');
+      const dataBefore = a.members.filter((m) => m.slot !== null).length;
       a.level = 'raid4';
-      a.raidDisks = data + 1;
-      for (const [i, d] of args.slice(4).entries()) this.addMember(dev(d), a.members.length + i);
+      a.raidDisks = Number(args[3].slice('--raid-devices='.length));
+      for (const [i, d] of args.slice(6).entries()) this.addMember(dev(d), dataBefore + i);
       a.syncAction = 'reshape';
       a.reshape = true;
       this.sync();
@@ -123,16 +128,12 @@ class FakeKernel {
     return fail(127, `${command}: not in this fake`);
   };
 
-  /** md finishes the reshape; the background mdadm (when alive) turns raid4 back into raid0. */
+  /** md finishes the reshape; the array stays a parity-less raid4. */
   finishReshape(): void {
     const a = this.array!;
     a.syncAction = 'idle';
     a.reshape = false;
     a.bytes = BigInt(a.raidDisks - 1) * DEVICE;
-    if (this.backgroundMdadm) {
-      a.level = 'raid0';
-      a.raidDisks -= 1;
-    }
     this.sync();
   }
 
@@ -242,18 +243,17 @@ describe('node pools', { timeout: 60_000 }, () => {
     await p.stop();
   });
 
-  it('adds a device: raid1 → raid0, reshape (Adding, Growing), restart mid-grow, interrupted raid0 left as raid4, filesystem resize → Healthy', async () => {
+  it('adds a device: raid1 → raid0, reshape as a parity-less raid4 (Adding, Growing), restart mid-grow, filesystem resize → Healthy; raid4 → raid0 only before mounting', async () => {
     let p = pools();
     await poolOf(p);
     await putNode(['D0', 'D1']);
-    kernel.backgroundMdadm = false; // as if the agent's restart took it along
     let pool = await poolOf(p);
     assert.ok(kernel.calls.includes('mdadm --grow /dev/md127 --level=0'), kernel.calls.join('\n'));
     assert.deepEqual(deviceStates(pool), ['D0:Healthy', 'D1:Adding']);
     assert.equal(pool.state, 'Growing');
 
     pool = await poolOf(p);
-    assert.ok(kernel.calls.includes('mdadm --grow /dev/md127 --raid-devices=2 --add /dev/nvme1n1'), kernel.calls.join('\n'));
+    assert.ok(kernel.calls.includes('mdadm --grow /dev/md127 --level=4 --raid-devices=3 --force --add /dev/nvme1n1'), kernel.calls.join('\n'));
     assert.equal(pool.level, 'raid4');
     assert.equal(pool.state, 'Growing');
     assert.equal(pool.rebuildProgressPercent, 20);
@@ -269,15 +269,12 @@ describe('node pools', { timeout: 60_000 }, () => {
     await p.refreshNow();
     assert.ok(!kernel.calls.slice(callsBefore).some((c) => c.startsWith('mdadm --grow')), 'nothing started while md reshapes');
 
-    kernel.finishReshape(); // nobody turned it back into raid0
+    kernel.finishReshape();
     pool = await poolOf(p);
-    assert.ok(kernel.calls.slice(callsBefore).includes('mdadm --grow /dev/md127 --level=0'));
-    assert.equal(pool.level, 'raid0');
-    assert.deepEqual(deviceStates(pool), ['D0:Healthy', 'D1:Adding'], 'Adding until the filesystem grew');
-
-    pool = await poolOf(p);
+    assert.ok(!kernel.calls.slice(callsBefore).some((c) => c.includes('--level=0')), 'no raid4 → raid0 level change while the pool is mounted');
     assert.ok(kernel.calls.some((c) => c === `btrfs filesystem resize max ${join(poolDir, NODE)}`));
-    assert.equal(pool.state, 'Ready');
+    assert.equal(pool.level, 'raid4');
+    assert.equal(pool.state, 'Ready', 'a parity-less raid4 is not Degraded');
     assert.deepEqual(deviceStates(pool), ['D0:Healthy', 'D1:Healthy']);
     assert.equal(pool.arrayBytes, 2n * DEVICE);
     assert.equal(pool.capacityBytes, 2n * DEVICE - 100n * MiB, 'the capacity grew');
@@ -288,6 +285,24 @@ describe('node pools', { timeout: 60_000 }, () => {
     const settled = kernel.calls.length;
     await p.refreshNow();
     assert.deepEqual(kernel.calls.slice(settled).filter((c) => !/--detail|usage/.test(c)), []);
+
+    // A reboot: the array is assembled again, and becomes raid0 before anything is mounted on it.
+    await p.stop();
+    kernel.running = false;
+    const mountPoint = join(poolDir, NODE);
+    writeFileSync(sysfs.mountsPath, readFileSync(sysfs.mountsPath, 'utf8').split('\n').filter((l) => l.split(' ')[1] !== mountPoint).join('\n'));
+    const beforeBoot = kernel.calls.length;
+    p = pools();
+    pool = await poolOf(p);
+    const boot = kernel.calls.slice(beforeBoot);
+    const assembled = boot.findIndex((c) => c.startsWith('mdadm --assemble'));
+    const leveled = boot.findIndex((c) => /^mdadm --grow \S+ --level=0$/.test(c));
+    const mounted = boot.findIndex((c) => c.startsWith('mount '));
+    assert.ok(assembled >= 0 && assembled < leveled && leveled < mounted, `assemble, raid4 → raid0, then mount:\n${boot.join('\n')}`);
+    assert.equal(pool.level, 'raid0');
+    assert.equal(pool.state, 'Ready');
+    assert.deepEqual(deviceStates(pool), ['D0:Healthy', 'D1:Healthy']);
+    assert.equal(pool.arrayBytes, 2n * DEVICE);
     await p.stop();
   });
 

@@ -23,7 +23,7 @@ import { arrayNameOf, examine, prepareBtrfsMdPool, runningArray, runOrFail, sign
 import { parseBtrfsUsage, type BtrfsUsage } from './btrfs-usage.js';
 import { integrityErrorsOf, readBtrfsErrorStats } from './integrity-errors.js';
 import { isActiveData, isArrayBusy, isFaulty, isJournal, pcieNamespaces, readMdArray, type MdArray, type NvmeNamespace } from './md-array.js';
-import { commandsOf, deviceStatuses, parityFactor, planGrowth, type DesiredDevice, type GrowthPlan } from './pool-growth.js';
+import { commandsOf, deviceStatuses, isParitylessRaid4, parityFactor, planGrowth, type DesiredDevice, type GrowthPlan } from './pool-growth.js';
 import type { NodePoolStatus, PoolReportSnapshot, PoolReportSource, PoolStateName } from './pool-report.js';
 import { FilePool, type CommandRunner, type StoragePool } from './storage-pool.js';
 
@@ -387,7 +387,8 @@ export class NodePools implements PoolReportSource {
     });
     const contents = await entry.pool!.contents();
     const rawBytes = array.members.filter((m) => isActiveData(m) && !isFaulty(m)).reduce((sum, m) => sum + m.sizeBytes, 0n);
-    const factor = parityFactor(array.level, array.raidDisks);
+    // A parity-less raid4 (a raid0 pool grown online) stores no parity: one raw byte per byte.
+    const factor = isParitylessRaid4(array) ? { num: 1n, den: 1n } : parityFactor(array.level, array.raidDisks);
     const busy = isArrayBusy(array);
     const growing =
       adding.size > 0 || !['wait', 'done'].includes(plan.step.kind) || array.syncAction === 'reshape' || array.reshapePending || devices.some((d) => d.state === 'Adding');
@@ -395,7 +396,7 @@ export class NodePools implements PoolReportSource {
       ? 'Growing'
       : ['recover', 'resync'].includes(array.syncAction)
         ? 'Rebuilding'
-        : array.degraded > 0 || array.members.some(isFaulty)
+        : array.degraded > (isParitylessRaid4(array) ? 1 : 0) || array.members.some(isFaulty)
           ? 'Degraded'
           : 'Ready';
     const problems = [entry.growthError, ...plan.refused.values()].filter((p) => p !== '');

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseBtrfsUsage } from './btrfs-usage.js';
 import type { MdArray, MdMember } from './md-array.js';
-import { commandsOf, deviceStatuses, parityFactor, planGrowth, type DesiredDevice, type GrowthPlan } from './pool-growth.js';
+import { commandsOf, deviceStatuses, isParitylessRaid4, offlineLevelStep, parityFactor, planGrowth, type DesiredDevice, type GrowthPlan } from './pool-growth.js';
 
 const MiB = 1024n * 1024n;
 const member = (serial: string, slot: number | null, flags = ['in_sync']): MdMember => ({
@@ -35,7 +35,7 @@ const states = (a: MdArray, desired: DesiredDevice[], p: GrowthPlan, adding: str
   deviceStatuses(a, desired, p, new Set(adding), () => 512n * MiB).map((d) => `${d.serial}:${d.role}:${d.state}`);
 
 describe('pool growth', () => {
-  it('a one-device raid1 becomes raid0, then grows as raid0 by the new devices', () => {
+  it('a one-device raid1 becomes raid0, then grows by the new devices into a parity-less raid4', () => {
     const raid1 = array({ level: 'raid1', syncAction: 'idle', members: [member('D0', 0)] });
     const first = plan(raid1, [listed('D0'), blank('D1')]);
     assert.deepEqual(first.step, { kind: 'to-raid0' });
@@ -46,11 +46,12 @@ describe('pool growth', () => {
     const second = plan(raid0, [listed('D0'), blank('D1'), blank('D2')]);
     assert.deepEqual(second.step, { kind: 'grow-raid0', add: ['/dev/nvme1n1', '/dev/nvme2n1'], serials: ['D1', 'D2'], raidDevices: 3 });
     assert.deepEqual(commandsOf(second.step, '/dev/md127', '/pool'), [
-      ['mdadm', ['--grow', '/dev/md127', '--raid-devices=3', '--add', '/dev/nvme1n1', '/dev/nvme2n1']],
+      // raid4 as the end level: mdadm would otherwise turn it into raid0 online (unsafe).
+      ['mdadm', ['--grow', '/dev/md127', '--level=4', '--raid-devices=4', '--force', '--add', '/dev/nvme1n1', '/dev/nvme2n1']],
     ]);
   });
 
-  it('waits while md reshapes (raid4 during a raid0 grow), finishes an interrupted one, then grows the filesystem', () => {
+  it('waits while md reshapes, leaves the parity-less raid4 as it is while online, grows the filesystem and the raid4 again', () => {
     const desired = [listed('D0'), listed('D1')];
     const reshaping = array({
       level: 'raid4',
@@ -65,11 +66,28 @@ describe('pool growth', () => {
     assert.equal(waiting.step.kind, 'wait');
     assert.deepEqual(states(reshaping, desired, waiting, ['D1']), ['D0:data:Healthy', 'D1:data:Adding']);
 
-    // The background mdadm that turns it back into raid0 died (agent restart, reboot).
-    const leftRaid4 = array({ level: 'raid4', raidDisks: 3, syncAction: 'idle', degraded: 1, members: [member('D0', 0), member('D1', 1)] });
-    assert.deepEqual(plan(leftRaid4, desired).step, { kind: 'to-raid0' });
+    // The reshape is done: the array stays raid4 with its parity slot empty. Online, the agent
+    // never turns it into raid0 (reads in flight across that level change came back wrong on
+    // 6.12); only right after assembly, before mounting.
+    const raid4 = array({ level: 'raid4', raidDisks: 3, syncAction: 'idle', degraded: 1, members: [member('D0', 0), member('D1', 1)] });
+    assert.ok(isParitylessRaid4(raid4));
+    assert.deepEqual(plan(raid4, desired).step, { kind: 'done' });
+    assert.deepEqual(states(raid4, desired, plan(raid4, desired)), ['D0:data:Healthy', 'D1:data:Healthy']);
+    assert.deepEqual(offlineLevelStep(raid4, false), { kind: 'to-raid0' });
+    assert.deepEqual(commandsOf({ kind: 'to-raid0' }, '/dev/md127', '/pool'), [['mdadm', ['--grow', '/dev/md127', '--level=0']]]);
+    assert.equal(offlineLevelStep(reshaping, false), undefined, 'not while md reshapes');
+    assert.equal(offlineLevelStep(raid4, true), undefined, 'not on an ec node');
+    assert.equal(offlineLevelStep(array({ level: 'raid0', raidDisks: 2, members: [member('D0', 0), member('D1', 1)] }), false), undefined);
+    const withParity = array({ level: 'raid4', raidDisks: 3, syncAction: 'idle', members: [member('D0', 0), member('D1', 1), member('D2', 2)] });
+    assert.ok(!isParitylessRaid4(withParity));
+    assert.equal(offlineLevelStep(withParity, false), undefined);
 
-    const grown = array({ level: 'raid0', raidDisks: 2, members: [member('D0', 0), member('D1', 1)] });
+    // A parity-less raid4 grows again the same way.
+    const again = plan(raid4, [...desired, blank('D2')]);
+    assert.deepEqual(again.step, { kind: 'grow-raid0', add: ['/dev/nvme2n1'], serials: ['D2'], raidDevices: 3 });
+    assert.deepEqual(commandsOf(again.step, '/dev/md127', '/pool'), [['mdadm', ['--grow', '/dev/md127', '--level=4', '--raid-devices=4', '--force', '--add', '/dev/nvme2n1']]]);
+
+    const grown = array({ level: 'raid4', raidDisks: 3, syncAction: 'idle', degraded: 1, members: [member('D0', 0), member('D1', 1)] });
     const resize = plan(grown, desired, false, { deviceSize: 510n * MiB, deviceSlack: 510n * MiB });
     assert.deepEqual(resize.step, { kind: 'resize-filesystem' });
     assert.deepEqual(commandsOf(resize.step, '/dev/md127', '/pool/n'), [['btrfs', ['filesystem', 'resize', 'max', '/pool/n']]]);

@@ -4,10 +4,12 @@
 // and plans again on its next tick, so a grow cut anywhere (agent restart, reboot) goes on from
 // what the kernel shows. What md can do (checked on Debian's 6.1 kernel, mdadm 4.2):
 //
-//   raid0   mdadm --grow --raid-devices=N+k --add <new...>: md takes the array over as raid4
-//           (parity slot missing), reshapes, and a background mdadm turns it back into raid0.
-//           If that mdadm dies (or the machine reboots mid-reshape), the kernel finishes the
-//           reshape after assembly and the array stays raid4: `mdadm --grow --level=0` ends it.
+//   raid0   mdadm --grow --level=4 --raid-devices=N+k+1 --force --add <new...>: md takes it over as
+//           raid4 with its parity slot empty, reshapes it onto N+k data devices, and the array
+//           STAYS raid4 (parity slot empty: striped like raid0, no parity written). Without
+//           --level=4, mdadm's background process would turn it back into raid0 once the
+//           reshape is done, and that level change is unsafe while the pool serves I/O (below).
+//   raid4   (parity slot empty: a raid0 pool that grew online) grows the same way.
 //   raid1   a one-device raid1 (what a one-device node gets; md refuses raid0 over one device)
 //           becomes raid0 with `mdadm --grow --level=0`, then grows as raid0. Adding a mirror
 //           would add no capacity.
@@ -15,6 +17,20 @@
 //           NOT with a write journal: the kernel refuses to reshape an array that has one
 //           (raid5.c check_reshape: "Cannot set device shape ... Invalid argument"). The API
 //           refuses such additions; if one arrives anyway the device is reported Failed.
+//
+// THE raid4 → raid0 LEVEL CHANGE IS NEVER DONE ONLINE. Reads in flight while md takes a raid4
+// array over as raid0 (level_store) came back WRONG on Debian 13's 6.12 (6.12.117): the first
+// 128 KiB of a 1 MiB O_DIRECT read right, the rest from other places of the array (every other
+// 64 KiB chunk further on), with no error; the data at rest stayed right (re-reads matched). On
+// Debian 12's 6.1 the same step with I/O in flight hung (mdadm, btrfs-transaction and the
+// readers blocked in D state). The reshape itself, the raid1 → raid0 and raid0 → raid4
+// takeovers and reads in the raid4 array were right in every trial (bench/reshape-reads.ts,
+// docs/datapath.md "Pool growth and the raid4 → raid0 level change"). So the agent turns a
+// parity-less raid4 into raid0 only when it has just assembled the array, before mounting
+// anything on it (offlineLevelStep, btrfs-md-pool.ts); online it stays raid4. The takeovers still
+// made online (raid1 → raid0, raid0 → raid4 at the start of a grow) returned no wrong data in
+// ≈10 trials each, but one of them HUNG the array on 6.12 with writes in flight (array_state
+// write-pending, mdadm and btrfs in D state): see docs/datapath.md; not solved yet.
 //
 // After md, `btrfs filesystem resize max` grows the filesystem into the array (online). btrfs
 // refuses sizes below 256 MiB (EINVAL), so a smaller array is left as it is.
@@ -37,8 +53,9 @@ export interface DesiredDevice {
 export type GrowthStep =
   /** md is reshaping / recovering: nothing to do until it is done. */
   | { readonly kind: 'wait'; readonly reason: string }
-  /** raid1 (one device) or a raid4 left by a raid0 grow → raid0. */
+  /** A one-device raid1 → raid0 (online); a parity-less raid4 → raid0 (offline only: offlineLevelStep). */
   | { readonly kind: 'to-raid0' }
+  /** raid0 / parity-less raid4 onto `raidDevices` data devices; the array ends as parity-less raid4. */
   | { readonly kind: 'grow-raid0'; readonly add: readonly string[]; readonly serials: readonly string[]; readonly raidDevices: number }
   | { readonly kind: 'add-spares'; readonly add: readonly string[]; readonly serials: readonly string[] }
   | { readonly kind: 'grow-raid-devices'; readonly raidDevices: number }
@@ -86,7 +103,7 @@ export function planGrowth(input: GrowthInput): GrowthPlan {
     spares.length = 0;
   }
   if (isArrayBusy(array)) return plan({ kind: 'wait', reason: `md ${array.syncAction === 'none' ? 'reshape' : array.syncAction} in progress` });
-  if (!ec && array.level === 'raid4') return plan({ kind: 'to-raid0' });
+  // A parity-less raid4 is NOT turned into raid0 here (online): see the header.
 
   if (candidates.length > 0) {
     const add = candidates.map((c) => `/dev/${c.block}`);
@@ -94,7 +111,7 @@ export function planGrowth(input: GrowthInput): GrowthPlan {
     if (array.level === 'raid1') {
       if (array.raidDisks === 1) return plan({ kind: 'to-raid0' });
       for (const s of serials) refused.set(s, `the pool is a ${array.raidDisks}-way md raid1, which does not grow by adding devices`);
-    } else if (array.level === 'raid0') {
+    } else if (array.level === 'raid0' || (!ec && isParitylessRaid4(array))) {
       return plan({ kind: 'grow-raid0', add, serials, raidDevices: active + candidates.length });
     } else if (['raid5', 'raid6'].includes(array.level)) {
       return plan({ kind: 'add-spares', add, serials });
@@ -109,13 +126,34 @@ export function planGrowth(input: GrowthInput): GrowthPlan {
   return plan({ kind: 'done' });
 }
 
+/**
+ * An md raid4 whose parity slot (the last) has no working device: what a raid0 pool is after an
+ * online grow. Striped like raid0, no parity is written; md counts it degraded by one.
+ */
+export function isParitylessRaid4(array: MdArray): boolean {
+  return array.level === 'raid4' && !array.members.some((m) => m.slot === array.raidDisks - 1 && !isFaulty(m));
+}
+
+/**
+ * The level change to make while NOTHING uses the array (just assembled, not mounted): a
+ * parity-less raid4 (not reshaping) of a node without ec → raid0. Never run it on an array in use:
+ * see the header.
+ */
+export function offlineLevelStep(array: MdArray, ec: boolean): GrowthStep | undefined {
+  if (ec || isArrayBusy(array) || !isParitylessRaid4(array)) return undefined;
+  return { kind: 'to-raid0' };
+}
+
 /** The argv of a step (mdadm / btrfs); none for wait and done. */
 export function commandsOf(step: GrowthStep, mdDevice: string, mountPoint: string): [string, string[]][] {
   switch (step.kind) {
     case 'to-raid0':
       return [['mdadm', ['--grow', mdDevice, '--level=0']]];
     case 'grow-raid0':
-      return [['mdadm', ['--grow', mdDevice, `--raid-devices=${step.raidDevices}`, '--add', ...step.add]]];
+      // raid4 as the end level: no raid4 → raid0 level change while the pool serves I/O. --force:
+      // mdadm refuses to end degraded otherwise ("Need 2 spares to avoid degraded array"); the
+      // empty parity slot is the point.
+      return [['mdadm', ['--grow', mdDevice, '--level=4', `--raid-devices=${step.raidDevices + 1}`, '--force', '--add', ...step.add]]];
     case 'add-spares':
       return [['mdadm', ['--add', mdDevice, ...step.add]]];
     case 'grow-raid-devices':
