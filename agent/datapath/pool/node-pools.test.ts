@@ -4,7 +4,7 @@
 // adding a device (raid1 → raid0 → reshape → filesystem resize), an agent restart mid-grow, the
 // interrupted raid0 grow left as raid4, and servers without a kernel target.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -18,7 +18,7 @@ import { startEtcd, type TestEtcd } from '../../../test/helpers/etcd.js';
 import { createFakeSysfs, type FakeSysfs } from '../../../test/helpers/sysfs-fixture.js';
 import { silentLogger } from '../../../test/helpers/silent-logger.js';
 import { arrayNameOf } from './btrfs-md-pool.js';
-import { NodePools } from './node-pools.js';
+import { NodePools, PoolUnavailable } from './node-pools.js';
 import type { NodePoolStatus } from './pool-report.js';
 import type { CommandRunner } from './storage-pool.js';
 
@@ -46,6 +46,10 @@ class FakeKernel {
   readonly calls: string[] = [];
   /** The background mdadm that turns a raid4 back into raid0 after a raid0 grow. */
   backgroundMdadm = true;
+  /** `mdadm --stop` ran: the array is not running until assembled again. */
+  stopped = false;
+  /** What `mdadm --assemble` fails with (the kernel's reason), when set. */
+  assembleFails: string | undefined;
 
   constructor(private readonly sysfs: FakeSysfs) {}
 
@@ -57,7 +61,7 @@ class FakeKernel {
       throw Object.assign(new Error(`${command} exited ${code}`), { code, stderr });
     };
     const dev = (path: string) => path.replace('/dev/', '');
-    if (command === 'mdadm' && args[0] === '--detail') return this.array && args[2] === '/dev/md127' ? ok(`MD_LEVEL=${this.array.level}\nMD_NAME=guest:${NAME}\n`) : fail(1);
+    if (command === 'mdadm' && args[0] === '--detail') return this.array && !this.stopped && args[2] === '/dev/md127' ? ok(`MD_LEVEL=${this.array.level}\nMD_NAME=guest:${NAME}\n`) : fail(1);
     if (command === 'mdadm' && args[0] === '--examine') {
       const name = this.superblocks.get(dev(args[2]!));
       return name ? ok(`MD_NAME=guest:${name}\n`) : fail(1);
@@ -76,7 +80,24 @@ class FakeKernel {
     }
     if (command === 'mdadm' && args[0] === '--assemble') {
       assert.ok(this.array, 'assemble of an array that was never created');
+      if (this.assembleFails) fail(1, this.assembleFails);
+      this.stopped = false;
       this.sync();
+      return ok();
+    }
+    if (command === 'mdadm' && args[0] === '--stop') {
+      assert.ok(this.array && !this.stopped && args[1] === '/dev/md127', `mdadm --stop of ${args[1]}`);
+      assert.ok(!readFileSync(this.sysfs.mountsPath, 'utf8').includes('/dev/md127 '), 'md stopped while its filesystem is mounted');
+      this.stopped = true;
+      return ok('mdadm: stopped /dev/md127\n');
+    }
+    if (command === 'umount') {
+      // The filesystem's files go with it: the bare mount point is an empty directory.
+      const lines = readFileSync(this.sysfs.mountsPath, 'utf8').split('\n');
+      if (!lines.some((l) => l.split(' ')[1] === args[0])) fail(32, `umount: ${args[0]}: not mounted.`);
+      writeFileSync(this.sysfs.mountsPath, lines.filter((l) => l.split(' ')[1] !== args[0]).join('\n'));
+      renameSync(args[0]!, `${args[0]}.unmounted`);
+      mkdirSync(args[0]!);
       return ok();
     }
     if (command === 'mkfs.btrfs') {
@@ -84,6 +105,12 @@ class FakeKernel {
       return ok();
     }
     if (command === 'mount') {
+      assert.ok(!this.stopped, 'mount of a stopped array');
+      if (existsSync(`${args[3]}.unmounted`)) {
+        assert.deepEqual(readdirSync(args[3]!), [], 'nothing was written under the bare mount point');
+        rmSync(args[3]!, { recursive: true });
+        renameSync(`${args[3]}.unmounted`, args[3]!);
+      }
       writeFileSync(this.sysfs.mountsPath, `${readFileSync(this.sysfs.mountsPath, 'utf8')}/dev/md127 ${args[3]} btrfs rw 0 0\n`);
       return ok();
     }
@@ -319,6 +346,85 @@ describe('node pools', { timeout: 60_000 }, () => {
       [['D0', 16n], ['D1', 0n], ['D2', undefined]],
       'D2 is not a member: md counts nothing for it',
     );
+    await p.stop();
+  });
+
+  it('reassembles the pool (umount, md stop, assemble from the managed devices, mount), down for every caller meanwhile, data kept', async () => {
+    const p = pools();
+    const cluster = { clusterUUID: CLUSTER.UUID, subsystemNQN: CLUSTER.subsystemNQN };
+    await poolOf(p);
+    const handle = await p.open(NODE, cluster);
+    const volume = '22222222-2222-4222-8222-222222222222';
+    await handle.ensureVolume(volume, 64n * MiB, { compression: false, sectorSize: 4096 });
+    writeFileSync(join(poolDir, NODE, 'volumes', `${volume}.raw`), 'data kept');
+    const callsBefore = kernel.calls.length;
+
+    const done = await p.reassemble(NODE, 'being reassembled (test)');
+    const calls = kernel.calls.slice(callsBefore).filter((c) => /^(umount|mount|mdadm --(stop|assemble))/.test(c));
+    assert.deepEqual(calls, [
+      `umount ${join(poolDir, NODE)}`,
+      'mdadm --stop /dev/md127',
+      `mdadm --assemble /dev/md/${NAME} --run /dev/nvme0n1 /dev/nvme1n1`,
+      `mount -t btrfs /dev/md127 ${join(poolDir, NODE)}`,
+    ]);
+    assert.deepEqual(done.steps, [`unmounted ${join(poolDir, NODE)}`, 'stopped /dev/md127', 'assembled /dev/md127 from /dev/nvme0n1 /dev/nvme1n1', `mounted /dev/md127 on ${join(poolDir, NODE)}`]);
+    assert.ok((await handle.listVolumes()).includes(volume), 'the same handle serves the pool again');
+    assert.equal(readFileSync(join(poolDir, NODE, 'volumes', `${volume}.raw`), 'utf8').slice(0, 9), 'data kept');
+    assert.equal((await poolOf(p)).state, 'Ready');
+    await p.stop();
+  });
+
+  it('a reassembly that fails leaves the pool down with the kernel\'s reason: unavailable to every caller, the bare mount point untouched; bringUp brings it up as after a boot', async () => {
+    const p = pools();
+    const cluster = { clusterUUID: CLUSTER.UUID, subsystemNQN: CLUSTER.subsystemNQN };
+    await poolOf(p);
+    const handle = await p.open(NODE, cluster);
+    kernel.assembleFails = 'mdadm: /dev/nvme0n1 is busy - skipping';
+    await assert.rejects(p.reassemble(NODE, 'being reassembled (test)'), /assembling strata-abcdef01 failed: mdadm: \/dev\/nvme0n1 is busy - skipping/);
+    assert.ok(kernel.stopped, 'md stays stopped');
+
+    // Every reader: the data path's handle and open(), the pool report, usage and listing.
+    await assert.rejects(handle.listVolumes(), (err: Error) => err instanceof PoolUnavailable && /unavailable: the reassembly failed: assembling/.test(err.message));
+    await assert.rejects(handle.usage('22222222-2222-4222-8222-222222222222'), PoolUnavailable);
+    await assert.rejects(handle.capacity(), PoolUnavailable);
+    await assert.rejects(handle.ensureVolume('33333333-3333-4333-8333-333333333333', MiB, { compression: false, sectorSize: 4096 }), PoolUnavailable);
+    await assert.rejects((await p.open(NODE, cluster)).listVolumes(), PoolUnavailable);
+    const callsBefore = kernel.calls.length;
+    const pool = await poolOf(p);
+    assert.equal(pool.state, 'Failed');
+    assert.equal(pool.capacityBytes, 0n);
+    assert.match(pool.error, /^the storage pool is down: the reassembly failed: assembling strata-abcdef01 failed: mdadm: \/dev\/nvme0n1 is busy/);
+    assert.deepEqual(kernel.calls.slice(callsBefore), [], 'a check of a pool that is down runs nothing');
+    assert.deepEqual(readdirSync(join(poolDir, NODE)), [], 'nothing written under the bare mount point');
+
+    // A pool held down from the agent's start (restarted after the failure) stays down too.
+    const q = pools();
+    q.holdDownAtStart(NODE, 'the reassembly failed (recorded)');
+    assert.equal((await poolOf(q)).state, 'Failed');
+    await assert.rejects((await q.open(NODE, cluster)).listVolumes(), PoolUnavailable);
+    assert.deepEqual(kernel.calls.slice(callsBefore).filter((c) => !c.startsWith('mdadm --detail')), []);
+    await q.stop();
+
+    kernel.assembleFails = undefined;
+    await p.bringUp(NODE);
+    assert.ok(!kernel.stopped, 'assembled again');
+    assert.deepEqual(await handle.listVolumes(), ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222']);
+    assert.equal((await poolOf(p)).state, 'Ready');
+    await p.stop();
+  });
+
+  it('a reassembly resumes where an agent killed in the middle left it (unmounted, md stopped)', async () => {
+    await kernel.run('umount', [join(poolDir, NODE)]);
+    await kernel.run('mdadm', ['--stop', '/dev/md127']);
+    const p = pools();
+    p.holdDownAtStart(NODE, 'being reassembled (resumed)');
+    assert.equal((await poolOf(p)).state, 'Failed', 'not brought up by the check');
+    assert.ok(kernel.stopped);
+    const callsBefore = kernel.calls.length;
+    const done = await p.reassemble(NODE, 'being reassembled (resumed)');
+    assert.deepEqual(done.steps, ['assembled /dev/md127 from /dev/nvme0n1 /dev/nvme1n1', `mounted /dev/md127 on ${join(poolDir, NODE)}`]);
+    assert.ok(!kernel.calls.slice(callsBefore).some((c) => c.startsWith('umount') || c.startsWith('mdadm --stop')));
+    assert.equal((await poolOf(p)).state, 'Ready');
     await p.stop();
   });
 });
