@@ -211,6 +211,7 @@ export class NodePools implements PoolReportSource {
    */
   async bringUp(nodeUUID: string): Promise<void> {
     const entry = this.entry(nodeUUID);
+    if (entry.down === undefined) return; // up: nothing to wait for
     await this.serialized(entry, async () => {
       if (entry.down === undefined) return;
       this.options.logger.info({ nodeUUID, was: entry.down }, 'node pool up again');
