@@ -9,7 +9,7 @@
 // Then POST restart with considerBackend of a node holding a volume of one copy with data: its md
 // array and btrfs are really stopped and assembled again (the array's disk sequence number and the
 // mount's id change), the data reads back byte for byte through the host's same controller.
-// Lean on purpose (two volumes, guests booted once): about 4-5 minutes of CI.
+// Lean on purpose (two volumes, guests booted once): about 5-7 minutes of CI on a loaded machine.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
