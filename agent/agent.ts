@@ -219,6 +219,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     store: new NodeCommandStore(etcd),
     nodeUUIDs: identity.nodeUUIDs,
     dataPath,
+    pools,
     presence: membership,
     logger: logger.child({ component: 'node-ops' }),
   });

@@ -195,6 +195,13 @@ export interface NodeRunStateRecord {
   commandId: string;
   /** restart: the stop half is done (the agent continues with the start after its own restart). */
   stopDone?: boolean;
+  /** restart with considerBackend: the node's storage pool was reassembled (then the start half). */
+  reassembled?: boolean;
+  /**
+   * Why the command failed (restart with considerBackend: the reassembly, with the kernel's
+   * reason); the node then stays stopped and the command is over (a new one may be given).
+   */
+  failure?: string;
   updatedAt: string;
   /** What the agent is doing or why it could not (free text). */
   detail: string;

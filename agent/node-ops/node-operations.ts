@@ -9,11 +9,15 @@
 //          its host paths and replication exports leave the kernel target (backings stay) → Stopped
 //   start: Starting → back in the presence key, its volumes served again (its copies rejoin by
 //          bitmap resync on their primaries) → Running
-//   restart: stop, then start (the run state remembers the stop half across an agent restart)
+//   restart: stop, then start (the run state remembers the stop half across an agent restart);
+//          with considerBackend, between the two the node's storage pool is reassembled (btrfs
+//          unmounted, md array stopped, assembled again from the managed devices, mounted): the
+//          pool is down for every reader meanwhile; a failed reassembly fails the command with the
+//          kernel's reason and the node stays stopped (the run state remembers `reassembled`)
 //
 // A stopped node stays stopped across agent restarts: at start, before the agent registers or
 // serves, the commands are read and stopped nodes are left out of presence and of the data path.
-import { NodeCommandStore, wantsStopped } from '../../lib/etcd/node-command-store.js';
+import { commandFailed, NodeCommandStore, reassemblyPending, wantsStopped } from '../../lib/etcd/node-command-store.js';
 import type { StoreWatch } from '../../lib/etcd/record-store.js';
 import type { Logger } from '../../lib/logger.js';
 import type { NodeCommandRecord, NodeRunState, NodeRunStateRecord } from '../../lib/records.js';
@@ -29,6 +33,13 @@ export interface NodeDataPath {
   releaseNode(nodeUUID: string): Promise<unknown>;
 }
 
+/** The node's storage pool as node operations drive it (NodePools). */
+export interface NodePoolControl {
+  holdDownAtStart(nodeUUID: string, reason: string): void;
+  reassemble(nodeUUID: string, reason: string): Promise<{ readonly steps: readonly string[] }>;
+  bringUp(nodeUUID: string): Promise<void>;
+}
+
 /** The presence key as node operations drive it (Membership). */
 export interface NodePresence {
   setListedNodes(nodes: readonly string[]): Promise<void>;
@@ -39,6 +50,7 @@ export interface NodeOperationsOptions {
   readonly store: NodeCommandStore;
   readonly nodeUUIDs: readonly string[];
   readonly dataPath: NodeDataPath;
+  readonly pools: NodePoolControl;
   readonly presence: NodePresence;
   readonly logger: Logger;
 }
@@ -69,10 +81,15 @@ export class NodeOperations {
     for (const [node, command] of read.commands) this.commands.set(node, command);
     for (const [node, run] of read.runStates) this.runStates.set(node, run);
     for (const node of nodeUUIDs) {
-      if (!wantsStopped(this.commands.get(node), this.runStates.get(node))) continue;
+      const command = this.commands.get(node);
+      const run = this.runStates.get(node);
+      if (!wantsStopped(command, run)) continue;
       this.stopped.add(node);
       this.options.dataPath.holdNodeAtStart(node);
-      logger.info({ nodeUUID: node, command: this.commands.get(node)?.id }, 'node stopped by an administrator: not serving it');
+      // Its pool stays down until the reassembly (resumed) or a start brings it up.
+      if (command && reassemblyPending(command, run)) this.options.pools.holdDownAtStart(node, `being reassembled (restart ${command.id}, resumed after an agent restart)`);
+      else if (command && commandFailed(command, run)) this.options.pools.holdDownAtStart(node, run?.failure ?? '');
+      logger.info({ nodeUUID: node, command: command?.id }, 'node stopped by an administrator: not serving it');
     }
     if (this.stopped.size > 0) await this.options.presence.setListedNodes(nodeUUIDs.filter((n) => !this.stopped.has(n)));
     this.watcher = store.watchCommands(
@@ -131,8 +148,9 @@ export class NodeOperations {
     if (wantsStopped(command, this.runStates.get(node))) {
       if (!this.stopped.has(node)) await this.stopNode(node, command);
       else if (!reportedStopped(command, this.runStates.get(node))) await this.confirmStopped(node, command);
-      if (command.kind !== 'restart') return;
+      if (command.kind !== 'restart' || commandFailed(command, this.runStates.get(node))) return;
     }
+    if (reassemblyPending(command, this.runStates.get(node)) && !(await this.reassemblePool(node, command))) return;
     const run = this.runStates.get(node);
     if (command.desired === 'Running' && (this.stopped.has(node) || run?.commandId !== command.id || run.state !== 'Running')) await this.startNode(node, command);
   }
@@ -159,23 +177,52 @@ export class NodeOperations {
     }
     const left = await this.options.dataPath.holdNode(node);
     if (left.length > 0) throw new Error(`the node's subsystems ${left.join(', ')} are still in the kernel target`);
-    await this.report(node, command, 'Stopped', 'serving nothing: its volumes were handed over and its exports removed', command.kind === 'restart');
+    await this.report(node, command, 'Stopped', 'serving nothing: its volumes were handed over and its exports removed', { stopDone: command.kind === 'restart' });
     this.options.logger.info({ nodeUUID: node, command: command.id }, 'node stopped');
   }
 
+  /**
+   * Restart with considerBackend, between the stop and the start: the node's pool is reassembled.
+   * Returns whether it was; a failure is recorded as the command's, with the kernel's reason.
+   */
+  private async reassemblePool(node: string, command: NodeCommandRecord): Promise<boolean> {
+    const { pools, logger } = this.options;
+    await this.report(node, command, 'Stopped', 'reassembling the storage pool: unmounting its btrfs, stopping its md array, assembling it from the managed devices, mounting it', { stopDone: true });
+    try {
+      const { steps } = await pools.reassemble(node, `being reassembled (restart ${command.id})`);
+      await this.report(node, command, 'Stopped', `storage pool reassembled: ${steps.join('; ')}`, { stopDone: true, reassembled: true });
+      logger.info({ nodeUUID: node, command: command.id, steps }, 'node pool reassembled');
+      return true;
+    } catch (err) {
+      if (this.abort.signal.aborted) throw err;
+      const failure = `reassembling the storage pool failed: ${(err as Error).message}`;
+      const detail = `${failure}; the node stays stopped and its data stays on its devices: POST /api/v2/nodes/${node}/start serves it again`;
+      await this.report(node, command, 'Stopped', detail, { stopDone: true, failure });
+      logger.error({ err, nodeUUID: node, command: command.id }, 'node restart failed: reassembling its storage pool failed; it stays stopped');
+      return false;
+    }
+  }
+
   private async startNode(node: string, command: NodeCommandRecord): Promise<void> {
-    const { dataPath, presence, logger } = this.options;
-    const stopDone = command.kind === 'restart';
-    await this.report(node, command, 'Starting', 'serving the node\'s volumes again', stopDone);
+    const { dataPath, pools, presence, logger } = this.options;
+    const previous = this.runStates.get(node);
+    const flags = {
+      stopDone: command.kind === 'restart',
+      ...(previous?.commandId === command.id && previous.reassembled ? { reassembled: true } : {}),
+    };
+    const reassembled = flags.reassembled ? ', its storage pool reassembled' : '';
+    await this.report(node, command, 'Starting', `serving the node's volumes again${reassembled}`, flags);
     await presence.setListedNodes([...new Set([...presence.listedNodes(), node])]);
     this.stopped.delete(node);
+    await pools.bringUp(node);
     await dataPath.releaseNode(node);
-    await this.report(node, command, 'Running', 'serving its volumes', stopDone);
+    await this.report(node, command, 'Running', `serving its volumes${reassembled}`, flags);
     logger.info({ nodeUUID: node, command: command.id }, 'node started');
   }
 
-  private async report(node: string, command: NodeCommandRecord, state: NodeRunState, detail: string, stopDone = false): Promise<void> {
-    const record: NodeRunStateRecord = { nodeUUID: node, state, commandId: command.id, ...(stopDone ? { stopDone } : {}), updatedAt: new Date().toISOString(), detail };
+  private async report(node: string, command: NodeCommandRecord, state: NodeRunState, detail: string, flags: Pick<NodeRunStateRecord, 'stopDone' | 'reassembled' | 'failure'> = {}): Promise<void> {
+    const set = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined && v !== false));
+    const record: NodeRunStateRecord = { nodeUUID: node, state, commandId: command.id, ...set, updatedAt: new Date().toISOString(), detail };
     await retry(() => this.options.store.putRunState(record), {
       signal: this.abort.signal,
       onRetry: (err) => this.options.logger.warn({ err, nodeUUID: node }, 'recording the node run state failed; retrying'),

@@ -78,8 +78,9 @@ export function registerNodeOpsCommands(program: Command): void {
     .description('stop a node, then start it')
     .argument('<UUID>', 'the node')
     .option('--force', 'restart even when the node holds the only in-sync copy of a volume')
-    .action(async (uuid: string, options: { force?: boolean }, command: Command) => {
-      await run(command, uuid, 'restart', { force: options.force ?? false, considerBackend: false }, { waitTimeout: DEFAULT_WAIT_TIMEOUT }, async () => true, '');
+    .option('--consider-backend', 'also reassemble the node\'s storage pool between the stop and the start (btrfs unmounted, md array stopped and assembled again)')
+    .action(async (uuid: string, options: { force?: boolean; considerBackend?: boolean }, command: Command) => {
+      await run(command, uuid, 'restart', { force: options.force ?? false, considerBackend: options.considerBackend ?? false }, { waitTimeout: DEFAULT_WAIT_TIMEOUT }, async () => true, '');
     });
 
   waitOptions(

@@ -271,7 +271,7 @@ function nodeEvent(view: InventoryView, stored: Stored<NodeRecord>, state: 'Acti
   const component = { kind: 'node', ID: node.UUID, Name: node.name } as const;
   const associated = previousEventID ? { associatedEventID: previousEventID } : {};
   return state === 'Active'
-    ? catalogued('NodeEnteredActiveState', { component, ...associated, description: `node ${node.name} (${node.UUID}) on ${where} entered the Active state: its agent is connected` })
+    ? catalogued('NodeEnteredActiveState', { component, ...associated, description: `node ${node.name} (${node.UUID}) on ${where} entered the Active state: its agent is connected${restartedWith(view, node.UUID)}` })
     : catalogued('NodeEnteredInactiveState', {
         component,
         ...associated,
@@ -280,6 +280,14 @@ function nodeEvent(view: InventoryView, stored: Stored<NodeRecord>, state: 'Acti
           ? `node ${node.name} (${node.UUID}) on ${where} entered the Inactive state: it was stopped (node stop) and serves nothing`
           : `node ${node.name} (${node.UUID}) on ${where} entered the Inactive state: its agent is not connected to the cluster`,
       });
+}
+
+/** A restart with considerBackend that brought the node back says so (its run state). */
+function restartedWith(view: InventoryView, nodeUUID: string): string {
+  const command = view.snapshot.nodeCommands.get(nodeUUID)?.record;
+  const run = view.snapshot.nodeRunStates.get(nodeUUID)?.record;
+  if (command?.kind !== 'restart' || run?.commandId !== command.id) return '';
+  return run.reassembled ? ` (restarted, command ${command.id}: its storage pool was reassembled)` : ` (restarted, command ${command.id})`;
 }
 
 function deviceEvent(view: InventoryView, device: DeviceRecord, present: boolean, previousEventID: string): EventInput {

@@ -73,18 +73,15 @@ export class NodeCommandsService {
 
   async restart(nodeUUID: string, input: RestartNodeInput, expectedETag?: string): Promise<void> {
     await this.give(nodeUUID, 'restart', expectedETag, async (view, node) => {
-      if (input.considerBackend) {
-        // Refused rather than pretended: a restart that only restarted serving would report a
-        // reassembly that never happened (docs/node-operations.md, "considerBackend").
-        throw errors.invalid(
-          'considerBackend (reassembling the node\'s storage pool between the stop and the start: unmounting its btrfs, stopping its md array and assembling it again from the managed devices) is not supported: a stopped node\'s pool stays mounted and the agent\'s data path goes on reading it on every pass, with no way yet to set the pool aside while it is taken down and assembled again; restart without it',
-        );
-      }
       if (!view.isServerPresent(node.record.serverUUID)) {
         throw errors.invalid(`node ${nodeUUID} is Inactive: the agent of server ${node.record.serverUUID} is not running, so it cannot be restarted`);
       }
+      if (input.considerBackend && node.record.managedDeviceSerials.length === 0) {
+        throw errors.invalid(`node ${nodeUUID} has no managed devices, so no storage pool (md array and btrfs) to reassemble: restart it without considerBackend`);
+      }
       if (!input.force) await this.refuseIfOnlyCopy(node.record, 'restarting');
-      return { desired: 'Running', force: input.force, considerBackend: false, checked: [] };
+      // considerBackend: the agent reassembles the node's pool between the stop and the start.
+      return { desired: 'Running', force: input.force, considerBackend: input.considerBackend, checked: [] };
     });
   }
 

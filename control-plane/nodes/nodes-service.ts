@@ -131,6 +131,9 @@ export function nodeStateAndInfo(view: InventoryView, stored: Stored<NodeRecord>
   if (command?.kind === 'replace' && command.failure && !serverPresent) {
     return { state: 'Inactive', failureInfo: `replace by node ${command.targetNodeUUID} failed: ${command.failure}` };
   }
+  if (serverPresent && command && run?.commandId === command.id && run.failure) {
+    return { state: 'Inactive', failureInfo: `${command.kind} failed (command ${command.id}): ${run.failure}; it serves nothing: POST /api/v2/nodes/${node.UUID}/start serves it again` };
+  }
   if (serverPresent && command && (command.desired === 'Stopped' || command.kind === 'restart')) {
     return { state: 'Inactive', failureInfo: `stopped by an administrator (command ${command.id}, ${command.kind}); POST /api/v2/nodes/${node.UUID}/start serves it again` };
   }

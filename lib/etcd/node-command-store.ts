@@ -8,18 +8,33 @@ import { keys, idOfKey } from './keys.js';
 import { parseRecord } from './client.js';
 import { RecordStore, type StoreWatch, type Versioned } from './record-store.js';
 
-/** Whether the agent has done what the command asks (its run state answers it, finally). */
+/** Whether the agent has done what the command asks (its run state answers it, finally), or it failed. */
 export function commandDone(command: NodeCommandRecord, run: NodeRunStateRecord | undefined): boolean {
   if (command.kind === 'replace') return command.completedAt !== undefined && command.completedAt !== '';
   if (!run || run.commandId !== command.id) return false;
-  return run.state === command.desired;
+  return run.state === command.desired || commandFailed(command, run);
 }
 
-/** Whether a node is to serve nothing now: stopped, or in the stop half of a restart. */
+/** Whether the agent recorded the command (a restart's reassembly) as failed. */
+export function commandFailed(command: NodeCommandRecord, run: NodeRunStateRecord | undefined): boolean {
+  return run?.commandId === command.id && run.failure !== undefined && run.failure !== '';
+}
+
+/** A restart with considerBackend whose reassembly of the node's pool is not done (nor failed). */
+export function reassemblyPending(command: NodeCommandRecord | undefined, run: NodeRunStateRecord | undefined): boolean {
+  if (command?.kind !== 'restart' || !command.considerBackend || commandFailed(command, run)) return false;
+  return !(run?.commandId === command.id && (run.reassembled === true || run.state === 'Running'));
+}
+
+/**
+ * Whether a node is to serve nothing now: stopped, in the stop half of a restart or its pool's
+ * reassembly, or after a restart that failed.
+ */
 export function wantsStopped(command: NodeCommandRecord | undefined, run: NodeRunStateRecord | undefined): boolean {
   if (!command) return false;
   if (command.desired === 'Stopped') return true;
   if (command.kind !== 'restart') return false;
+  if (commandFailed(command, run) || reassemblyPending(command, run)) return true;
   return !(run?.commandId === command.id && (run.stopDone === true || run.state === 'Running'));
 }
 

@@ -11,7 +11,10 @@
 // stops under host write load (its kernel still serves the copy), and POST replace moves its copy
 // to the Unattached node (full resync from the primary), which ends Active with the copy byte for
 // byte, the source detached.
-// Lean on purpose (one volume, guests booted once): about 4-6 minutes of CI.
+// Then POST restart with considerBackend of a node holding a volume of one copy with data: its md
+// array and btrfs are really stopped and assembled again (the array's disk sequence number and the
+// btrfs' sysfs directory change), the data reads back byte for byte through the host's same controller.
+// Lean on purpose (two volumes, guests booted once): about 6-9 minutes of CI on a loaded machine.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -94,6 +97,52 @@ describe(`node stop / start / replace end to end (three storage guests, one init
       .split('\n')
       .filter((nqn) => nqn.includes(volumeUUID));
 
+  /** A volume of `replicaCount` copies, once Available and `ready`. */
+  const createVolume = async (name: string, replicaCount: number, ready: (v: Volume) => boolean): Promise<Volume> => {
+    const created = await api<Volume>('POST', '/projects/default/volumes', { name, size: `${VOLUME_MIB}MiB`, replicaCount, acl: { values: [HOST] } });
+    return until(`volume ${name} Available`, async () => {
+      const v = await getVolume(created.UUID);
+      if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+      return v.state === 'Available' && ready(v) && v;
+    }, 300_000);
+  };
+  /** The host connects a path to each copy of the volume; its block device. */
+  const connectHost = async (volume: Volume): Promise<string> => {
+    const port = (JSON.parse((await client.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
+    return connectPaths({
+      host: host(),
+      nodes: volume.nodeList.map((n) => ({ index: indexOf(n), guest: storageOf(n).guest })),
+      port,
+      subsystemNQN: volumeSubsystemNQN(subsystemNQN, volume.UUID),
+      volumeUUID: volume.UUID,
+      hostNQN: HOST,
+      pathPort: (i, p) => portMin + i * VOLUME_PORTS + (p - portMin),
+    });
+  };
+  /**
+   * The node pool's kernel identity: its md array's disk sequence number (a new one per disk the
+   * kernel makes) and the inode of its btrfs' sysfs directory (made at mount, removed at unmount;
+   * kernfs numbers its nodes cyclically). The mount id of /proc/self/mountinfo is printed only:
+   * the kernel hands a freed one out again.
+   */
+  const poolIdentity = async (nodeUUID: string) => {
+    // One round trip: the lab's guests answer slowly on a loaded machine.
+    const script = [
+      'set -e',
+      'line=$(grep " [^ ]*/$1 " /proc/self/mountinfo | head -1)',
+      'test -n "$line"',
+      'src=$(echo "$line" | sed "s/.* - btrfs \\([^ ]*\\) .*/\\1/")',
+      'blk=$(basename "$(readlink -f "$src")")',
+      'fs=$(dirname "$(dirname "$(ls -d /sys/fs/btrfs/*/devices/"$blk")")")',
+      'echo "$(echo "$line" | cut -d" " -f1) $(echo "$line" | cut -d" " -f5) $blk $(cat /sys/block/"$blk"/diskseq) $(stat -c %i "$fs")"',
+    ].join('\n');
+    const out = (await storageOf(nodeUUID).guest.runOk(['sh', '-c', script, 'sh', nodeUUID], { timeoutMs: 120_000 })).stdout.trim();
+    const [mountId, mountPoint, block, diskseq, btrfsInode] = out.split(' ');
+    assert.ok(mountId && mountPoint && block?.startsWith('md') && diskseq && btrfsInode, `the pool of node ${nodeUUID}: ${out}`);
+    return { mountId, mountPoint, block, diskseq, btrfsInode };
+  };
+
+
   before(async () => {
     const lab = await step('lab', () => prepareLab());
     etcd = await startEtcd();
@@ -171,28 +220,10 @@ describe(`node stop / start / replace end to end (three storage guests, one init
   }, { timeout: 180_000 });
 
   it('stop of a replicated volume\'s primary node under load: another copy takes over, no I/O error, no acknowledged write lost; stopped across an agent restart; the last in-sync copy\'s node refuses to stop; start resyncs it', async () => {
-    const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'ops', size: `${VOLUME_MIB}MiB`, replicaCount: 2, acl: { values: [HOST] } });
-    volumeUUID = created.UUID;
-    const volume = await step('create 2 copies → Available', () =>
-      until('volume FullyProtected', async () => {
-        const v = await getVolume(created.UUID);
-        if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
-        return v.state === 'Available' && v.protectionState === 'FullyProtected' && v;
-      }, 300_000),
-    );
+    const volume = await step('create 2 copies → Available', () => createVolume('ops', 2, (v) => v.protectionState === 'FullyProtected'));
+    volumeUUID = volume.UUID;
     assert.ok(!volume.nodeList.includes(storage.find((s) => s.name === SPARE)!.nodeUUID()), 'the Unattached node takes no new volume');
-    const port = (JSON.parse((await client.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
-    device = await step('connect a path to each copy', () =>
-      connectPaths({
-        host: host(),
-        nodes: volume.nodeList.map((n) => ({ index: indexOf(n), guest: storageOf(n).guest })),
-        port,
-        subsystemNQN: volumeSubsystemNQN(subsystemNQN, volume.UUID),
-        volumeUUID: volume.UUID,
-        hostNQN: HOST,
-        pathPort: (i, p) => portMin + i * VOLUME_PORTS + (p - portMin),
-      }),
-    );
+    device = await step('connect a path to each copy', () => connectHost(volume));
     const set = (await record<ReplicaSetRecord>(keys.replicaSet(volume.UUID)))!;
     const primary = set.primaryNodeUUID;
     const other = volume.nodeList.find((n) => n !== primary)!;
@@ -261,7 +292,7 @@ describe(`node stop / start / replace end to end (three storage guests, one init
       }, 300_000),
     );
     // The agent records Running once the start is done, which may come a moment after the resync.
-    await until('run state Running', async () => (await record<NodeRunStateRecord>(keys.nodeRunState(primary)))?.state === 'Running', 60_000);
+    await until('run state Running', async () => (await record<NodeRunStateRecord>(keys.nodeRunState(primary)))?.state === 'Running', 120_000);
   });
 
   it('replace of a replica\'s node whose agent stopped (its kernel still serving the copy) by the Unattached node, under host write load: Detaching / Attaching, the copy re-created on the target in full and byte for byte, the source detached, no I/O error', async () => {
@@ -347,5 +378,84 @@ describe(`node stop / start / replace end to end (three storage guests, one init
     assert.equal(whole[1], whole[0], 'the target\'s copy equals the primary\'s');
     const read = (await host().runOk(['dd', `if=${device}`, 'bs=1M', `skip=${DATA_AT_MIB}`, 'count=8', 'iflag=direct', 'status=none'], { timeoutMs: 120_000 })).stdoutBytes;
     assert.equal(sha256(read), sha256(data), 'the host reads the known data back');
+  });
+
+  it('restart with considerBackend: the node\'s md array and btrfs are stopped and assembled again, the data reads back byte for byte, the volume is served again', async () => {
+    const volume = await step('create a volume of one copy → Available', () => createVolume('backend', 1, () => true));
+    const node = volume.nodeList[0]!;
+    const device = await step('connect the host', () => connectHost(volume));
+    const sh = async (command: string) => (await host().runOk(['sh', '-c', command], { timeoutMs: 120_000 })).stdout;
+    await step('write 16 MiB of random data', () =>
+      sh(`dd if=/dev/urandom of=/tmp/backend.bin bs=1M count=16 status=none && dd if=/tmp/backend.bin of=${device} bs=1M oflag=direct conv=fsync status=none`),
+    );
+    const before = await poolIdentity(node);
+    const readBack = () =>
+      until('read back', async () => {
+        await sh(`dd if=${device} of=/tmp/backend.back bs=1M count=16 iflag=direct status=none && cmp /tmp/backend.bin /tmp/backend.back`);
+        return true;
+      }, 120_000);
+
+    // Without force: the node holds the volume's only copy.
+    const refused = await request('POST', `/nodes/${node}/restart`, { considerBackend: true });
+    assert.equal(refused.status, 400, refused.text);
+    assert.ok(refused.text.includes(`default/backend (${volume.UUID})`), refused.text);
+
+    // The mount point is busy (a process in the pool): the reassembly fails with the kernel's
+    // reason, the node stays stopped; a start serves it again, pool and data as they were.
+    const guest = storageOf(node).guest;
+    const busy = guest.run(['sh', '-c', `echo $$ > /tmp/busy.pid && cd ${before.mountPoint} && exec sleep 600`], { timeoutMs: 700_000 });
+    await until('the mount point is busy', async () => (await guest.run(['test', '-s', '/tmp/busy.pid'], { timeoutMs: 60_000 })).code === 0, 120_000);
+    await step('POST restart with considerBackend, mount point busy', () => api('POST', `/nodes/${node}/restart`, { considerBackend: true, force: true }));
+    const failedCommand = (await record<NodeCommandRecord>(keys.nodeCommand(node)))!;
+    const failed = await step('the restart fails: the node stays stopped', () =>
+      until('run state failure', async () => {
+        const r = await record<NodeRunStateRecord>(keys.nodeRunState(node));
+        return r?.commandId === failedCommand.id && r.failure !== undefined && r;
+      }, 300_000),
+    );
+    assert.equal(failed.state, 'Stopped');
+    assert.match(failed.failure!, /^reassembling the storage pool failed: unmounting .* failed: umount: .*(busy)/);
+    assert.equal(failed.reassembled, undefined);
+    const inactive = await getNode(node);
+    assert.equal(inactive.state, 'Inactive');
+    assert.match(inactive.failureInfo, /restart failed .*target is busy/);
+    assert.deepEqual(await subsystemsOf(node, volume.UUID), [], 'serves nothing');
+    await guest.runOk(['sh', '-c', 'kill $(cat /tmp/busy.pid)'], { timeoutMs: 120_000 });
+    await busy;
+    await step('POST start after the failure', () => api('POST', `/nodes/${node}/start`, {}));
+    await step('node Active, volume Available, data intact', async () => {
+      await until('served again', async () => (await getNode(node)).state === 'Active' && (await getVolume(volume.UUID)).state === 'Available', 120_000);
+      await readBack();
+    });
+    const unchanged = await poolIdentity(node);
+    assert.deepEqual([unchanged.diskseq, unchanged.btrfsInode], [before.diskseq, before.btrfsInode], 'the failed reassembly left md and the mount as they were');
+
+    await step('POST restart with considerBackend', () => api('POST', `/nodes/${node}/restart`, { considerBackend: true, force: true }));
+    const command = (await record<NodeCommandRecord>(keys.nodeCommand(node)))!;
+    assert.equal(command.considerBackend, true);
+    const details = new Set<string>();
+    const run = await step('stopped, pool reassembled, started: Running', () =>
+      until('run state Running after the reassembly', async () => {
+        const r = await record<NodeRunStateRecord>(keys.nodeRunState(node));
+        if (r?.commandId === command.id) details.add(`${r.state}: ${r.detail}`);
+        if (r?.failure) throw new Error(`the restart failed: ${r.failure}`);
+        return r?.commandId === command.id && r.state === 'Running' && r;
+      }, 300_000),
+    );
+    assert.equal(run.reassembled, true, [...details].join('\n'));
+    assert.match(run.detail, /storage pool reassembled/);
+    const log = storageOf(node).agentLogTail(400_000);
+    const steps = /"steps":\[([^\]]*)\][^\n]*node pool reassembled/.exec(log)?.[1] ?? '';
+    assert.match(steps, /unmounted .*stopped \/dev\/md\d+.*assembled \/dev\/md\d+ from \/dev\/nvme.*mounted \/dev\/md\d+/, `the agent's steps: ${steps}`);
+    const after = await poolIdentity(node);
+    console.log(`# considerBackend: md ${before.block} diskseq ${before.diskseq} → ${after.block} diskseq ${after.diskseq}, btrfs sysfs inode ${before.btrfsInode} → ${after.btrfsInode}, mount id ${before.mountId} → ${after.mountId}`);
+    assert.notEqual(after.diskseq, before.diskseq, 'the md array was stopped and assembled again (a new disk)');
+    assert.notEqual(after.btrfsInode, before.btrfsInode, 'the btrfs was unmounted and mounted again');
+
+    await step('node Active, volume Available', () =>
+      until('served again', async () => (await getNode(node)).state === 'Active' && (await getVolume(volume.UUID)).state === 'Available', 120_000),
+    );
+    await step('the data reads back byte for byte', readBack);
+    await host().runOk(['nvme', 'disconnect-all'], { timeoutMs: 30_000 });
   });
 });

@@ -69,13 +69,10 @@ export async function prepareBtrfsMdPool(options: BtrfsMdOptions): Promise<Prepa
   let created = false;
   let level = '';
   if (!mdDevice) {
-    const listed = [...devices.dataSerials, ...(devices.journalSerial !== '' ? [devices.journalSerial] : [])];
-    const present = listed.filter((s) => blockOf(s) !== undefined).map((s) => `/dev/${blockOf(s)}`);
-    const superblocks = await Promise.all(present.map((d) => examine(d, run)));
-    const ours = present.filter((_, i) => superblocks[i]?.name === name);
+    const listed = listedSerials(devices);
+    const { present, superblocks, ours } = await membersOf(listed, blockOf, name, run);
     if (ours.length > 0) {
-      mdDevice = `/dev/md/${name}`;
-      await runOrFail(run, 'mdadm', ['--assemble', mdDevice, '--run', ...ours], `assembling ${name}`);
+      mdDevice = await assemble(name, ours, run);
       logger.info({ mdDevice, members: ours, listed: present }, 'md array assembled');
       await endRaid4BeforeMount(options, mdDevice, namespaces);
     } else {
@@ -114,8 +111,7 @@ export async function prepareBtrfsMdPool(options: BtrfsMdOptions): Promise<Prepa
     throw new PoolError(`${mdDevice} holds ${type}, not btrfs; refusing to use it`);
   }
 
-  const mounts = await fs.readFile(options.mountsPath, 'utf8');
-  const mountedHere = mounts.split('\n').find((l) => l.split(' ')[1] === options.mountPoint);
+  const mountedHere = await mountOf(options.mountsPath, options.mountPoint);
   let mounted = false;
   if (mountedHere) {
     if (mountedHere.split(' ')[2] !== 'btrfs') throw new PoolError(`${options.mountPoint} is already a mount of something else: ${mountedHere}`);
@@ -141,6 +137,81 @@ async function endRaid4BeforeMount(options: BtrfsMdOptions, mdDevice: string, na
     await runOrFail(options.run, command, args, `${command} ${args.join(' ')} (before mounting)`);
   }
   options.logger.info({ mdDevice, step }, 'md raid4 left by an online grow turned into raid0 before mounting');
+}
+
+export interface Reassembled {
+  /** The array's device once assembled again (/dev/mdN). */
+  readonly mdDevice: string;
+  /** The managed devices it was assembled from. */
+  readonly members: readonly string[];
+  /** What was done, in order (what was already down is not done again). */
+  readonly steps: readonly string[];
+}
+
+/**
+ * Takes the node's pool down and brings it up again from its managed devices, keeping the data:
+ * unmounts the btrfs, stops the md array, assembles it from the listed devices that carry its
+ * superblock, mounts the btrfs again (node restart with considerBackend, docs/node-operations.md).
+ * Resumable from wherever an earlier run stopped (an agent killed in the middle): what is already
+ * unmounted or stopped is not done again. Nothing is created, formatted or written under the bare
+ * mount point: a step that fails throws with the kernel's reason and leaves the pool down.
+ */
+export async function reassembleBtrfsMdPool(options: BtrfsMdOptions): Promise<Reassembled> {
+  const { run, logger } = options;
+  const name = arrayNameOf(options.nodeUUID);
+  const steps: string[] = [];
+  const mounted = await mountOf(options.mountsPath, options.mountPoint);
+  if (mounted) {
+    if (mounted.split(' ')[2] !== 'btrfs') throw new PoolError(`${options.mountPoint} is a mount of something else: ${mounted}`);
+    await runOrFail(run, 'umount', [options.mountPoint], `unmounting ${options.mountPoint}`);
+    steps.push(`unmounted ${options.mountPoint}`);
+  }
+  const running = await runningArray(options.sysfsRoot, name, run);
+  if (running) {
+    await runOrFail(run, 'mdadm', ['--stop', running], `stopping ${running}`);
+    steps.push(`stopped ${running}`);
+  }
+  logger.info({ steps }, 'node pool taken down');
+  const namespaces = await pcieNamespaces(options.sysfsRoot);
+  const listed = listedSerials(options.devices);
+  const { present, superblocks, ours } = await membersOf(listed, (s) => namespaces.get(s)?.block, name, run);
+  if (ours.length === 0) {
+    const found = present.map((d, i) => `${d}: ${superblocks[i]?.name ?? 'none'}`).join(', ') || 'none present';
+    throw new PoolError(`assembling ${name} failed: no managed device carries its md superblock (devices ${listed.join(', ')}; md superblocks: ${found})`);
+  }
+  await assemble(name, ours, run);
+  const mdDevice = await runningArray(options.sysfsRoot, name, run);
+  if (!mdDevice) throw new PoolError(`assembling ${name} failed: mdadm succeeded but the array is not running`);
+  steps.push(`assembled ${mdDevice} from ${ours.join(' ')}`);
+  // A reassembly is a moment with nothing mounted: the raid4 an online grow left ends here too.
+  await endRaid4BeforeMount(options, mdDevice, namespaces);
+  if (await mountOf(options.mountsPath, options.mountPoint)) throw new PoolError(`${options.mountPoint} was mounted by someone else meanwhile`);
+  await runOrFail(run, 'mount', ['-t', 'btrfs', mdDevice, options.mountPoint], `mounting ${mdDevice}`);
+  steps.push(`mounted ${mdDevice} on ${options.mountPoint}`);
+  logger.info({ steps }, 'node pool reassembled');
+  return { mdDevice, members: ours, steps };
+}
+
+const listedSerials = (devices: NodeDevices) => [...devices.dataSerials, ...(devices.journalSerial !== '' ? [devices.journalSerial] : [])];
+
+/** The listed devices present here, their md superblocks, and those that carry the array `name`'s. */
+async function membersOf(listed: readonly string[], blockOf: (serial: string) => string | undefined, name: string, run: CommandRunner) {
+  const present = listed.filter((s) => blockOf(s) !== undefined).map((s) => `/dev/${blockOf(s)}`);
+  const superblocks = await Promise.all(present.map((d) => examine(d, run)));
+  const ours = present.filter((_, i) => superblocks[i]?.name === name);
+  return { present, superblocks, ours };
+}
+
+async function assemble(name: string, members: readonly string[], run: CommandRunner): Promise<string> {
+  const mdDevice = `/dev/md/${name}`;
+  await runOrFail(run, 'mdadm', ['--assemble', mdDevice, '--run', ...members], `assembling ${name}`);
+  return mdDevice;
+}
+
+/** The /proc/mounts line of whatever is mounted at `mountPoint`, undefined when nothing is. */
+async function mountOf(mountsPath: string, mountPoint: string): Promise<string | undefined> {
+  const mounts = await fs.readFile(mountsPath, 'utf8');
+  return mounts.split('\n').find((l) => l.split(' ')[1] === mountPoint);
 }
 
 /** The md level of /dev/mdN (or of the /dev/md/<name> link), '' when sysfs does not say. */

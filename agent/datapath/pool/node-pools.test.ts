@@ -5,7 +5,7 @@
 // restart mid-grow, the raid4 → raid0 level change made only before mounting (never online), and
 // servers without a kernel target.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -19,7 +19,7 @@ import { startEtcd, type TestEtcd } from '../../../test/helpers/etcd.js';
 import { createFakeSysfs, type FakeSysfs } from '../../../test/helpers/sysfs-fixture.js';
 import { silentLogger } from '../../../test/helpers/silent-logger.js';
 import { arrayNameOf } from './btrfs-md-pool.js';
-import { NodePools } from './node-pools.js';
+import { NodePools, PoolUnavailable } from './node-pools.js';
 import type { NodePoolStatus } from './pool-report.js';
 import type { CommandRunner } from './storage-pool.js';
 
@@ -45,8 +45,10 @@ class FakeKernel {
   dataUsed = 0n;
   readonly superblocks = new Map<string, string>();
   readonly calls: string[] = [];
-  /** The array is assembled (false: stopped, as after a reboot). */
+  /** The array is assembled (false: stopped by `mdadm --stop`, or as after a reboot). */
   running = true;
+  /** What `mdadm --assemble` fails with (the kernel's reason), when set. */
+  assembleFails: string | undefined;
 
   constructor(private readonly sysfs: FakeSysfs) {}
 
@@ -77,8 +79,24 @@ class FakeKernel {
     }
     if (command === 'mdadm' && args[0] === '--assemble') {
       assert.ok(this.array, 'assemble of an array that was never created');
+      if (this.assembleFails) fail(1, this.assembleFails);
       this.running = true;
       this.sync();
+      return ok();
+    }
+    if (command === 'mdadm' && args[0] === '--stop') {
+      assert.ok(this.array && this.running && args[1] === '/dev/md127', `mdadm --stop of ${args[1]}`);
+      assert.ok(!readFileSync(this.sysfs.mountsPath, 'utf8').includes('/dev/md127 '), 'md stopped while its filesystem is mounted');
+      this.running = false;
+      return ok('mdadm: stopped /dev/md127\n');
+    }
+    if (command === 'umount') {
+      // The filesystem's files go with it: the bare mount point is an empty directory.
+      const lines = readFileSync(this.sysfs.mountsPath, 'utf8').split('\n');
+      if (!lines.some((l) => l.split(' ')[1] === args[0])) fail(32, `umount: ${args[0]}: not mounted.`);
+      writeFileSync(this.sysfs.mountsPath, lines.filter((l) => l.split(' ')[1] !== args[0]).join('\n'));
+      renameSync(args[0]!, `${args[0]}.unmounted`);
+      mkdirSync(args[0]!);
       return ok();
     }
     if (command === 'mkfs.btrfs') {
@@ -86,6 +104,12 @@ class FakeKernel {
       return ok();
     }
     if (command === 'mount') {
+      assert.ok(this.running, 'mount of a stopped array');
+      if (existsSync(`${args[3]}.unmounted`)) {
+        assert.deepEqual(readdirSync(args[3]!), [], 'nothing was written under the bare mount point');
+        rmSync(args[3]!, { recursive: true });
+        renameSync(`${args[3]}.unmounted`, args[3]!);
+      }
       writeFileSync(this.sysfs.mountsPath, `${readFileSync(this.sysfs.mountsPath, 'utf8')}/dev/md127 ${args[3]} btrfs rw 0 0\n`);
       return ok();
     }
@@ -334,6 +358,85 @@ describe('node pools', { timeout: 60_000 }, () => {
       [['D0', 16n], ['D1', 0n], ['D2', undefined]],
       'D2 is not a member: md counts nothing for it',
     );
+    await p.stop();
+  });
+
+  it('reassembles the pool (umount, md stop, assemble from the managed devices, mount), down for every caller meanwhile, data kept', async () => {
+    const p = pools();
+    const cluster = { clusterUUID: CLUSTER.UUID, subsystemNQN: CLUSTER.subsystemNQN };
+    await poolOf(p);
+    const handle = await p.open(NODE, cluster);
+    const volume = '22222222-2222-4222-8222-222222222222';
+    await handle.ensureVolume(volume, 64n * MiB, { compression: false, sectorSize: 4096 });
+    writeFileSync(join(poolDir, NODE, 'volumes', `${volume}.raw`), 'data kept');
+    const callsBefore = kernel.calls.length;
+
+    const done = await p.reassemble(NODE, 'being reassembled (test)');
+    const calls = kernel.calls.slice(callsBefore).filter((c) => /^(umount|mount|mdadm --(stop|assemble))/.test(c));
+    assert.deepEqual(calls, [
+      `umount ${join(poolDir, NODE)}`,
+      'mdadm --stop /dev/md127',
+      `mdadm --assemble /dev/md/${NAME} --run /dev/nvme0n1 /dev/nvme1n1`,
+      `mount -t btrfs /dev/md127 ${join(poolDir, NODE)}`,
+    ]);
+    assert.deepEqual(done.steps, [`unmounted ${join(poolDir, NODE)}`, 'stopped /dev/md127', 'assembled /dev/md127 from /dev/nvme0n1 /dev/nvme1n1', `mounted /dev/md127 on ${join(poolDir, NODE)}`]);
+    assert.ok((await handle.listVolumes()).includes(volume), 'the same handle serves the pool again');
+    assert.equal(readFileSync(join(poolDir, NODE, 'volumes', `${volume}.raw`), 'utf8').slice(0, 9), 'data kept');
+    assert.equal((await poolOf(p)).state, 'Ready');
+    await p.stop();
+  });
+
+  it('a reassembly that fails leaves the pool down with the kernel\'s reason: unavailable to every caller, the bare mount point untouched; bringUp brings it up as after a boot', async () => {
+    const p = pools();
+    const cluster = { clusterUUID: CLUSTER.UUID, subsystemNQN: CLUSTER.subsystemNQN };
+    await poolOf(p);
+    const handle = await p.open(NODE, cluster);
+    kernel.assembleFails = 'mdadm: /dev/nvme0n1 is busy - skipping';
+    await assert.rejects(p.reassemble(NODE, 'being reassembled (test)'), /assembling strata-abcdef01 failed: mdadm: \/dev\/nvme0n1 is busy - skipping/);
+    assert.ok(!kernel.running, 'md stays stopped');
+
+    // Every reader: the data path's handle and open(), the pool report, usage and listing.
+    await assert.rejects(handle.listVolumes(), (err: Error) => err instanceof PoolUnavailable && /unavailable: the reassembly failed: assembling/.test(err.message));
+    await assert.rejects(handle.usage('22222222-2222-4222-8222-222222222222'), PoolUnavailable);
+    await assert.rejects(handle.capacity(), PoolUnavailable);
+    await assert.rejects(handle.ensureVolume('33333333-3333-4333-8333-333333333333', MiB, { compression: false, sectorSize: 4096 }), PoolUnavailable);
+    await assert.rejects((await p.open(NODE, cluster)).listVolumes(), PoolUnavailable);
+    const callsBefore = kernel.calls.length;
+    const pool = await poolOf(p);
+    assert.equal(pool.state, 'Failed');
+    assert.equal(pool.capacityBytes, 0n);
+    assert.match(pool.error, /^the storage pool is down: the reassembly failed: assembling strata-abcdef01 failed: mdadm: \/dev\/nvme0n1 is busy/);
+    assert.deepEqual(kernel.calls.slice(callsBefore), [], 'a check of a pool that is down runs nothing');
+    assert.deepEqual(readdirSync(join(poolDir, NODE)), [], 'nothing written under the bare mount point');
+
+    // A pool held down from the agent's start (restarted after the failure) stays down too.
+    const q = pools();
+    q.holdDownAtStart(NODE, 'the reassembly failed (recorded)');
+    assert.equal((await poolOf(q)).state, 'Failed');
+    await assert.rejects((await q.open(NODE, cluster)).listVolumes(), PoolUnavailable);
+    assert.deepEqual(kernel.calls.slice(callsBefore).filter((c) => !c.startsWith('mdadm --detail')), []);
+    await q.stop();
+
+    kernel.assembleFails = undefined;
+    await p.bringUp(NODE);
+    assert.ok(kernel.running, 'assembled again');
+    assert.deepEqual(await handle.listVolumes(), ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222']);
+    assert.equal((await poolOf(p)).state, 'Ready');
+    await p.stop();
+  });
+
+  it('a reassembly resumes where an agent killed in the middle left it (unmounted, md stopped)', async () => {
+    await kernel.run('umount', [join(poolDir, NODE)]);
+    await kernel.run('mdadm', ['--stop', '/dev/md127']);
+    const p = pools();
+    p.holdDownAtStart(NODE, 'being reassembled (resumed)');
+    assert.equal((await poolOf(p)).state, 'Failed', 'not brought up by the check');
+    assert.ok(!kernel.running);
+    const callsBefore = kernel.calls.length;
+    const done = await p.reassemble(NODE, 'being reassembled (resumed)');
+    assert.deepEqual(done.steps, ['assembled /dev/md127 from /dev/nvme0n1 /dev/nvme1n1', `mounted /dev/md127 on ${join(poolDir, NODE)}`]);
+    assert.ok(!kernel.calls.slice(callsBefore).some((c) => c.startsWith('umount') || c.startsWith('mdadm --stop')));
+    assert.equal((await poolOf(p)).state, 'Ready');
     await p.stop();
   });
 });

@@ -19,13 +19,13 @@ import type { StoreWatch } from '../../../lib/etcd/record-store.js';
 import { writeFileAtomic } from '../../../lib/files.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { NodeRecord } from '../../../lib/records.js';
-import { arrayNameOf, examine, prepareBtrfsMdPool, runningArray, runOrFail, signatureOf } from './btrfs-md-pool.js';
+import { arrayNameOf, examine, prepareBtrfsMdPool, reassembleBtrfsMdPool, runningArray, runOrFail, signatureOf, type Reassembled } from './btrfs-md-pool.js';
 import { parseBtrfsUsage, type BtrfsUsage } from './btrfs-usage.js';
 import { integrityErrorsOf, readBtrfsErrorStats } from './integrity-errors.js';
 import { isActiveData, isArrayBusy, isFaulty, isJournal, pcieNamespaces, readMdArray, type MdArray, type NvmeNamespace } from './md-array.js';
 import { commandsOf, deviceStatuses, isParitylessRaid4, parityFactor, planGrowth, type DesiredDevice, type GrowthPlan } from './pool-growth.js';
 import type { NodePoolStatus, PoolReportSnapshot, PoolReportSource, PoolStateName } from './pool-report.js';
-import { FilePool, type CommandRunner, type StoragePool } from './storage-pool.js';
+import { FilePool, PoolError, type CommandRunner, type StoragePool } from './storage-pool.js';
 
 /**
  * The cluster as the data path knows it, from the cluster record: pools are opened for its UUID
@@ -67,7 +67,16 @@ interface NodeEntry {
   busy: boolean;
   /** The last growth step that failed, reported in the pool's error until a step succeeds. */
   growthError: string;
+  /**
+   * Why the pool is down (taken down to be reassembled, or its reassembly failed); undefined when
+   * it is not. While down nothing brings it up, opens, reads, measures or grows it: every caller
+   * gets PoolUnavailable, never the bare mount point's empty directory.
+   */
+  down: string | undefined;
 }
+
+/** The node's pool is down (docs/node-operations.md, considerBackend): no caller may use it now. */
+export class PoolUnavailable extends PoolError {}
 
 interface PoolsState {
   version: 1;
@@ -95,7 +104,7 @@ export class NodePools implements PoolReportSource {
 
   constructor(private readonly options: NodePoolsOptions) {
     for (const nodeUUID of options.nodeUUIDs) {
-      this.entries.set(nodeUUID, { nodeUUID, record: undefined, pool: undefined, md: false, queue: Promise.resolve(), status: undefined, busy: false, growthError: '' });
+      this.entries.set(nodeUUID, { nodeUUID, record: undefined, pool: undefined, md: false, queue: Promise.resolve(), status: undefined, busy: false, growthError: '', down: undefined });
     }
     this.statePath = join(options.stateDir, 'pools.json');
     this.state = this.loadState();
@@ -139,8 +148,89 @@ export class NodePools implements PoolReportSource {
     const entry = this.entry(nodeUUID);
     return this.serialized(entry, async () => {
       if (!entry.record) entry.record = await this.readNode(nodeUUID);
-      return this.ensureOpen(entry, cluster);
+      if (entry.down === undefined) return this.ensureOpen(entry, cluster);
+      // The handle: each of its calls answers that the pool is unavailable until it is up again.
+      return this.handle(entry);
     });
+  }
+
+  /**
+   * Before the pools start: the node's pool stays down (an agent restarted in the middle of a
+   * reassembly, or after one failed) until reassemble() or bringUp().
+   */
+  holdDownAtStart(nodeUUID: string, reason: string): void {
+    this.entry(nodeUUID).down = reason;
+  }
+
+  /**
+   * Node restart with considerBackend: the pool goes down at once for every caller (the running
+   * check or open finishes first), then unmount, md stop, md assembly from the node's managed
+   * devices, mount; the pool is opened again and is up. Throws with the kernel's reason when a
+   * step fails, and the pool stays down (nothing brings it up but bringUp()).
+   */
+  async reassemble(nodeUUID: string, reason: string): Promise<Reassembled> {
+    const entry = this.entry(nodeUUID);
+    entry.down = reason;
+    const reassembled = await this.serialized(entry, async () => {
+      entry.down = reason;
+      entry.pool = undefined;
+      entry.status = this.downStatus(entry);
+      this.publish();
+      try {
+        if (!(await this.isEnabled())) throw new PoolError('this server has no kernel NVMe target: its pools are not brought up here');
+        const cluster = await this.clusterFacts();
+        const record = (entry.record = await this.readNode(nodeUUID));
+        if (record.managedDeviceSerials.length === 0) throw new PoolError(`node ${nodeUUID} has no managed devices: it has no md array and btrfs to reassemble`);
+        const logger = this.options.logger.child({ nodeUUID });
+        const result = await reassembleBtrfsMdPool({
+          nodeUUID,
+          devices: { dataSerials: record.managedDeviceSerials, journalSerial: record.journalDeviceSerial, ec: record.ec },
+          mountPoint: this.mountPoint(nodeUUID),
+          sysfsRoot: this.options.sysfsRoot,
+          mountsPath: this.options.mountsPath,
+          run: this.options.run,
+          logger,
+        });
+        entry.pool = await FilePool.open({ dir: this.mountPoint(nodeUUID), clusterUUID: cluster.clusterUUID, logger, run: this.options.run });
+        entry.md = true;
+        entry.down = undefined;
+        return result;
+      } catch (err) {
+        entry.down = `the reassembly failed: ${(err as Error).message}`;
+        entry.status = this.downStatus(entry);
+        throw err;
+      }
+    }).finally(() => this.publish());
+    this.schedule(0); // measured again
+    return reassembled;
+  }
+
+  /**
+   * The pool is up again for its callers (node start): after a failed reassembly, it is brought
+   * up the way it is after a boot (assembled and mounted when it is not), by the next check or open.
+   */
+  async bringUp(nodeUUID: string): Promise<void> {
+    const entry = this.entry(nodeUUID);
+    if (entry.down === undefined) return; // up: nothing to wait for
+    await this.serialized(entry, async () => {
+      if (entry.down === undefined) return;
+      this.options.logger.info({ nodeUUID, was: entry.down }, 'node pool up again');
+      entry.down = undefined;
+      try {
+        entry.record = await this.readNode(nodeUUID);
+        await this.ensureOpen(entry, await this.clusterFacts());
+      } catch (err) {
+        // Reported by the next check, which tries again; the data path reports its volumes Failed meanwhile.
+        this.options.logger.warn({ err, nodeUUID }, 'bringing the node pool up failed');
+      }
+    });
+    this.schedule(0);
+  }
+
+  private async clusterFacts(): Promise<ClusterFacts> {
+    const record = await this.options.cluster.read();
+    if (!record) throw new PoolError('the cluster record is not in etcd');
+    return { clusterUUID: record.UUID, subsystemNQN: record.subsystemNQN };
   }
 
   // --- PoolReportSource -------------------------------------------------------------------------
@@ -266,22 +356,24 @@ export class NodePools implements PoolReportSource {
   private handle(entry: NodeEntry): StoragePool {
     let handle = this.handles.get(entry.nodeUUID);
     if (!handle) {
+      // Async: a pool that is down or not open rejects like any failed call.
       const pool = () => {
+        if (entry.down !== undefined) throw new PoolUnavailable(`the storage pool of node ${entry.nodeUUID} is unavailable: ${entry.down}`);
         if (!entry.pool) throw new Error(`the storage pool of node ${entry.nodeUUID} is not open`);
         return entry.pool;
       };
       handle = {
-        ensureVolume: (...a) => pool().ensureVolume(...a),
-        volumeSize: (...a) => pool().volumeSize(...a),
-        resize: (...a) => pool().resize(...a),
-        removeVolume: (...a) => pool().removeVolume(...a),
-        ensureSnapshot: (...a) => pool().ensureSnapshot(...a),
-        removeSnapshot: (...a) => pool().removeSnapshot(...a),
-        listSnapshots: (...a) => pool().listSnapshots(...a),
-        rollback: (...a) => pool().rollback(...a),
-        usage: (...a) => pool().usage(...a),
-        capacity: () => pool().capacity(),
-        listVolumes: () => pool().listVolumes(),
+        ensureVolume: async (...a) => pool().ensureVolume(...a),
+        volumeSize: async (...a) => pool().volumeSize(...a),
+        resize: async (...a) => pool().resize(...a),
+        removeVolume: async (...a) => pool().removeVolume(...a),
+        ensureSnapshot: async (...a) => pool().ensureSnapshot(...a),
+        removeSnapshot: async (...a) => pool().removeSnapshot(...a),
+        listSnapshots: async (...a) => pool().listSnapshots(...a),
+        rollback: async (...a) => pool().rollback(...a),
+        usage: async (...a) => pool().usage(...a),
+        capacity: async () => pool().capacity(),
+        listVolumes: async () => pool().listVolumes(),
       };
       this.handles.set(entry.nodeUUID, handle);
     }
@@ -297,6 +389,10 @@ export class NodePools implements PoolReportSource {
     }
     const record = entry.record;
     entry.busy = false;
+    if (entry.down !== undefined) {
+      entry.status = this.downStatus(entry);
+      return;
+    }
     if (record.managedDeviceSerials.length === 0 && !entry.md) {
       entry.status = undefined; // no pool: its volumes (if any) live on the host filesystem
       return;
@@ -422,6 +518,17 @@ export class NodePools implements PoolReportSource {
     };
   }
 
+  /**
+   * A pool that is down: not usable (Failed, no capacity, the reason), its devices as last
+   * measured (a planned reassembly does not fail them).
+   */
+  private downStatus(entry: NodeEntry): NodePoolStatus {
+    const error = `${DOWN}${entry.down ?? ''}`;
+    const last = entry.status?.state !== 'Failed' || entry.status.error.startsWith(DOWN) ? entry.status : undefined;
+    const status = this.failed(entry, error);
+    return last ? { ...status, devices: last.devices } : status;
+  }
+
   /** A pool that is not usable: no capacity, and its devices Failed with the reason. */
   private failed(entry: NodeEntry, error: string): NodePoolStatus {
     const record = entry.record;
@@ -492,6 +599,8 @@ export class NodePools implements PoolReportSource {
     writeFileAtomic(this.statePath, `${JSON.stringify(this.state, null, 2)}\n`, 0o600);
   }
 }
+
+const DOWN = 'the storage pool is down: ';
 
 /** A node that had no devices keeps volumes in its directory; a mount must not hide them. */
 async function refuseHidingVolumes(dir: string): Promise<void> {
