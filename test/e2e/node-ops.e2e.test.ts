@@ -423,10 +423,19 @@ describe(`node stop / start / replace end to end (three storage guests, one init
     await guest.runOk(['sh', '-c', 'kill $(cat /tmp/busy.pid)'], { timeoutMs: 120_000 });
     await busy;
     await step('POST start after the failure', () => api('POST', `/nodes/${node}/start`, {}));
+    const startCommand = (await record<NodeCommandRecord>(keys.nodeCommand(node)))!;
     await step('node Active, volume Available, data intact', async () => {
       await until('served again', async () => (await getNode(node)).state === 'Active' && (await getVolume(volume.UUID)).state === 'Available', 120_000);
       await readBack();
     });
+    // The start is over (the next command is accepted) once the agent records Running for it: after
+    // the resync of any replicated copy the node holds (the replace left it one), not at Active.
+    await step('the start completes', () =>
+      until('run state Running for the start', async () => {
+        const r = await record<NodeRunStateRecord>(keys.nodeRunState(node));
+        return r?.commandId === startCommand.id && r.state === 'Running';
+      }, 300_000),
+    );
     const unchanged = await poolIdentity(node);
     assert.deepEqual([unchanged.diskseq, unchanged.btrfsInode], [before.diskseq, before.btrfsInode], 'the failed reassembly left md and the mount as they were');
 
