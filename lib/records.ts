@@ -3,6 +3,7 @@
 // because JSON numbers lose precision past 2^53.
 
 import type { KernelCapabilities } from './contract/kernel-capabilities.js';
+import type { QosLimits } from './contract/qos.js';
 
 export interface ClusterRecord {
   UUID: string;
@@ -406,6 +407,12 @@ export interface VolumeAssignment {
   rollbackSnapshotUUID: string;
   /** Replicated volumes: the replica set as this node must act on it; absent or null for one copy. */
   replication?: AssignmentReplication | null;
+  /**
+   * The volume's QoS limits as the I/O path enforces them (lib/contract/qos.ts: per-GB already
+   * scaled by the size), the same on every node's assignment of the volume; absent, null or all
+   * zero: no policy. Only the primary enforces them (docs/datapath.md, "QoS").
+   */
+  qos?: QosLimits | null;
 }
 
 /**
@@ -445,7 +452,24 @@ export interface VolumeStatusRecord {
    * Absent for a node that never reported one (single-copy volumes, replicas never primary).
    */
   userWritten?: UserWrittenCount;
+  /**
+   * From the volume's primary, when its assignment has a QoS policy (limits not all zero): whether
+   * the I/O path enforces exactly these limits there. Absent otherwise.
+   */
+  qos?: VolumeQosStatus;
   reportedAt: string;
+}
+
+/**
+ * A policy's enforcement on the node that serves the volume's I/O. `Enforced` only while the
+ * node's strata-ublk server runs with exactly `limits` and the volume's device-mapper table points
+ * at its device; otherwise `NotEnforced`, and `reason` (one sentence naming the node) says why;
+ * '' when Enforced.
+ */
+export interface VolumeQosStatus {
+  state: 'Enforced' | 'NotEnforced';
+  reason: string;
+  limits: QosLimits;
 }
 
 /**
