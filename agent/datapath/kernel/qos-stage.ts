@@ -22,7 +22,7 @@ import { StrataError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/logger.js';
 import { packageRoot } from '../../../lib/paths.js';
 import { Backoff, type BackoffOptions } from '../../../lib/retry.js';
-import type { QosLimits } from '../../../lib/contract/qos.js';
+import { sameLimits, type QosLimits } from '../../../lib/contract/qos.js';
 
 /** Where `npm run build:native` puts the server. */
 export const ublkServerPath = join(packageRoot, 'native', 'build', 'strata-ublk');
@@ -183,7 +183,8 @@ export class QosStage {
     if (pending) await pending.catch(() => undefined);
     const current = this.served.get(volume);
     if (current) {
-      await this.setLimits(volume, spec.limits);
+      // Every pass serves the volume again: only a change reaches the server (one SIGHUP, one log line).
+      if (!sameLimits(current.spec.limits, spec.limits)) await this.setLimits(volume, spec.limits);
       return current.device;
     }
     const launching = this.launchFirst(volume, spec);
@@ -240,8 +241,9 @@ export class QosStage {
 
   /** Stops the server (it deletes its device); a server that will not stop is killed and its device deleted. */
   async stop(volume: string): Promise<void> {
+    await this.starting.get(volume)?.catch(() => undefined);
     const served = this.served.get(volume);
-    if (!served) return;
+    if (!served) return this.stopLeftOver(volume);
     served.stopping = true;
     clearTimeout(served.restartTimer);
     const process = served.process;
@@ -259,6 +261,38 @@ export class QosStage {
     this.served.delete(volume);
     await rm(served.limitsPath, { force: true });
     await rm(this.recordPath(volume), { force: true });
+  }
+
+  /**
+   * Stops the server an earlier agent left for a volume this one never served (its policy was
+   * removed while no agent ran): by the record in the state directory, its pid from `info`.
+   * Nothing to do (one failed file read) when there is no record.
+   */
+  private async stopLeftOver(volume: string): Promise<void> {
+    const record = await this.readRecord(volume);
+    if (!record) return;
+    const info = await this.info(record.id);
+    if (info && info.pid > 0 && this.alive(info.pid) && (await this.isOurServer(info.pid, record.backing))) {
+      const adopted = new AdoptedServer(info.pid, this.options.adoptedPollMs ?? 1000, (pid) => this.alive(pid));
+      adopted.kill('SIGTERM');
+      if (!(await this.within(adopted.exited, this.options.stopTimeoutMs ?? 30_000))) {
+        adopted.kill('SIGKILL');
+        await adopted.exited;
+      }
+    }
+    // Gone or not, the device goes (exit 0 when the server's SIGTERM already deleted it).
+    if (info) await this.deleteDevice(record.id);
+    await rm(join(this.options.stateDir, `${volume}.limits`), { force: true });
+    await rm(this.recordPath(volume), { force: true });
+    this.options.logger.info({ volume, device: `/dev/ublkb${record.id}` }, 'stopped the QoS server an earlier agent started');
+  }
+
+  private async readRecord(volume: string): Promise<ServerRecord | undefined> {
+    const record = await readFile(this.recordPath(volume), 'utf8').then(
+      (text) => JSON.parse(text) as ServerRecord,
+      () => undefined,
+    );
+    return record && Number.isSafeInteger(record.id) && typeof record.backing === 'string' ? record : undefined;
   }
 
   /** Stops every server (tests, and a node leaving the cluster; an agent restart keeps them). */
@@ -283,12 +317,8 @@ export class QosStage {
    * kernel still has it in another state, so a new one can be served).
    */
   private async takeOver(volume: string, spec: StageSpec, limitsPath: string): Promise<{ process: ServerProcess; device: StageDevice; exited: Promise<void> } | undefined> {
-    const recordPath = this.recordPath(volume);
-    const record = await readFile(recordPath, 'utf8').then(
-      (text) => JSON.parse(text) as ServerRecord,
-      () => undefined,
-    );
-    if (!record || !Number.isSafeInteger(record.id)) return undefined;
+    const record = await this.readRecord(volume);
+    if (!record) return undefined;
     const log = this.options.logger;
     const device = { id: record.id, device: `/dev/ublkb${record.id}` };
     const info = await this.info(record.id);

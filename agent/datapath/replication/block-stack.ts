@@ -159,6 +159,11 @@ export class BlockStack {
     return Promise.race([this.options.run(command, args, { timeoutMs: COMMAND_TIMEOUT_MS }), deadline]).finally(() => clearTimeout(timer));
   }
 
+  /** /dev/<block>: what a process opens to reach the block device (the QoS server, over the array). */
+  blockPath(block: string): string {
+    return join(this.options.devRoot, block);
+  }
+
   hostDevicePath(volumeUUID: string): string {
     return join(this.options.devRoot, 'mapper', dmNameOf(volumeUUID));
   }
