@@ -394,7 +394,7 @@ export class ReplicaManager {
           return;
         } catch (err) {
           state.qosProblem = this.qosFailure(nodeUUID, err);
-          logger.warn({ err, volumeUUID }, 'QoS not enforced: the volume is served without its limits');
+          logger.warn({ err, volumeUUID, reason: state.qosProblem }, 'QoS not enforced: the volume is served without its limits');
         }
       }
     }
