@@ -191,6 +191,7 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
   let hasUblk = false;
   let unthrottled: { read: FioRates; write: FioRates } = { read: { iops: 0, bytesPerSecond: 0 }, write: { iops: 0, bytesPerSecond: 0 } };
   let readLimit = 0;
+  /** Bytes per second. */
   let writeLimit = 0;
 
   it('a 2-copy volume, connected, measured unthrottled; the control plane stopped', async () => {
@@ -215,12 +216,13 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
       write: await step('fio write unthrottled', () => fio('write')),
     };
     measured.push(`unthrottled: ${unthrottled.read.iops.toFixed(0)} read IOPS, ${(unthrottled.write.bytesPerSecond / MB).toFixed(2)} MB/s written`);
-    // The largest limit the bed exceeds by half again, at most the issue's: a limit the bed
-    // cannot reach measures the bed, not the limit.
-    readLimit = Math.min(ISSUE_READ_IOPS, Math.floor(unthrottled.read.iops / 1.5 / 50) * 50);
-    writeLimit = Math.min(ISSUE_WRITE_MBPS, Math.floor(unthrottled.write.bytesPerSecond / 1.5 / MB));
-    assert.ok(readLimit >= 50 && writeLimit >= 1, `the bed is too slow for a limit to bite: ${JSON.stringify(unthrottled)}`);
-    measured.push(`limits chosen: ${readLimit} read IOPS, ${writeLimit} MB/s written`);
+    // The largest limit at most half of what the bed did unthrottled, at most the issue's: a limit
+    // the bed cannot reach measures the bed, not the limit, and this shared emulated bed varies
+    // by a factor of 2 between runs (a busy host: 232 read IOPS and 0.93 MB/s unthrottled).
+    readLimit = Math.min(ISSUE_READ_IOPS, Math.floor(unthrottled.read.iops / 2 / 10) * 10);
+    writeLimit = Math.min(ISSUE_WRITE_MBPS * MB, Math.floor(unthrottled.write.bytesPerSecond / 2 / (MB / 10)) * (MB / 10));
+    assert.ok(readLimit >= 20 && writeLimit >= MB / 10, `the bed is too slow for a limit to bite: ${JSON.stringify(unthrottled)}`);
+    measured.push(`limits chosen: ${readLimit} read IOPS, ${writeLimit / MB} MB/s written`);
     await step('stop the control plane (it rewrites assignments without qos)', () => plane!.stop());
     writeFileSync(join(persistDir, 'control-plane.log'), plane!.logs.map((l) => JSON.stringify(l)).join('\n'));
     removeDir(plane!.stateDir);
@@ -228,7 +230,8 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
   });
 
   it('read IOPS and write MB/s limits measured within ±10 % (6.12); NotEnforced with the reason (no ublk)', async () => {
-    const limits = { ...UNLIMITED, readIops: readLimit, writeBytesPerSecond: writeLimit * MB };
+    assert.ok(plane === undefined && readLimit > 0, 'the first step set up the volume, chose the limits and stopped the control plane');
+    const limits = { ...UNLIMITED, readIops: readLimit, writeBytesPerSecond: writeLimit };
     await setQos(limits);
     if (!hasUblk) {
       await until('the agent says why the policy is not enforced', async () => /QoS not enforced[^\n]*has no ublk|has no ublk[^\n]*QoS not enforced/.test(storageOf(primaryNode).agentLogTail(200_000)), 60_000);
@@ -242,7 +245,7 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
     const read = await step('fio randread limited', () => fio('randread'));
     within10(read.iops, readLimit, 'read IOPS');
     const write = await step('fio write limited', () => fio('write'));
-    within10(write.bytesPerSecond / MB, writeLimit, 'write MB/s');
+    within10(write.bytesPerSecond / MB, writeLimit / MB, 'write MB/s');
   });
 
   it('a live change shows within seconds, the device unchanged', async (t) => {
@@ -250,7 +253,7 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
     const deviceBefore = await dmTarget();
     const halved = Math.floor(readLimit / 2);
     const putAt = Date.now();
-    await setQos({ ...UNLIMITED, readIops: halved, writeBytesPerSecond: writeLimit * MB });
+    await setQos({ ...UNLIMITED, readIops: halved, writeBytesPerSecond: writeLimit });
     await until('the new limit reaches the server', async () => new RegExp(`^read-iops ${halved}$`, 'm').test(await limitsFile()), 30_000);
     const appliedMs = Date.now() - putAt;
     measured.push(`live change applied ${(appliedMs / 1000).toFixed(1)} s after the assignment's write`);
