@@ -417,8 +417,8 @@ export interface VolumeAssignment {
   /**
    * The volume's effective QoS limits (its policy, else its project's default, scaled by its size:
    * lib/contract/qos.ts), the same on every node's assignment of the volume; null (or absent, in
-   * assignments written before it) when no policy applies. A policy change rewrites it without
-   * bumping `generation` (docs/policies.md).
+   * assignments written before it) or all zero when no policy applies. A policy change rewrites it
+   * without bumping `generation` (docs/policies.md). Only the primary enforces them (docs/datapath.md, "QoS").
    */
   qos?: QosLimits | null;
 }
@@ -461,13 +461,25 @@ export interface VolumeStatusRecord {
    */
   userWritten?: UserWrittenCount;
   /**
-   * From the volume's primary, when its assignment has QoS limits: whether this node enforces
-   * them (`limits`: what it applied). `reason` names the node when NotEnforced (a kernel without
-   * ublk, a single-copy volume still served straight from its file). Absent: no limits to enforce,
-   * or an agent that does not report it.
+   * From the volume's primary, when its assignment has QoS limits (not all zero): whether the I/O
+   * path enforces exactly these limits there (`limits`: what it applied). `reason` names the node
+   * when NotEnforced (a kernel without ublk, a single-copy volume served straight from its file).
+   * Absent: no limits to enforce, or an agent that does not report it.
    */
-  qos?: { state: 'Enforced' | 'NotEnforced'; reason: string; limits: QosLimits };
+  qos?: VolumeQosStatus;
   reportedAt: string;
+}
+
+/**
+ * A policy's enforcement on the node that serves the volume's I/O. `Enforced` only while the
+ * node's strata-ublk server runs with exactly `limits` and the volume's device-mapper table points
+ * at its device; otherwise `NotEnforced`, and `reason` (one sentence naming the node) says why;
+ * '' when Enforced.
+ */
+export interface VolumeQosStatus {
+  state: 'Enforced' | 'NotEnforced';
+  reason: string;
+  limits: QosLimits;
 }
 
 /**

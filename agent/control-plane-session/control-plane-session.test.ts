@@ -365,6 +365,7 @@ describe('ControlPlaneSession', () => {
           replica_legs: [], // a replica set's primary lists its copies here; proto3 decodes the empty list
           user_written_bytes: '0', // measured on a replicated volume's primary only: absent decodes as 0 and ''
           user_written_device: '',
+          qos: null, // from a primary whose assignment has QoS limits only: an absent message decodes as null
         },
       ],
     });

@@ -24,6 +24,7 @@ import type { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
 import type { AssignmentStore } from './reconcile/assignment-store.js';
 import { BlockStack, type BlockIoctls } from './replication/block-stack.js';
 import { ReplicaManager } from './replication/replica-manager.js';
+import { QosStage } from './kernel/qos-stage.js';
 import { loadNativeAddon } from '../../lib/native-addon.js';
 
 /**
@@ -31,6 +32,12 @@ import { loadNativeAddon } from '../../lib/native-addon.js';
  * which goes at a reboot with the loop devices, and holds sparse files larger than ext4 can (16 TiB).
  */
 const REPLICATION_FENCE_FILE = '/run/strata/replication-fence.img';
+
+/**
+ * The QoS servers' limits files and records (kernel/qos-stage.ts): on /run, gone at a reboot with
+ * the ublk devices they describe, kept across agent restarts, which adopt the servers.
+ */
+const QOS_STATE_DIR = '/run/strata/qos';
 
 export const NO_NVMET = 'this server has no NVMe target (nvmet) in its kernel';
 
@@ -120,6 +127,7 @@ export async function createDataPathAndPools(
   });
   // Replicated volumes need the real kernel (device-mapper, md, the NVMe/TCP initiator): not with
   // a target the caller brings (a plain directory standing in for configfs).
+  const qos = parts.backend === undefined ? new QosStage({ stateDir: QOS_STATE_DIR, logger: logger.child({ component: 'qos' }), onDeviceReplaced: (volume) => void replicas?.qosDeviceReplaced(volume).catch((err: unknown) => logger.error({ err, volume }, 'moving the volume onto its new QoS device failed')) }) : undefined;
   const replicas =
     parts.backend === undefined
       ? new ReplicaManager({
@@ -130,6 +138,7 @@ export async function createDataPathAndPools(
           monitorIntervalMs: 500,
           legLossGraceMs: config.replicaLossGraceSeconds * 1000,
           rejoinIntervalMs: 5000,
+          ...(qos ? { qos } : {}),
         })
       : undefined;
   // The volume ports' IP ACLs and the admin endpoints (ports outside the volume range): one table.

@@ -24,6 +24,7 @@ import type { NvmeDevice as _strata_v1_NvmeDevice, NvmeDevice__Output as _strata
 import type { PoolDevice as _strata_v1_PoolDevice, PoolDevice__Output as _strata_v1_PoolDevice__Output } from './strata/v1/PoolDevice.js';
 import type { PoolReport as _strata_v1_PoolReport, PoolReport__Output as _strata_v1_PoolReport__Output } from './strata/v1/PoolReport.js';
 import type { PoolReportAck as _strata_v1_PoolReportAck, PoolReportAck__Output as _strata_v1_PoolReportAck__Output } from './strata/v1/PoolReportAck.js';
+import type { QosStatus as _strata_v1_QosStatus, QosStatus__Output as _strata_v1_QosStatus__Output } from './strata/v1/QosStatus.js';
 import type { ReplicaLegStatus as _strata_v1_ReplicaLegStatus, ReplicaLegStatus__Output as _strata_v1_ReplicaLegStatus__Output } from './strata/v1/ReplicaLegStatus.js';
 import type { ServerFacts as _strata_v1_ServerFacts, ServerFacts__Output as _strata_v1_ServerFacts__Output } from './strata/v1/ServerFacts.js';
 import type { SetLed as _strata_v1_SetLed, SetLed__Output as _strata_v1_SetLed__Output } from './strata/v1/SetLed.js';
@@ -67,6 +68,7 @@ export interface ProtoGrpcType {
       PoolReport: MessageTypeDefinition<_strata_v1_PoolReport, _strata_v1_PoolReport__Output>
       PoolReportAck: MessageTypeDefinition<_strata_v1_PoolReportAck, _strata_v1_PoolReportAck__Output>
       PoolState: EnumTypeDefinition
+      QosStatus: MessageTypeDefinition<_strata_v1_QosStatus, _strata_v1_QosStatus__Output>
       ReplicaLegStatus: MessageTypeDefinition<_strata_v1_ReplicaLegStatus, _strata_v1_ReplicaLegStatus__Output>
       ServerFacts: MessageTypeDefinition<_strata_v1_ServerFacts, _strata_v1_ServerFacts__Output>
       SetLed: MessageTypeDefinition<_strata_v1_SetLed, _strata_v1_SetLed__Output>

@@ -34,6 +34,8 @@ class FakeServer extends EventEmitter implements ServerProcess {
 
   exit(code: number | null, signal: NodeJS.Signals | null = null): void {
     this.emit('exit', code, signal);
+    this.stdout.end();
+    this.stderr.end();
   }
 }
 
@@ -223,3 +225,68 @@ it('refuses plainly: no ublk in the kernel, a server that fails or never gets re
   }
   assert.equal(h.servers('serve').length, 3, 'bad limits launch nothing');
 }, { readyTimeoutMs: 20 }));
+
+it('a new agent adopts the server an earlier one left running, recovers a device whose server is gone, and never serves a second device', withHarness(async (h) => {
+  await served(h, 'vol-a', 4);
+  await served(h, 'vol-b', 5);
+  assert.deepEqual(JSON.parse(readFileSync(join(h.stateDir, 'vol-a.json'), 'utf8')), { id: 4, backing: '/pool/vol-a.raw', buffered: false });
+  // The agent restarts: a new stage over the same state directory. vol-a's server (pid 4242)
+  // still runs; vol-b's died (its device quiesced).
+  const launched: FakeServer[] = [];
+  const signalled: [number, string][] = [];
+  const alive = new Set([4242]);
+  const again = new QosStage({
+    stateDir: h.stateDir,
+    logger: silentLogger(),
+    binary: '/opt/strata/native/build/strata-ublk',
+    adoptedPollMs: 5,
+    restartBackoff: { initialMs: 5, maxMs: 20, jitter: 0 },
+    isAlive: (pid) => alive.has(pid),
+    commandLine: async (pid) => (pid === 4242 ? ['/opt/strata/native/build/strata-ublk', 'serve', '/pool/vol-a.raw', '--limits', 'x', ''].join('\0') : ''),
+    launch: (_file, args) => {
+      const server = new FakeServer(args);
+      launched.push(server);
+      if (args[0] === 'info') {
+        setImmediate(() => {
+          server.stdout.write(args[1] === '4' ? 'id=4 state=live pid=4242 queues=1 depth=64 max_io=524288 flags=0x30\n' : 'id=5 state=quiesced pid=-1 queues=1 depth=64 max_io=524288 flags=0x30\n');
+          server.exit(0);
+        });
+      }
+      return server;
+    },
+  });
+  const realKill = process.kill;
+  process.kill = ((pid: number, signal?: string | number) => {
+    signalled.push([pid, String(signal)]);
+    return true;
+  }) as typeof process.kill;
+  try {
+    assert.deepEqual(await again.start('vol-a', { backing: '/pool/vol-a.raw', limits }), { id: 4, device: '/dev/ublkb4' });
+    assert.deepEqual(signalled, [[4242, 'SIGHUP']], 'the adopted server re-reads its limits file');
+    assert.deepEqual(again.state('vol-a'), { device: { id: 4, device: '/dev/ublkb4' }, limits, running: true });
+    await again.setLimits('vol-a', { ...limits, readIops: 100 });
+    assert.deepEqual(signalled.at(-1), [4242, 'SIGHUP']);
+
+    const recovering = again.start('vol-b', { backing: '/pool/vol-b.raw', limits });
+    while (!launched.some((s) => s.args[0] === 'recover')) await new Promise((r) => setTimeout(r, 1));
+    const recover = launched.find((s) => s.args[0] === 'recover')!;
+    assert.deepEqual(recover.args.slice(0, 3), ['recover', '5', '/pool/vol-b.raw']);
+    recover.ready(5);
+    assert.deepEqual(await recovering, { id: 5, device: '/dev/ublkb5' });
+    assert.equal(launched.filter((s) => s.args[0] === 'serve').length, 0, 'no second device over either backing');
+
+    // The adopted server dies: the stage sees it by its pid and recovers the device.
+    alive.delete(4242);
+    while (!launched.some((s) => s.args[0] === 'recover' && s.args[1] === '4')) await new Promise((r) => setTimeout(r, 2));
+    assert.equal(again.state('vol-a')?.running, false);
+    launched.find((s) => s.args[0] === 'recover' && s.args[1] === '4')!.ready(4);
+    while (!again.state('vol-a')?.running) await new Promise((r) => setTimeout(r, 2));
+    const stopping = again.stopAll();
+    await new Promise((r) => setTimeout(r, 5));
+    for (const server of launched.filter((s) => s.signals.includes('SIGTERM'))) server.exit(0);
+    await stopping;
+    assert.equal(existsSync(join(h.stateDir, 'vol-a.json')), false);
+  } finally {
+    process.kill = realKill;
+  }
+}));

@@ -67,7 +67,20 @@ export function assignmentProblem(a: VolumeAssignment, facts: ClusterFacts, sett
   for (const s of [...(a.snapshotUUIDs ?? []), a.cloneFromSnapshotUUID, a.rollbackSnapshotUUID]) {
     if (s && !isCanonicalUuid(s)) return `invalid snapshot UUID ${JSON.stringify(s)}`;
   }
+  const qos = qosProblem(a.qos);
+  if (qos) return qos;
   return a.replication ? replicationProblem(a, a.replication, facts) : undefined;
+}
+
+/** The limits go to strata-ublk's limits file as they are: non-negative safe integers, or no policy at all. */
+function qosProblem(qos: VolumeAssignment['qos']): string | undefined {
+  if (qos === undefined || qos === null) return undefined;
+  if (typeof qos !== 'object') return `invalid QoS limits ${JSON.stringify(qos)}`;
+  for (const name of ['readIops', 'writeIops', 'readBytesPerSecond', 'writeBytesPerSecond'] as const) {
+    const value: unknown = qos[name];
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) return `invalid QoS limit ${name} ${JSON.stringify(value)}`;
+  }
+  return undefined;
 }
 
 function replicationProblem(a: VolumeAssignment, r: AssignmentReplication, facts: ClusterFacts): string | undefined {

@@ -175,7 +175,7 @@ async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: Volume
   const extra: DesiredExport[] = [];
   if (replication) {
     if (!replicas) throw new Error('this agent does not serve replicated volumes');
-    const served = await replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), replication, backing });
+    const served = await replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), replication, backing, qos: a.qos ?? null });
     hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
     if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, settings));
   }

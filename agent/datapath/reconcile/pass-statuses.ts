@@ -9,7 +9,9 @@ import type { Backings } from './pass-backings.js';
 import type { Exports, KernelTarget } from './pass-kernel.js';
 import type { Teardown } from './pass-teardown.js';
 import type { Verified } from './pass-verify.js';
-import { BACKINGS_PREPARED_AT_ONCE, failedStatus, type PassContext, type PassScope } from './pass.js';
+import { BACKINGS_PREPARED_AT_ONCE, failedStatus, type PassContext, type PassScope, type PreparedVolume } from './pass.js';
+import { isUnlimited } from '../../../lib/contract/qos.js';
+import type { VolumeQosStatus } from '../../../lib/records.js';
 import type { VolumeStatusEntry } from './volume-report.js';
 
 /** What the earlier phases found, as phase 5 reports it. */
@@ -53,6 +55,7 @@ export async function statusesOf(ctx: PassContext, pass: PassScope, refresh: boo
         log.debug({ err, volumeUUID: p.desired.volumeUUID }, 'reading bytes written failed');
       }
     }
+    p.qos = await qosStatusOf(ctx, p);
     if (!again && p.usage) return;
     try {
       p.usage = await p.pool.usage(p.desired.volumeUUID);
@@ -76,6 +79,7 @@ export async function statusesOf(ctx: PassContext, pass: PassScope, refresh: boo
       physicalUsedBytes: String(p.usage?.physicalUsed ?? 0n),
       ...replicaLegsOf(replicas?.legStatus(e.volumeUUID)),
       ...userWrittenOf(p.written),
+      ...(p.qos ? { qos: p.qos } : {}),
     });
   }
   const statuses: VolumeStatusEntry[] = [];
@@ -90,6 +94,25 @@ export async function statusesOf(ctx: PassContext, pass: PassScope, refresh: boo
     });
   }
   return statuses;
+}
+
+/**
+ * The primary's word on the volume's QoS limits (absent on a replica, and without limits). A
+ * single-copy volume's namespace points straight at its backing file: nothing can be put in front
+ * of it while hosts are connected, so its policy is not enforced (docs/decisions.md, "Where the
+ * stage sits").
+ */
+async function qosStatusOf(ctx: PassContext, p: PreparedVolume): Promise<VolumeQosStatus | undefined> {
+  const a = p.entry.assignment;
+  if (!a?.qos || isUnlimited(a.qos) || a.role !== 'primary') return undefined;
+  if (!a.replication) {
+    return { state: 'NotEnforced', reason: `node ${p.entry.nodeUUID}: the volume is served straight from its file there; QoS needs the device-mapper stage, which only replicated volumes have yet`, limits: { ...a.qos } };
+  }
+  try {
+    return await ctx.options.replicas?.qosStatus(a.volumeUUID);
+  } catch (err) {
+    return { state: 'NotEnforced', reason: `node ${p.entry.nodeUUID}: checking the QoS stage failed: ${(err as Error).message}`, limits: { ...a.qos } };
+  }
 }
 
 function replicaLegsOf(legs: readonly ReplicaLegStatus[] | undefined): Pick<VolumeStatusEntry, 'replicaLegs'> {

@@ -10,7 +10,7 @@
 // reconciler lends them, and the phase timer.
 import { stopwatch, type Lap } from '../../../lib/stopwatch.js';
 import type { Logger } from '../../../lib/logger.js';
-import type { VolumeAssignment } from '../../../lib/records.js';
+import type { VolumeAssignment, VolumeQosStatus } from '../../../lib/records.js';
 import type { PresentedHostsView } from '../../discovery/presented-hosts.js';
 import { reconcilePhaseDuration } from '../../metrics/agent-metrics.js';
 import type { HostAuthSource } from '../kernel/host-auth.js';
@@ -71,6 +71,8 @@ export interface PreparedVolume {
   usage?: VolumeUsage;
   /** Bytes written through a replicated volume's device while this node is its primary, as last measured. */
   written?: WrittenCount;
+  /** The QoS policy's enforcement here, when this node is the primary of a volume with limits (read every pass). */
+  qos?: VolumeQosStatus;
 }
 
 /** What passes keep from one to the next: the reconciler owns it, the phases read and update it. */

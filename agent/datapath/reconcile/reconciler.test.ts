@@ -300,6 +300,28 @@ describe('DataPathReconciler crash safety', () => {
     await cleanup.stop();
   });
 
+  it('a single-copy volume with QoS limits is served and reported NotEnforced, naming the node; invalid limits fail it', async () => {
+    const limits = { readIops: 300, writeIops: 0, readBytesPerSecond: 0, writeBytesPerSecond: 0 };
+    await put(assignment({ generation: 3, qos: limits }));
+    const agent = await reconciler(configfsAt());
+    await agent.reconcileNow();
+    const v1 = () => agent.current()?.volumes.find((v) => v.volumeUUID === V1);
+    assert.equal(v1()?.state, 'Served');
+    assert.deepEqual(v1()?.qos, { state: 'NotEnforced', reason: `node ${NODE}: the volume is served straight from its file there; QoS needs the device-mapper stage, which only replicated volumes have yet`, limits });
+    await put(assignment({ generation: 4, qos: null }));
+    await agent.reconcileNow();
+    assert.equal(v1()?.qos, undefined, 'no policy: no word on it');
+    await put(assignment({ generation: 5, qos: { ...limits, readIops: -1 } }));
+    await agent.reconcileNow();
+    assert.equal(v1()?.state, 'Failed');
+    assert.match(v1()?.error ?? '', /invalid QoS limit readIops -1/);
+    await agent.stop();
+    await writer.delete().key(keys.assignment(NODE, V1));
+    const cleanup = await reconciler(configfsAt());
+    await cleanup.reconcileNow();
+    await cleanup.stop();
+  });
+
   it('reports hosts that connect or go, every interval, with no assignment changing', async () => {
     await put(assignment({ generation: 7 }));
     const connections = new Map<number, string[]>();

@@ -50,6 +50,18 @@ export function toVolumeReportMessage(report: VolumeReportSnapshot): VolumeRepor
       physical_used_bytes: v.physicalUsedBytes,
       ...(v.replicaLegs ? { replica_legs: v.replicaLegs.map((l) => ({ node_uuid: l.nodeUUID, state: l.state, sync_percent: l.syncPercent })) } : {}),
       ...(v.userWrittenDevice && v.userWrittenBytes ? { user_written_bytes: v.userWrittenBytes, user_written_device: v.userWrittenDevice } : {}),
+      ...(v.qos
+        ? {
+            qos: {
+              state: v.qos.state,
+              reason: v.qos.reason,
+              read_iops: String(v.qos.limits.readIops),
+              write_iops: String(v.qos.limits.writeIops),
+              read_bytes_per_second: String(v.qos.limits.readBytesPerSecond),
+              write_bytes_per_second: String(v.qos.limits.writeBytesPerSecond),
+            },
+          }
+        : {}),
     })),
   };
 }

@@ -157,6 +157,11 @@ export class BlockStack {
     return withDeadline(this.options.run(command, args, { timeoutMs: COMMAND_TIMEOUT_MS }), COMMAND_TIMEOUT_MS + 5000, `${command} ${args[0] ?? ''} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s`);
   }
 
+  /** /dev/<block>: what a process opens to reach the block device (the QoS server, over the array). */
+  blockPath(block: string): string {
+    return join(this.options.devRoot, block);
+  }
+
   hostDevicePath(volumeUUID: string): string {
     return join(this.options.devRoot, 'mapper', dmNameOf(volumeUUID));
   }

@@ -12,6 +12,7 @@ import { notConnected, type ArrayState, type BlockStack, type LegDevice, type Le
 import { replicationSubsystemNQN } from '../../../lib/replication.js';
 import { waitUntil } from '../../../test/helpers/wait.js';
 import { ReplicaManager, type ServeInput } from './replica-manager.js';
+import { StrataError } from '../../../lib/errors.js';
 
 const CLUSTER = 'nqn.2016-01.com.lightbitslabs:uuid:0b5c3f52-8e0a-4d5e-9a55-3f1b2c4d5e6f';
 const VOLUME = '7d0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b';
@@ -227,5 +228,110 @@ describe('ReplicaManager monitor: a copy replaced on another node', () => {
     }
     assert.deepEqual(calls.slice(0, 4), [`disconnect ${nqnOf(A)}`, 'remove gone legs', `connect ${C}`, 'add nvme2n1']);
     assert.deepEqual(outOfSync, [], 'nothing to record: the leader took the copy out of the in-sync set with the node list');
+  });
+});
+
+describe('ReplicaManager QoS (the primary serves the host through the QoS server when its assignment has limits)', () => {
+  const LIMITS = { readIops: 300, writeIops: 0, readBytesPerSecond: 0, writeBytesPerSecond: 2_000_000 };
+
+  /** A primary whose mirror runs already; every device-mapper table and QoS call in order. */
+  function qosBed(startFails?: Error) {
+    const events: string[] = [];
+    let table = '';
+    const stack = {
+      ensureLoop: async () => 'loop0',
+      fenceTable: async () => '0 8 flakey 7:1 0 0 1',
+      arrayOf: async () => 'md127',
+      readArray: async (): Promise<ArrayState> => ({ block: 'md127', members: [{ block: 'loop0', flags: ['in_sync'], slot: 0 }, { block: 'nvme1n1', flags: ['in_sync', 'write_mostly'], slot: 1 }], syncAction: 'idle', syncProgress: undefined, degraded: 0 }),
+      leg: async (t: LegTarget): Promise<LegDevice> => ({ nodeUUID: t.nodeUUID, controller: 'nvme1', controllerState: 'live', block: 'nvme1n1' }),
+      linearTable: async (_size: bigint, block: string) => `0 8 linear ${block} 0`,
+      blockPath: (block: string) => `/dev/${block}`,
+      ensureDm: async (_v: string, t: string) => {
+        if (t !== table) events.push(`dm ${t.split(' ')[3]}`);
+        table = t;
+      },
+      dmTable: async () => table,
+      hostDevicePath: () => `/dev/mapper/strata-${VOLUME}`,
+      loopsOfVolume: async () => ['loop0'],
+      disconnectAll: async () => void events.push('disconnect'),
+      stopArray: async () => void events.push('stop array'),
+      detachLoop: async () => undefined,
+      removeDm: async () => void events.push('remove dm'),
+    };
+    let served: { limits: typeof LIMITS } | undefined;
+    const qos = {
+      start: async (volume: string, spec: { backing: string; limits: typeof LIMITS }) => {
+        events.push(`qos start ${spec.backing} ${spec.limits.readIops}`);
+        if (startFails) throw startFails;
+        served = { limits: spec.limits };
+        return { id: 3, device: '/dev/ublkb3' };
+      },
+      stop: async () => {
+        if (served) events.push('qos stop');
+        served = undefined;
+      },
+      state: () => served && { device: { device: '/dev/ublkb3' }, limits: served.limits, running: true },
+    };
+    const m = new ReplicaManager({
+      stack: stack as unknown as BlockStack,
+      writer: recordingWriter().writer,
+      clusterSubsystemNQN: () => CLUSTER,
+      logger: pino({ level: 'silent' }),
+      monitorIntervalMs: 60_000,
+      legLossGraceMs: 2000,
+      rejoinIntervalMs: 5000,
+      qos,
+    });
+    const input = (qosLimits: typeof LIMITS | null, primary = B): ServeInput => {
+      const p = promotion(2);
+      return { ...p, qos: qosLimits, replication: { ...p.replication, primaryNodeUUID: primary, legs: p.replication.legs.filter((l) => l.nodeUUID !== A) } };
+    };
+    return { m, events, input, stack };
+  }
+
+  it('starts the server over the array, then points the table at its device; new limits go to the server only; removed: the table back, then the server stops', async () => {
+    const { m, events, input } = qosBed();
+    await m.serve(input(LIMITS));
+    assert.deepEqual(events, ['qos start /dev/md127 300', 'dm ublkb3']);
+    assert.deepEqual(await m.qosStatus(VOLUME), { state: 'Enforced', reason: '', limits: LIMITS });
+
+    events.length = 0;
+    await m.serve(input({ ...LIMITS, readIops: 150 }));
+    assert.deepEqual(events, ['qos start /dev/md127 150'], 'a live change: no table reload');
+    assert.equal((await m.qosStatus(VOLUME))?.limits.readIops, 150);
+
+    events.length = 0;
+    await m.serve(input({ readIops: 0, writeIops: 0, readBytesPerSecond: 0, writeBytesPerSecond: 0 }));
+    assert.deepEqual(events, ['dm md127', 'qos stop']);
+    assert.equal(await m.qosStatus(VOLUME), undefined, 'no policy, nothing to report');
+  });
+
+  it('demoted to a replica: the fence first, then the server stops before the array', async () => {
+    const { m, events, input } = qosBed();
+    await m.serve(input(LIMITS));
+    events.length = 0;
+    await m.serve(input(LIMITS, C));
+    assert.deepEqual(events.slice(0, 1), ['dm 7:1'], 'the fence');
+    assert.ok(events.indexOf('qos stop') >= 0 && events.indexOf('qos stop') < events.indexOf('stop array'), events.join(', '));
+    assert.equal(await m.qosStatus(VOLUME), undefined, 'a replica reports nothing');
+  });
+
+  it('without ublk in the kernel: served from the array, NotEnforced naming the node and the kernel, and not tried again', async () => {
+    const { m, events, input } = qosBed(new StrataError('KERNEL_CAPABILITY_MISSING', 'QoS cannot be enforced on this node: ublk is missing'));
+    await m.serve(input(LIMITS));
+    assert.deepEqual(events, ['qos start /dev/md127 300', 'dm md127']);
+    const status = await m.qosStatus(VOLUME);
+    assert.equal(status?.state, 'NotEnforced');
+    assert.match(status?.reason ?? '', new RegExp(`^node ${B}: kernel \\S+ has no ublk \\(Debian 13's 6\\.12 has it\\)`));
+    events.length = 0;
+    await m.serve(input(LIMITS));
+    assert.deepEqual(events, [], 'the missing ublk is remembered');
+  });
+
+  it('a table that does not point at the server is never reported Enforced', async () => {
+    const { m, input, stack } = qosBed();
+    await m.serve(input(LIMITS));
+    await stack.ensureDm(VOLUME, '0 8 flakey 7:1 0 0 1'); // fenced between passes
+    assert.deepEqual(await m.qosStatus(VOLUME), { state: 'NotEnforced', reason: `node ${B}: the volume's device-mapper table does not point at its QoS server's device`, limits: LIMITS });
   });
 });

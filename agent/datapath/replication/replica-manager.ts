@@ -13,13 +13,25 @@
 //   bitmap marks dirty), and put back into the in-sync set once md says it is in sync.
 // If etcd answers that this node is no longer the epoch's primary, the host path is switched to
 // the fence (block-stack.ts) at once: two primaries never accept writes for one volume.
+//
+// QoS (docs/decisions.md, "QoS is enforced by a ublk server of ours"): a primary whose assignment
+// has limits serves the host through a strata-ublk server over the array (the QoS stage,
+// kernel/qos-stage.ts, handed in by datapath.ts as QosServers): the server is started first,
+// then the device-mapper table is reloaded onto its device (a flush suspend, the swap, a resume:
+// hosts see a pause, no error). New limits only go to the running server; limits removed reload
+// the table onto the array first, then stop the server. Replicas ignore the limits (their fence
+// serves nothing). Where the server cannot run (no ublk in the kernel), the volume is served
+// straight from the array and the report says the policy is not enforced, and why.
+import { release as kernelRelease } from 'node:os';
+import { isUnlimited, sameLimits, type QosLimits } from '../../../lib/contract/qos.js';
+import { StrataError } from '../../../lib/errors.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { DeadlineExceeded, retry, withDeadline } from '../../../lib/retry.js';
 import { stopwatch } from '../../../lib/stopwatch.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
-import type { AssignmentReplication } from '../../../lib/records.js';
-import { notConnected, type ArrayState, type BlockStack, type LegDevice, type LegTarget, type StackSnapshot, type WrittenCount } from './block-stack.js';
+import type { AssignmentReplication, VolumeQosStatus } from '../../../lib/records.js';
+import { notConnected, sameTable, type ArrayState, type BlockStack, type LegDevice, type LegTarget, type StackSnapshot, type WrittenCount } from './block-stack.js';
 import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
 /**
@@ -44,6 +56,20 @@ export interface ServeInput {
   readonly replication: AssignmentReplication;
   /** The local backing file and whether it needs buffered I/O. */
   readonly backing: { readonly devicePath: string; readonly bufferedIo: boolean };
+  /** The assignment's QoS limits (absent, null or all zero: none); only a primary enforces them. */
+  readonly qos?: QosLimits | null;
+}
+
+/**
+ * The QoS stage's servers as the replica manager uses them: kernel/qos-stage.ts's QosStage,
+ * composed in datapath.ts (this room does not import the kernel room).
+ */
+export interface QosServers {
+  /** Serves the backing through a throttled ublk device (idempotent: a served volume only takes the limits). */
+  start(volume: string, spec: { readonly backing: string; readonly limits: QosLimits }): Promise<{ readonly id: number; readonly device: string }>;
+  /** Stops the volume's server, also one an earlier agent left; nothing when there is none. */
+  stop(volume: string): Promise<void>;
+  state(volume: string): { readonly device: { readonly device: string }; readonly limits: QosLimits; readonly running: boolean } | undefined;
 }
 
 export interface ServeResult {
@@ -74,6 +100,8 @@ export interface ReplicaManagerOptions {
    * about promotionLegWaitMs + this.
    */
   readonly promotionConnectTimeoutMs?: number;
+  /** The QoS stage; without it a volume with limits is served unthrottled and reported NotEnforced. */
+  readonly qos?: QosServers;
 }
 
 const DEFAULT_PROMOTION_LEG_WAIT_MS = 3000;
@@ -90,6 +118,8 @@ interface PrimaryVolume {
   legs: ReplicaLegStatus[];
   /** etcd said another node is the primary at this epoch (or later): never serve it again. */
   fencedAtEpoch: number | undefined;
+  /** Why the assignment's limits are not enforced here, undefined when they are (or there are none). */
+  qosProblem: string | undefined;
 }
 
 export class ReplicaManager {
@@ -100,6 +130,8 @@ export class ReplicaManager {
   private monitoring: Promise<void> | undefined;
   /** The membership lease may expire (or did): no volume is served as a primary meanwhile. */
   private leaseFenced = false;
+  /** Why no QoS server can run on this kernel, once a server said so (exit 69): not tried again. */
+  private ublkMissing: string | undefined;
   /** Volumes handed over by a planned stop whose mirror still runs here. */
   private readonly handedOver = new Set<string>();
   /** node → until when its out-of-sync copies are tried at every look instead of every rejoinIntervalMs. */
@@ -312,7 +344,7 @@ export class ReplicaManager {
       lap(fresh ? 'create' : 'assemble');
       started = { array, legs: reached.map((r) => r.target.nodeUUID), created: fresh };
     }
-    const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fencedAtEpoch: undefined };
+    const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fencedAtEpoch: undefined, qosProblem: undefined };
     state.input = input;
     state.inSync = inSync;
     this.primaries.set(volumeUUID, state);
@@ -342,11 +374,85 @@ export class ReplicaManager {
       for (const target of this.remoteTargets(input).filter((t) => missing.includes(t.nodeUUID))) seen.set(target.nodeUUID, await stack.leg(target));
     }
     lap('check');
-    await stack.ensureDm(volumeUUID, await stack.linearTable(input.sizeBytes, array));
+    await this.pointHostPath(state, array);
     const ms = lap('dm');
     if (started) logger.info({ volumeUUID, ...started, ms }, started.created ? 'replicated volume created' : 'replicated volume assembled');
     state.legs = this.legStates(state, arrayState, { leg: (t) => seen.get(t.nodeUUID) ?? notConnected(t.nodeUUID) });
     return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
+  }
+
+  /**
+   * The host path onto the array, or onto the QoS server's device over it when the assignment has
+   * limits: the server first (a promotion starts it before the table points anywhere but the
+   * fence), then the table; limits removed: the table back onto the array, then the server stops.
+   * A server that cannot run leaves the volume served from the array, with the reason kept for the
+   * report: a policy never takes a volume's I/O away.
+   */
+  private async pointHostPath(state: PrimaryVolume, array: string): Promise<void> {
+    const { stack, qos, logger } = this.options;
+    const { volumeUUID, sizeBytes, nodeUUID } = state.input;
+    const limits = state.input.qos && !isUnlimited(state.input.qos) ? state.input.qos : undefined;
+    state.qosProblem = undefined;
+    if (limits) {
+      if (!qos) state.qosProblem = `node ${nodeUUID}: this agent runs without the QoS stage (strata-ublk)`;
+      else if (this.ublkMissing) state.qosProblem = this.ublkMissing;
+      else {
+        try {
+          const served = await qos.start(volumeUUID, { backing: stack.blockPath(array), limits });
+          await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, served.device.replace(/^.*\//, '')));
+          return;
+        } catch (err) {
+          state.qosProblem = this.qosFailure(nodeUUID, err);
+          logger.warn({ err, volumeUUID, reason: state.qosProblem }, 'QoS not enforced: the volume is served without its limits');
+        }
+      }
+    }
+    await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, array));
+    await qos?.stop(volumeUUID);
+  }
+
+  /** One sentence a user can act on, naming the node. */
+  private qosFailure(nodeUUID: string, err: unknown): string {
+    if (err instanceof StrataError && err.code === 'KERNEL_CAPABILITY_MISSING') {
+      this.ublkMissing = `node ${nodeUUID}: kernel ${kernelRelease()} has no ublk (Debian 13's 6.12 has it), so QoS limits cannot be enforced there`;
+      return this.ublkMissing;
+    }
+    return `node ${nodeUUID}: the QoS server (strata-ublk) did not start: ${err instanceof Error ? err.message : String(err)}`;
+  }
+
+  /**
+   * The QoS stage served a new device for the volume (the kernel had lost the old one): the
+   * table moves onto it.
+   */
+  qosDeviceReplaced(volumeUUID: string): Promise<void> {
+    return this.locked(volumeUUID, async () => {
+      const state = this.primaries.get(volumeUUID);
+      const served = this.options.qos?.state(volumeUUID);
+      if (!state || !served || isFencedAt(state) || this.leaseFenced) return;
+      await this.options.stack.ensureDm(volumeUUID, await this.options.stack.linearTable(state.input.sizeBytes, served.device.device.replace(/^.*\//, '')));
+    });
+  }
+
+  /**
+   * The primary's word on the assignment's QoS limits, undefined when this node is not the
+   * volume's primary or there are none. Enforced only when the stage's server runs with exactly
+   * these limits and the volume's table points at its device, read back from the kernel now.
+   */
+  async qosStatus(volumeUUID: string): Promise<VolumeQosStatus | undefined> {
+    const state = this.primaries.get(volumeUUID);
+    const limits = state?.input.qos;
+    if (!state || !limits || isUnlimited(limits)) return undefined;
+    const notEnforced = (reason: string): VolumeQosStatus => ({ state: 'NotEnforced', reason, limits: { ...limits } });
+    const node = state.input.nodeUUID;
+    if (state.qosProblem) return notEnforced(state.qosProblem);
+    const served = this.options.qos?.state(volumeUUID);
+    if (!served) return notEnforced(`node ${node}: no QoS server runs for the volume`);
+    if (!served.running) return notEnforced(`node ${node}: the volume's QoS server is being restarted (its device holds the I/O meanwhile)`);
+    if (!sameLimits(served.limits, limits)) return notEnforced(`node ${node}: the volume's QoS server has other limits than the assignment's`);
+    const { stack } = this.options;
+    const wanted = await stack.linearTable(state.input.sizeBytes, served.device.device.replace(/^.*\//, '')).catch(() => undefined);
+    if (!wanted || !sameTable(await stack.dmTable(volumeUUID), wanted)) return notEnforced(`node ${node}: the volume's device-mapper table does not point at its QoS server's device`);
+    return { state: 'Enforced', reason: '', limits: { ...limits } };
   }
 
   /**
@@ -431,6 +537,9 @@ export class ReplicaManager {
     const loops = await stack.loopsOfVolume(volumeUUID);
     const legs = replicationSubsystemNQN(this.requireCluster(), volumeUUID, '');
     if (!clean) await stack.disconnectAll(legs);
+    // The QoS server holds the array open (md would refuse to stop); the host path no longer
+    // points at it (the fence, or no device at all), so its drain is quick.
+    await this.options.qos?.stop(volumeUUID);
     for (const loop of loops) {
       const array = await stack.arrayOf(loop);
       if (array) await stack.stopArray(array);

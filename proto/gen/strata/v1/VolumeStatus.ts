@@ -4,6 +4,7 @@ import type { VolumeServeState as _strata_v1_VolumeServeState, VolumeServeState_
 import type { SnapshotStatus as _strata_v1_SnapshotStatus, SnapshotStatus__Output as _strata_v1_SnapshotStatus__Output } from '../../strata/v1/SnapshotStatus.js';
 import type { ConnectedHost as _strata_v1_ConnectedHost, ConnectedHost__Output as _strata_v1_ConnectedHost__Output } from '../../strata/v1/ConnectedHost.js';
 import type { ReplicaLegStatus as _strata_v1_ReplicaLegStatus, ReplicaLegStatus__Output as _strata_v1_ReplicaLegStatus__Output } from '../../strata/v1/ReplicaLegStatus.js';
+import type { QosStatus as _strata_v1_QosStatus, QosStatus__Output as _strata_v1_QosStatus__Output } from '../../strata/v1/QosStatus.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface VolumeStatus {
@@ -19,6 +20,7 @@ export interface VolumeStatus {
   'replica_legs'?: (_strata_v1_ReplicaLegStatus)[];
   'user_written_bytes'?: (number | string | Long);
   'user_written_device'?: (string);
+  'qos'?: (_strata_v1_QosStatus | null);
 }
 
 export interface VolumeStatus__Output {
@@ -34,4 +36,5 @@ export interface VolumeStatus__Output {
   'replica_legs': (_strata_v1_ReplicaLegStatus__Output)[];
   'user_written_bytes': (string);
   'user_written_device': (string);
+  'qos': (_strata_v1_QosStatus__Output | null);
 }
