@@ -296,7 +296,9 @@ describe(`data path on the real kernel (QEMU guest, ${labKernelLabel()}, nvmet)`
     const mdstat = await sh('cat /proc/mdstat');
     assert.match(mdstat, /raid5/);
     assert.match(mdstat, /\(J\)/, 'the journal device is the write journal');
-    await sh(`echo kept > ${mountPoint}/marker && sync && umount ${mountPoint} && mdadm --stop ${String(created['mdDevice'])}`);
+    // 120 s: the new raid5 resyncs and writes its journal meanwhile, so the sync and the stop wait
+    // for md under emulation (over 30 s once on an otherwise idle 2-core host).
+    await sh(`echo kept > ${mountPoint}/marker && sync && umount ${mountPoint} && mdadm --stop ${String(created['mdDevice'])}`, 120_000);
     const assembled = await step('md assemble', () => prepare(MD_SERIALS.data, MD_SERIALS.journal, true));
     assert.deepEqual([assembled['created'], assembled['mounted']], [false, true], JSON.stringify(assembled));
     assert.equal((await sh(`cat ${mountPoint}/marker`)).trim(), 'kept');
@@ -308,6 +310,6 @@ describe(`data path on the real kernel (QEMU guest, ${labKernelLabel()}, nvmet)`
     assert.match(String(refused['error']), /holds data \(ext4\)/);
     const mixed = await prepare([MD_SERIALS.data[0]!, MD_SERIALS.foreign], '', false, 'abcdef03-0000-4000-8000-000000000000');
     assert.match(String(mixed['error']), /refusing to touch them|holds data/);
-    await sh(`umount ${mountPoint} && mdadm --stop ${String(assembled['mdDevice'])}`);
+    await sh(`umount ${mountPoint} && mdadm --stop ${String(assembled['mdDevice'])}`, 120_000);
   });
 });
