@@ -42,38 +42,62 @@ if (host.length === 0) {
  */
 const ON_BOTH_KERNELS = ['datapath', 'discovery', 'replication', 'qos'].map((suite) => join('dist', 'test', 'e2e', `${suite}.e2e.test.js`));
 
-/** Runs one phase, echoing its output; returns its exit code and pass/fail counts. */
-function phase(files, concurrency, env = {}) {
+/**
+ * Runs one phase, echoing its output; returns its exit code, pass/fail counts (the reporter's
+ * own totals, read from anywhere in the output: a long failure list once pushed them out of a
+ * fixed tail and the run said "0 failed") and the reporter's list of failing tests.
+ */
+function phase(name, files, concurrency, env = {}) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    let tail = '';
+    const totals = { pass: 0, fail: 0 };
+    let partial = '';
+    let failures = '';
+    let inFailures = false;
+    const take = (line) => {
+      const total = /^ℹ (pass|fail) (\d+)\s*$/.exec(line);
+      if (total) {
+        totals[total[1]] += Number(total[2]);
+        inFailures = false;
+      } else if (/^✖ failing tests:/.test(line)) inFailures = true;
+      else if (inFailures && failures.length < FAILURES_KEPT) failures += `${line}\n`;
+    };
     child.stdout.on('data', (chunk) => {
       process.stdout.write(chunk);
-      tail = (tail + chunk.toString()).slice(-4000);
+      const lines = (partial + chunk.toString()).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) take(line);
     });
     child.on('exit', (code) => {
-      const count = (name) => Number(new RegExp(`ℹ ${name} (\\d+)`).exec(tail)?.[1] ?? 0);
-      resolve({ code: code ?? 1, passed: count('pass'), failed: count('fail') });
+      if (partial) take(partial);
+      resolve({ name, code: code ?? 1, passed: totals.pass, failed: totals.fail, failures });
     });
   });
 }
 
-const results = [await phase(host, 2)];
+/** How much of a phase's failure list is repeated at the end of the run. */
+const FAILURES_KEPT = 40_000;
+
+const results = [await phase('unit and integration tests', host, 2)];
 if (!fast && e2e.length > 0 && results[0].code === 0) {
   const suite = process.env['STRATA_E2E_KERNEL_SUITE'] || 'trixie';
   console.log(`\n--- end-to-end tests (QEMU guests, Debian ${suite}'s kernel) ---\n`);
-  results.push(await phase(e2e, 1, { STRATA_E2E_KERNEL_SUITE: suite }));
+  results.push(await phase(`end-to-end tests (Debian ${suite}'s kernel)`, e2e, 1, { STRATA_E2E_KERNEL_SUITE: suite }));
   const again = e2e.filter((f) => ON_BOTH_KERNELS.includes(f));
   if (again.length > 0 && suite !== 'bookworm') {
     console.log('\n--- end-to-end tests on Debian 12\'s kernel 6.1 (the core data path, discovery and replication again) ---\n');
-    results.push(await phase(again, 1, { STRATA_E2E_KERNEL_SUITE: 'bookworm' }));
+    results.push(await phase("end-to-end tests (Debian 12's kernel 6.1)", again, 1, { STRATA_E2E_KERNEL_SUITE: 'bookworm' }));
   }
 }
 const passed = results.reduce((n, r) => n + r.passed, 0);
 const failed = results.reduce((n, r) => n + r.failed, 0);
+// Every phase's failures again, last: whoever reads only the end of a long run sees them all.
+for (const r of results.filter((r) => r.code !== 0)) {
+  console.log(`\n--- failed: ${r.name} (exit ${r.code}) ---\n${r.failures || '(the reporter listed no failing test: see the phase\'s output above)\n'}`);
+}
 console.log(`\n${passed} passed, ${failed} failed`);
 process.exit(results.every((r) => r.code === 0) ? 0 : 1);

@@ -206,7 +206,7 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
     primaryNode = volume.primaryNodeUUID;
     const port = (JSON.parse((await client.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
     device = await step('connect a path to each node', () =>
-      connectPaths({ host: host(), nodes: storage.map((s, index) => ({ index, guest: s.guest })), port, subsystemNQN: volumeSubsystemNQN(subsystemNQN, volume.UUID), volumeUUID: volume.UUID, hostNQN: HOST, pathPort }),
+      connectPaths({ host: host(), nodes: storage.map((s, index) => ({ index, guest: s.guest })), port, subsystemNQN: volumeSubsystemNQN(subsystemNQN, volume.UUID), volumeUUID: volume.UUID, hostNQN: HOST, pathPort, keepAliveSeconds: 30 }),
     );
     hasUblk = (await primaryGuest().run(['test', '-e', '/dev/ublk-control'], { timeoutMs: 10_000 })).code === 0;
     // Every block written once: reads of never-written extents of a sparse file cost nothing.

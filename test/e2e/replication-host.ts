@@ -22,13 +22,19 @@ export interface PathsOptions {
   readonly hostNQN: string;
   /** This host's port that reaches `port` on node i's guest. */
   readonly pathPort: (i: number, port: number) => number;
+  /**
+   * The controllers' keep-alive timeout (nvme-cli's default otherwise, 5 s): a suite that never
+   * fails over gives a host busy under emulation longer (a TCG host running fio at QD16 missed
+   * its keep-alives once and the target dropped its controller).
+   */
+  readonly keepAliveSeconds?: number;
 }
 
 /** Forwards the volume's port of each given node and connects the host to each path; returns the host's block device. */
 export async function connectPaths(o: PathsOptions): Promise<string> {
   for (const { index, guest } of o.nodes) await guest.addHostForward(o.pathPort(index, o.port), o.port);
   for (const { index } of o.nodes) {
-    await o.host.runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(o.pathPort(index, o.port)), '-n', o.subsystemNQN, ...nvmeHostArgs(o.hostNQN), '--reconnect-delay', '1'], { timeoutMs: 60_000 });
+    await o.host.runOk(['nvme', 'connect', '-t', 'tcp', '-a', FROM_GUESTS, '-s', String(o.pathPort(index, o.port)), '-n', o.subsystemNQN, ...nvmeHostArgs(o.hostNQN), '--reconnect-delay', '1', ...(o.keepAliveSeconds ? ['--keep-alive-tmo', String(o.keepAliveSeconds)] : [])], { timeoutMs: 60_000 });
   }
   return (await o.host.runOk(['sh', script('nvme-ns-by-uuid.sh'), o.volumeUUID, '30'], { timeoutMs: 45_000 })).stdout.trim();
 }

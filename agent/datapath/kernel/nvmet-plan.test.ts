@@ -114,25 +114,25 @@ describe('planNvmet', () => {
           expect: [`mkdir hosts/${H2}`, `link subsystems/${PREFIX}${V1}/allowed_hosts/${H2} -> hosts/${H2}`],
         },
         {
-          name: 'a host loses access: unlink it, then cycle the port link to drop its connections, then remove its entry',
+          name: 'a host loses access: cut the port link to drop its connections, unlink it, relink the port, then remove its entry',
           before: [exportOf(V1, { allowedHosts: [H1, H2] })],
           after: [exportOf(V1)],
           expect: [
-            `unlink subsystems/${PREFIX}${V1}/allowed_hosts/${H2}`,
             `unlink ports/20001/subsystems/${PREFIX}${V1}`,
+            `unlink subsystems/${PREFIX}${V1}/allowed_hosts/${H2}`,
             `link ports/20001/subsystems/${PREFIX}${V1} -> subsystems/${PREFIX}${V1}`,
             `rmdir hosts/${H2}`,
           ],
         },
         {
-          name: 'ALLOW_ANY → a host list: allow_any_host=0 before linking, and cycle the port link',
+          name: 'ALLOW_ANY → a host list: the port link cut, allow_any_host=0 before linking, the port relinked',
           before: [exportOf(V1, { allowAnyHost: true, allowedHosts: [] })],
           after: [exportOf(V1)],
           expect: [
             `mkdir hosts/${H1}`,
+            `unlink ports/20001/subsystems/${PREFIX}${V1}`,
             `write "0" to subsystems/${PREFIX}${V1}/attr_allow_any_host`,
             `link subsystems/${PREFIX}${V1}/allowed_hosts/${H1} -> hosts/${H1}`,
-            `unlink ports/20001/subsystems/${PREFIX}${V1}`,
             `link ports/20001/subsystems/${PREFIX}${V1} -> subsystems/${PREFIX}${V1}`,
           ],
         },
@@ -151,9 +151,24 @@ describe('planNvmet', () => {
           before: [exportOf(V1, { allowAnyHost: true, allowedHosts: [] })],
           after: [exportOf(V1, { allowedHosts: [] })],
           expect: [
-            `write "0" to subsystems/${PREFIX}${V1}/attr_allow_any_host`,
             `unlink ports/20001/subsystems/${PREFIX}${V1}`,
+            `write "0" to subsystems/${PREFIX}${V1}/attr_allow_any_host`,
             `link ports/20001/subsystems/${PREFIX}${V1} -> subsystems/${PREFIX}${V1}`,
+          ],
+        },
+        {
+          // A replica's export moving to a new primary: the new primary, admitted while the link is
+          // down, cannot connect before the cut that drops the old primary's connections.
+          name: 'one host replaces another: the port link cut first, the ACL swapped, the link back',
+          before: [exportOf(V1, { allowedHosts: [H2] })],
+          after: [exportOf(V1)],
+          expect: [
+            `mkdir hosts/${H1}`,
+            `unlink ports/20001/subsystems/${PREFIX}${V1}`,
+            `unlink subsystems/${PREFIX}${V1}/allowed_hosts/${H2}`,
+            `link subsystems/${PREFIX}${V1}/allowed_hosts/${H1} -> hosts/${H1}`,
+            `link ports/20001/subsystems/${PREFIX}${V1} -> subsystems/${PREFIX}${V1}`,
+            `rmdir hosts/${H2}`,
           ],
         },
         {

@@ -229,24 +229,29 @@ export function planNvmet(input: PlanInput): NvmetPlan {
       revalidated.push(nqn);
     }
 
-    // ACL.
-    let lostAccess = false;
-    if (d.allowAnyHost) {
-      for (const host of [...sub.allowedHosts].sort()) emit({ op: 'unlink', path: paths.allowedHost(nqn, host), ...t });
-      writeSub('attr_allow_any_host', '1');
-    } else {
-      if (sub.attrs['attr_allow_any_host'] === '1') lostAccess = true;
-      writeSub('attr_allow_any_host', '0');
-      const wanted = new Set(d.allowedHosts);
-      for (const host of [...sub.allowedHosts].sort()) {
-        if (wanted.has(host)) continue;
-        emit({ op: 'unlink', path: paths.allowedHost(nqn, host), ...t });
-        lostAccess = true;
+    // Whether a host that holds access loses it: its connections survive the ACL change, so the
+    // subsystem's port link is cycled (which drops every controller of the subsystem on the port).
+    const wantedHosts = new Set(d.allowedHosts);
+    const lostAccess = !d.allowAnyHost && (sub.attrs['attr_allow_any_host'] === '1' || [...sub.allowedHosts].some((h) => !wantedHosts.has(h)));
+    // The ACL. When the link is cycled, the ACL changes while it is down: a host the change admits
+    // cannot connect before the cut and be dropped by it (a new primary dialling a replica's export
+    // as the export was relinked to it got a connection the cut then killed; md found the leg faulty).
+    const applyAcl = () => {
+      if (d.allowAnyHost) {
+        for (const host of [...sub.allowedHosts].sort()) emit({ op: 'unlink', path: paths.allowedHost(nqn, host), ...t });
+        writeSub('attr_allow_any_host', '1');
+      } else {
+        writeSub('attr_allow_any_host', '0');
+        for (const host of [...sub.allowedHosts].sort()) {
+          if (!wantedHosts.has(host)) emit({ op: 'unlink', path: paths.allowedHost(nqn, host), ...t });
+        }
+        for (const host of d.allowedHosts) {
+          if (!sub.allowedHosts.has(host)) emit({ op: 'symlink', path: paths.allowedHost(nqn, host), target: paths.host(host), ...t });
+        }
       }
-      for (const host of d.allowedHosts) {
-        if (!sub.allowedHosts.has(host)) emit({ op: 'symlink', path: paths.allowedHost(nqn, host), target: paths.host(host), ...t });
-      }
-    }
+    };
+    const cycle = (work.ports.get(d.port.id)?.subsystems.has(nqn) ?? false) && (lostAccess || pendingRelink.has(nqn));
+    if (!cycle) applyAcl();
 
     // Port, ANA state, link.
     const id = d.port.id;
@@ -260,7 +265,6 @@ export function planNvmet(input: PlanInput): NvmetPlan {
       ...portSecurity(d.port.tls ?? false, port.attrs['addr_tsas']),
     ];
     const addressChanges = address.filter(([attr, value]) => port.attrs[attr] !== value);
-    const cycle = port.subsystems.has(nqn) && (lostAccess || pendingRelink.has(nqn));
     if (addressChanges.length > 0 && port.subsystems.size > 0) {
       // The address is frozen while anything is linked; foreign links on a Strata port are
       // not restored.
@@ -268,6 +272,7 @@ export function planNvmet(input: PlanInput): NvmetPlan {
     } else if (cycle) {
       emit({ op: 'unlink', path: paths.portSubsystem(id, nqn), ...t });
     }
+    if (cycle) applyAcl();
     for (const [attr, value] of addressChanges) emit({ op: 'write', path: paths.portAttr(id, attr), value, ...t });
     const group = d.namespace.anaGroupId;
     if (!port.anaGroups.has(group)) emit({ op: 'mkdir', path: paths.anaGroup(id, group), ...t });

@@ -113,14 +113,14 @@ describe('DataPathReconciler crash safety', () => {
   const configfsAt = () => new RecordingConfigfs(join(work, 'nvmet'));
   const put = (a: VolumeAssignment) => writer.put(keys.assignment(a.nodeUUID, a.volumeUUID)).value(JSON.stringify(a));
 
-  it('finishes a revocation interrupted between the ACL change and the port relink', async () => {
+  it('finishes a revocation interrupted between the port cut and the ACL change', async () => {
     await put(assignment());
     const first = await reconciler(configfsAt());
     assert.equal((await first.reconcileNow())?.served, 1);
     await first.stop();
 
-    // H2 loses access. The process dies right after unlinking H2 from allowed_hosts, before the
-    // port link is cycled: the tree then already shows the new ACL.
+    // H2 loses access. The process dies right after cutting the subsystem's port link (which
+    // drops H2's connections), before the ACL changes: nobody can connect meanwhile.
     await put(assignment({ generation: 2, acl: [H1] }));
     const dying = configfsAt();
     dying.dieAfter = 1;
@@ -128,15 +128,16 @@ describe('DataPathReconciler crash safety', () => {
     void doomed.reconcileNow();
     await waitUntil(() => dying.died, 'the apply to die');
     void doomed.stop(); // its pass never ends; this only cancels its watch
-    assert.deepEqual(dying.applied.map(describeOp), [`unlink subsystems/${NQN}/allowed_hosts/${H2}`]);
+    assert.deepEqual(dying.applied.map(describeOp), [`unlink ports/20001/subsystems/${NQN}`]);
 
-    // The next process plans from the tree (ACL already right) plus the written-ahead intent.
+    // The next process plans from the tree (link down) plus the written-ahead intent: the ACL
+    // first, then the link, so H2 never gets back in.
     const survivor = configfsAt();
     const next = await reconciler(survivor);
     const summary = await next.reconcileNow();
     assert.equal(summary?.served, 1);
     assert.deepEqual(survivor.applied.map(describeOp), [
-      `unlink ports/20001/subsystems/${NQN}`,
+      `unlink subsystems/${NQN}/allowed_hosts/${H2}`,
       `link ports/20001/subsystems/${NQN} -> subsystems/${NQN}`,
       `rmdir hosts/${H2}`,
     ]);
@@ -229,8 +230,8 @@ describe('DataPathReconciler crash safety', () => {
     await waitUntil(() => agent.current()?.volumes.find((v) => v.volumeUUID === uuid(7))?.generation === 2, 'generation 2 reported');
     const nqn7 = `${CLUSTER.subsystemNQN}:vol:${uuid(7)}`;
     assert.deepEqual(configfs.applied.slice(mark).map(describeOp), [
-      `unlink subsystems/${nqn7}/allowed_hosts/${H1}`,
       `unlink ports/21007/subsystems/${nqn7}`,
+      `unlink subsystems/${nqn7}/allowed_hosts/${H1}`,
       `link ports/21007/subsystems/${nqn7} -> subsystems/${nqn7}`,
     ]);
 

@@ -158,11 +158,22 @@ export function labLog(message: string): void {
 /** Times the labelled steps of an end-to-end test; the timings are printed at its end. */
 export class StepTimer {
   readonly timings: string[] = [];
-  /** Runs fn and records how long it took (also when it failed). */
+  /**
+   * Runs fn and records how long it took (also when it failed). A failure's message starts with
+   * the step's label: a CI log shows the failing test's error but not always the suite's timings.
+   */
   readonly step = async <T>(label: string, fn: () => Promise<T>): Promise<T> => {
     const started = performance.now();
     try {
       return await fn();
+    } catch (err) {
+      if (err instanceof Error && !err.message.startsWith(`[${label}`)) {
+        const plain = err.message;
+        err.message = `[${label}, after ${since(started)} ms] ${plain}`;
+        // The reporter prints the stack, written when the error was made.
+        if (err.stack) err.stack = err.stack.replace(plain, err.message);
+      }
+      throw err;
     } finally {
       this.timings.push(`${label} ${since(started)} ms`);
     }
