@@ -428,11 +428,21 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
       assert.ok(!next.inSync.includes(primary), 'the handing-over copy left the in-sync set with the move');
       await step('host I/O resumes', () => writes.resumed(stoppedAt));
       assertPromotedThroughSysfs(next.primaryNodeUUID);
-      // The third copy stayed in the mirror: the new primary waited for its export to admit it
-      // rather than record it out of sync (which would leave one copy until a resync).
+      // The third copy should stay in the mirror: the new primary waits for its export to admit
+      // it rather than record it out of sync (which leaves one copy until a resync). It is not
+      // always so, for a reason outside that wait: the old primary's md can write a superblock
+      // to one copy while it deletes the connection of the other, and the new primary's md then
+      // finds the other copy's superblock older (CI on 6.1, twice: docs/replication.md,
+      // "Planned failover"). What must hold either way: the copy was recorded out of sync by the
+      // new primary before the host path reached the array (that reason, in the same epoch), and
+      // it rejoins (checked below with the stopped copy).
       const third = set.inSync.find((n) => n !== primary && n !== next.primaryNodeUUID)!;
       const after = await replicaSet(volume.UUID);
-      assert.ok(after.inSync.includes(third), `the third copy ${third} is still in sync after the promotion: ${JSON.stringify(after)}`);
+      if (!after.inSync.includes(third)) {
+        assert.equal(after.epoch, next.epoch, `no other promotion meanwhile: ${JSON.stringify(after)}`);
+        assert.match(after.reason ?? '', /^not in the mirror when volume .* started on its primary$/, `the third copy ${third} left the in-sync set only through the new primary's check: ${JSON.stringify(after)}`);
+        console.log(`# planned failover: the third copy was recorded out of sync by the new primary (${after.reason}); it resyncs below`);
+      }
       const pause = await sh(host(), `awk 'NR>1 && $1 != "error" { d = $2 - prev; if (d > max) max = d } { prev = $2 } END { printf "%.3f", max }' /tmp/acked-planned.log`);
       console.log(`# planned failover: longest gap between acknowledged writes ${pause} s`);
       await writes.noneLost();
