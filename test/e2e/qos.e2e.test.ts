@@ -211,10 +211,15 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
     hasUblk = (await primaryGuest().run(['test', '-e', '/dev/ublk-control'], { timeoutMs: 10_000 })).code === 0;
     // Every block written once: reads of never-written extents of a sparse file cost nothing.
     await step('fill the volume', () => sh(host(), `dd if=/dev/zero of=${device} bs=1M count=${VOLUME_MIB - 8} oflag=direct status=none`, 600_000));
-    unthrottled = {
-      read: await step('fio randread unthrottled', () => fio('randread')),
-      write: await step('fio write unthrottled', () => fio('write')),
+    // Each measured twice, the better run kept: a stall of this emulated bed (CI, 6.12: a 15 s
+    // randread took 68 s and measured 54 IOPS, against 1,048 later in the same run) would set
+    // limits so low that the token bucket cannot be measured against them within ±10 %.
+    const better = async (kind: 'randread' | 'write'): Promise<FioRates> => {
+      const first = await step(`fio ${kind} unthrottled`, () => fio(kind));
+      const second = await step(`fio ${kind} unthrottled, again`, () => fio(kind));
+      return first.bytesPerSecond >= second.bytesPerSecond ? first : second;
     };
+    unthrottled = { read: await better('randread'), write: await better('write') };
     measured.push(`unthrottled: ${unthrottled.read.iops.toFixed(0)} read IOPS, ${(unthrottled.write.bytesPerSecond / MB).toFixed(2)} MB/s written`);
     // The largest limit at most half of what the bed did unthrottled, at most the issue's: a limit
     // the bed cannot reach measures the bed, not the limit, and this shared emulated bed varies
