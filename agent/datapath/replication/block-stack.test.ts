@@ -2,7 +2,7 @@
 // (a read-only loop device of 4 KiB sectors under every device that serves nothing) made once,
 // found again by its backing file, and grown for a larger volume.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -234,5 +234,27 @@ describe('bytes written through the host-path device', () => {
     dm('dm-1', `strata-${volume}`, '253:1', 3, 1);
     writeFileSync(join(sys, 'block', 'dm-1', 'stat'), '');
     assert.equal(await stack.writtenBytes(volume), undefined);
+  });
+});
+
+describe('freezing a mirror before a hand-over', () => {
+  it('writes readonly to md\'s array_state once; an array already read-only is left alone', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'strata-freeze-'));
+    try {
+      const md = join(root, 'sys', 'block', 'md127', 'md');
+      mkdirSync(md, { recursive: true });
+      writeFileSync(join(md, 'array_state'), 'clean\n');
+      const run = async () => {
+        throw new Error('no process: md sysfs only');
+      };
+      const stack = new BlockStack({ run, sysfsRoot: join(root, 'sys'), devRoot: '/dev', fenceFile: join(root, 'fence.img'), reconnectDelaySeconds: 1, keepAliveSeconds: 5 });
+      await stack.freezeArray('md127');
+      assert.equal(readFileSync(join(md, 'array_state'), 'utf8'), 'readonly');
+      writeFileSync(join(md, 'array_state'), 'readonly\n');
+      await stack.freezeArray('md127');
+      assert.equal(readFileSync(join(md, 'array_state'), 'utf8'), 'readonly\n', 'not written again');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

@@ -632,6 +632,17 @@ export class BlockStack {
     await this.run('mdadm', [md, '--remove', 'failed']).catch(() => undefined);
   }
 
+  /**
+   * Makes a running mirror read-only: md ends its writes, writes its superblock (clean) to every
+   * leg, and writes nothing after, not even when a leg goes away. The kernel refuses (EBUSY) while
+   * anything holds the array open.
+   */
+  async freezeArray(block: string): Promise<void> {
+    const state = join(this.options.sysfsRoot, 'block', block, 'md', 'array_state');
+    if ((await readText(state)).trim() === 'readonly') return;
+    await withDeadline(fs.writeFile(state, 'readonly'), FREEZE_TIMEOUT_MS, `md did not make ${block} read-only within ${FREEZE_TIMEOUT_MS} ms`);
+  }
+
   async stopArray(block: string): Promise<void> {
     await this.run('mdadm', ['--stop', join(this.options.devRoot, block)]);
   }
@@ -651,6 +662,8 @@ export class BlockStack {
 
 const REPLICA_DATA_OFFSET_KIB = REPLICA_DATA_OFFSET_BYTES / 1024n;
 const DELETE_WAIT_MS = 10_000;
+/** A hand-over waits this long for md to go read-only (a superblock write), then goes on without. */
+const FREEZE_TIMEOUT_MS = 3_000;
 /** mdadm, losetup, dmsetup, nvme connect: none may hold the replica monitor for ever. */
 const COMMAND_TIMEOUT_MS = 60_000;
 

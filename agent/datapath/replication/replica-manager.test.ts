@@ -255,6 +255,12 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
       loopsOfVolume: async () => ['loop0'],
       disconnectAll: async () => void events.push('disconnect'),
       stopArray: async () => void events.push('stop array'),
+      stopServing: async () => {
+        events.push('fence');
+        return undefined;
+      },
+      loopOf: async () => 'loop0',
+      freezeArray: async (block: string) => void events.push(`freeze ${block}`),
       detachLoop: async () => undefined,
       removeDm: async () => void events.push('remove dm'),
     };
@@ -314,6 +320,15 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
     assert.deepEqual(events.slice(0, 1), ['dm 7:1'], 'the fence');
     assert.ok(events.indexOf('qos stop') >= 0 && events.indexOf('qos stop') < events.indexOf('stop array'), events.join(', '));
     assert.equal(await m.qosStatus(VOLUME), undefined, 'a replica reports nothing');
+  });
+
+  it('a hand-over: the fence, the server stops, the mirror goes read-only, then the replicas\' connections go', async () => {
+    const { m, events, input } = qosBed();
+    await m.serve(input(LIMITS));
+    events.length = 0;
+    await m.handOver(VOLUME);
+    // Read-only before any connection goes: md's last superblock reaches every copy alike.
+    assert.deepEqual(events, ['fence', 'qos stop', 'freeze md127', 'disconnect']);
   });
 
   it('without ublk in the kernel: served from the array, NotEnforced naming the node and the kernel, and not tried again', async () => {

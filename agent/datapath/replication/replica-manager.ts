@@ -217,7 +217,8 @@ export class ReplicaManager {
   /**
    * Planned stop, first half: after the host path is inaccessible, the device-mapper device is
    * switched to the fence (the reload suspends it first, which waits for the writes in
-   * flight: they reach every copy). Nothing writes through this node any more. Then the replicas'
+   * flight: they reach every copy). Nothing writes through this node any more. The mirror goes
+   * read-only (its last superblock reaches every copy alike). Then the replicas'
    * connections go (nothing this node's mirror still writes, its superblock on stop included, can
    * reach a copy another primary may already use), and the primary moves, by this node itself,
    * to an in-sync copy whose server is alive (epoch + 1, this copy out of the in-sync set): the new
@@ -235,6 +236,8 @@ export class ReplicaManager {
       lap('fence');
       this.primaries.delete(volumeUUID);
       this.handedOver.add(volumeUUID);
+      await this.freezeMirror(state);
+      lap('freeze');
       await stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
       lap('disconnect');
       const candidates = replication.legs.map((l) => l.nodeUUID).filter((n) => n !== nodeUUID && state.inSync.has(n));
@@ -247,6 +250,29 @@ export class ReplicaManager {
       logger.info({ volumeUUID, to, epoch: moved?.outcome === 'moved' ? moved.epoch : undefined, outcome: moved?.outcome, ms }, 'handed over: this node writes nothing more to the volume');
       return to;
     });
+  }
+
+  /**
+   * Before a hand-over deletes its replicas' connections: the mirror goes read-only, so md writes
+   * its last superblock to every copy while all are connected, and none after. Left running, md
+   * wrote one as the first connection went (the array turning clean after the fence, or the
+   * leg's failure recorded) to the copy still connected; the new primary's md then found the
+   * other copy's superblock older, left that leg out, and the copy was recorded out of sync
+   * (CI on 6.1; docs/replication.md). The QoS server, which holds the array open, stops first
+   * (the fence no longer points at it). Best effort: a mirror that cannot be frozen is handed
+   * over as before.
+   */
+  private async freezeMirror(state: PrimaryVolume): Promise<void> {
+    const { stack, qos, logger } = this.options;
+    const { volumeUUID } = state.input;
+    try {
+      await qos?.stop(volumeUUID);
+      const loop = await stack.loopOf(state.input.backing.devicePath);
+      const array = loop ? await stack.arrayOf(loop) : undefined;
+      if (array) await stack.freezeArray(array);
+    } catch (err) {
+      logger.warn({ err, volumeUUID }, 'the mirror could not be made read-only before the hand-over: a copy may be recorded out of sync and resync');
+    }
   }
 
   /**
