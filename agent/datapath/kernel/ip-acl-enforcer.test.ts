@@ -25,6 +25,51 @@ describe('IP ACL enforcement without nftables', () => {
   });
 });
 
+describe('IP ACL enforcement: what an incremental pass reads', () => {
+  it('reads no table when the last enforce left exactly what is wanted; reads it when told to check, when the wanted ACLs differ, and after a failure', async () => {
+    let table = new Map<number, { restricted: boolean; v4: string[]; v6: string[] }>();
+    let reads = 0;
+    let refuse = false;
+    const counting: IpAclDriver = {
+      read: async () => {
+        reads += 1;
+        return { present: table.size > 0, intact: true, ports: new Map(table) };
+      },
+      apply: async (changes: readonly IpAclChange[]) => {
+        if (refuse) throw new Error('injected');
+        for (const c of changes) {
+          if (c.kind === 'create') table = new Map([...c.ports].map(([port, r]) => [port, { restricted: r.restricted, v4: [...r.v4], v6: [...r.v6] }]));
+          else if (c.kind === 'delete') table = new Map();
+          else {
+            const cur = table.get(c.port) ?? { restricted: false, v4: [], v6: [] };
+            const next = (was: string[], remove: readonly string[], add: readonly string[]) => [...new Set([...was.filter((a) => !remove.includes(a)), ...add])].sort();
+            table.set(c.port, { restricted: (cur.restricted && !c.remove.restricted) || c.add.restricted, v4: next(cur.v4, c.remove.v4, c.add.v4), v6: next(cur.v6, c.remove.v6, c.add.v6) });
+          }
+        }
+      },
+    };
+    const enforcer = new IpAclEnforcer(counting, silentLogger());
+    const wanted = want([[20001, V1, ['10.0.0.1']]]);
+    await enforcer.enforce(wanted, { check: false });
+    const afterFirst = reads;
+    assert.ok(afterFirst >= 1, 'nothing known yet: the table is read');
+    assert.deepEqual(await enforcer.enforce(want([[20001, V1, ['10.0.0.1']]]), { check: false }), { failed: new Map(), changes: 0 });
+    assert.equal(reads, afterFirst, 'the same ports and ACLs: no read');
+    await enforcer.enforce(wanted, { check: true });
+    assert.equal(reads, afterFirst + 1, 'a full pass checks');
+    await enforcer.enforce(want([[20001, V1, ['10.0.0.2']]]), { check: false });
+    assert.ok(reads > afterFirst + 1, 'another ACL: read and applied');
+    assert.deepEqual(table.get(20001)?.v4, ['10.0.0.2']);
+    refuse = true;
+    const failed = await enforcer.enforce(want([[20001, V1, ['10.0.0.3']]]), { check: false });
+    assert.equal(failed.failed.size, 1);
+    refuse = false;
+    const beforeRetry = reads;
+    await enforcer.enforce(want([[20001, V1, ['10.0.0.3']]]), { check: false });
+    assert.ok(reads > beforeRetry, 'after a failure nothing is trusted');
+  });
+});
+
 const netns = await createNetns();
 
 describe('IP ACL enforcement (real nft, private network namespace)', { skip: typeof netns === 'string' ? netns : false }, () => {

@@ -29,12 +29,14 @@ export interface Exports {
 
 /**
  * Phase 2a. A volume whose ACL cannot be enforced keeps its export exactly as it is (a new one is
- * not created: it joins `backings.keptVolumes`) and is reported Failed.
+ * not created: it joins `backings.keptVolumes`) and is reported Failed. An incremental pass that
+ * wants the ports and ACLs the last pass left in place reads no table (IpAclEnforcer.enforce);
+ * a full pass always checks it.
  */
-export async function enforceIpAcls(ctx: PassContext, backings: Backings): Promise<Exports> {
+export async function enforceIpAcls(ctx: PassContext, pass: PassScope, backings: Backings): Promise<Exports> {
   const { ipAcls, hostAuth, replicas } = ctx.options;
   const wantedIpAcls = new Map<number, WantedIpAcl>(backings.preparedNow.map((p) => [p.desired.port.id, p.ipAcl]));
-  const ipAclPass = await ipAcls.enforce(wantedIpAcls);
+  const ipAclPass = await ipAcls.enforce(wantedIpAcls, { check: pass.full });
   const desired: DesiredExport[] = [];
   const auth = hostAuth?.current() ?? HOST_AUTH_DISABLED;
   const volumeHosts = new Set<string>();
