@@ -66,6 +66,12 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
   const { api } = adminApi(() => plane);
   const getVolume = (uuid: string) => api<Volume>('GET', `/volumes/${uuid}`);
   const replicaSet = async (uuid: string): Promise<ReplicaSetRecord> => JSON.parse((await client.get(keys.replicaSet(uuid)).string()) ?? 'null') as ReplicaSetRecord;
+  /** The replica set once its epoch moved past `epoch` (a copy was promoted). */
+  const promotedAfter = (uuid: string, epoch: number, timeoutMs: number): Promise<ReplicaSetRecord> =>
+    until('new primary in etcd', async () => {
+      const s = await replicaSet(uuid);
+      return s.epoch > epoch && s;
+    }, timeoutMs);
   /** The promotion started the mirror through md's sysfs (an `md_<volume>` array), not mdadm (docs/replication.md). */
   const assertPromotedThroughSysfs = (nodeUUID: string) => {
     const log = storageOf(nodeUUID).agentLogTail(2_000_000);
@@ -338,10 +344,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     await step('kill the primary guest', () => killGuest(oldPrimary));
     const killedAt = Date.now() / 1000;
     const set = await step('an in-sync copy is promoted', () =>
-      until('new primary in etcd', async () => {
-        const s = await replicaSet(volume.UUID);
-        return s.epoch > 1 && s;
-      }, 180_000),
+      promotedAfter(volume.UUID, 1, 180_000),
     );
     assert.equal(set.primaryNodeUUID, survivor, 'the only in-sync copy alive, never the stale one');
     assert.ok(!set.inSync.includes(staleNode));
@@ -414,10 +417,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     };
     try {
       const next = await step('another copy is promoted', () =>
-        until('new primary', async () => {
-          const s = await replicaSet(volume.UUID);
-          return s.epoch > set.epoch && s;
-        }, 120_000),
+        promotedAfter(volume.UUID, set.epoch, 120_000),
       );
       assert.notEqual(next.primaryNodeUUID, primary);
       // The stopping primary moved the set itself (not the leader after its lease): one epoch on,
@@ -506,10 +506,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
       await fault();
     });
     const next = await step('an in-sync copy is promoted', () =>
-      until('new primary', async () => {
-        const s = await replicaSet(volume.UUID);
-        return s.epoch > set.epoch && s;
-      }, 240_000),
+      promotedAfter(volume.UUID, set.epoch, 240_000),
     );
     assert.notEqual(next.primaryNodeUUID, primary);
     assert.equal(next.epoch, set.epoch + 1, 'promoted once');

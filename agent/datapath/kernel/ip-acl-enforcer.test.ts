@@ -57,6 +57,10 @@ describe('IP ACL enforcement: what an incremental pass reads', () => {
     assert.equal(reads, afterFirst, 'the same ports and ACLs: no read');
     await enforcer.enforce(wanted, { check: true });
     assert.equal(reads, afterFirst + 1, 'a full pass checks');
+    await enforcer.enforceAdminEndpoints(new Map());
+    const afterAdmin = reads;
+    await enforcer.enforce(wanted, { check: false });
+    assert.equal(reads, afterAdmin, 'the admin endpoints\' resync changed nothing: still no read');
     await enforcer.enforce(want([[20001, V1, ['10.0.0.2']]]), { check: false });
     assert.ok(reads > afterFirst + 1, 'another ACL: read and applied');
     assert.deepEqual(table.get(20001)?.v4, ['10.0.0.2']);

@@ -86,15 +86,21 @@ export class IpAclEnforcer {
    */
   enforceAdminEndpoints(endpoints: AdminEndpointAcls): Promise<ReadonlyMap<number, string>> {
     return this.alone(async () => {
-      this.lastEnforced = undefined;
       const outside = [...endpoints.keys()].filter((p) => !this.isAdminPort(p));
       if (outside.length > 0) this.logger.warn({ ports: outside }, 'admin endpoints inside the volume port range are not enforced');
       this.admin = new Map([...endpoints].filter(([port]) => this.isAdminPort(port)));
       const observed = await this.read();
-      if (typeof observed === 'string') return new Map([...this.admin.keys()].map((port) => [port, observed]));
+      if (typeof observed === 'string') {
+        this.lastEnforced = undefined;
+        return new Map([...this.admin.keys()].map((port) => [port, observed]));
+      }
       const desired = wantedTable(this.admin, observed.ports, (port) => !this.isAdminPort(port));
       const atRisk = new Set([...this.admin.keys()].filter(() => !(observed.present && observed.intact)));
       const result = await this.converge(desired, observed, atRisk);
+      // The volume ports' entries are kept as read, so a step that changed nothing leaves what the
+      // last enforce() put in place as it was (this step runs every resync interval: dropping the
+      // volumes' trust each time made most passes read the table again).
+      if (result.changes > 0 || result.byPort.size > 0) this.lastEnforced = undefined;
       const failed = new Map([...result.byPort].filter(([port]) => this.isAdminPort(port)));
       if (failed.size > 0) this.logger.warn({ failed: Object.fromEntries(failed) }, 'admin endpoints not enforced; retrying');
       else if (result.changes > 0) this.logger.info({ ports: [...this.admin.keys()] }, 'admin endpoints enforced');

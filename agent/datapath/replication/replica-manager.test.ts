@@ -288,9 +288,11 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
       rejoinIntervalMs: 5000,
       qos,
     });
-    const input = (qosLimits: typeof LIMITS | null, primary = B): ServeInput => {
+    /** B primary, C in sync; `withA`: A in sync too (two copies to mirror again after a hand-over). */
+    const input = (qosLimits: typeof LIMITS | null, primary = B, withA = false): ServeInput => {
       const p = promotion(2);
-      return { ...p, qos: qosLimits, replication: { ...p.replication, primaryNodeUUID: primary, legs: p.replication.legs.filter((l) => l.nodeUUID !== A) } };
+      const legs = withA ? p.replication.legs.map((l) => ({ ...l, inSync: true })) : p.replication.legs.filter((l) => l.nodeUUID !== A);
+      return { ...p, qos: qosLimits, replication: { ...p.replication, primaryNodeUUID: primary, legs } };
     };
     return { m, events, input, stack };
   }
@@ -322,13 +324,21 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
     assert.equal(await m.qosStatus(VOLUME), undefined, 'a replica reports nothing');
   });
 
-  it('a hand-over: the fence, the server stops, the mirror goes read-only, then the replicas\' connections go', async () => {
+  it('a hand-over with two copies to mirror again: the fence, the server stops, the mirror goes read-only, then the replicas\' connections go', async () => {
     const { m, events, input } = qosBed();
-    await m.serve(input(LIMITS));
+    await m.serve(input(LIMITS, B, true));
     events.length = 0;
     await m.handOver(VOLUME);
     // Read-only before any connection goes: md's last superblock reaches every copy alike.
     assert.deepEqual(events, ['fence', 'qos stop', 'freeze md127', 'disconnect']);
+  });
+
+  it('a hand-over to the one copy left: no freeze (the new mirror is that copy alone)', async () => {
+    const { m, events, input } = qosBed();
+    await m.serve(input(LIMITS));
+    events.length = 0;
+    await m.handOver(VOLUME);
+    assert.deepEqual(events, ['fence', 'disconnect']);
   });
 
   it('without ublk in the kernel: served from the array, NotEnforced naming the node and the kernel, and not tried again', async () => {
