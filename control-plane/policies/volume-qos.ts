@@ -3,7 +3,7 @@
 // policy's state and the per-volume answer from enforcementOf() over the primaries' reports. One
 // place, so the limits the controller sends and the limits the API expects to see reported back
 // cannot disagree.
-import { sameLimits, volumeQosLimits, type QosLimits } from '../../lib/contract/qos.js';
+import { isUnlimited, sameLimits, volumeQosLimits, type QosLimits } from '../../lib/contract/qos.js';
 import type { ProjectRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { POLICY_TYPE_QOS } from '../projects/projects-schema.js';
 import type { PolicyRecord } from './policy-record.js';
@@ -53,6 +53,16 @@ export function primaryOf(volume: Pick<VolumeRecord, 'placement'>, replicaSetPri
 export function enforcementOf(expected: QosLimits, primaryNodeUUID: string, primaryReport: Pick<VolumeStatusRecord, 'qos'> | undefined): QosEnforcement {
   if (primaryNodeUUID === '') return { state: 'Pending', reason: 'the volume is not placed yet' };
   const reported = primaryReport?.qos;
+  // A policy whose limits are all 0 (unlimited) asks for no stage: the agent serves the volume
+  // straight from its array and reports no QoS at all (agent/datapath/reconcile/pass-statuses.ts),
+  // which is what "enforced" means here. Only a primary still reporting limits (the stage of an
+  // earlier policy, not removed yet) is behind.
+  if (isUnlimited(expected)) {
+    if (reported && reported.state === 'Enforced' && !isUnlimited(reported.limits)) {
+      return { state: 'Pending', reason: `node ${primaryNodeUUID} (primary) still enforces earlier limits; the current ones are not reported applied yet` };
+    }
+    return { state: 'Enforced', reason: '' };
+  }
   if (!reported) return { state: 'Pending', reason: `node ${primaryNodeUUID} (primary) has not reported enforcing the limits yet` };
   if (reported.state === 'NotEnforced') return { state: 'NotEnforced', reason: reported.reason || `node ${primaryNodeUUID} (primary) does not enforce the limits` };
   if (!sameLimits(reported.limits, expected)) {
