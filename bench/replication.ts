@@ -37,7 +37,7 @@
 // Every step has a timeout; guests, etcd and the control plane are stopped at the end, also on
 // error. Agent logs (debug: per-phase pass timings) and the control plane's are copied to
 // $STRATA_E2E_LOG_DIR (default <tmpdir>/strata-e2e-logs) as bench-replication.<pid>.*.log.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -54,7 +54,8 @@ import { createPrivateSegment, freeLoopbackPort, freeLoopbackPortRange, prepareL
 import { withTimeout } from '../test/e2e/lab/util.js';
 import { startEtcd, type TestEtcd } from '../test/helpers/etcd.js';
 import { waitUntil } from '../test/helpers/wait.js';
-import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../test/helpers/processes.js';
+import { startControlPlaneProcess, type ControlPlaneProcess } from '../test/helpers/processes.js';
+import { runLabBench } from './lab-run.js';
 
 const { values } = parseArgs({
   options: {
@@ -132,7 +133,6 @@ let agentFlags: string[] = values.ttl ? ['--lease-ttl-seconds', values.ttl] : []
 /** Volume ports forwarded to each node's guest (host port → guest port), re-added when it boots again. */
 const forwards: Map<number, number>[] = NAMES.map(() => new Map());
 const persistDir = mkdtempSync(join(tmpdir(), 'strata-bench-replication-'));
-const logDir = process.env['STRATA_E2E_LOG_DIR'] ?? join(tmpdir(), 'strata-e2e-logs');
 let portMin = 0;
 let subsystemNQN = '';
 const results: string[] = [];
@@ -453,37 +453,20 @@ async function main(): Promise<void> {
   }
 
   if (!SKIP.has('resync')) await benchResync();
-}
-
-// Ctrl-C or SIGTERM: the lab kills the guests by PID; the drive images go too.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    removeDir(persistDir);
-    process.exit(130);
-  });
-}
-
-try {
-  await main();
-  console.log(`\n# bench/replication results (TCG-emulated guests on a shared 2-core machine; replication ${L2 ? `over a private L2 segment, ${L2_KIND}` : 'through slirp'})`);
   if (creationRaces > 0) record(`volumes that failed at creation on the replica-export race and were replaced: ${creationRaces}`);
-  for (const line of results) console.log(`- ${line}`);
-} catch (err) {
-  console.error(`bench/replication failed: ${(err as Error).stack ?? String(err)}`);
-  if (results.length > 0) console.log(`\n# results before the failure\n${results.map((l) => `- ${l}`).join('\n')}`);
-  process.exitCode = 1;
-} finally {
-  mkdirSync(logDir, { recursive: true });
-  for (const s of storage) writeFileSync(join(logDir, `bench-replication.${process.pid}.${s.name}.agent.log`), s.agentLogTail(50_000_000));
-  if (plane) writeFileSync(join(logDir, `bench-replication.${process.pid}.control-plane.log`), plane.logs.map((l) => JSON.stringify(l)).join('\n'));
-  say(`logs: ${logDir}/bench-replication.${process.pid}.*`);
-  await initiator?.run(['nvme', 'disconnect-all'], { timeoutMs: 30_000 }).catch(() => undefined);
-  await Promise.all([...storage.map((s) => s.stop().catch(() => undefined)), initiator?.stop().catch(() => undefined)]);
-  await plane?.stop().catch(() => undefined);
-  if (plane) removeDir(plane.stateDir);
-  client?.close();
-  await etcd?.stop().catch(() => undefined);
-  segment?.close();
-  removeDir(persistDir);
-  process.exit();
 }
+
+await runLabBench({
+  name: 'bench/replication',
+  bed: `TCG-emulated guests on a shared 2-core machine; replication ${L2 ? `over a private L2 segment, ${L2_KIND}` : 'through slirp'}`,
+  results,
+  persistDir,
+  main,
+  running: () => ({ storage, ...(initiator ? { initiator } : {}), ...(plane ? { plane } : {}) }),
+  stopHost: async () => {
+    client?.close();
+    await etcd?.stop().catch(() => undefined);
+    segment?.close();
+  },
+  say,
+});

@@ -20,26 +20,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import type { Etcd3 } from 'etcd3';
-import type { NodeWire } from '../../control-plane/nodes/nodes-service.js';
 import type { VolumeWire as Volume } from '../../control-plane/volumes/volume-wire.js';
-import { createEtcdClient } from '../../lib/etcd/client.js';
 import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import { UNLIMITED, type QosLimits } from '../../lib/contract/qos.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { VolumeAssignment } from '../../lib/records.js';
-import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
-import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
+import { removeDir } from '../helpers/processes.js';
 import { adminApi } from '../helpers/admin-api.js';
 import { waitUntil } from '../helpers/wait.js';
-import { startStorageGuest, type StorageGuest } from './cluster-lab.js';
+import type { StorageGuest } from './cluster-lab.js';
+import { dmTarget as dmTargetOn, emptyQosBed, qosBedPathPort, runFio, startQosBed, ublkDevices as ublkDevicesOn } from './qos-bed.js';
 import { connectPaths } from './replication-host.js';
-import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, prepareLab, startGuest, StepTimer, type Guest } from './lab/index.js';
+import { labKernelLabel, StepTimer, type Guest } from './lab/index.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
-const FROM_GUESTS = '10.0.2.2';
-const VOLUME_PORTS = 16;
 const NAMES = ['qos-a', 'qos-b'] as const;
 const VOLUME_MIB = 128;
 /** fio's measured part of each run (after a ramp that takes the bucket's first second out). */
@@ -55,22 +50,17 @@ interface FioRates {
 }
 
 describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU, ${labKernelLabel()})`, { timeout: 1_800_000, skip }, () => {
-  let etcd: TestEtcd;
-  let client: Etcd3;
-  let plane: ControlPlaneProcess | undefined;
-  const storage: StorageGuest[] = [];
-  let initiator: Guest | undefined;
-  let subsystemNQN = '';
-  let portMin = 0;
+  const bed = emptyQosBed();
+  const { storage } = bed;
   const { step, timings } = new StepTimer();
   const measured: string[] = [];
   const logDir = process.env['STRATA_E2E_LOG_DIR'] ?? join(tmpdir(), 'strata-e2e-logs');
   const persistDir = mkdtempSync(join(tmpdir(), 'strata-qos-e2e-'));
-  const { api } = adminApi(() => plane!);
+  const { api } = adminApi(() => bed.plane!);
 
   const host = (): Guest => {
-    assert.ok(initiator, 'the initiator guest did not start');
-    return initiator;
+    assert.ok(bed.initiator, 'the initiator guest did not start');
+    return bed.initiator;
   };
   const storageOf = (nodeUUID: string): StorageGuest => {
     const found = storage.find((s) => s.nodeUUID() === nodeUUID);
@@ -80,19 +70,11 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
   const agentLogs = () => storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(3000)}`).join('\n');
   const until = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> => waitUntil(probe, () => `${what}\n${agentLogs()}`, timeoutMs, 500);
   const sh = async (guest: Guest, command: string, timeoutMs = 60_000) => (await guest.runOk(['sh', '-c', command], { timeoutMs })).stdout;
-  const pathPort = (i: number, port: number) => portMin + i * VOLUME_PORTS + (port - portMin);
+  const pathPort = (i: number, port: number) => qosBedPathPort(bed, i, port);
 
   /** fio on the host's device: 4 KiB random reads or 64 KiB sequential writes, QD16, direct. */
   async function fio(kind: 'randread' | 'write', seconds = FIO_SECONDS): Promise<FioRates> {
-    const bs = kind === 'randread' ? '4k' : '64k';
-    const out = await sh(
-      host(),
-      `fio --name=q --filename=${device} --rw=${kind} --bs=${bs} --iodepth=16 --direct=1 --ioengine=libaio --size=${VOLUME_MIB - 8}M --runtime=${seconds} --time_based --ramp_time=2 --output-format=json`,
-      (seconds + 180) * 1000,
-    );
-    const job = (JSON.parse(out.slice(out.indexOf('{'))) as { jobs: { read: { iops: number; bw_bytes: number }; write: { iops: number; bw_bytes: number } }[] }).jobs[0]!;
-    const side = kind === 'randread' ? job.read : job.write;
-    return { iops: side.iops, bytesPerSecond: side.bw_bytes };
+    return runFio(host(), device, { rw: kind, bs: kind === 'randread' ? '4k' : '64k', seconds, sizeMiB: VOLUME_MIB - 8 });
   }
   const within10 = (value: number, limit: number, what: string) => {
     measured.push(`${what}: ${value.toFixed(1)} (limit ${limit})`);
@@ -103,83 +85,47 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
   async function setQos(qos: QosLimits | null): Promise<void> {
     for (const nodeUUID of volume.nodeList) {
       const key = keys.assignment(nodeUUID, volume.UUID);
-      const a = JSON.parse((await client.get(key).string())!) as VolumeAssignment;
-      await client.put(key).value(JSON.stringify({ ...a, qos }));
+      const a = JSON.parse((await bed.client!.get(key).string())!) as VolumeAssignment;
+      await bed.client!.put(key).value(JSON.stringify({ ...a, qos }));
     }
   }
   const primaryGuest = () => storageOf(primaryNode).guest;
   /** The device the primary's dm table points at (`ublkbN`, `md...`), read from the kernel. */
-  async function dmTarget(): Promise<string> {
-    return (await sh(primaryGuest(), `d=$(dmsetup table strata-${volume.UUID} | awk '{print $4}'); basename $(readlink -f /sys/dev/block/$d)`)).trim();
-  }
-  async function ublkDevices(): Promise<string[]> {
-    return (await sh(primaryGuest(), 'ls /sys/block | grep ^ublkb || true')).split('\n').filter(Boolean);
-  }
+  const dmTarget = () => dmTargetOn(primaryGuest(), volume.UUID);
+  const ublkDevices = () => ublkDevicesOn(primaryGuest());
   async function limitsFile(): Promise<string> {
     return sh(primaryGuest(), `cat /run/strata/qos/${volume.UUID}.limits 2>/dev/null || true`);
   }
 
   before(async () => {
-    const lab = await step('lab', () => prepareLab());
-    etcd = await startEtcd();
-    client = createEtcdClient([etcd.endpoint]);
-    portMin = await freeLoopbackPortRange(VOLUME_PORTS * NAMES.length);
-    plane = await startControlPlaneProcess({ etcdEndpoint: etcd.endpoint, extraArgs: ['--volume-port-min', String(portMin), '--volume-port-max', String(portMin + VOLUME_PORTS - 1), '--creating-timeout-seconds', '300'] });
-    subsystemNQN = (await api<{ subsystemNQN: string }>('GET', '/cluster')).subsystemNQN;
-    const grpcPort = Number(plane.grpcEndpoint.split(':')[1]);
-    const started = await step('boot three guests', () =>
-      Promise.allSettled([
-        ...NAMES.map(async (name, i) => {
-          const stateDir = join(persistDir, `${name}-state`);
-          mkdirSync(stateDir, { recursive: true });
-          return startStorageGuest({
-            name,
-            drives: [{ serial: `STRATA-Q${i}-DATA0`, sizeMiB: 384, image: join(persistDir, `${name}-data0.img`) }],
-            dataSerials: [`STRATA-Q${i}-DATA0`],
-            etcdPort: etcd.clientPort,
-            controlPlaneGrpcPort: grpcPort,
-            advertiseAddress: FROM_GUESTS,
-            replicationHostPort: await freeLoopbackPort(),
-            volumePortMin: portMin,
-            volumePortMax: portMin + VOLUME_PORTS - 1,
-            agentStateDir: stateDir,
-            agentLogFile: join(persistDir, 'logs', `${name}.agent.log`),
-            // A long lease: the control plane is stopped mid-test (nothing may move the primary
-            // meanwhile), and a TCG guest running fio misses keep-alives.
-            agentArgs: ['--reconcile-interval-seconds', '5', '--log-level', 'debug', '--lease-ttl-seconds', '60'],
-            memoryMiB: 768,
-            lab,
-            bootTimeoutMs: 240_000,
-          });
-        }),
-        startGuest({ name: 'qos-host', memoryMiB: 512, lab, bootTimeoutMs: 240_000 }),
-      ]),
-    );
-    for (const r of started.slice(0, NAMES.length)) if (r.status === 'fulfilled') storage.push(r.value as StorageGuest);
-    const last = started[NAMES.length];
-    if (last?.status === 'fulfilled') initiator = last.value as Guest;
-    for (const r of started) if (r.status === 'rejected') throw r.reason;
-    await step('start two agents', () => Promise.all(storage.map((s) => s.startAgent({ timeoutMs: 240_000 }))));
-    await step('two nodes Active', () =>
-      waitUntil(async () => {
-        const list = (await api<{ nodes: NodeWire[] }>('GET', '/nodes')).nodes;
-        return list.length === 2 && list.every((n) => n.state === 'Active' && BigInt(n.statistics.managedPhysicalStorage) > 0n);
-      }, 'two nodes Active with capacity in the API', 180_000, 500),
-    );
+    await startQosBed(bed, {
+      names: NAMES,
+      serialTag: 'Q',
+      hostName: 'qos-host',
+      driveMiB: 384,
+      persistDir,
+      // A long lease: the control plane is stopped mid-test (nothing may move the primary
+      // meanwhile), and a TCG guest running fio misses keep-alives.
+      agentArgs: ['--reconcile-interval-seconds', '5', '--log-level', 'debug', '--lease-ttl-seconds', '60'],
+      storageMemoryMiB: 768,
+      hostMemoryMiB: 512,
+      step,
+      api,
+    });
   }, { timeout: 600_000 });
 
   after(async () => {
-    await initiator?.run(['nvme', 'disconnect-all'], { timeoutMs: 30_000 }).catch(() => undefined);
+    await bed.initiator?.run(['nvme', 'disconnect-all'], { timeoutMs: 30_000 }).catch(() => undefined);
     mkdirSync(logDir, { recursive: true });
     for (const s of storage) writeFileSync(join(logDir, `${s.name}.${process.pid}.agent.log`), s.agentLogTail(2_000_000));
-    await Promise.all([...storage.map((s) => s.stop().catch(() => undefined)), initiator?.stop()]);
-    if (plane) {
-      writeFileSync(join(logDir, `qos-control-plane.${process.pid}.log`), plane.logs.map((l) => JSON.stringify(l)).join('\n'));
-      await plane.stop();
-      removeDir(plane.stateDir);
+    await Promise.all([...storage.map((s) => s.stop().catch(() => undefined)), bed.initiator?.stop()]);
+    if (bed.plane) {
+      writeFileSync(join(logDir, `qos-control-plane.${process.pid}.log`), bed.plane.logs.map((l) => JSON.stringify(l)).join('\n'));
+      await bed.plane.stop();
+      removeDir(bed.plane.stateDir);
     }
-    client?.close();
-    await etcd?.stop();
+    bed.client?.close();
+    await bed.etcd?.stop();
     removeDir(persistDir);
     console.log(`# qos e2e timings: ${timings.join(', ')}`);
     console.log(`# qos e2e measured: ${measured.join('; ')}`);
@@ -204,9 +150,9 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
       }, 300_000),
     );
     primaryNode = volume.primaryNodeUUID;
-    const port = (JSON.parse((await client.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
+    const port = (JSON.parse((await bed.client!.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
     device = await step('connect a path to each node', () =>
-      connectPaths({ host: host(), nodes: storage.map((s, index) => ({ index, guest: s.guest })), port, subsystemNQN: volumeSubsystemNQN(subsystemNQN, volume.UUID), volumeUUID: volume.UUID, hostNQN: HOST, pathPort, keepAliveSeconds: 30 }),
+      connectPaths({ host: host(), nodes: storage.map((s, index) => ({ index, guest: s.guest })), port, subsystemNQN: volumeSubsystemNQN(bed.subsystemNQN, volume.UUID), volumeUUID: volume.UUID, hostNQN: HOST, pathPort, keepAliveSeconds: 30 }),
     );
     hasUblk = (await primaryGuest().run(['test', '-e', '/dev/ublk-control'], { timeoutMs: 10_000 })).code === 0;
     // Every block written once: reads of never-written extents of a sparse file cost nothing.
@@ -228,14 +174,14 @@ describe(`QoS enforced in the I/O path (two storage guests, one initiator, QEMU,
     writeLimit = Math.min(ISSUE_WRITE_MBPS * MB, Math.floor(unthrottled.write.bytesPerSecond / 2 / (MB / 10)) * (MB / 10));
     assert.ok(readLimit >= 10 && writeLimit >= MB / 10, `the bed is too slow for a limit to bite: ${JSON.stringify(unthrottled)}`);
     measured.push(`limits chosen: ${readLimit} read IOPS, ${writeLimit / MB} MB/s written`);
-    await step('stop the control plane (it rewrites assignments without qos)', () => plane!.stop());
-    writeFileSync(join(persistDir, 'control-plane.log'), plane!.logs.map((l) => JSON.stringify(l)).join('\n'));
-    removeDir(plane!.stateDir);
-    plane = undefined;
+    await step('stop the control plane (it rewrites assignments without qos)', () => bed.plane!.stop());
+    writeFileSync(join(persistDir, 'control-plane.log'), bed.plane!.logs.map((l) => JSON.stringify(l)).join('\n'));
+    removeDir(bed.plane!.stateDir);
+    bed.plane = undefined;
   });
 
   it('read IOPS and write MB/s limits measured within ±10 % (6.12); NotEnforced with the reason (no ublk)', async () => {
-    assert.ok(plane === undefined && readLimit > 0, 'the first step set up the volume, chose the limits and stopped the control plane');
+    assert.ok(bed.plane === undefined && readLimit > 0, 'the first step set up the volume, chose the limits and stopped the control plane');
     const limits = { ...UNLIMITED, readIops: readLimit, writeBytesPerSecond: writeLimit };
     await setQos(limits);
     if (!hasUblk) {

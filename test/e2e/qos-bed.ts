@@ -1,0 +1,147 @@
+// The QoS bed (issue 18), shared by test/e2e/qos.e2e.test.ts and bench/qos.ts: a private etcd and
+// the real control plane on this host, two storage guests running the real agent, one initiator
+// guest (the host) that connects one path per node (replication-host.ts) and runs fio. Plus the
+// looks both take at the primary: which device its dm table points at, its ublk devices, fio.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Etcd3 } from 'etcd3';
+import type { NodeWire } from '../../control-plane/nodes/nodes-service.js';
+import { createEtcdClient } from '../../lib/etcd/client.js';
+import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
+import { startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
+import { waitUntil } from '../helpers/wait.js';
+import { startStorageGuest, type StorageGuest } from './cluster-lab.js';
+import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, startGuest, type Guest } from './lab/index.js';
+
+const FROM_GUESTS = '10.0.2.2';
+export const QOS_BED_VOLUME_PORTS = 16;
+
+/**
+ * What is running, filled as it starts: the caller stops whatever is set, also when the start
+ * failed half-way (a guest booted while another did not).
+ */
+export interface QosBed {
+  etcd?: TestEtcd;
+  client?: Etcd3;
+  plane?: ControlPlaneProcess;
+  readonly storage: StorageGuest[];
+  initiator?: Guest;
+  subsystemNQN: string;
+  portMin: number;
+}
+
+export function emptyQosBed(): QosBed {
+  return { storage: [], subsystemNQN: '', portMin: 0 };
+}
+
+/** This host's port that reaches `port` on node i's guest (every node is 10.0.2.2 to the host). */
+export function qosBedPathPort(bed: QosBed, i: number, port: number): number {
+  return bed.portMin + i * QOS_BED_VOLUME_PORTS + (port - bed.portMin);
+}
+
+export interface QosBedOptions {
+  /** Storage guests' names; their drives' serials are `STRATA-<serialTag><i>-DATA0`. */
+  readonly names: readonly string[];
+  readonly serialTag: string;
+  readonly hostName: string;
+  readonly driveMiB: number;
+  /** Drive images, agent state and logs go below it. */
+  readonly persistDir: string;
+  readonly agentArgs: readonly string[];
+  readonly storageMemoryMiB: number;
+  readonly hostMemoryMiB: number;
+  /** Times each labelled part (the e2e's StepTimer, the bench's step()). */
+  readonly step: <T>(label: string, work: () => Promise<T>) => Promise<T>;
+  /** The admin API of bed.plane. */
+  readonly api: <T>(method: string, path: string, body?: unknown) => Promise<T>;
+}
+
+/** Starts etcd, the control plane, the guests and the agents; resolves once every node is Active with capacity. */
+export async function startQosBed(bed: QosBed, o: QosBedOptions): Promise<void> {
+  const lab = await o.step('lab', () => prepareLab());
+  bed.etcd = await startEtcd();
+  bed.client = createEtcdClient([bed.etcd.endpoint]);
+  bed.portMin = await freeLoopbackPortRange(QOS_BED_VOLUME_PORTS * o.names.length);
+  const portMax = bed.portMin + QOS_BED_VOLUME_PORTS - 1;
+  bed.plane = await startControlPlaneProcess({ etcdEndpoint: bed.etcd.endpoint, extraArgs: ['--volume-port-min', String(bed.portMin), '--volume-port-max', String(portMax), '--creating-timeout-seconds', '300'] });
+  bed.subsystemNQN = (await o.api<{ subsystemNQN: string }>('GET', '/cluster')).subsystemNQN;
+  const grpcPort = Number(bed.plane.grpcEndpoint.split(':')[1]);
+  const etcdPort = bed.etcd.clientPort;
+  const started = await o.step(`boot ${o.names.length + 1} guests`, () =>
+    Promise.allSettled([
+      ...o.names.map(async (name, i) => {
+        const stateDir = join(o.persistDir, `${name}-state`);
+        mkdirSync(stateDir, { recursive: true });
+        return startStorageGuest({
+          name,
+          drives: [{ serial: `STRATA-${o.serialTag}${i}-DATA0`, sizeMiB: o.driveMiB, image: join(o.persistDir, `${name}-data0.img`) }],
+          dataSerials: [`STRATA-${o.serialTag}${i}-DATA0`],
+          etcdPort,
+          controlPlaneGrpcPort: grpcPort,
+          advertiseAddress: FROM_GUESTS,
+          replicationHostPort: await freeLoopbackPort(),
+          volumePortMin: bed.portMin,
+          volumePortMax: portMax,
+          agentStateDir: stateDir,
+          agentLogFile: join(o.persistDir, 'logs', `${name}.agent.log`),
+          agentArgs: o.agentArgs,
+          memoryMiB: o.storageMemoryMiB,
+          lab,
+          bootTimeoutMs: 240_000,
+        });
+      }),
+      startGuest({ name: o.hostName, memoryMiB: o.hostMemoryMiB, lab, bootTimeoutMs: 240_000 }),
+    ]),
+  );
+  for (const r of started.slice(0, o.names.length)) if (r.status === 'fulfilled') bed.storage.push(r.value as StorageGuest);
+  const last = started[o.names.length];
+  if (last?.status === 'fulfilled') bed.initiator = last.value as Guest;
+  for (const r of started) if (r.status === 'rejected') throw r.reason;
+  await o.step(`start ${o.names.length} agents`, () => Promise.all(bed.storage.map((s) => s.startAgent({ timeoutMs: 240_000 }))));
+  await o.step(`${o.names.length} nodes Active`, () =>
+    waitUntil(async () => {
+      const list = (await o.api<{ nodes: NodeWire[] }>('GET', '/nodes')).nodes;
+      return list.length === o.names.length && list.every((n) => n.state === 'Active' && BigInt(n.statistics.managedPhysicalStorage) > 0n);
+    }, `${o.names.length} nodes Active with capacity in the API`, 180_000, 500),
+  );
+}
+
+const sh = async (guest: Guest, command: string, timeoutMs = 60_000) => (await guest.runOk(['sh', '-c', command], { timeoutMs })).stdout;
+
+/** The device the volume's dm table points at on `guest` (`ublkbN`, `md...`), read from the kernel. */
+export async function dmTarget(guest: Guest, volumeUUID: string): Promise<string> {
+  return (await sh(guest, `d=$(dmsetup table strata-${volumeUUID} | awk '{print $4}'); basename $(readlink -f /sys/dev/block/$d)`)).trim();
+}
+
+export async function ublkDevices(guest: Guest): Promise<string[]> {
+  return (await sh(guest, 'ls /sys/block | grep ^ublkb || true')).split('\n').filter(Boolean);
+}
+
+export interface FioSide {
+  readonly iops: number;
+  readonly bytesPerSecond: number;
+  /** Completion latency (fio's clat), milliseconds. */
+  readonly meanMs: number;
+  readonly p99Ms: number;
+}
+
+export interface FioJob {
+  readonly rw: 'randread' | 'randwrite' | 'read' | 'write';
+  readonly bs: string;
+  readonly seconds: number;
+  /** The span of the device fio uses. */
+  readonly sizeMiB: number;
+}
+
+/** fio on the host's device: QD16, direct, libaio, a 2 s ramp (the buckets' first second out); the side the job did. */
+export async function runFio(host: Guest, device: string, job: FioJob): Promise<FioSide> {
+  const out = await sh(
+    host,
+    `fio --name=q --filename=${device} --rw=${job.rw} --bs=${job.bs} --iodepth=16 --direct=1 --ioengine=libaio --size=${job.sizeMiB}M --runtime=${job.seconds} --time_based --ramp_time=2 --output-format=json`,
+    (job.seconds + 180) * 1000,
+  );
+  type Side = { iops: number; bw_bytes: number; clat_ns: { mean: number; percentile?: Record<string, number> } };
+  const result = (JSON.parse(out.slice(out.indexOf('{'))) as { jobs: { read: Side; write: Side }[] }).jobs[0]!;
+  const side = job.rw.endsWith('read') ? result.read : result.write;
+  return { iops: side.iops, bytesPerSecond: side.bw_bytes, meanMs: side.clat_ns.mean / 1e6, p99Ms: (side.clat_ns.percentile?.['99.000000'] ?? NaN) / 1e6 };
+}
