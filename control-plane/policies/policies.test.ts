@@ -363,6 +363,32 @@ describe('policies API', () => {
     assert.deepEqual(await stateOf(scoped), ['Active', 'true']);
   });
 
+  test('state: a policy whose limits are all 0 is Active once the primary reports no stage (bench/qos)', async () => {
+    const made = await create({ name: 'all-zero', qoSRateLimitPolicy: { policyVisibility: 'Global', limitIOPS: { writeIOPSLimit: 0, readIOPSLimit: 0 } } });
+    assert.equal(made.status, 200, JSON.stringify(made.body));
+    const uuid = made.body.UUID;
+    const n1 = randomUUID();
+    const volume = await putVolume(kit.etcd, { projectName: 'p1', qosPolicyUUID: uuid, placement: { nodeList: [n1], primaryNodeUUID: n1, nsid: 9, port: 20009 } });
+    const stateOf = async () => (await kit.request('GET', `/api/v2/policies/${uuid}`, { token: admin })).body.state;
+    const report = async (qos?: VolumeStatusRecord['qos']) => {
+      const status: VolumeStatusRecord = {
+        volumeUUID: volume.UUID, nodeUUID: n1, generation: 1, state: 'Served', error: '', snapshots: [], connectedHosts: [],
+        logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(), ...(qos ? { qos } : {}),
+      };
+      await kit.etcd.put(keys.volumeStatus(volume.UUID, n1)).value(JSON.stringify(status)).exec();
+    };
+    // The stage of earlier limits still runs: behind.
+    await report({ state: 'Enforced', reason: '', limits: { readIops: 100, writeIops: 0, readBytesPerSecond: 0, writeBytesPerSecond: 0 } });
+    assert.equal(await stateOf(), 'Updating');
+    // Removed: the agent reports no QoS for limits that are all 0 (it stayed Updating for ever).
+    await report();
+    assert.equal(await stateOf(), 'Active');
+    const enforcement = await kit.request('GET', `/api/v2/policies/${uuid}/enforcement`, { token: admin });
+    assert.deepEqual(enforcement.body.volumes.map((v: { state: string }) => v.state), ['Enforced']);
+    await removeVolume(kit.etcd, volume);
+    await kit.etcd.delete().prefix(keys.volumeStatusPrefix(volume.UUID)).exec();
+  });
+
   test('fuzz: malformed POST and PUT bodies never 5xx and never change a record', async () => {
     const fields = ['name', 'description', 'qoSRateLimitPolicy', 'QoSRateLimitPolicy'];
     const accepted = await fuzzRoute(kit, 'POST', '/api/v2/policies', admin, malformedBodies(fields, 160, 11));
