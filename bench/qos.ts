@@ -36,14 +36,13 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { VolumeWire as Volume } from '../control-plane/volumes/volume-wire.js';
-import type { VolumeEnforcementWire } from '../control-plane/policies/qos-enforcement.js';
 import { NQN_UUID_PREFIX, volumeSubsystemNQN } from '../lib/contract/nqn.js';
-import { BYTES_PER_MB, isUnlimited, sameLimits, volumeQosLimits, type PolicyLimit, type QosLimits } from '../lib/contract/qos.js';
+import { BYTES_PER_MB, volumeQosLimits, type PolicyLimit, type QosLimits } from '../lib/contract/qos.js';
 import { keys } from '../lib/etcd/keys.js';
 import type { VolumeRecord } from '../lib/records.js';
 import { adminApi } from '../test/helpers/admin-api.js';
 import { waitUntil } from '../test/helpers/wait.js';
-import { dmTarget, emptyQosBed, qosBedPathPort, runFio, startQosBed, ublkDevices, type FioJob, type FioSide } from '../test/e2e/qos-bed.js';
+import { emptyQosBed, policyLimitBody, qosBedPathPort, runFio, startQosBed, waitEnforced, type FioJob, type FioSide } from '../test/e2e/qos-bed.js';
 import { connectPaths } from '../test/e2e/replication-host.js';
 import { labKernelLabel } from '../test/e2e/lab/index.js';
 import { withTimeout } from '../test/e2e/lab/util.js';
@@ -110,61 +109,19 @@ async function primaryGuest() {
   return found.guest;
 }
 
-/** The policy's limit in the API's body (0 = unlimited). */
-function policyBody(limit: PolicyLimit): Record<string, Record<string, number>> {
-  switch (limit.kind) {
-    case 'limitIOPS':
-      return { limitIOPS: { readIOPSLimit: limit.read, writeIOPSLimit: limit.write } };
-    case 'limitBw':
-      return { limitBw: { readBWLimit: limit.read, writeBWLimit: limit.write } };
-    case 'limitIOPSPerGB':
-      return { limitIOPSPerGB: { readIOPSPerGBLimit: limit.read, writeIOPSPerGBLimit: limit.write } };
-  }
-}
-
 /**
- * Waits until the API says the volume's primary enforces `expected` (its entry Enforced with these
- * limits, the policy Active) and the primary's dm table points at a ublk device (at the array when
- * `expected` is unlimited: no stage). Returns the seconds from `since` (the request) to then.
+ * Waits until the API and the primary's kernel say `expected` is enforced (qos-bed.ts,
+ * waitEnforced). Returns the seconds from `since` (the request) to the API's word.
  */
 async function enforced(expected: QosLimits, since: number): Promise<number> {
-  let last: VolumeEnforcementWire | undefined;
-  let lastState = '';
-  await waitUntil(
-    async () => {
-      const { volumes } = await api<{ volumes: VolumeEnforcementWire[] }>('GET', `/policies/${policyUUID}/enforcement`);
-      last = volumes.find((v) => v.UUID === volume.UUID);
-      lastState = (await api<{ state: string }>('GET', `/policies/${policyUUID}`)).state;
-      return last?.state === 'Enforced' && sameLimits(last.limits, expected) && lastState === 'Active';
-    },
-    () => `the volume's limits Enforced and the policy Active (last: ${JSON.stringify(last)}, policy ${lastState})`,
-    120_000,
-    250,
-  );
-  const seconds = (Date.now() - since) / 1000;
-  // The kernel's side, on the primary: the report is sent after the table's reload, so this should
-  // hold at once; a few seconds' grace for a server still deleting its device after the switch.
-  const guest = await primaryGuest();
-  const stage = !isUnlimited(expected);
-  let seen = '';
-  await waitUntil(
-    async () => {
-      const target = await dmTarget(guest, volume.UUID);
-      const ublk = await ublkDevices(guest);
-      seen = `dm table on ${target}, ublk devices: ${ublk.join(' ') || 'none'}`;
-      return stage ? /^ublkb\d+$/.test(target) && ublk.length === 1 : /^md/.test(target) && ublk.length === 0;
-    },
-    () => `the primary's stack to match the API's Enforced ${JSON.stringify(expected)} (${seen})`,
-    30_000,
-    1000,
-  );
-  return seconds;
+  const apiSaidAt = await waitEnforced({ api, policyUUID, volumeUUID: volume.UUID, expected, primaryGuest });
+  return (apiSaidAt - since) / 1000;
 }
 
 /** Sets the policy's limit live (PUT /policies/{UUID}) and waits until it is enforced; the seconds that took. */
 async function setLimit(limit: PolicyLimit): Promise<number> {
   const since = Date.now();
-  await api('PUT', `/policies/${policyUUID}`, { qoSRateLimitPolicy: policyBody(limit) });
+  await api('PUT', `/policies/${policyUUID}`, { qoSRateLimitPolicy: policyLimitBody(limit) });
   return enforced(volumeQosLimits(limit, sizeBytes), since);
 }
 
@@ -246,7 +203,7 @@ async function benchAccuracy(): Promise<void> {
   ];
   for (const c of cases) {
     const expected = volumeQosLimits(c.limit, sizeBytes);
-    const seconds = await step(`policy → ${c.what} ${JSON.stringify(policyBody(c.limit))}`, 180_000, () => setLimit(c.limit));
+    const seconds = await step(`policy → ${c.what} ${JSON.stringify(policyLimitBody(c.limit))}`, 180_000, () => setLimit(c.limit));
     const r = await fio(c.job, c.what);
     const reading = c.job.rw === 'randread';
     const limit = c.unit === 'IOPS' ? (reading ? expected.readIops : expected.writeIops) : (reading ? expected.readBytesPerSecond : expected.writeBytesPerSecond) / BYTES_PER_MB;
@@ -303,7 +260,7 @@ async function main(): Promise<void> {
     }),
   );
   await step(`prefill ${FIO_MIB} MiB`, 900_000, () => host().runOk(['dd', 'if=/dev/zero', `of=${device}`, 'bs=1M', `count=${FIO_MIB}`, 'oflag=direct', 'status=none'], { timeoutMs: 900_000 }));
-  const policy = await api<{ UUID: string }>('POST', '/policies', { name: 'qos-bench', description: 'bench/qos', qoSRateLimitPolicy: policyBody(GENEROUS) });
+  const policy = await api<{ UUID: string }>('POST', '/policies', { name: 'qos-bench', description: 'bench/qos', qoSRateLimitPolicy: policyLimitBody(GENEROUS) });
   policyUUID = policy.UUID;
   const attachedAt = Date.now();
   await step('attach the policy (PUT /volumes/{UUID}) → Available', 300_000, async () => {

@@ -4,7 +4,7 @@
 //   2. end-to-end tests (dist/test/e2e: QEMU guests booting Debian's kernel), one at a time,
 //      only after the host tests passed — guests must not compete with the host tests: every
 //      suite on Debian 13's kernel (6.12, the lab's default), then the core data-path, discovery
-//      and replication suites, and QoS's NotEnforced report, again on Debian 12's 6.1 (STRATA_E2E_KERNEL_SUITE=bookworm); the suite
+//      and replication suites, and QoS's refusal where there is no ublk, again on Debian 12's 6.1 (STRATA_E2E_KERNEL_SUITE=bookworm); the suite
 //      names say which kernel. Suites of what 6.1 cannot do (nvme-tcp-tls: no NVMe/TCP TLS) run on
 //      6.12 only and skip themselves when STRATA_E2E_KERNEL_SUITE=bookworm.
 //   node test/run.mjs          both phases

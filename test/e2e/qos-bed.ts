@@ -1,11 +1,14 @@
 // The QoS bed (issue 18), shared by test/e2e/qos.e2e.test.ts and bench/qos.ts: a private etcd and
 // the real control plane on this host, two storage guests running the real agent, one initiator
 // guest (the host) that connects one path per node (replication-host.ts) and runs fio. Plus the
-// looks both take at the primary: which device its dm table points at, its ublk devices, fio.
+// looks both take at the primary: which device its dm table points at, its ublk devices, fio; and
+// the policy API's side: a limit's body, the wait until the API and the kernel say it is enforced.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import type { NodeWire } from '../../control-plane/nodes/nodes-service.js';
+import type { VolumeEnforcementWire } from '../../control-plane/policies/qos-enforcement.js';
+import { isUnlimited, sameLimits, type PolicyLimit, type QosLimits } from '../../lib/contract/qos.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
@@ -144,4 +147,67 @@ export async function runFio(host: Guest, device: string, job: FioJob): Promise<
   const result = (JSON.parse(out.slice(out.indexOf('{'))) as { jobs: { read: Side; write: Side }[] }).jobs[0]!;
   const side = job.rw.endsWith('read') ? result.read : result.write;
   return { iops: side.iops, bytesPerSecond: side.bw_bytes, meanMs: side.clat_ns.mean / 1e6, p99Ms: (side.clat_ns.percentile?.['99.000000'] ?? NaN) / 1e6 };
+}
+
+/** A policy's limit as the API's `qoSRateLimitPolicy` member (0 = unlimited). */
+export function policyLimitBody(limit: PolicyLimit): Record<string, Record<string, number>> {
+  switch (limit.kind) {
+    case 'limitIOPS':
+      return { limitIOPS: { readIOPSLimit: limit.read, writeIOPSLimit: limit.write } };
+    case 'limitBw':
+      return { limitBw: { readBWLimit: limit.read, writeBWLimit: limit.write } };
+    case 'limitIOPSPerGB':
+      return { limitIOPSPerGB: { readIOPSPerGBLimit: limit.read, writeIOPSPerGBLimit: limit.write } };
+  }
+}
+
+export interface EnforcedWait {
+  readonly api: <T>(method: string, path: string, body?: unknown) => Promise<T>;
+  readonly policyUUID: string;
+  readonly volumeUUID: string;
+  readonly expected: QosLimits;
+  /** The guest of the volume's primary now. */
+  readonly primaryGuest: () => Promise<Guest>;
+  /** Extra text for a timeout's message (agents' logs). */
+  readonly context?: () => string;
+}
+
+/**
+ * Until the API says the volume's primary enforces `expected` (its entry in
+ * `GET /policies/{UUID}/enforcement` Enforced with these limits, the policy Active), then until the
+ * primary's dm table points at a ublk device (at the array, with no ublk device, when `expected`
+ * is unlimited: no stage). The report is sent after the table's reload, so the second wait is
+ * short; its grace covers a server still deleting its device after the switch. Resolves with the
+ * time (Date.now()) the API first said so.
+ */
+export async function waitEnforced(w: EnforcedWait): Promise<number> {
+  let last: VolumeEnforcementWire | undefined;
+  let lastState = '';
+  await waitUntil(
+    async () => {
+      const { volumes } = await w.api<{ volumes: VolumeEnforcementWire[] }>('GET', `/policies/${w.policyUUID}/enforcement`);
+      last = volumes.find((v) => v.UUID === w.volumeUUID);
+      lastState = (await w.api<{ state: string }>('GET', `/policies/${w.policyUUID}`)).state;
+      return last?.state === 'Enforced' && sameLimits(last.limits, w.expected) && lastState === 'Active';
+    },
+    () => `the volume's limits Enforced and the policy Active (last: ${JSON.stringify(last)}, policy ${lastState})${w.context ? `\n${w.context()}` : ''}`,
+    120_000,
+    250,
+  );
+  const apiSaidAt = Date.now();
+  const guest = await w.primaryGuest();
+  const stage = !isUnlimited(w.expected);
+  let seen = '';
+  await waitUntil(
+    async () => {
+      const target = await dmTarget(guest, w.volumeUUID);
+      const ublk = await ublkDevices(guest);
+      seen = `dm table on ${target}, ublk devices: ${ublk.join(' ') || 'none'}`;
+      return stage ? /^ublkb\d+$/.test(target) && ublk.length === 1 : /^md/.test(target) && ublk.length === 0;
+    },
+    () => `the primary's stack to match the API's Enforced ${JSON.stringify(w.expected)} (${seen})`,
+    30_000,
+    1000,
+  );
+  return apiSaidAt;
 }
