@@ -109,6 +109,8 @@ export class DataPathReconciler implements VolumeReportSource {
   private readonly promotions = new Map<string, ReplicaSetRecord>();
   /** Replica-set changes seen by the watch so far: a pass that sees it move skips its statuses. */
   private promotionsSeen = 0;
+  /** Resolved at the next replica-set change the watch sees (a pass's statuses give way to it). */
+  private readonly promotionWaiters = new Set<() => void>();
   /** The replica-set and presence watches of replication. */
   private readonly replicaSetWatchers: StoreWatch[] = [];
   private watchBroken = false;
@@ -481,6 +483,8 @@ export class DataPathReconciler implements VolumeReportSource {
       }
       if (!changed) return;
       this.promotionsSeen += 1;
+      for (const wake of this.promotionWaiters) wake();
+      this.promotionWaiters.clear();
       this.options.logger.info({ volumeUUID, epoch: set.epoch, primary: set.primaryNodeUUID }, 'replica set moved ahead of the assignment: serving it now');
       this.pendingChanges = true;
       this.givingWay?.abort(new PassPreempted());
@@ -606,16 +610,25 @@ export class DataPathReconciler implements VolumeReportSource {
     const teardown = await tearDown(this.context, pass, target);
     timer.lap('teardown');
 
-    // 5. Statuses, published as one complete report. A promotion that arrived during the pass goes
-    // first: reading usage, bytes written and connected hosts takes 0.3-1.7 s under emulation, a
-    // new primary waits on it before it assembles, and a copy before it admits the new primary.
-    // Nothing is lost: the next pass reports.
-    if (this.promotionsSeen !== promotionsAtStart) {
+    // 5. Statuses, published as one complete report. A promotion that arrived during the pass, or
+    // arrives while the statuses are read, goes first: reading usage, bytes written and connected
+    // hosts takes 0.3-1.7 s under emulation, a new primary waits on it before it assembles, and a
+    // copy before it admits the new primary. The reads left running only read; their answer is
+    // dropped, and the next pass reports.
+    let wake: () => void = () => undefined;
+    const promoted = new Promise<undefined>((resolve) => {
+      wake = () => resolve(undefined);
+      if (this.promotionsSeen !== promotionsAtStart) wake();
+      else this.promotionWaiters.add(wake);
+    });
+    const reading = statusesOf(this.context, pass, refresh, { backings, exports, target, verified, teardown });
+    const statuses = await Promise.race([reading, promoted]).finally(() => this.promotionWaiters.delete(wake));
+    if (statuses === undefined) {
+      reading.catch((err: unknown) => log.debug({ err }, 'statuses dropped for a promotion failed'));
       if (refresh) this.refreshDue = true;
       log.debug({ phases: timer.phases }, 'pass ends before its statuses: a promotion goes first');
       return undefined;
     }
-    const statuses = await statusesOf(this.context, pass, refresh, { backings, exports, target, verified, teardown });
     timer.lap('status');
     this.publish(statuses);
 
