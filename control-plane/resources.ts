@@ -228,22 +228,22 @@ export function buildResources(ctx: ResourceContext): Resources {
     { name: 'TLS PSK sealing', start: async () => startResealTask(nvmeTcpTls, child('nvme-tcp-tls'), 'TLS on NVMe/TCP') },
     {
       name: 'membership events',
-      start: async () => startMembershipEvents({ store: new MembershipEventsStore(etcd, (ops) => ctx.election.fencedWrite(ops)), inventory: new InventoryReader(etcd), events, logger: child('membership-events') }),
+      start: async () => startMembershipEvents({ store: new MembershipEventsStore(etcd, (transaction) => ctx.election.fencedCommit(transaction)), inventory: new InventoryReader(etcd), events, logger: child('membership-events') }),
     },
     {
       name: 'etcd member promotion',
-      start: () => startEtcdMemberPromotion({ store: new ServersStore(etcd, (compares, ops) => ctx.election.fencedCommit(compares, ops)), membership: new EtcdMembership(etcd), logger: child('etcd-members') }),
+      start: () => startEtcdMemberPromotion({ store: new ServersStore(etcd, (transaction) => ctx.election.fencedCommit(transaction)), membership: new EtcdMembership(etcd), logger: child('etcd-members') }),
     },
     {
       name: 'etcd corruption scan',
-      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, (ops) => ctx.election.fencedWrite(ops)), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(etcd), logger: child('etcd-corruption') }),
+      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, (transaction) => ctx.election.fencedCommit(transaction)), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(etcd), logger: child('etcd-corruption') }),
     },
     { name: 'snapshot retention', start: async () => startSnapshotRetention({ store: snapshotStore, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {
       name: 'volume controller',
       start: async () => {
         const controller = new VolumeController({
-          store: new VolumeControllerStore(etcd, (compares, ops) => ctx.election.fencedCommit(compares, ops), child('volume-controller')),
+          store: new VolumeControllerStore(etcd, (transaction) => ctx.election.fencedCommit(transaction), child('volume-controller')),
           logger: child('volume-controller'),
           events,
           clusterUUID: ctx.cluster.UUID,

@@ -37,10 +37,8 @@ const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[];
   'control-plane/leadership/leader-election.ts': { imports: ['etcd3', 'keys'], why: 'the leader key and the fence: part of the one transaction helper (item 2)' },
   'control-plane/logs/etcd-dump.ts': { imports: ['etcd3', 'keys'], why: ETCD_DRIVER },
   'control-plane/metrics/control-plane-metrics.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
-  'control-plane/projects/etcd-guards.ts': { imports: ['etcd3', 'keys'], why: 'one of the three guarded-write idioms: replaced by the one transaction helper (item 2)' },
   'control-plane/servers/etcd-members.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/servers/etcd-membership.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
-  'control-plane/volumes/txn-batcher.ts': { imports: ['etcd3'], why: 'batches fenced commits of etcd ops: part of the one transaction helper (item 2)' },
   'control-plane/watch-cache/watch-cache.ts': { imports: ['etcd3', 'keys'], why: 'the API\'s view of etcd (item 1): to become the one watched state, under lib/etcd/' },
 };
 

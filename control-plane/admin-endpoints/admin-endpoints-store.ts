@@ -2,8 +2,8 @@
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import { commitTransaction, unchanged, type CommitResult } from '../../lib/etcd/transaction.js';
 import type { AdminEndpointRecord } from '../../lib/records.js';
-import { commitGuarded, type CommitResult } from '../projects/etcd-guards.js';
 
 export type { AdminEndpointRecord };
 
@@ -26,10 +26,10 @@ export class AdminEndpointsStore {
   /** Writes the record if its key is still at `expectedRevision` ('0': absent). */
   put(record: AdminEndpointRecord, expectedRevision: string): Promise<CommitResult> {
     const key = keys.adminEndpoint(record.port);
-    return commitGuarded(this.etcd, [{ key, revision: expectedRevision }], [{ put: key, value: record }]);
+    return commitTransaction(this.etcd, { guards: [{ key, revision: expectedRevision }], writes: [{ put: key, value: record }] });
   }
 
-  delete(current: Versioned<AdminEndpointRecord>): Promise<boolean> {
-    return this.records.commitIf([[current.key, current.revision]], [this.records.delete(current.key)]);
+  async delete(current: Versioned<AdminEndpointRecord>): Promise<boolean> {
+    return (await commitTransaction(this.etcd, { guards: [unchanged(current)], writes: [{ delete: current.key }] })).succeeded;
   }
 }

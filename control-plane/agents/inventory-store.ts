@@ -2,6 +2,7 @@
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { parseRecord } from '../../lib/etcd/client.js';
+import { commitTransaction, type Guard, type Write } from '../../lib/etcd/transaction.js';
 import type { DeviceRecord, ServerFactsRecord } from '../../lib/records.js';
 
 export interface InventoryReport {
@@ -24,11 +25,8 @@ export class InventoryStore {
         this.etcd.getAll().prefix(keys.devicesPrefix()).exec(),
       ]);
       const reported = new Set(report.devices.map((d) => d.serial));
-      const txn = this.etcd.if(keys.serverFacts(serverUUID), 'Mod', '==', factsNow.kvs[0]?.mod_revision ?? 0);
-      const ops = [
-        this.etcd.put(keys.serverFacts(serverUUID)).value(JSON.stringify(report.facts)),
-      ];
-      const compares: [string, string][] = [];
+      const guards: Guard[] = [{ key: keys.serverFacts(serverUUID), revision: factsNow.kvs[0]?.mod_revision ?? '0' }];
+      const writes: Write[] = [{ put: keys.serverFacts(serverUUID), value: report.facts }];
       // Unchanged devices are not rewritten: their ETag (mod_revision) changes only on change.
       const unchanged = new Set<string>();
       for (const kv of existing.kvs) {
@@ -36,22 +34,20 @@ export class InventoryStore {
         const device = parseRecord<DeviceRecord>(key, kv.value);
         if (!device) continue;
         if (reported.has(device.serial)) {
-          compares.push([key, kv.mod_revision]);
+          guards.push({ key, revision: kv.mod_revision });
           unchanged.add(device.serial);
           const fresh = report.devices.find((d) => d.serial === device.serial);
           if (fresh && !sameDevice(fresh, device)) unchanged.delete(device.serial);
         } else if (device.serverUUID === serverUUID && device.present) {
-          compares.push([key, kv.mod_revision]);
+          guards.push({ key, revision: kv.mod_revision });
           // reportedAt becomes the time the device was found missing (its failureTime).
-          ops.push(this.etcd.put(key).value(JSON.stringify({ ...device, present: false, reportedAt: report.facts.reportedAt })));
+          writes.push({ put: key, value: { ...device, present: false, reportedAt: report.facts.reportedAt } });
         }
       }
       for (const device of report.devices) {
-        if (!unchanged.has(device.serial)) ops.push(this.etcd.put(keys.device(device.serial)).value(JSON.stringify(device)));
+        if (!unchanged.has(device.serial)) writes.push({ put: keys.device(device.serial), value: device });
       }
-      for (const [key, revision] of compares) txn.and(key, 'Mod', '==', revision);
-      const result = await txn.then(...ops).commit();
-      if (result.succeeded) return;
+      if ((await commitTransaction(this.etcd, { guards, writes })).succeeded) return;
     }
     throw new Error(`inventory of server ${serverUUID} kept changing under concurrent writes`);
   }

@@ -1,8 +1,8 @@
 // Persists the storage pools agents report: /strata/node-pools/<nodeUUID> (docs/etcd-keys.md).
 import type { Etcd3 } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { commitTransaction, type Guard, type Write } from '../../lib/etcd/transaction.js';
 import type { NodePoolRecord } from '../../lib/records.js';
 
 /** A reported pool before the store adds what it derives from the previous record. */
@@ -22,23 +22,23 @@ export class NodePoolStore {
   async save(agentNodes: readonly string[], reported: readonly ReportedPool[]): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const current = await Promise.all(agentNodes.map((node) => this.etcd.get(keys.nodePool(node)).exec()));
-      const txn = this.etcd.if(keys.nodePool(agentNodes[0] ?? ''), 'Mod', '>', -1);
-      const ops: IOperation[] = [];
+      const guards: Guard[] = [];
+      const writes: Write[] = [];
       agentNodes.forEach((node, i) => {
         const kv = current[i]?.kvs[0];
         const key = keys.nodePool(node);
-        txn.and(key, 'Mod', '==', kv?.mod_revision ?? 0);
+        guards.push({ key, revision: kv?.mod_revision ?? '0' });
         const before = kv ? parseRecord<NodePoolRecord>(key, kv.value) : null;
         const pool = reported.find((p) => p.nodeUUID === node);
         if (!pool) {
-          if (kv) ops.push(this.etcd.delete().key(key));
+          if (kv) writes.push({ delete: key });
           return;
         }
         const next = withDeviceHistory(pool, before);
-        if (!before || !samePool(before, next)) ops.push(this.etcd.put(key).value(JSON.stringify(next)));
+        if (!before || !samePool(before, next)) writes.push({ put: key, value: next });
       });
-      if (ops.length === 0) return;
-      if ((await txn.then(...ops).commit()).succeeded) return;
+      if (writes.length === 0) return;
+      if ((await commitTransaction(this.etcd, { guards, writes })).succeeded) return;
     }
     throw new Error(`the pools of nodes ${agentNodes.join(', ')} kept changing under concurrent writes`);
   }

@@ -1,8 +1,8 @@
 // Persists the volume states agents report: /strata/volume-status/<volume>/<node>.
 import type { Etcd3 } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { parseRecord } from '../../lib/etcd/client.js';
+import { commitTransaction } from '../../lib/etcd/transaction.js';
 import type { VolumeStatusRecord } from '../../lib/records.js';
 import { withWrittenReport, type WrittenReport } from '../volumes/user-written.js';
 
@@ -47,7 +47,7 @@ export class VolumeStatusStore {
         if (kv && record) stored.set(key, { record, revision: kv.mod_revision });
       });
     }
-    const writes: { key: string; op: IOperation }[] = [];
+    const writes: { key: string; value: VolumeStatusRecord }[] = [];
     const listed = new Set<string>();
     for (const { written, ...status } of reported) {
       const key = keys.volumeStatus(status.volumeUUID, status.nodeUUID);
@@ -55,20 +55,21 @@ export class VolumeStatusStore {
       const before = stored.get(key)?.record;
       const userWritten = withWrittenReport(before?.userWritten, written);
       const record: VolumeStatusRecord = { ...status, ...(userWritten ? { userWritten } : {}) };
-      if (!before || !sameStatus(before, record)) writes.push({ key, op: this.etcd.put(key).value(JSON.stringify(record)) });
+      if (!before || !sameStatus(before, record)) writes.push({ key, value: record });
     }
     for (const [key, { record }] of stored) {
       if (!listed.has(key) && record.state !== 'Absent') {
-        writes.push({ key, op: this.etcd.put(key).value(JSON.stringify({ ...record, state: 'Absent', error: '', connectedHosts: [], snapshots: [], reportedAt: new Date().toISOString() })) });
+        writes.push({ key, value: { ...record, state: 'Absent', error: '', connectedHosts: [], snapshots: [], reportedAt: new Date().toISOString() } });
       }
     }
     for (let i = 0; i < writes.length; i += OPS_PER_TXN) {
       const chunk = writes.slice(i, i + OPS_PER_TXN);
-      const [first, ...rest] = chunk.map((w) => [w.key, stored.get(w.key)?.revision ?? '0'] as const);
-      // A key read absent compares with mod_revision 0: made meanwhile, it fails the transaction too.
-      const txn = this.etcd.if(first![0], 'Mod', '==', first![1]);
-      for (const [key, revision] of rest) txn.and(key, 'Mod', '==', revision);
-      if (!(await txn.then(...chunk.map((w) => w.op)).commit()).succeeded) return false;
+      // A key read absent is guarded at revision '0': made meanwhile, it fails the transaction too.
+      const result = await commitTransaction(this.etcd, {
+        guards: chunk.map((w) => ({ key: w.key, revision: stored.get(w.key)?.revision ?? '0' })),
+        writes: chunk.map((w) => ({ put: w.key, value: w.value })),
+      });
+      if (!result.succeeded) return false;
     }
     return true;
   }

@@ -7,7 +7,7 @@ import type { Versioned } from '../../lib/etcd/record-store.js';
 import type { CredentialRecord, ProjectRecord } from '../../lib/records.js';
 import { SYSTEM_PROJECT } from '../auth/permissions.js';
 import { ROOT_CREDENTIAL } from '../bootstrap/bootstrap.js';
-import { GUARDED_ATTEMPTS } from '../projects/etcd-guards.js';
+import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
 import type { ProjectsStore } from '../projects/projects-store.js';
 import type { CreateCredentialInput } from './credentials-schema.js';
 import type { CredentialRecordsStore } from './credentials-store.js';

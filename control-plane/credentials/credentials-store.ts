@@ -3,8 +3,8 @@
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import { commitTransaction, unchanged, type CommitResult } from '../../lib/etcd/transaction.js';
 import type { CredentialRecord, ProjectRecord } from '../../lib/records.js';
-import { commitGuarded, type CommitResult } from '../projects/etcd-guards.js';
 
 export class CredentialRecordsStore {
   private readonly records: RecordStore;
@@ -25,17 +25,10 @@ export class CredentialRecordsStore {
   /** Creates the credential if its name is free and the project is still as read (not deleted meanwhile). */
   create(record: CredentialRecord, project: Versioned<ProjectRecord>): Promise<CommitResult> {
     const key = keys.credential(record.project, record.name);
-    return commitGuarded(
-      this.etcd,
-      [
-        { key, revision: '0' },
-        { key: project.key, revision: project.revision },
-      ],
-      [{ put: key, value: record }],
-    );
+    return commitTransaction(this.etcd, { guards: [{ key, revision: '0' }, unchanged(project)], writes: [{ put: key, value: record }] });
   }
 
   async delete(current: Versioned<CredentialRecord>): Promise<boolean> {
-    return this.records.commitIf([[current.key, current.revision]], [this.records.delete(current.key)]);
+    return (await commitTransaction(this.etcd, { guards: [unchanged(current)], writes: [{ delete: current.key }] })).succeeded;
   }
 }

@@ -1,11 +1,11 @@
 // Where the etcd corruption scan lives in etcd (docs/etcd-keys.md): the last scan asked for
 // (/strata/etcd-corruption/scan-request) and the last result (/strata/etcd-corruption/status),
 // the result written with its events in one transaction, fenced by the leader's term when the
-// composition root gives the fenced write. The service and the scanner see requests and results.
+// composition root gives the fenced commit. The service and the scanner see requests and results.
 import type { Etcd3 } from 'etcd3';
-import { commitOps, parseRecord } from '../../lib/etcd/client.js';
+import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { FencedWrite } from '../../lib/etcd/record-store.js';
+import { commitUnguarded, type Committer, type Write } from '../../lib/etcd/transaction.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
 import type { MemberScan } from './etcd-hash-scan.js';
 
@@ -32,10 +32,10 @@ export interface ScanRequestWatch {
 }
 
 export class EtcdCorruptionStore {
-  /** Without `fencedWrite`, results are written in plain transactions (the API side never writes one). */
+  /** Without `fencedCommit` (LeaderElection.fencedCommit), results are written in plain transactions (the API side never writes one). */
   constructor(
     private readonly etcd: Etcd3,
-    private readonly fencedWrite?: FencedWrite,
+    private readonly fencedCommit?: Committer,
   ) {}
 
   async putRequest(request: EtcdCorruptionScanRequest): Promise<void> {
@@ -62,9 +62,8 @@ export class EtcdCorruptionStore {
 
   /** Writes the result (none: events alone) with its events in one (fenced) transaction; nothing to write, no transaction. */
   async commit(status: EtcdCorruptionStatus | null, events: readonly PreparedEvent[]): Promise<void> {
-    const ops = [...(status ? [this.etcd.put(keys.etcdCorruptionStatus()).value(JSON.stringify(status))] : []), ...events.flatMap((e) => e.ops)];
-    if (ops.length === 0) return;
-    if (this.fencedWrite) await this.fencedWrite(ops);
-    else await commitOps(this.etcd, ops);
+    const writes: Write[] = [...(status ? [{ put: keys.etcdCorruptionStatus(), value: status }] : []), ...events.flatMap((e) => e.writes)];
+    if (writes.length === 0) return;
+    await commitUnguarded(this.etcd, writes, this.fencedCommit);
   }
 }

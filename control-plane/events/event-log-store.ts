@@ -2,17 +2,16 @@
 // one immutable key per event, put alone or in the transaction of the change it records, and the
 // `event-log` feature flag that turns recording off. event-store.ts reads, counts and trims it.
 import type { Etcd3 } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
-import { commitOps } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { commitUnguarded, type Write } from '../../lib/etcd/transaction.js';
 import type { Logger } from '../../lib/logger.js';
 import type { EventWire } from './event-wire.js';
 
 export interface PreparedEvent {
   readonly id: string;
   readonly wire: EventWire;
-  /** Commit these (alone, or a store puts them in its own transaction) to append the event. */
-  readonly ops: IOperation[];
+  /** Committed alone, or in the transaction of the change the event records, they append the event. */
+  readonly writes: readonly Write[];
 }
 
 export class EventLogStore {
@@ -20,12 +19,12 @@ export class EventLogStore {
 
   /** The event, ready to append. */
   prepare(id: string, wire: EventWire): PreparedEvent {
-    return { id, wire, ops: [this.etcd.put(keys.event(id)).value(JSON.stringify(wire))] };
+    return { id, wire, writes: [{ put: keys.event(id), value: wire }] };
   }
 
   /** Appends it alone. */
   async append(event: PreparedEvent): Promise<void> {
-    await commitOps(this.etcd, event.ops);
+    await commitUnguarded(this.etcd, event.writes);
   }
 
   /** Whether a feature flag is on: absent, or a record that cannot be read (logged), is on. */

@@ -5,7 +5,7 @@
 // its caller's transaction).
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
-import { prefixEnd } from '../../lib/etcd/record-store.js';
+import { prefixEnd } from '../../lib/etcd/transaction.js';
 import { olderThanIdBound } from './event-id.js';
 import type { EventWire } from './event-wire.js';
 

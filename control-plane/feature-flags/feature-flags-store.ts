@@ -2,6 +2,7 @@
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import { commitTransaction } from '../../lib/etcd/transaction.js';
 import type { ClusterRecord } from '../../lib/records.js';
 import type { FeatureFlagName } from '../volumes/volume-dependencies.js';
 
@@ -30,9 +31,9 @@ export class FeatureFlagsStore {
   }
 
   /** Writes the flag if it is still at `expectedRevision` ('0': never written). */
-  put(record: FeatureFlagRecord, expectedRevision: string): Promise<boolean> {
+  async put(record: FeatureFlagRecord, expectedRevision: string): Promise<boolean> {
     const key = keys.featureFlag(record.name);
-    return this.records.commitIf([[key, expectedRevision]], [this.records.put(key, record)]);
+    return (await commitTransaction(this.records.etcd, { guards: [{ key, revision: expectedRevision }], writes: [{ put: key, value: record }] })).succeeded;
   }
 
   /** The cluster's identity, for the events a change records. */

@@ -47,8 +47,8 @@ export class TrustedHostStore {
     return this.sealed.changeHosts(
       {
         same: (a, b) => a.projectName === b.projectName && a.name === b.name,
-        put: (r, isNew) => [this.records.put(keys.trustedHost(r.projectName, r.name), r), ...(isNew ? [this.records.put(keys.trustedHostNqn(r.hostNQN), { project: r.projectName, name: r.name })] : [])],
-        remove: (r) => [this.records.delete(keys.trustedHost(r.projectName, r.name)), this.records.delete(keys.trustedHostNqn(r.hostNQN))],
+        put: (r, isNew) => [{ put: keys.trustedHost(r.projectName, r.name), value: r }, ...(isNew ? [{ put: keys.trustedHostNqn(r.hostNQN), value: { project: r.projectName, name: r.name } }] : [])],
+        remove: (r) => [{ delete: keys.trustedHost(r.projectName, r.name) }, { delete: keys.trustedHostNqn(r.hostNQN) }],
       },
       decide,
     );

@@ -74,20 +74,26 @@ describe('active cluster manager election', () => {
       await b.start(clientB.lease(TTL));
       assert.equal(a.isLeader, true);
       assert.equal(b.isLeader, false);
-      await a.fencedWrite([clientA.put('/strata/test/fenced').value('by-a')]);
-      assert.equal(await clientA.get('/strata/test/fenced').string(), 'by-a');
+      const put = (value: string) => ({ guards: [], writes: [{ put: '/strata/test/fenced', value }] });
+      const fenced = async () => JSON.parse((await clientA.get('/strata/test/fenced').string()) ?? 'null') as unknown;
+      assert.equal(await a.fencedCommit(put('by-a')), true);
+      assert.equal(await fenced(), 'by-a');
 
       // Simulate A's lease expiring behind its back: delete the key; B campaigns and wins.
       await clientB.delete().key(keys.leader());
       await waitUntil(async () => (b.isLeader ? true : undefined), 'b leads', 3000);
       await assert.rejects(
-        a.fencedWrite([clientA.put('/strata/test/fenced').value('stale')]),
+        a.fencedCommit(put('stale')),
         (err: unknown) => err instanceof StrataError && err.code === 'NOT_LEADER',
       );
       assert.equal(a.isLeader, false);
-      assert.equal(await clientA.get('/strata/test/fenced').string(), 'by-a', 'the stale write did not land');
-      await b.fencedWrite([clientB.put('/strata/test/fenced').value('by-b')]);
-      assert.equal(await clientA.get('/strata/test/fenced').string(), 'by-b');
+      assert.equal(await fenced(), 'by-a', 'the stale write did not land');
+      assert.equal(await b.fencedCommit(put('by-b')), true);
+      assert.equal(await fenced(), 'by-b');
+      // A guard of the transaction's own that fails: false, and the leader stays leader.
+      assert.equal(await b.fencedCommit({ guards: [{ key: '/strata/test/fenced', revision: '0' }], writes: put('not written').writes }), false);
+      assert.equal(b.isLeader, true);
+      assert.equal(await fenced(), 'by-b');
     } finally {
       await a.stop();
       await b.stop();

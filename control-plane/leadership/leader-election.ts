@@ -3,19 +3,18 @@
 // the protocol here is one key and one compare:
 //   campaign  = txn(if leader key absent) put leader key with my lease
 //   term      = the leader key's create_revision when I won (unique per term)
-//   fenced write = txn(if leader key create_revision == my term) then <ops>
-// A deposed leader's fenced write fails even if it has not noticed yet; it then steps down.
+//   fenced commit = a transaction (lib/etcd/transaction.ts) guarded on the leader key's
+//                   create_revision == my term, and on whatever else the writer read
+// A deposed leader's fenced commit fails even if it has not noticed yet; it then steps down.
 import type { Etcd3, Lease, Watcher } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
 import { StrataError } from '../../lib/errors.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { parseRecord } from '../../lib/etcd/client.js';
-import type { FenceCompare } from '../../lib/etcd/record-store.js';
+import { commitTransaction, type Guard, type Transaction } from '../../lib/etcd/transaction.js';
 import type { Logger } from '../../lib/logger.js';
 import type { LeaderRecord } from '../../lib/records.js';
 
 export type LeadershipListener = (isLeader: boolean) => void;
-export type { FenceCompare };
 
 export class LeaderElection {
   private term: string | undefined;
@@ -68,31 +67,15 @@ export class LeaderElection {
   }
 
   /**
-   * Commits `ops` only while this instance is the leader of the current term. Throws NOT_LEADER
-   * (and steps down) when the term has ended.
+   * Commits the transaction only while this instance is the leader of the current term (its
+   * leader-term guard is added to the transaction's own). Returns false when one of the
+   * transaction's guards failed (the caller re-reads and retries); throws NOT_LEADER (and steps
+   * down) when the leadership term ended.
    */
-  async fencedWrite(ops: IOperation[]): Promise<void> {
+  async fencedCommit(transaction: Transaction): Promise<boolean> {
     const term = this.term;
     if (term === undefined) throw new StrataError('NOT_LEADER', 'this control plane is not the active cluster manager');
-    const result = await this.etcd.if(keys.leader(), 'Create', '==', term).then(...ops).commit();
-    if (!result.succeeded) {
-      this.stepDown('fenced write refused: leadership term ended');
-      throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
-    }
-  }
-
-  /**
-   * Like fencedWrite, with extra compares on the records the write depends on:
-   * `[key, 'Mod' | 'Create', revision]` ('0' = the key must not exist). Returns false when one
-   * of those compares failed (the caller re-reads and retries); throws NOT_LEADER when the
-   * leadership term ended.
-   */
-  async fencedCommit(compares: readonly FenceCompare[], ops: IOperation[]): Promise<boolean> {
-    const term = this.term;
-    if (term === undefined) throw new StrataError('NOT_LEADER', 'this control plane is not the active cluster manager');
-    const txn = this.etcd.if(keys.leader(), 'Create', '==', term);
-    for (const [key, target, revision] of compares) txn.and(key, target, '==', revision);
-    const result = await txn.then(...ops).commit();
+    const result = await commitTransaction(this.etcd, { guards: [termGuard(term), ...transaction.guards], writes: transaction.writes });
     if (result.succeeded) return true;
     const leader = await this.etcd.get(keys.leader()).exec();
     if (leader.kvs[0]?.create_revision !== term) {
@@ -100,6 +83,11 @@ export class LeaderElection {
       throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
     }
     return false;
+  }
+
+  /** Deletes the leader key if it is still this term's. */
+  private async resign(term: string): Promise<void> {
+    await commitTransaction(this.etcd, { guards: [termGuard(term)], writes: [{ delete: keys.leader() }] });
   }
 
   async stop(): Promise<void> {
@@ -110,7 +98,7 @@ export class LeaderElection {
     this.watcher = undefined;
     if (term !== undefined) {
       // Resign at once so another instance takes over without waiting for the TTL.
-      await this.etcd.if(keys.leader(), 'Create', '==', term).then(this.etcd.delete().key(keys.leader())).commit().catch(() => undefined);
+      await this.resign(term).catch(() => undefined);
     }
   }
 
@@ -131,7 +119,7 @@ export class LeaderElection {
         // The txn created the key, so its revision is the key's create_revision: the term.
         this.term = result.header.revision;
         if (this.stopped || this.lease !== lease) {
-          await this.etcd.if(keys.leader(), 'Create', '==', this.term).then(this.etcd.delete().key(keys.leader())).commit();
+          await this.resign(this.term);
           this.term = undefined;
           return;
         }
@@ -162,4 +150,9 @@ export class LeaderElection {
       }
     }
   }
+}
+
+/** The leader-term guard: the leader key is still the one created when the term was won. */
+function termGuard(term: string): Guard {
+  return { key: keys.leader(), createRevision: term };
 }

@@ -1,13 +1,12 @@
 // What the membership events controller (membership-events.ts) last reported, in etcd:
 // /strata/membership-events/{nodes,servers,devices}/<id>, each written in the same transaction as
 // the event that reported it (fenced by the leader's term when the composition root gives the
-// fenced write); and the watch on the records those events derive from (presence, nodes, servers,
+// fenced commit); and the watch on the records those events derive from (presence, nodes, servers,
 // devices).
 import type { Etcd3, Watcher } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
-import { commitOps, parseRecord } from '../../lib/etcd/client.js';
+import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { FencedWrite } from '../../lib/etcd/record-store.js';
+import { commitUnguarded, type Committer, type Write } from '../../lib/etcd/transaction.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
 
 /** The keys of what the controller last reported (lib/etcd/keys.ts). */
@@ -61,10 +60,10 @@ export interface MembershipWatch {
 }
 
 export class MembershipEventsStore {
-  /** Without `fencedWrite`, writes are plain transactions (tests). */
+  /** Without `fencedCommit` (LeaderElection.fencedCommit), writes are plain transactions (tests). */
   constructor(
     private readonly etcd: Etcd3,
-    private readonly fencedWrite?: FencedWrite,
+    private readonly fencedCommit?: Committer,
   ) {}
 
   async loadReported(): Promise<Reported> {
@@ -106,13 +105,12 @@ export class MembershipEventsStore {
 
   /** Writes the states with their events in one (fenced) transaction. */
   async commit(writes: readonly ReportedWrite[]): Promise<void> {
-    const ops: IOperation[] = [];
+    const all: Write[] = [];
     for (const { kind, id, reported, event } of writes) {
-      if (event) ops.push(...event.ops);
+      if (event) all.push(...event.writes);
       const key = membershipKeys[kind](id);
-      ops.push(reported ? this.etcd.put(key).value(JSON.stringify(reported)) : this.etcd.delete().key(key));
+      all.push(reported ? { put: key, value: reported } : { delete: key });
     }
-    if (this.fencedWrite) await this.fencedWrite(ops);
-    else await commitOps(this.etcd, ops);
+    await commitUnguarded(this.etcd, all, this.fencedCommit);
   }
 }

@@ -11,7 +11,7 @@ import type { EventPreparer } from '../events/etcd-event-log.js';
 import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
-import { GUARDED_ATTEMPTS } from '../projects/etcd-guards.js';
+import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
 import { nameSome, type NodeCopiesSource } from './node-copies.js';
 import type { CheckedNode, NodeCommandsStore } from './node-commands-store.js';
 import { nodeETag, nodeStateAndInfo } from './nodes-service.js';
@@ -158,7 +158,7 @@ export class NodeCommandsService {
         }),
       );
       const checkedNodes = [{ node, command: current }, ...checked];
-      if (await this.deps.store.record(command, checkedNodes, prepared?.ops ?? [], view.snapshot.revision)) return;
+      if (await this.deps.store.record(command, checkedNodes, prepared, view.snapshot.revision)) return;
     }
     throw new StrataError('OPERATION_IN_PROGRESS', `node commands kept changing while the ${kind} command for node ${nodeUUID} was being recorded; retry`);
   }

@@ -120,7 +120,7 @@ export class NvmeDevicesService {
           description: `NVMe device ${device.record.serial} (${device.record.sizeBytes} bytes) was given to node ${node.record.name} (${node.record.UUID}) as a data device; its storage pool grows`,
         }),
       );
-      if (await this.writes.store.attach(node, device, presence!, prepared?.ops ?? [])) return;
+      if (await this.writes.store.attach(node, device, presence!, prepared)) return;
     }
     throw new StrataError('OPERATION_IN_PROGRESS', `node ${input.nodeUUID} or device ${input.serialNumber} kept changing while the device was being added; retry`);
   }

@@ -37,8 +37,8 @@ export class TlsHostStore {
     return this.sealed.changeHosts(
       {
         same: (a, b) => a.name === b.name,
-        put: (r, isNew) => [this.records.put(keys.tlsHost(r.name), r), ...(isNew ? [this.records.put(keys.tlsHostNqn(r.hostNQN), { name: r.name })] : [])],
-        remove: (r) => [this.records.delete(keys.tlsHost(r.name)), this.records.delete(keys.tlsHostNqn(r.hostNQN))],
+        put: (r, isNew) => [{ put: keys.tlsHost(r.name), value: r }, ...(isNew ? [{ put: keys.tlsHostNqn(r.hostNQN), value: { name: r.name } }] : [])],
+        remove: (r) => [{ delete: keys.tlsHost(r.name) }, { delete: keys.tlsHostNqn(r.hostNQN) }],
       },
       decide,
     );

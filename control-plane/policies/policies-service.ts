@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { StrataError, errors } from '../../lib/errors.js';
 import type { Versioned } from '../../lib/etcd/record-store.js';
 import type { ProjectRecord } from '../../lib/records.js';
-import { GUARDED_ATTEMPTS } from '../projects/etcd-guards.js';
+import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
 import type { ProjectsStore } from '../projects/projects-store.js';
 import { scopeIncludes, type ReadScope } from '../projects/read-scope.js';
 import type { VolumeUsage } from '../volumes/volume-dependencies.js';

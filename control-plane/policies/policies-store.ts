@@ -1,13 +1,13 @@
 // Policies in etcd: /strata/policies/<UUID> and the cluster-wide name index
 // /strata/policy-names/<name> → {UUID}, always written and removed in the same transaction.
-// Guards (../projects/etcd-guards.ts) keep policies and the projects that name them consistent:
+// Guards (lib/etcd/transaction.ts) keep policies and the projects that name them consistent:
 // a scope never names a project deleted concurrently, and a policy is never deleted or narrowed
 // while a project default or a volume is being pointed at it.
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import { commitTransaction, currentRevision, unchanged, type CommitResult } from '../../lib/etcd/transaction.js';
 import type { ProjectRecord } from '../../lib/records.js';
-import { commitGuarded, currentRevision, type CommitResult } from '../projects/etcd-guards.js';
 import type { PolicyNameRecord, PolicyRecord } from './policy-record.js';
 
 export class PoliciesStore {
@@ -44,18 +44,13 @@ export class PoliciesStore {
   /** Creates the policy if its UUID and name are free and every scoped project is still as read. */
   create(record: PolicyRecord, scopeProjects: readonly Versioned<ProjectRecord>[]): Promise<CommitResult> {
     const index: PolicyNameRecord = { UUID: record.UUID };
-    return commitGuarded(
-      this.etcd,
-      [
-        { key: keys.policy(record.UUID), revision: '0' },
-        { key: keys.policyName(record.name), revision: '0' },
-        ...scopeProjects.map((p) => ({ key: p.key, revision: p.revision })),
-      ],
-      [
+    return commitTransaction(this.etcd, {
+      guards: [{ key: keys.policy(record.UUID), revision: '0' }, { key: keys.policyName(record.name), revision: '0' }, ...scopeProjects.map(unchanged)],
+      writes: [
         { put: keys.policy(record.UUID), value: record },
         { put: keys.policyName(record.name), value: index },
       ],
-    );
+    });
   }
 
   /**
@@ -63,15 +58,10 @@ export class PoliciesStore {
    * project changed since `checkedAt` (the caller checked which projects use it as default).
    */
   update(current: Versioned<PolicyRecord>, record: PolicyRecord, scopeProjects: readonly Versioned<ProjectRecord>[], checkedAt: string): Promise<CommitResult> {
-    return commitGuarded(
-      this.etcd,
-      [
-        { key: current.key, revision: current.revision },
-        ...scopeProjects.map((p) => ({ key: p.key, revision: p.revision })),
-        { prefix: keys.projectsPrefix(), unchangedSince: checkedAt },
-      ],
-      [{ put: current.key, value: record }],
-    );
+    return commitTransaction(this.etcd, {
+      guards: [unchanged(current), ...scopeProjects.map(unchanged), { prefix: keys.projectsPrefix(), unchangedSince: checkedAt }],
+      writes: [{ put: current.key, value: record }],
+    });
   }
 
   /**
@@ -79,15 +69,10 @@ export class PoliciesStore {
    * `checkedAt` (the caller counted the projects and volumes that use it).
    */
   async delete(current: Versioned<PolicyRecord>, checkedAt: string): Promise<boolean> {
-    const result = await commitGuarded(
-      this.etcd,
-      [
-        { key: current.key, revision: current.revision },
-        { prefix: keys.projectsPrefix(), unchangedSince: checkedAt },
-        { prefix: keys.volumesPrefix(), unchangedSince: checkedAt },
-      ],
-      [{ delete: current.key }, { delete: keys.policyName(current.record.name) }],
-    );
+    const result = await commitTransaction(this.etcd, {
+      guards: [unchanged(current), { prefix: keys.projectsPrefix(), unchangedSince: checkedAt }, { prefix: keys.volumesPrefix(), unchangedSince: checkedAt }],
+      writes: [{ delete: current.key }, { delete: keys.policyName(current.record.name) }],
+    });
     return result.succeeded;
   }
 }

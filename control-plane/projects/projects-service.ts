@@ -10,7 +10,7 @@ import type { PolicyRecord } from '../policies/policy-record.js';
 import { isVisibleTo } from '../policies/policy-record.js';
 import type { PoliciesStore } from '../policies/policies-store.js';
 import type { VolumeUsage } from '../volumes/volume-dependencies.js';
-import { GUARDED_ATTEMPTS } from './etcd-guards.js';
+import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
 import { type CreateProjectInput, type DefaultPolicyInput, type UpdateProjectInput } from './projects-schema.js';
 import type { ProjectsStore } from './projects-store.js';
 import { scopeIncludes, type ReadScope } from './read-scope.js';

@@ -1,12 +1,12 @@
 // Projects in etcd (/strata/projects/<name>), and the counts a project's deletion depends on.
-// Every write is one guarded transaction (etcd-guards.ts): a project never refers to a policy
+// Every write is one guarded transaction (lib/etcd/transaction.ts): a project never refers to a policy
 // that was deleted or narrowed concurrently, and is never deleted while something is being
 // created in it.
 import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import { commitTransaction, currentRevision, unchanged, type CommitResult, type Guard } from '../../lib/etcd/transaction.js';
 import type { ProjectRecord, SnapshotRecord } from '../../lib/records.js';
-import { commitGuarded, currentRevision, type CommitResult, type Guard } from './etcd-guards.js';
 
 export class ProjectsStore {
   private readonly records: RecordStore;
@@ -30,15 +30,14 @@ export class ProjectsStore {
 
   /** Creates the project if its name is free and each referenced record is still at the revision read. */
   create(record: ProjectRecord, references: readonly Versioned<unknown>[]): Promise<CommitResult> {
-    return commitGuarded(this.etcd, [{ key: keys.project(record.name), revision: '0' }, ...guardsOf(references)], [
-      { put: keys.project(record.name), value: record },
-    ]);
+    return commitTransaction(this.etcd, {
+      guards: [{ key: keys.project(record.name), revision: '0' }, ...references.map(unchanged)],
+      writes: [{ put: keys.project(record.name), value: record }],
+    });
   }
 
   update(current: Versioned<ProjectRecord>, record: ProjectRecord, references: readonly Versioned<unknown>[]): Promise<CommitResult> {
-    return commitGuarded(this.etcd, [{ key: current.key, revision: current.revision }, ...guardsOf(references)], [
-      { put: current.key, value: record },
-    ]);
+    return commitTransaction(this.etcd, { guards: [unchanged(current), ...references.map(unchanged)], writes: [{ put: current.key, value: record }] });
   }
 
   /**
@@ -49,10 +48,9 @@ export class ProjectsStore {
   async delete(current: Versioned<ProjectRecord>, checkedAt: string): Promise<boolean> {
     const name = current.record.name;
     const since = (prefix: string): Guard => ({ prefix, unchangedSince: checkedAt });
-    const result = await commitGuarded(
-      this.etcd,
-      [
-        { key: current.key, revision: current.revision },
+    const result = await commitTransaction(this.etcd, {
+      guards: [
+        unchanged(current),
         since(keys.volumeNamesPrefix(name)),
         since(keys.volumesPrefix()),
         since(keys.snapshotNamesPrefix(name)),
@@ -60,8 +58,8 @@ export class ProjectsStore {
         since(keys.credentialsPrefix(name)),
         since(keys.policiesPrefix()),
       ],
-      [{ delete: current.key }],
-    );
+      writes: [{ delete: current.key }],
+    });
     return result.succeeded;
   }
 
@@ -79,8 +77,4 @@ export class ProjectsStore {
     const snapshots = await this.records.list<SnapshotRecord>(keys.snapshotsPrefix());
     return snapshots.filter((s) => s.record.projectName === project && s.record.state !== 'Deleting').length;
   }
-}
-
-function guardsOf(references: readonly Versioned<unknown>[]): Guard[] {
-  return references.map((r) => ({ key: r.key, revision: r.revision }));
 }

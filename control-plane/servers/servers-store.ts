@@ -6,7 +6,8 @@
 import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { FencedCommit, Versioned } from '../../lib/etcd/record-store.js';
+import type { Versioned } from '../../lib/etcd/record-store.js';
+import { commitTransaction, unchanged, type Committer } from '../../lib/etcd/transaction.js';
 import type { ServerRecord } from '../../lib/records.js';
 
 /** A server record an add wrote (`added` set). */
@@ -16,27 +17,26 @@ export class ServersStore {
   /** `fencedCommit`: the leader's, for the writes only the active cluster manager makes (completeAdd). */
   constructor(
     private readonly etcd: Etcd3,
-    private readonly fencedCommit?: FencedCommit,
+    private readonly fencedCommit?: Committer,
   ) {}
 
   /** Creates the record if no server has its UUID: its revision, or null when one exists. */
   async create(record: ServerRecord): Promise<string | null> {
     const key = keys.server(record.UUID);
-    const created = await this.etcd.if(key, 'Create', '==', 0).then(this.etcd.put(key).value(JSON.stringify(record))).commit();
-    return created.succeeded ? created.header.revision : null;
+    const created = await commitTransaction(this.etcd, { guards: [{ key, revision: '0' }], writes: [{ put: key, value: record }] });
+    return created.succeeded ? created.revision : null;
   }
 
   /** Replaces the record if it is still at `revision`; false when it changed meanwhile. */
   async replaceAt(record: ServerRecord, revision: string): Promise<boolean> {
     const key = keys.server(record.UUID);
-    const result = await this.etcd.if(key, 'Mod', '==', revision).then(this.etcd.put(key).value(JSON.stringify(record))).commit();
-    return result.succeeded;
+    return (await commitTransaction(this.etcd, { guards: [{ key, revision }], writes: [{ put: key, value: record }] })).succeeded;
   }
 
   /** Deletes the record if it is still at `revision`; true when no record is left under the UUID. */
   async removeAt(serverUUID: string, revision: string): Promise<boolean> {
     const key = keys.server(serverUUID);
-    await this.etcd.if(key, 'Mod', '==', revision).then(this.etcd.delete().key(key)).commit();
+    await commitTransaction(this.etcd, { guards: [{ key, revision }], writes: [{ delete: key }] });
     return (await this.etcd.get(key).string()) === null;
   }
 
@@ -51,6 +51,6 @@ export class ServersStore {
   /** Writes `added` into the record read as `current`, fenced and compared on its revision: false when the record changed. */
   async completeAdd(current: Versioned<AddedServerRecord>, added: AddedServerRecord['added']): Promise<boolean> {
     if (!this.fencedCommit) throw new Error('ServersStore.completeAdd needs the leader\'s fenced commit');
-    return this.fencedCommit([[current.key, 'Mod', current.revision]], [this.etcd.put(current.key).value(JSON.stringify({ ...current.record, added }))]);
+    return this.fencedCommit({ guards: [unchanged(current)], writes: [{ put: current.key, value: { ...current.record, added } }] });
   }
 }

@@ -7,6 +7,7 @@ import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { idOfKey, keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import { commitTransaction, unchanged, type Guard, type Write } from '../../lib/etcd/transaction.js';
 import type { ClusterRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
 
 /** The value of a name index key (volume-names and snapshot-names). */
@@ -122,13 +123,14 @@ export class SnapshotStore {
   async create(record: SnapshotRecord, volume: Versioned<VolumeRecord>): Promise<CreateOutcome> {
     const nameKey = keys.snapshotName(record.projectName, record.name);
     const snapshotKey = keys.snapshot(record.UUID);
-    const result = await this.etcd
-      .if(nameKey, 'Mod', '==', 0)
-      .and(volume.key, 'Mod', '==', volume.revision)
-      .and(snapshotKey, 'Mod', '==', 0)
-      .then(this.records.put(snapshotKey, record), this.records.put(nameKey, { UUID: record.UUID } satisfies NameIndexValue))
-      .commit();
-    if (result.succeeded) return { kind: 'created', snapshot: { key: snapshotKey, record, revision: result.header.revision } };
+    const result = await commitTransaction(this.etcd, {
+      guards: [{ key: nameKey, revision: '0' }, unchanged(volume), { key: snapshotKey, revision: '0' }],
+      writes: [
+        { put: snapshotKey, value: record },
+        { put: nameKey, value: { UUID: record.UUID } satisfies NameIndexValue },
+      ],
+    });
+    if (result.succeeded) return { kind: 'created', snapshot: { key: snapshotKey, record, revision: result.revision } };
     return (await this.nameIndex(record.projectName, record.name)) ? { kind: 'name-taken' } : { kind: 'volume-changed' };
   }
 
@@ -141,14 +143,14 @@ export class SnapshotStore {
     const record: SnapshotRecord = { ...current.record, state: 'Deleting' };
     const nameKey = keys.snapshotName(record.projectName, record.name);
     const index = await this.nameIndex(record.projectName, record.name);
-    let txn = this.etcd.if(current.key, 'Mod', '==', current.revision);
-    const ops = [this.records.put(current.key, record)];
+    const guards: Guard[] = [unchanged(current)];
+    const writes: Write[] = [{ put: current.key, value: record }];
     if (index?.UUID === record.UUID) {
-      txn = txn.and(nameKey, 'Mod', '==', index.revision);
-      ops.push(this.records.delete(nameKey));
+      guards.push({ key: nameKey, revision: index.revision });
+      writes.push({ delete: nameKey });
     }
-    const result = await txn.then(...ops).commit();
-    return result.succeeded ? { key: current.key, record, revision: result.header.revision } : null;
+    const result = await commitTransaction(this.etcd, { guards, writes });
+    return result.succeeded ? { key: current.key, record, revision: result.revision } : null;
   }
 
   // ---- other resources' records, read-only ----

@@ -2,13 +2,12 @@
 // a watch-fed mirror of the records it derives placement, assignments, replica sets, snapshot
 // states and node replaces from, with per-volume indexes (a pass over 10,000 volumes must stay
 // linear, or it blocks the event loop long enough to lose the lease, and leadership); and its
-// writes, committed fenced by the leader's term and batched (txn-batcher.ts). The controller sees
+// writes, committed fenced by the leader's term and batched (lib/etcd/transaction.ts). The controller sees
 // records, revisions and what changed, and writes records guarded on the revisions it read.
 import type { Etcd3 } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
 import { idOfKey, keys } from '../../lib/etcd/keys.js';
 import { PrefixMirror, type MirroredRecord, type MirrorChange } from '../../lib/etcd/prefix-mirror.js';
-import type { FenceCompare, FencedCommit } from '../../lib/etcd/record-store.js';
+import { TransactionBatcher, type Committer, type Guard as RecordGuard, type Write as RecordWrite } from '../../lib/etcd/transaction.js';
 import type { Logger } from '../../lib/logger.js';
 import type {
   DeviceRecord,
@@ -25,7 +24,6 @@ import type {
 } from '../../lib/records.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
 import type { PolicyRecord } from '../policies/policy-record.js';
-import { TxnBatcher } from './txn-batcher.js';
 
 const PREFIXES = {
   volume: keys.volumesPrefix(),
@@ -90,12 +88,12 @@ export type Write =
 
 export class VolumeControllerStore {
   private readonly mirror: PrefixMirror;
-  private readonly batcher: TxnBatcher;
+  private readonly batcher: TransactionBatcher;
 
   /** `fencedCommit`: the leader's (LeaderElection.fencedCommit), from the composition root. */
   constructor(
-    private readonly etcd: Etcd3,
-    fencedCommit: FencedCommit,
+    etcd: Etcd3,
+    fencedCommit: Committer,
     logger: Logger,
   ) {
     this.mirror = new PrefixMirror(etcd, Object.values(PREFIXES), logger);
@@ -103,7 +101,7 @@ export class VolumeControllerStore {
     this.mirror.addIndex('status', PREFIXES.status, (key) => volumeOfStatusKey(key));
     this.mirror.addIndex('snapshots', PREFIXES.snapshot, (_key, record) => (record as SnapshotRecord).sourceVolumeUUID);
     this.mirror.addIndex('volumesOfProject', PREFIXES.volume, (_key, record) => (record as VolumeRecord).projectName);
-    this.batcher = new TxnBatcher(fencedCommit);
+    this.batcher = new TransactionBatcher(fencedCommit);
   }
 
   /** Loads the mirror and keeps it current; `changed` after every batch of changes (`reloaded`: anything may have changed). */
@@ -257,31 +255,30 @@ export class VolumeControllerStore {
    * holds; false when one did not (the caller looks again once the watch caught up).
    */
   commit(guards: readonly Guard[], writes: readonly Write[], event?: PreparedEvent | null): Promise<boolean> {
-    const ops = writes.flatMap((w) => this.opsOf(w));
-    return this.batcher.submit(guards.map(compareOf), event ? [...ops, ...event.ops] : ops);
-  }
-
-  private opsOf(write: Write): IOperation[] {
-    const put = (key: string, record: unknown) => this.etcd.put(key).value(JSON.stringify(record));
-    const remove = (key: string) => this.etcd.delete().key(key);
-    if ('volume' in write) return [put(keys.volume(write.volume.UUID), write.volume)];
-    if ('replicaSet' in write) return [put(keys.replicaSet(write.volumeUUID), write.replicaSet)];
-    if ('snapshot' in write) return [put(keys.snapshot(write.snapshot.UUID), write.snapshot)];
-    if ('node' in write) return [put(keys.node(write.node.UUID), write.node)];
-    if ('nodeCommand' in write) return [put(keys.nodeCommand(write.nodeCommand.nodeUUID), write.nodeCommand)];
-    if ('assignment' in write) return [put(keys.assignment(write.nodeUUID, write.volumeUUID), write.assignment)];
-    if ('nsid' in write) return [put(keys.nsid(write.nsid), { volumeUUID: write.volumeUUID }), put(keys.volumePort(write.port), { volumeUUID: write.volumeUUID })];
-    if ('removeAssignment' in write) return [remove(keys.assignment(write.removeAssignment.nodeUUID, write.removeAssignment.volumeUUID))];
-    if ('removeReplicaSet' in write) return [remove(keys.replicaSet(write.removeReplicaSet))];
-    if ('removeSnapshot' in write) return [remove(keys.snapshot(write.removeSnapshot))];
-    const volume = write.removeVolume;
-    const ops = [remove(keys.volume(volume.UUID)), this.etcd.delete().prefix(keys.volumeStatusPrefix(volume.UUID)), remove(keys.replicaSet(volume.UUID))];
-    if (volume.placement) ops.push(remove(keys.nsid(volume.placement.nsid)), remove(keys.volumePort(volume.placement.port)));
-    return ops;
+    return this.batcher.submit({ guards: guards.map(guardOf), writes: [...writes.flatMap(writesOf), ...(event?.writes ?? [])] });
   }
 }
 
-function compareOf(guard: Guard): FenceCompare {
+function writesOf(write: Write): RecordWrite[] {
+  const put = (key: string, value: unknown): RecordWrite => ({ put: key, value });
+  const remove = (key: string): RecordWrite => ({ delete: key });
+  if ('volume' in write) return [put(keys.volume(write.volume.UUID), write.volume)];
+  if ('replicaSet' in write) return [put(keys.replicaSet(write.volumeUUID), write.replicaSet)];
+  if ('snapshot' in write) return [put(keys.snapshot(write.snapshot.UUID), write.snapshot)];
+  if ('node' in write) return [put(keys.node(write.node.UUID), write.node)];
+  if ('nodeCommand' in write) return [put(keys.nodeCommand(write.nodeCommand.nodeUUID), write.nodeCommand)];
+  if ('assignment' in write) return [put(keys.assignment(write.nodeUUID, write.volumeUUID), write.assignment)];
+  if ('nsid' in write) return [put(keys.nsid(write.nsid), { volumeUUID: write.volumeUUID }), put(keys.volumePort(write.port), { volumeUUID: write.volumeUUID })];
+  if ('removeAssignment' in write) return [remove(keys.assignment(write.removeAssignment.nodeUUID, write.removeAssignment.volumeUUID))];
+  if ('removeReplicaSet' in write) return [remove(keys.replicaSet(write.removeReplicaSet))];
+  if ('removeSnapshot' in write) return [remove(keys.snapshot(write.removeSnapshot))];
+  const volume = write.removeVolume;
+  const writes = [remove(keys.volume(volume.UUID)), { deletePrefix: keys.volumeStatusPrefix(volume.UUID) }, remove(keys.replicaSet(volume.UUID))];
+  if (volume.placement) writes.push(remove(keys.nsid(volume.placement.nsid)), remove(keys.volumePort(volume.placement.port)));
+  return writes;
+}
+
+function guardOf(guard: Guard): RecordGuard {
   const key =
     'volume' in guard ? keys.volume(guard.volume)
     : 'replicaSet' in guard ? keys.replicaSet(guard.replicaSet)
@@ -291,7 +288,7 @@ function compareOf(guard: Guard): FenceCompare {
     : 'presence' in guard ? keys.presence(guard.presence)
     : 'nsid' in guard ? keys.nsid(guard.nsid)
     : keys.volumePort(guard.port);
-  return guard.revision === '0' ? [key, 'Create', '0'] : [key, 'Mod', guard.revision];
+  return { key, revision: guard.revision };
 }
 
 function toChange(change: MirrorChange): ControllerChange {

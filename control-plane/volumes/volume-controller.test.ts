@@ -37,8 +37,8 @@ describe('volume controller', () => {
     await election.start(client.lease(5));
     assert.ok(election.isLeader);
     controller = new VolumeController({
-      store: new VolumeControllerStore(client, (compares, ops) => election.fencedCommit(compares, ops), logger), logger,
-      events: { prepare: async (e) => { events.push(e as EventInput); return { id: '', wire: {} as never, ops: [] }; } },
+      store: new VolumeControllerStore(client, (transaction) => election.fencedCommit(transaction), logger), logger,
+      events: { prepare: async (e) => { events.push(e as EventInput); return { id: '', wire: {} as never, writes: [] }; } },
       clusterUUID: 'cluster-test', clusterSubsystemNQN: CLUSTER_NQN,
       volumePorts: { min: 20000, max: 20009 }, overcommitRatio: 1, creatingTimeoutMs: 60_000, permanentFailureTimeoutMs: 600_000, now: () => now.ms,
     });

@@ -255,12 +255,12 @@ export class VolumeService {
         if (body.compression !== undefined && body.compression !== v.compression) {
           throw errors.invalid(`compression cannot be changed from ${v.compression} to ${body.compression}: ${COMPRESSION_CHANGE_REFUSAL}`);
         }
-        const compares: Guard[] = [];
+        const guards: Guard[] = [];
         if (qosPolicyUUID !== undefined && qosPolicyUUID !== v.qosPolicyUUID) {
           next.qosPolicyUUID = qosPolicyUUID;
           dataPath = true;
           if (qosPolicyUUID !== '') {
-            compares.push(await this.policyGuard(qosPolicyUUID));
+            guards.push(await this.policyGuard(qosPolicyUUID));
             await this.requireQosEnforceable(policy!, v.name, v.placement?.nodeList ?? []);
           }
         }
@@ -274,10 +274,10 @@ export class VolumeService {
           if (taken) throw errors.exists('volume', `${body.newName} in project ${v.projectName}`);
           const old = await store.nameIndex(v.projectName, v.name);
           names.claimName = body.newName;
-          compares.push(store.freeNameGuard(v.projectName, body.newName));
+          guards.push(store.freeNameGuard(v.projectName, body.newName));
           if (old && old.record.UUID === uuid) {
             names.releaseName = v.name;
-            compares.push(old.guard);
+            guards.push(old.guard);
           }
           next.name = body.newName;
           changed = true;
@@ -287,7 +287,7 @@ export class VolumeService {
           next.state = 'Updating';
           next.generation = v.generation + 1;
         }
-        return { record: next, ...names, compares };
+        return { record: next, ...names, guards };
       },
       expectedRevision,
     );
@@ -320,7 +320,7 @@ export class VolumeService {
         return {
           record: { ...v, state: 'Deleting', generation: v.generation + 1 },
           ...(owned ? { releaseName: v.name } : {}),
-          compares: owned ? [index.guard] : [],
+          guards: owned ? [index.guard] : [],
         };
       },
       expectedRevision,
@@ -348,7 +348,7 @@ export class VolumeService {
         requireSettled(v, 'rolled back', { allowFailed: false });
         return {
           record: { ...v, state: 'Rollback', rollbackSnapshotUUID: snapshot.UUID, sizeBytes: snapshot.sizeBytes, generation: v.generation + 1 },
-          compares: [await this.usableSnapshotGuard(snapshot)],
+          guards: [await this.usableSnapshotGuard(snapshot)],
         };
       },
       expectedRevision,

@@ -5,10 +5,10 @@
 // (`volume-status/<UUID>/<node>`), node records and presence are only read here. Reads come from
 // the watch cache (control-plane/watch-cache/), which the request's sync() made current; writes
 // go to etcd, guarded on the revisions read.
-import type { IOperation, IRangeResponse } from 'etcd3';
 import { hostOf } from '../../lib/endpoints.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
+import { commitTransaction, unchanged, type Guard, type Write } from '../../lib/etcd/transaction.js';
 import { StrataError, errors } from '../../lib/errors.js';
 import type { ReplicaSetRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
@@ -21,18 +21,15 @@ export interface VolumeNameIndex {
   UUID: string;
 }
 
-/**
- * A key at a revision ('0': the key must not exist) that a write is guarded on: it fails if the
- * key changed since. Made by this store (guards on the records a volume refers to).
- */
-export type Guard = readonly [key: string, revision: string];
+/** What a write is guarded on (a record a volume refers to, a free name): made by this store. */
+export type { Guard };
 
 /**
  * A change computed from the current record; `null` means "nothing to change". `claimName`
  * indexes the record under that name of its project, `releaseName` frees that name (both in the
- * record's transaction); `compares` are the guards it needs besides the record's revision.
+ * record's transaction); `guards` are what it needs besides the record's revision.
  */
-export type VolumeChange = { record: VolumeRecord; claimName?: string; releaseName?: string; compares?: Guard[] } | null;
+export type VolumeChange = { record: VolumeRecord; claimName?: string; releaseName?: string; guards?: Guard[] } | null;
 
 
 class Unchanged {
@@ -55,20 +52,21 @@ export class VolumeStore {
    * revision the service checked. Returns the stored volume, or why it was refused.
    */
   async create(record: VolumeRecord, references: readonly Guard[] = [], event: PreparedEvent | null = null): Promise<StoredVolume | 'name-taken' | 'project-missing' | 'references-changed'> {
-    const etcd = this.records.etcd;
     const indexKey = keys.volumeName(record.projectName, record.name);
     const volumeKey = keys.volume(record.UUID);
     const index: VolumeNameIndex = { UUID: record.UUID };
-    const txn = etcd.if(indexKey, 'Create', '==', 0).and(volumeKey, 'Create', '==', 0).and(keys.project(record.projectName), 'Create', '>', 0);
-    for (const [key, revision] of references) txn.and(key, 'Mod', '==', revision);
-    const result = await txn
-      .then(this.records.put(volumeKey, record), this.records.put(indexKey, index), ...(event?.ops ?? []))
-      .else(etcd.get(indexKey), etcd.get(keys.project(record.projectName)))
-      .commit();
-    if (result.succeeded) return { key: volumeKey, record, revision: result.header.revision };
-    const [indexRange, projectRange] = result.responses.map((r) => r.response_range as IRangeResponse);
-    if ((projectRange?.kvs.length ?? 0) === 0) return 'project-missing';
-    if ((indexRange?.kvs.length ?? 0) > 0) return 'name-taken';
+    const projectKey = keys.project(record.projectName);
+    const result = await commitTransaction(
+      this.records.etcd,
+      {
+        guards: [{ key: indexKey, revision: '0' }, { key: volumeKey, revision: '0' }, { key: projectKey, exists: true }, ...references],
+        writes: [{ put: volumeKey, value: record }, { put: indexKey, value: index }, ...(event?.writes ?? [])],
+      },
+      [indexKey, projectKey],
+    );
+    if (result.succeeded) return { key: volumeKey, record, revision: result.revision };
+    if (!result.existing.has(projectKey)) return 'project-missing';
+    if (result.existing.has(indexKey)) return 'name-taken';
     // A reference changed (or, practically never, the random UUID collided): decide again.
     return 'references-changed';
   }
@@ -85,7 +83,7 @@ export class VolumeStore {
 
   /** Guards that `name` is free in `project` (no volume holds it when the write commits). */
   freeNameGuard(project: string, name: string): Guard {
-    return [keys.volumeName(project, name), '0'];
+    return { key: keys.volumeName(project, name), revision: '0' };
   }
 
   /** The volume, from the watch cache (current as of the request's sync()). */
@@ -139,12 +137,12 @@ export class VolumeStore {
         async (current) => {
           const change = await mutate(current);
           if (change === null) throw new Unchanged(current);
-          const { record, claimName, releaseName, compares } = change;
-          const ops = [
+          const { record, claimName, releaseName, guards } = change;
+          const writes = [
             ...(claimName !== undefined ? [this.putNameIndex(record.projectName, claimName, record.UUID)] : []),
             ...(releaseName !== undefined ? [this.deleteNameIndex(record.projectName, releaseName)] : []),
           ];
-          return { record, ops, ...(compares !== undefined ? { compares } : {}) };
+          return { record, writes, ...(guards !== undefined ? { guards } : {}) };
         },
         { ...(expectedRevision === undefined ? {} : { expectedRevision }), notFound: () => errors.notFound('volume', uuid) },
       );
@@ -161,13 +159,13 @@ export class VolumeStore {
     return guarded(await this.records.get<VolumeNameIndex>(keys.volumeName(project, name)));
   }
 
-  private putNameIndex(project: string, name: string, uuid: string): IOperation {
+  private putNameIndex(project: string, name: string, uuid: string): Write {
     const index: VolumeNameIndex = { UUID: uuid };
-    return this.records.put(keys.volumeName(project, name), index);
+    return { put: keys.volumeName(project, name), value: index };
   }
 
-  private deleteNameIndex(project: string, name: string): IOperation {
-    return this.records.delete(keys.volumeName(project, name));
+  private deleteNameIndex(project: string, name: string): Write {
+    return { delete: keys.volumeName(project, name) };
   }
 
   /** What the nodes last reported for each volume, by volume UUID. */
@@ -215,5 +213,5 @@ export class VolumeStore {
 
 /** A record read with the guard that it is still at the revision read. */
 function guarded<T>(stored: Versioned<T> | null): (Versioned<T> & { readonly guard: Guard }) | null {
-  return stored && { ...stored, guard: [stored.key, stored.revision] };
+  return stored && { ...stored, guard: unchanged(stored) };
 }

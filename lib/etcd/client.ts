@@ -1,7 +1,7 @@
 // The etcd3 client with the settings both daemons use.
 import { readFileSync } from 'node:fs';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, retry } from 'cockatiel';
-import { Etcd3, isRecoverableError, type IOperation } from 'etcd3';
+import { Etcd3, isRecoverableError } from 'etcd3';
 import { z } from 'zod';
 import { StrataError } from '../errors.js';
 import { etcdRequestDuration } from '../metrics.js';
@@ -90,9 +90,4 @@ export function parseRecord<T>(key: string, value: string | Buffer | null): T | 
 export function unconditionalTxn(etcd: Etcd3) {
   // Any key's mod_revision is >= 0 (0 when absent), so this compare always holds.
   return etcd.if('/strata/', 'Mod', '>', -1);
-}
-
-/** Commits ops in one transaction whatever the compare says (etcd needs one to batch ops). */
-export async function commitOps(etcd: Etcd3, ops: IOperation[]): Promise<void> {
-  await unconditionalTxn(etcd).then(...ops).commit();
 }

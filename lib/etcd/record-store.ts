@@ -1,9 +1,9 @@
 // Typed JSON records in etcd with compare-and-swap: the building block of every resource
 // store. A record's revision (mod_revision) is its ETag.
 import type { Etcd3 } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
 import { StrataError } from '../errors.js';
 import { parseRecord } from './client.js';
+import { commitTransaction, prefixEnd, unchanged, type Guard, type Write } from './transaction.js';
 
 export interface Versioned<T> {
   readonly key: string;
@@ -17,14 +17,12 @@ export interface StoreWatch {
   cancel(): Promise<void>;
 }
 
-/** The active cluster manager's fenced commit (LeaderElection.fencedWrite), given to a store by the composition root. */
-export type FencedWrite = (ops: IOperation[]) => Promise<void>;
-
-/** A compare of the leader's fenced commit: the key's mod or create revision equals `revision` ('0': absent). */
-export type FenceCompare = readonly [key: string, target: 'Mod' | 'Create', revision: string];
-
-/** The fenced commit with compares on the records the write depends on (LeaderElection.fencedCommit): false when one failed. */
-export type FencedCommit = (compares: readonly FenceCompare[], ops: IOperation[]) => Promise<boolean>;
+/** What an update writes: the new record, and other writes and guards committed with it. */
+export interface RecordChange<T> {
+  readonly record: T;
+  readonly writes?: readonly Write[];
+  readonly guards?: readonly Guard[];
+}
 
 export class RecordStore {
   constructor(readonly etcd: Etcd3) {}
@@ -54,35 +52,13 @@ export class RecordStore {
   }
 
   /**
-   * Commits `ops` if every compare holds: `[key, revision]` pairs, revision '0' meaning "the
-   * key must not exist". Returns false when a compare failed (the caller decides: 409, 412,
-   * retry).
-   */
-  async commitIf(compares: readonly (readonly [string, string])[], ops: IOperation[]): Promise<boolean> {
-    const [first, ...rest] = compares;
-    if (!first) throw new Error('commitIf needs at least one compare');
-    const txn = this.etcd.if(first[0], 'Mod', '==', first[1]);
-    for (const [key, revision] of rest) txn.and(key, 'Mod', '==', revision);
-    const result = await txn.then(...ops).commit();
-    return result.succeeded;
-  }
-
-  put(key: string, record: unknown): IOperation {
-    return this.etcd.put(key).value(JSON.stringify(record));
-  }
-
-  delete(key: string): IOperation {
-    return this.etcd.delete().key(key);
-  }
-
-  /**
    * Read-modify-write of one record with retries on concurrent change. `expectedRevision`
    * (from If-Match) turns a mismatch into ETAG_MISMATCH instead of a retry. `mutate` returns
-   * the new record and any extra ops/compares to commit atomically with it.
+   * the new record and any other writes and guards to commit atomically with it.
    */
   async update<T>(
     key: string,
-    mutate: (current: Versioned<T>) => Promise<{ record: T; ops?: IOperation[]; compares?: (readonly [string, string])[] }> | { record: T; ops?: IOperation[]; compares?: (readonly [string, string])[] },
+    mutate: (current: Versioned<T>) => Promise<RecordChange<T>> | RecordChange<T>,
     options: { expectedRevision?: string; notFound: () => StrataError; attempts?: number },
   ): Promise<Versioned<T>> {
     for (let attempt = 0; attempt < (options.attempts ?? 20); attempt++) {
@@ -92,10 +68,11 @@ export class RecordStore {
         throw new StrataError('ETAG_MISMATCH', `${key.split('/').slice(-2, -1)[0] ?? 'record'} ${key.split('/').pop()} was modified (ETag mismatch)`);
       }
       const change = await mutate(current);
-      const txn = this.etcd.if(key, 'Mod', '==', current.revision);
-      for (const [k, revision] of change.compares ?? []) txn.and(k, 'Mod', '==', revision);
-      const result = await txn.then(this.put(key, change.record), ...(change.ops ?? [])).commit();
-      if (result.succeeded) return { key, record: change.record, revision: result.header.revision };
+      const result = await commitTransaction(this.etcd, {
+        guards: [unchanged(current), ...(change.guards ?? [])],
+        writes: [{ put: key, value: change.record }, ...(change.writes ?? [])],
+      });
+      if (result.succeeded) return { key, record: change.record, revision: result.revision };
       if (options.expectedRevision !== undefined) {
         const now = await this.get<T>(key);
         if (!now) throw options.notFound();
@@ -104,16 +81,4 @@ export class RecordStore {
     }
     throw new StrataError('OPERATION_IN_PROGRESS', `${key.split('/').pop()} is being changed by other requests; retry`);
   }
-}
-
-/** The end of a prefix range (etcd's range_end for "every key with this prefix"). */
-export function prefixEnd(prefix: string): Buffer {
-  const end = Buffer.from(prefix);
-  for (let i = end.length - 1; i >= 0; i--) {
-    if (end[i]! < 0xff) {
-      end[i]! += 1;
-      return end.subarray(0, i + 1);
-    }
-  }
-  return Buffer.from([0]);
 }

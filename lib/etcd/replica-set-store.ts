@@ -6,6 +6,7 @@ import type { Etcd3 } from 'etcd3';
 import type { NodeRecord, ReplicaSetRecord } from '../records.js';
 import { keys } from './keys.js';
 import { RecordStore, type Versioned } from './record-store.js';
+import { commitTransaction, unchanged } from './transaction.js';
 
 /** done: the change is durable (or was already so); fenced: the caller is not the epoch's primary. */
 export type ReplicaSetChange = 'done' | 'fenced';
@@ -76,11 +77,10 @@ export class ReplicaSetStore implements ReplicaSetWriter {
       };
       // Only while nothing else changed the set and the candidate's server is alive (its presence
       // key exists); otherwise the next candidate, or the leader's failover once the lease is gone.
-      const result = await this.etcd
-        .if(key, 'Mod', '==', stored.revision)
-        .and(keys.presence(node.record.serverUUID), 'Create', '>', '0')
-        .then(this.records.put(key, record))
-        .commit();
+      const result = await commitTransaction(this.etcd, {
+        guards: [unchanged(stored), { key: keys.presence(node.record.serverUUID), exists: true }],
+        writes: [{ put: key, value: record }],
+      });
       if (result.succeeded) return { outcome: 'moved', primaryNodeUUID: candidate, epoch: epoch + 1 };
       const again = await this.get(volumeUUID);
       if (again?.revision === stored.revision) dead.add(candidate); // the set held: the candidate's server is gone
@@ -100,7 +100,7 @@ export class ReplicaSetStore implements ReplicaSetWriter {
       const inSync = next(stored.record.inSync);
       if (sameMembers(inSync, stored.record.inSync)) return 'done';
       const record: ReplicaSetRecord = { ...stored.record, inSync, reason, updatedAt: this.now().toISOString() };
-      if (await this.records.commitIf([[key, stored.revision]], [this.records.put(key, record)])) return 'done';
+      if ((await commitTransaction(this.etcd, { guards: [unchanged(stored)], writes: [{ put: key, value: record }] })).succeeded) return 'done';
     }
     throw new Error(`the replica set of volume ${volumeUUID} kept changing under ${CAS_ATTEMPTS} attempts`);
   }

@@ -8,12 +8,12 @@
 // etcd never holds a secret in the clear. Both features' secrets are encrypted with the same
 // host-secret key, whose id etcd names (the first control plane to write wins).
 import type { Etcd3 } from 'etcd3';
-import type { IOperation } from 'etcd3/lib/builder.js';
 import { StrataError } from '../errors.js';
 import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../records.js';
 import { seal } from '../sealed-box.js';
 import { keys } from './keys.js';
 import { RecordStore, type Versioned } from './record-store.js';
+import { commitTransaction, type Guard, type Write } from './transaction.js';
 
 const ATTEMPTS = 20;
 
@@ -74,8 +74,8 @@ export interface SealedSnapshot<H> {
 export interface SealedOutcome<H> {
   /** The feature's host records after the change. */
   readonly hosts: H[];
-  /** Its own operations (host records, indexes). */
-  readonly ops: IOperation[];
+  /** Its own writes (host records, indexes). */
+  readonly writes: readonly Write[];
   /** The new switch, when it changes. */
   readonly enabled?: boolean;
   readonly actor?: string;
@@ -93,11 +93,11 @@ export type SealedHostChange<H> =
 /** What a change is decided from. */
 export type SealedHostsView<H> = Pick<SealedSnapshot<H>, 'hosts' | 'switch'>;
 
-/** How a feature keeps one host: which records are the same host, the ops that write it (with its index when new) and remove it. */
+/** How a feature keeps one host: which records are the same host, the writes that put it (with its index when new) and remove it. */
 export interface HostRecordLayout<H> {
   same(a: H, b: H): boolean;
-  put(host: H, isNew: boolean): IOperation[];
-  remove(host: H): IOperation[];
+  put(host: H, isNew: boolean): Write[];
+  remove(host: H): Write[];
 }
 
 export class SealedHostKeysStore<H> {
@@ -132,23 +132,25 @@ export class SealedHostKeysStore<H> {
    * servers' sealed records are rewritten in the same transaction.
    */
   async change(decide: (s: SealedSnapshot<H>) => Promise<SealedOutcome<H> | undefined>): Promise<void> {
-    const keyCompare = await this.keyCompare();
+    const keyGuard = await this.keyGuard();
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const s = await this.snapshot();
       const outcome = await decide(s);
       if (!outcome) return;
       const enabled = outcome.enabled ?? s.switch?.record.enabled ?? false;
-      const switchOps =
+      const switchWrites: Write[] =
         outcome.enabled === undefined
           ? []
-          : [this.records.put(this.layout.switchKey, { name: this.layout.switchName, enabled, updatedAt: new Date().toISOString(), updatedBy: outcome.actor ?? '' } satisfies SwitchRecord)];
-      const ops = [
-        ...outcome.ops,
-        ...switchOps,
+          : [{ put: this.layout.switchKey, value: { name: this.layout.switchName, enabled, updatedAt: new Date().toISOString(), updatedBy: outcome.actor ?? '' } satisfies SwitchRecord }];
+      const writes: Write[] = [
+        ...outcome.writes,
+        ...switchWrites,
         ...this.sealedFor(outcome.servers ?? s.boxKeys, enabled, outcome.hosts),
-        this.etcd.put(this.layout.generationKey).value(String(Date.now())),
+        // The value is only a marker (its JSON is the decimal string it always was): the key's revision is the generation.
+        { put: this.layout.generationKey, value: Date.now() },
       ];
-      if (await this.records.commitIf([[this.layout.generationKey, s.generation], keyCompare], ops)) return;
+      const result = await commitTransaction(this.etcd, { guards: [{ key: this.layout.generationKey, revision: s.generation }, keyGuard], writes });
+      if (result.succeeded) return;
     }
     throw new StrataError('OPERATION_IN_PROGRESS', `${this.layout.what} is being changed by other requests; retry`);
   }
@@ -158,12 +160,12 @@ export class SealedHostKeysStore<H> {
     await this.change(async (s) => {
       const change = decide(s);
       if (!change) return undefined;
-      if ('enabled' in change) return { enabled: change.enabled, actor: change.actor, hosts: s.hosts.map((h) => h.record), ops: [] };
+      if ('enabled' in change) return { enabled: change.enabled, actor: change.actor, hosts: s.hosts.map((h) => h.record), writes: [] };
       const host = 'add' in change ? change.add : 'replace' in change ? change.replace : change.remove;
       const others = s.hosts.filter((h) => !layout.same(h.record, host)).map((h) => h.record);
-      if ('add' in change) return { hosts: [...others, host], ops: layout.put(host, true) };
-      if ('replace' in change) return { hosts: s.hosts.map((h) => (layout.same(h.record, host) ? host : h.record)), ops: layout.put(host, false) };
-      return { hosts: others, ops: layout.remove(host) };
+      if ('add' in change) return { hosts: [...others, host], writes: layout.put(host, true) };
+      if ('replace' in change) return { hosts: s.hosts.map((h) => (layout.same(h.record, host) ? host : h.record)), writes: layout.put(host, false) };
+      return { hosts: others, writes: layout.remove(host) };
     });
   }
 
@@ -175,13 +177,13 @@ export class SealedHostKeysStore<H> {
       const stale = s.boxKeys.filter((k) => current.get(k.serverUUID)?.publicKey !== k.publicKey);
       sealed = stale.length;
       if (stale.length === 0) return undefined;
-      return { hosts: s.hosts.map((h) => h.record), ops: [], servers: stale };
+      return { hosts: s.hosts.map((h) => h.record), writes: [], servers: stale };
     });
     return sealed;
   }
 
   /** The feature's state every server is told, sealed to each server's key. */
-  private sealedFor(servers: readonly ServerBoxKeyRecord[], enabled: boolean, hosts: readonly H[]): IOperation[] {
+  private sealedFor(servers: readonly ServerBoxKeyRecord[], enabled: boolean, hosts: readonly H[]): Write[] {
     const plaintext = Buffer.from(JSON.stringify({ hosts: this.boxOf(hosts) }));
     return servers.map((server) => {
       const record: ServerHostKeysRecord = {
@@ -191,19 +193,19 @@ export class SealedHostKeysStore<H> {
         box: seal(server.publicKey, plaintext, server.serverUUID),
         writtenAt: new Date().toISOString(),
       };
-      return this.records.put(this.layout.serverRecord(server.serverUUID), record);
+      return { put: this.layout.serverRecord(server.serverUUID), value: record };
     });
   }
 
   /** Makes sure etcd names this control plane's key as the cluster's (the first one to write wins). */
-  private async keyCompare(): Promise<[string, string]> {
+  private async keyGuard(): Promise<Guard> {
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const stored = await this.records.get<{ kid: string }>(keys.hostSecretKeyId());
       if (stored) {
         if (stored.record.kid !== this.key.kid) throw this.key.otherKey(stored.record.kid);
-        return [keys.hostSecretKeyId(), stored.revision];
+        return { key: keys.hostSecretKeyId(), revision: stored.revision };
       }
-      await this.records.commitIf([[keys.hostSecretKeyId(), '0']], [this.records.put(keys.hostSecretKeyId(), { kid: this.key.kid })]);
+      await commitTransaction(this.etcd, { guards: [{ key: keys.hostSecretKeyId(), revision: '0' }], writes: [{ put: keys.hostSecretKeyId(), value: { kid: this.key.kid } }] });
     }
     throw new StrataError('OPERATION_IN_PROGRESS', 'the host-secret key is being registered; retry');
   }

@@ -3,6 +3,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
+import type { Etcd3 } from 'etcd3';
+import { createEtcdClient } from '../../lib/etcd/client.js';
 import { startLocalEtcd, type LocalEtcdOptions } from '../../lib/etcd/local-etcd.js';
 import { freePort } from '../../lib/ports.js';
 import { createCertificateAuthority, issueServerCertificate } from '../../lib/tls/certificates.js';
@@ -58,4 +61,18 @@ export async function startEtcd(options: { clientCertAuth?: boolean } = {}): Pro
       etcd = await startLocalEtcd({ dataDir, clientPort, peerPort, ...(tls ? { tls } : {}) });
     },
   };
+}
+
+/** A private etcd and a client of it for the tests of one suite: started before them, stopped after (read them inside the tests). */
+export function etcdForSuite(): { readonly etcd: TestEtcd; readonly client: Etcd3 } {
+  const suite = {} as { etcd: TestEtcd; client: Etcd3 };
+  before(async () => {
+    suite.etcd = await startEtcd();
+    suite.client = createEtcdClient([suite.etcd.endpoint]);
+  });
+  after(async () => {
+    suite.client.close();
+    await suite.etcd.stop();
+  });
+  return suite;
 }

@@ -56,10 +56,10 @@ export class CollectingRecorder implements EventRecorder {
     this.events.push(event);
   }
 
-  /** Collects the event; adds no operation to the caller's transaction. */
+  /** Collects the event; adds no write to the caller's transaction. */
   async prepare(event: EventInput): Promise<PreparedEvent> {
     this.events.push(event);
-    return { id: '', wire: {} as PreparedEvent['wire'], ops: [] };
+    return { id: '', wire: {} as PreparedEvent['wire'], writes: [] };
   }
 }
 

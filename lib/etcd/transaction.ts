@@ -1,0 +1,202 @@
+// The one way to make a guarded write to etcd: a transaction is typed guards and typed writes,
+// committed together or not at all. Stores build them (stores are the only code that knows keys);
+// an event recorded with a change contributes its writes to the change's transaction; the
+// active cluster manager adds its leader-term guard (LeaderElection.fencedCommit); and
+// TransactionBatcher shares one etcd transaction between writes submitted in the same tick.
+//
+// Guards:
+//   - a key is at an exact mod_revision ('0' = the key must not exist);
+//   - a key exists (whatever its revision);
+//   - a key was created at a revision: the leader key's create_revision is the leader's term;
+//   - no key under a prefix was created or modified after a revision: etcd's range compare
+//     (`mod_revision < R+1` over [prefix, prefixEnd)). It closes the gap a key guard leaves:
+//     "delete project P if it has no volumes" must also fail when a volume of P is created
+//     between the count and the delete, and a new key is not among the keys a key guard names.
+//     Callers read a revision first, count, then commit with "nothing under these prefixes
+//     changed since"; a conflict retries.
+import { CompareResult, CompareTarget, type Etcd3, type ICompare, type IRequestOp } from 'etcd3';
+import { keys } from './keys.js';
+
+export type Guard =
+  /** The key's mod_revision equals `revision`; '0' means the key must not exist. */
+  | { readonly key: string; readonly revision: string }
+  /** The key exists. */
+  | { readonly key: string; readonly exists: true }
+  /** The key was created at `createRevision` (the leader key: the leader's term). */
+  | { readonly key: string; readonly createRevision: string }
+  /** No key under `prefix` was created or modified after revision `unchangedSince`. */
+  | { readonly prefix: string; readonly unchangedSince: string };
+
+export type Write =
+  /** Puts the value, as JSON. */
+  | { readonly put: string; readonly value: unknown }
+  | { readonly delete: string }
+  /** Deletes every key under the prefix. */
+  | { readonly deletePrefix: string };
+
+export interface Transaction {
+  readonly guards: readonly Guard[];
+  readonly writes: readonly Write[];
+}
+
+export interface CommitResult {
+  readonly succeeded: boolean;
+  /** The store revision after the transaction: the new ETag of every key it put. */
+  readonly revision: string;
+}
+
+/** Commits a transaction (or its writes alone, when every guard held) to etcd; the caller decides what a refusal means. */
+export type Committer = (transaction: Transaction) => Promise<boolean>;
+
+/**
+ * Commits the writes if every guard holds. `readWhenRefused`: keys to look up in the same
+ * transaction when it is refused, so the caller can tell which guard failed (`existing`: those of
+ * them that exist at the refusal).
+ */
+export async function commitTransaction(etcd: Etcd3, transaction: Transaction, readWhenRefused: readonly string[] = []): Promise<CommitResult & { readonly existing: ReadonlySet<string> }> {
+  // etcd3's builder cannot express a range compare; its KV client takes the raw request.
+  const result = await etcd.kv.txn({
+    compare: transaction.guards.map(compareOf),
+    success: transaction.writes.map(requestOf),
+    failure: readWhenRefused.map((key) => ({ request_range: { key: Buffer.from(key), count_only: true } })),
+  });
+  const existing = new Set<string>();
+  if (!result.succeeded) {
+    readWhenRefused.forEach((key, i) => {
+      if (Number(result.responses[i]?.response_range?.count ?? 0) > 0) existing.add(key);
+    });
+  }
+  return { succeeded: result.succeeded, revision: String(result.header.revision), existing };
+}
+
+/**
+ * Commits writes that depend on nothing read: through `fencedCommit` (the leader's, which adds
+ * its term guard) when given, else as a plain transaction. Fenced, the only guard is the term,
+ * so a refusal is the term's end, and the fenced commit throws NOT_LEADER for it.
+ */
+export async function commitUnguarded(etcd: Etcd3, writes: readonly Write[], fencedCommit?: Committer): Promise<void> {
+  const transaction: Transaction = { guards: [], writes };
+  if (fencedCommit) await fencedCommit(transaction);
+  else await commitTransaction(etcd, transaction);
+}
+
+/** etcd's default limit is 128 operations per transaction (--max-txn-ops); guards count too. */
+const MAX_OPS_PER_TXN = 120;
+
+interface Submission {
+  readonly transaction: Transaction;
+  resolve(ok: boolean): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Groups small transactions into shared etcd transactions. Writers running concurrently (the
+ * controller's reconciles) each want a few guards and writes; etcd's cost is per transaction, so
+ * submissions arriving in the same tick are committed together. When a shared transaction is
+ * refused (one of its guards no longer holds), each submission is committed alone, so one stale
+ * record never blocks the others.
+ */
+export class TransactionBatcher {
+  private queue: Submission[] = [];
+  private scheduled = false;
+
+  constructor(private readonly commit: Committer) {}
+
+  /** True when the transaction committed, false when one of its guards did not hold. */
+  submit(transaction: Transaction): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ transaction, resolve, reject });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => void this.flush());
+      }
+    });
+  }
+
+  private async flush(): Promise<void> {
+    this.scheduled = false;
+    const queue = this.queue;
+    this.queue = [];
+    const batches: Submission[][] = [];
+    let batch: Submission[] = [];
+    let size = 0;
+    for (const submission of queue) {
+      const cost = submission.transaction.guards.length + submission.transaction.writes.length;
+      if (batch.length > 0 && size + cost > MAX_OPS_PER_TXN) {
+        batches.push(batch);
+        batch = [];
+        size = 0;
+      }
+      batch.push(submission);
+      size += cost;
+    }
+    if (batch.length > 0) batches.push(batch);
+    await Promise.all(batches.map((b) => this.commitBatch(b)));
+  }
+
+  private async commitBatch(batch: Submission[]): Promise<void> {
+    try {
+      if (batch.length > 1 && (await this.commit(combined(batch.map((s) => s.transaction))))) {
+        for (const s of batch) s.resolve(true);
+        return;
+      }
+      // Alone (or after the shared transaction was refused): each gets its own answer.
+      await Promise.all(batch.map(async (s) => s.resolve(await this.commit(s.transaction))));
+    } catch (err) {
+      for (const s of batch) s.reject(err);
+    }
+  }
+}
+
+/** One transaction holding every guard and write of the given ones. */
+export function combined(transactions: readonly Transaction[]): Transaction {
+  return { guards: transactions.flatMap((t) => t.guards), writes: transactions.flatMap((t) => t.writes) };
+}
+
+/** The guard that the record is still at the revision it was read at. */
+export function unchanged(stored: { readonly key: string; readonly revision: string }): Guard {
+  return { key: stored.key, revision: stored.revision };
+}
+
+/** The store's current revision (any read returns it in its header). */
+export async function currentRevision(etcd: Etcd3): Promise<string> {
+  const result = await etcd.get(keys.cluster()).exec();
+  return String(result.header.revision);
+}
+
+/** How many times a guarded write is retried when concurrent changes keep invalidating it. */
+export const GUARDED_ATTEMPTS = 10;
+
+/** The end of a prefix range (etcd's range_end for "every key with this prefix"). */
+export function prefixEnd(prefix: string): Buffer {
+  const end = Buffer.from(prefix);
+  for (let i = end.length - 1; i >= 0; i--) {
+    if (end[i]! < 0xff) {
+      end[i]! += 1;
+      return end.subarray(0, i + 1);
+    }
+  }
+  return Buffer.from([0]);
+}
+
+function compareOf(guard: Guard): ICompare {
+  if ('prefix' in guard) {
+    return {
+      key: Buffer.from(guard.prefix),
+      range_end: prefixEnd(guard.prefix),
+      target: CompareTarget.Mod,
+      result: CompareResult.Less,
+      mod_revision: (BigInt(guard.unchangedSince) + 1n).toString(),
+    };
+  }
+  const key = Buffer.from(guard.key);
+  if ('exists' in guard) return { key, target: CompareTarget.Create, result: CompareResult.Greater, create_revision: '0' };
+  if ('createRevision' in guard) return { key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: guard.createRevision };
+  return { key, target: CompareTarget.Mod, result: CompareResult.Equal, mod_revision: guard.revision };
+}
+
+function requestOf(write: Write): IRequestOp {
+  if ('put' in write) return { request_put: { key: Buffer.from(write.put), value: Buffer.from(JSON.stringify(write.value)) } };
+  if ('delete' in write) return { request_delete_range: { key: Buffer.from(write.delete) } };
+  return { request_delete_range: { key: Buffer.from(write.deletePrefix), range_end: prefixEnd(write.deletePrefix) } };
+}
