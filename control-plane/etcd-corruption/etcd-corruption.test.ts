@@ -134,8 +134,9 @@ describe('etcd corruption scan against a real three-member etcd', () => {
     assert.equal(detected.length, 1);
     assert.equal(detected[0]!.Severity, 'Critical');
     assert.match(detected[0]!.Description, new RegExp(`${m2.spec.name} \\(${m2.clientURL}\\)`));
-    const body = await (await fetch(metricsUrl)).text();
-    assert.match(body, new RegExp(`strata_etcd_corruption_member_disagrees\\{member_id="\\d+",member_name="${m2.spec.name}"\\} 1`));
+    // Polled: each scrape reads etcd, which the restart above may still be settling.
+    const disagrees = new RegExp(`strata_etcd_corruption_member_disagrees\\{member_id="\\d+",member_name="${m2.spec.name}"\\} 1`);
+    await waitUntil(async () => disagrees.test(await (await fetch(metricsUrl)).text()), 'the member named disagreeing in the metrics', 15_000, 250);
 
     // Scanning again changes nothing: still detected, no second Detected event.
     assert.equal((await scan()).corrupted, true);

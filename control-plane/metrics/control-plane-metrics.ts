@@ -204,7 +204,12 @@ gauge(
   'Per member of the last etcd corruption scan: 1 when its hash disagrees with the cluster\'s, 0 when it agrees (unreachable or not compared members are absent)',
   ['member_id', 'member_name'],
   async function () {
-    const status = await corruptionStatus();
+    let status: Awaited<ReturnType<EtcdCorruptionStore['status']>> | null = null;
+    try {
+      status = sources ? await new EtcdCorruptionStore(sources.etcd).status() : null;
+    } catch {
+      return; // a failed read says nothing about the members: the last samples stay
+    }
     this.reset();
     for (const m of status?.members ?? []) {
       if (m.result === 'Agrees' || m.result === 'Disagrees') this.labels(m.ID, m.name).set(m.result === 'Disagrees' ? 1 : 0);
