@@ -415,8 +415,11 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
   for (const share of shares) {
     args.push('-fsdev', `local,id=fs${share.tag},path=${share.hostDir},security_model=passthrough`, '-device', `virtio-9p-pci,fsdev=fs${share.tag},mount_tag=${share.tag}`);
   }
+  // ioeventfd: without it QEMU 7.2's emulated NVMe left guest reads outstanding for 30 s at
+  // times under TCG (the guest timed them out and reset the drive; the QoS suite's ~60 s stalls,
+  // docs/e2e.md "Stalls"); with it, a doorbell write is handled by its own event.
   drives.forEach((d, i) => {
-    args.push('-drive', `file=${d.image},if=none,id=d${i},format=raw,cache=unsafe`, '-device', `nvme,serial=${d.serial},drive=d${i}`);
+    args.push('-drive', `file=${d.image},if=none,id=d${i},format=raw,cache=unsafe`, '-device', `nvme,serial=${d.serial},drive=d${i},ioeventfd=on`);
   });
 
   const spawnedAt = performance.now();
