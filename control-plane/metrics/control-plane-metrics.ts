@@ -169,7 +169,9 @@ gauge('strata_etcd_alarms', 'Active etcd alarms by type (CORRUPT: a member\'s da
 
 // The etcd corruption scan's last result (issue 15 item 6; docs/api.md), as every control plane
 // reads it from etcd.
-const corruptionStatus = async () => (sources ? new EtcdCorruptionStore(sources.etcd).status().catch(() => null) : null);
+/** The last scan's result as etcd has it; throws when etcd does not answer. */
+const readCorruptionStatus = async () => (sources ? new EtcdCorruptionStore(sources.etcd).status() : null);
+const corruptionStatus = () => readCorruptionStatus().catch(() => null);
 /** A gauge without labels that has no sample at all while `read` answers undefined. */
 function optionalGauge(name: string, help: string, read: () => Promise<number | undefined>): void {
   new (class extends Gauge {
@@ -204,9 +206,9 @@ gauge(
   'Per member of the last etcd corruption scan: 1 when its hash disagrees with the cluster\'s, 0 when it agrees (unreachable or not compared members are absent)',
   ['member_id', 'member_name'],
   async function () {
-    let status: Awaited<ReturnType<EtcdCorruptionStore['status']>> | null = null;
+    let status: Awaited<ReturnType<typeof readCorruptionStatus>>;
     try {
-      status = sources ? await new EtcdCorruptionStore(sources.etcd).status() : null;
+      status = await readCorruptionStatus();
     } catch {
       return; // a failed read says nothing about the members: the last samples stay
     }
