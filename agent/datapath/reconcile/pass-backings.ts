@@ -4,7 +4,7 @@
 import { mapLimit } from '../../../lib/concurrency.js';
 import { volumeNqnPrefix } from '../../../lib/contract/nqn.js';
 import type { VolumeAssignment } from '../../../lib/records.js';
-import { replicaBackingBytes } from '../../../lib/replication.js';
+import { replicaBackingBytes, replicationSubsystemNQN } from '../../../lib/replication.js';
 import { ipAclOf, type IpAcl } from '../kernel/ip-acl.js';
 import { paths, type DesiredExport } from '../kernel/nvmet-model.js';
 import type { ClusterFacts } from '../pool/node-pools.js';
@@ -99,6 +99,8 @@ export async function prepareBackings(ctx: PassContext, pass: PassScope, preempt
       const prepared = await prepareVolume(ctx, v.entry, v.assignment, v.fingerprint, pass.cluster, poolWorkDone);
       memory.prepared.set(v.key, prepared);
       touchedVolumes.add(v.entry.volumeUUID);
+      // A replicated volume still growing is served at its old size: the next pass, soon, tries again.
+      if (prepared.growing) notReady = true;
       if (poolWorkDone) await serveOptimizedNow(ctx, pass, prepared, poolWorkDone);
     } catch (err) {
       memory.prepared.delete(v.key);
@@ -173,37 +175,58 @@ async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: Volume
   const replication = a.replication ?? null;
   let hostPath: { devicePath: string; bufferedIo: boolean } = backing;
   const extra: DesiredExport[] = [];
+  let growing: string | undefined;
   if (replication) {
     if (!replicas) throw new Error('this agent does not serve replicated volumes');
-    const served = await replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), replication, backing, qos: a.qos ?? null });
+    // The host namespace re-reads its size only once the device-mapper device under it grew: the
+    // mark is written ahead right before that reload (not when the backing grew, which comes
+    // first: the mirror may grow passes later), and this pass's kernel phase consumes it.
+    const beforeGrowing = () => markRevalidate(ctx, hostNqnOf(cluster, a.volumeUUID));
+    const served = await replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), replication, backing, qos: a.qos ?? null, beforeGrowing });
     hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
     if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, settings));
+    growing = served.growing;
   }
   return {
     entry,
     fingerprint,
     pool,
     backing,
-    generation: a.generation,
+    // Still growing: served, but this generation is not done here (the control plane keeps the
+    // volume Updating until every node reports the generation).
+    generation: growing ? a.generation - 1 : a.generation,
+    ...(growing ? { growing } : {}),
     desired: desiredExportOf(a, hostPath, cluster, settings),
     extra,
     ipAcl: { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl },
     snapshots,
-    ...(backing.warning ? { warning: backing.warning } : {}),
+    ...(growing || backing.warning ? { warning: growing ?? backing.warning } : {}),
   };
 }
 
+/** The namespace of `nqn` must re-read its device's size: written ahead (datapath.json) before the change that needs it. */
+function markRevalidate(ctx: PassContext, nqn: string): void {
+  const { state } = ctx.options;
+  if (state.pendingRevalidate.has(nqn)) return;
+  state.pendingRevalidate.add(nqn);
+  state.save();
+}
+
+const hostNqnOf = (cluster: ClusterFacts, volumeUUID: string) => `${volumeNqnPrefix(cluster.subsystemNQN)}${volumeUUID}`;
+
 async function preparePool(ctx: PassContext, entry: AssignmentEntry, a: VolumeAssignment, cluster: ClusterFacts): Promise<Pick<PreparedVolume, 'pool' | 'backing' | 'snapshots'>> {
   const { state, logger: log } = ctx.options;
-  const nqn = `${volumeNqnPrefix(cluster.subsystemNQN)}${a.volumeUUID}`;
+  const nqn = hostNqnOf(cluster, a.volumeUUID);
   const pool = await ctx.poolOf(entry.nodeUUID, cluster);
   const size = BigInt(a.sizeBytes);
   const spec = { compression: a.compression, sectorSize: a.sectorSize, ...(a.cloneFromSnapshotUUID ? { cloneFromSnapshot: a.cloneFromSnapshotUUID } : {}) };
   const replication = a.replication ?? null;
+  // Which namespace serves the file and must learn its new size: a single copy's host namespace;
+  // a replicated volume's replication export, on a replica (the primary reads its file through a
+  // loop device; the host namespaces grow with the device-mapper device, prepareVolume).
+  const servesFile = !replication ? nqn : replication.primaryNodeUUID !== entry.nodeUUID ? replicationSubsystemNQN(cluster.subsystemNQN, a.volumeUUID, entry.nodeUUID) : undefined;
   const backing = await pool.ensureVolume(a.volumeUUID, replication ? replicaBackingBytes(size) : size, spec, () => {
-    if (state.pendingRevalidate.has(nqn)) return;
-    state.pendingRevalidate.add(nqn); // written ahead: the namespace must learn the new size
-    state.save();
+    if (servesFile) markRevalidate(ctx, servesFile); // written ahead: the namespace must learn the new size
   });
   const snapshots: VolumeStatusEntry['snapshots'] = [];
   const wantedSnapshots = [...new Set(a.snapshotUUIDs ?? [])].sort();

@@ -65,6 +65,8 @@ export interface PreparedVolume {
   readonly ipAcl: WantedIpAcl;
   readonly snapshots: VolumeStatusEntry['snapshots'];
   readonly warning?: string;
+  /** A replicated volume served at its old size while its mirror grows (replica-manager.ts growMirror): why. */
+  readonly growing?: string;
   /** The backing file the pool made (a replicated volume's copy). */
   readonly backing: { readonly devicePath: string; readonly bufferedIo: boolean; readonly warning?: string };
   /** Last measured; undefined until measured. */

@@ -258,3 +258,77 @@ describe('freezing a mirror before a hand-over', () => {
     }
   });
 });
+
+describe('growing', () => {
+  function fixture() {
+    const root = mkdtempSync(join(tmpdir(), 'strata-grow-'));
+    const sys = join(root, 'sys');
+    const md = join(sys, 'block', 'md127', 'md');
+    // An active local leg, an active remote leg, and a spare (no slot) being recovered onto.
+    for (const [member, slot] of [['loop2', '0'], ['nvme3n1', '1'], ['nvme4n1', 'none']] as const) {
+      mkdirSync(join(md, `dev-${member}`), { recursive: true });
+      writeFileSync(join(md, `dev-${member}`, 'state'), slot === 'none' ? 'spare\n' : 'in_sync\n');
+      writeFileSync(join(md, `dev-${member}`, 'slot'), `${slot}\n`);
+      writeFileSync(join(md, `dev-${member}`, 'size'), '1048576\n');
+    }
+    writeFileSync(join(md, 'component_size'), '1048576\n');
+    writeFileSync(join(sys, 'block', 'md127', 'size'), '2097152\n');
+    mkdirSync(join(sys, 'block', 'nvme3n1'), { recursive: true });
+    writeFileSync(join(sys, 'block', 'nvme3n1', 'size'), '2105344\n');
+    mkdirSync(join(sys, 'class', 'nvme', 'nvme3'), { recursive: true });
+    const calls: string[][] = [];
+    const run = async (command: string, args: readonly string[]) => {
+      calls.push([command, ...args]);
+      return { stdout: '', stderr: '' };
+    };
+    const tables = new Map([['strata-v1', '0 2097152 linear 9:127 0\n']]);
+    const dm = {
+      dmTable: async (name: string) => tables.get(name) ?? '',
+      dmReload: async (name: string, table: string) => void tables.set(name, `${table}\n`),
+      loopAttach: async () => 'loop9',
+    };
+    const stack = new BlockStack({ run, sysfsRoot: sys, devRoot: root, fenceFile: join(root, 'fence.img'), reconnectDelaySeconds: 1, keepAliveSeconds: 5, ioctls: dm });
+    return { stack, calls, sys, md, root };
+  }
+
+  it('sizes come from sysfs (0 for a device that is not there)', async () => {
+    const { stack } = fixture();
+    assert.equal(await stack.blockBytes('md127'), 1n << 30n);
+    assert.equal(await stack.blockBytes('nvme9n1'), 0n);
+  });
+
+  it('md: every active member takes all its device has, then the component size is set exactly, in KiB; a spare is left alone', async () => {
+    const { stack, md } = fixture();
+    await stack.growArray('md127', 2n << 30n);
+    assert.equal(readFileSync(join(md, 'dev-loop2', 'size'), 'utf8'), '0');
+    assert.equal(readFileSync(join(md, 'dev-nvme3n1', 'size'), 'utf8'), '0');
+    assert.equal(readFileSync(join(md, 'dev-nvme4n1', 'size'), 'utf8'), '1048576\n', 'md refuses a size for a member without a slot');
+    assert.equal(readFileSync(join(md, 'component_size'), 'utf8'), String(2 * 1024 * 1024));
+  });
+
+  it('the loop device takes its grown file through losetup --set-capacity', async () => {
+    const { stack, calls, root } = fixture();
+    await stack.growLoop('loop2');
+    assert.deepEqual(calls, [['losetup', '--set-capacity', join(root, 'loop2')]]);
+  });
+
+  it('a replica leg: a rescan is asked for, and the wait ends when the leg is large enough or at the deadline', async () => {
+    const { stack, sys } = fixture();
+    const wanted = (2n << 30n) + (4n << 20n);
+    setTimeout(() => writeFileSync(join(sys, 'block', 'nvme3n1', 'size'), `${wanted / 512n}\n`), 150);
+    assert.equal(await stack.rescanLeg('nvme3', 'nvme3n1', wanted, 2000), true);
+    assert.equal(readFileSync(join(sys, 'class', 'nvme', 'nvme3', 'rescan_controller'), 'utf8'), '1');
+    const started = Date.now();
+    assert.equal(await stack.rescanLeg('nvme3', 'nvme3n1', 2n * wanted, 200), false);
+    assert.ok(Date.now() - started < 1000);
+  });
+
+  it('what must follow a growth is written ahead of a longer table only', async () => {
+    const { stack } = fixture();
+    const marks: string[] = [];
+    await stack.ensureDm('v1', '0 2097152 flakey 7:4 0 0 1', () => marks.push('same length'));
+    await stack.ensureDm('v1', '0 4194304 linear 9:127 0', () => marks.push(`longer: ${marks.length}`));
+    assert.deepEqual(marks, ['longer: 0']);
+    assert.equal(await stack.dmTable('v1'), '0 4194304 linear 9:127 0');
+  });
+});

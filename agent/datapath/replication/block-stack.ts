@@ -178,13 +178,19 @@ export class BlockStack {
     }
   }
 
-  /** Makes the host-path device exist with this table (loaded in place when it differs). */
-  async ensureDm(volumeUUID: string, table: string): Promise<void> {
+  /**
+   * Makes the host-path device exist with this table (loaded in place when it differs).
+   * `beforeGrowing` runs before a table longer than the current one is loaded: what must follow a
+   * growth (the namespace re-reading its size) is written ahead there, so a crash right after the
+   * reload still leads to it.
+   */
+  async ensureDm(volumeUUID: string, table: string, beforeGrowing?: () => void): Promise<void> {
     const name = dmNameOf(volumeUUID);
     const current = await this.dmTable(volumeUUID);
     if (current === '') {
       await this.run('dmsetup', ['create', name, '--noudevsync', '--table', table]);
     } else if (!sameTable(current, table)) {
+      if (tableSectors(table) > tableSectors(current)) beforeGrowing?.();
       // The new table is loaded inactive while the old one serves; resume swaps it in, and
       // suspends the device first, which waits for the I/O in flight to the old table.
       if (this.options.ioctls) await this.options.ioctls.dmReload(name, table);
@@ -314,7 +320,21 @@ export class BlockStack {
     await this.run('dmsetup', ['remove', '--noudevsync', dmNameOf(volumeUUID)]);
   }
 
+  /** The size of a block device (loop3, nvme2n1, md127, ublkb0) as the kernel has it now; 0 when it is not there. */
+  async blockBytes(block: string): Promise<bigint> {
+    const sectors = (await readText(join(this.options.sysfsRoot, 'block', block, 'size'))).trim();
+    return /^\d+$/.test(sectors) ? BigInt(sectors) * SECTOR : 0n;
+  }
+
   // --- loop device over the local backing ---------------------------------------------------------
+
+  /**
+   * The loop device takes the size its file has now (LOOP_SET_CAPACITY): a loop device keeps the
+   * size it was attached with, and the volume's growth grew the file under it.
+   */
+  async growLoop(loop: string): Promise<void> {
+    await this.run('losetup', ['--set-capacity', join(this.options.devRoot, loop)]);
+  }
 
   /** The loop device (loop3) attached to this file, undefined when none. */
   async loopOf(file: string): Promise<string | undefined> {
@@ -450,6 +470,23 @@ export class BlockStack {
       await new Promise((r) => setTimeout(r, 100));
     }
     return this.leg(target);
+  }
+
+  /**
+   * Asks a replica's controller to scan its namespaces again and waits (at most `waitMs`) until
+   * the leg's block device is at least `minBytes`: the replica's target announces a grown
+   * namespace by itself (a namespace-attribute-changed event), this does not depend on it
+   * arriving. True once the leg is that large.
+   */
+  async rescanLeg(controller: string, block: string, minBytes: bigint, waitMs = RESCAN_WAIT_MS): Promise<boolean> {
+    if ((await this.blockBytes(block)) >= minBytes) return true;
+    await fs.writeFile(join(this.options.sysfsRoot, 'class', 'nvme', controller, 'rescan_controller'), '1').catch(() => undefined);
+    const until = Date.now() + waitMs;
+    for (;;) {
+      if ((await this.blockBytes(block)) >= minBytes) return true;
+      if (Date.now() >= until) return false;
+      await new Promise((r) => setTimeout(r, RESCAN_POLL_MS));
+    }
   }
 
   /** Disconnects every controller to a subsystem whose NQN starts with the prefix. */
@@ -633,6 +670,24 @@ export class BlockStack {
   }
 
   /**
+   * Grows the mirror to `bytes` once every leg's device is large enough: each active member first
+   * takes all its device now has (its `dev-<member>/size` set to 0: md rewrites the member's superblock with the
+   * new data size), then the array's component size is set to exactly `bytes` (raid1 resizes its
+   * write-intent bitmap and resyncs the new tail itself). The kernel refuses while a resync runs
+   * (EBUSY) or a member is too small (ENOSPC). Each step is idempotent: after a crash, the next
+   * call does what is left.
+   */
+  async growArray(block: string, bytes: bigint): Promise<void> {
+    const md = join(this.options.sysfsRoot, 'block', block, 'md');
+    for (const member of (await this.readArray(block)).members) {
+      // A spare or faulty member has no slot, and md refuses a size for it (EINVAL).
+      if (member.slot === undefined || member.flags.includes('faulty')) continue;
+      await fs.writeFile(join(md, `dev-${member.block}`, 'size'), '0');
+    }
+    await fs.writeFile(join(md, 'component_size'), String(bytes / 1024n));
+  }
+
+  /**
    * Makes a running mirror read-only: md ends its writes, writes its superblock (clean) to every
    * leg, and writes nothing after, not even when a leg goes away. The kernel refuses (EBUSY) while
    * anything holds the array open.
@@ -662,6 +717,9 @@ export class BlockStack {
 
 const REPLICA_DATA_OFFSET_KIB = REPLICA_DATA_OFFSET_BYTES / 1024n;
 const DELETE_WAIT_MS = 10_000;
+/** How long a grown replica's namespace may take to show its new size on the primary, per attempt. */
+const RESCAN_WAIT_MS = 2_000;
+const RESCAN_POLL_MS = 100;
 /** A hand-over waits this long for md to go read-only (a superblock write), then goes on without. */
 const FREEZE_TIMEOUT_MS = 3_000;
 /** mdadm, losetup, dmsetup, nvme connect: none may hold the replica monitor for ever. */
@@ -677,6 +735,12 @@ export function sameTable(current: string, wanted: string): boolean {
   const [a, b] = [words(current), words(wanted)];
   if (a[2] === 'flakey' && b[2] === 'flakey') return a.slice(0, 7).join(' ') === b.slice(0, 7).join(' ');
   return a.join(' ') === b.join(' ');
+}
+
+/** The length of a table, in sectors (its second word). */
+function tableSectors(table: string): bigint {
+  const length = table.trim().split(/\s+/)[1] ?? '';
+  return /^\d+$/.test(length) ? BigInt(length) : 0n;
 }
 
 async function readDir(path: string): Promise<string[]> {

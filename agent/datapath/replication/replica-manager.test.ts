@@ -11,7 +11,7 @@ import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { notConnected, type ArrayState, type BlockStack, type LegDevice, type LegTarget } from './block-stack.js';
 import { replicationSubsystemNQN } from '../../../lib/replication.js';
 import { waitUntil } from '../../../test/helpers/wait.js';
-import { ReplicaManager, type ServeInput } from './replica-manager.js';
+import { ReplicaManager, type QosServers, type ServeInput } from './replica-manager.js';
 import { StrataError } from '../../../lib/errors.js';
 
 const CLUSTER = 'nqn.2016-01.com.lightbitslabs:uuid:0b5c3f52-8e0a-4d5e-9a55-3f1b2c4d5e6f';
@@ -35,6 +35,7 @@ function fakeStack(refusals: number, hangs = false) {
   });
   const stack = {
     ensureLoop: async () => 'loop0',
+    blockBytes: async () => 1n << 40n,
     fenceTable: async () => '0 8 flakey 7:1 0 0 1',
     arrayOf: async () => undefined,
     connectLeg: async (t: LegTarget) => {
@@ -98,7 +99,7 @@ function promotion(epoch = 3): ServeInput {
 function manager(
   stack: BlockStack,
   writer: ReplicaSetWriter,
-  { promotionLegWaitMs, promotionConnectTimeoutMs, monitorIntervalMs = 60_000 }: { promotionLegWaitMs?: number; promotionConnectTimeoutMs?: number; monitorIntervalMs?: number } = {},
+  { promotionLegWaitMs, promotionConnectTimeoutMs, monitorIntervalMs = 60_000, qos }: { promotionLegWaitMs?: number; promotionConnectTimeoutMs?: number; monitorIntervalMs?: number; qos?: QosServers | undefined } = {},
 ) {
   return new ReplicaManager({
     stack,
@@ -110,6 +111,7 @@ function manager(
     rejoinIntervalMs: 5000,
     ...(promotionLegWaitMs === undefined ? {} : { promotionLegWaitMs }),
     ...(promotionConnectTimeoutMs === undefined ? {} : { promotionConnectTimeoutMs }),
+    ...(qos ? { qos } : {}),
   });
 }
 
@@ -173,6 +175,7 @@ describe('ReplicaManager monitor: a copy replaced on another node', () => {
     };
     const stack = {
       ensureLoop: async () => 'loop0',
+      blockBytes: async () => 1n << 40n,
       fenceTable: async () => '0 8 flakey 7:1 0 0 1',
       arrayOf: async () => 'md127',
       readArray: async (): Promise<ArrayState> => ({ block: 'md127', members, syncAction: members.length > 2 ? 'recover' : 'idle', syncProgress: undefined, degraded: 2 - members.length }),
@@ -240,6 +243,7 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
     let table = '';
     const stack = {
       ensureLoop: async () => 'loop0',
+      blockBytes: async () => 1n << 40n,
       fenceTable: async () => '0 8 flakey 7:1 0 0 1',
       arrayOf: async () => 'md127',
       readArray: async (): Promise<ArrayState> => ({ block: 'md127', members: [{ block: 'loop0', flags: ['in_sync'], slot: 0 }, { block: 'nvme1n1', flags: ['in_sync', 'write_mostly'], slot: 1 }], syncAction: 'idle', syncProgress: undefined, degraded: 0 }),
@@ -278,16 +282,7 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
       },
       state: () => served && { device: { device: '/dev/ublkb3' }, limits: served.limits, running: true },
     };
-    const m = new ReplicaManager({
-      stack: stack as unknown as BlockStack,
-      writer: recordingWriter().writer,
-      clusterSubsystemNQN: () => CLUSTER,
-      logger: pino({ level: 'silent' }),
-      monitorIntervalMs: 60_000,
-      legLossGraceMs: 2000,
-      rejoinIntervalMs: 5000,
-      qos,
-    });
+    const m = manager(stack as unknown as BlockStack, recordingWriter().writer, { qos });
     /** B primary, C in sync; `withA`: A in sync too (two copies to mirror again after a hand-over). */
     const input = (qosLimits: typeof LIMITS | null, primary = B, withA = false): ServeInput => {
       const p = promotion(2);
@@ -358,5 +353,131 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
     await m.serve(input(LIMITS));
     await stack.ensureDm(VOLUME, '0 8 flakey 7:1 0 0 1'); // fenced between passes
     assert.deepEqual(await m.qosStatus(VOLUME), { state: 'NotEnforced', reason: `node ${B}: the volume's device-mapper table does not point at its QoS server's device`, limits: LIMITS });
+  });
+});
+
+describe('ReplicaManager: a grown volume', () => {
+  const GiB = 1n << 30n;
+  const OFFSET = 4n << 20n;
+  /**
+   * Node B the primary, its mirror running at 1 GiB over its loop device and C's leg; the volume
+   * grew to 2 GiB and B's backing with it. C's leg shows its grown backing once `replicaGrew`;
+   * the QoS server's device, when there is one, has the size the array had when it started.
+   */
+  function growthBed(options: { syncAction?: string; qos?: boolean } = {}) {
+    const sizes = new Map<string, bigint>([['md127', GiB], ['loop0', GiB + OFFSET], ['nvme1n1', GiB + OFFSET]]);
+    const events: string[] = [];
+    const bed = { replicaGrew: false };
+    let loaded = GiB / 512n; // the device as the volume's old size made it
+    const stack = {
+      ensureLoop: async () => 'loop0',
+      loopOf: async () => 'loop0',
+      loopsOfVolume: async () => [],
+      arrayOf: async () => 'md127',
+      blockBytes: async (block: string) => sizes.get(block) ?? 0n,
+      growLoop: async (loop: string) => {
+        events.push(`set capacity ${loop}`);
+        sizes.set(loop, 2n * GiB + OFFSET);
+      },
+      rescanLeg: async (controller: string, block: string, min: bigint) => {
+        events.push(`rescan ${controller}`);
+        if (bed.replicaGrew) sizes.set(block, 2n * GiB + OFFSET);
+        return (sizes.get(block) ?? 0n) >= min;
+      },
+      growArray: async (block: string, bytes: bigint) => {
+        events.push(`grow ${block} ${bytes}`);
+        sizes.set(block, bytes);
+      },
+      readArray: async (): Promise<ArrayState> => ({
+        block: 'md127',
+        members: [{ block: 'loop0', flags: ['in_sync'], slot: 0 }, { block: 'nvme1n1', flags: ['in_sync', 'write_mostly'], slot: 1 }],
+        syncAction: options.syncAction ?? 'idle',
+        syncProgress: undefined,
+        degraded: 0,
+      }),
+      leg: async (t: LegTarget): Promise<LegDevice> => (t.nodeUUID === C ? { nodeUUID: C, controller: 'nvme1', controllerState: 'live', block: 'nvme1n1' } : notConnected(t.nodeUUID)),
+      fenceTable: async (bytes: bigint) => `0 ${bytes / 512n} flakey 7:1 0 0 1`,
+      linearTable: async (bytes: bigint, block: string) => `0 ${bytes / 512n} linear ${block} 0`,
+      ensureDm: async (_v: string, table: string, beforeGrowing?: () => void) => {
+        // As the real stack: only before a table longer than the one loaded.
+        const sectors = BigInt(table.split(' ')[1]!);
+        if (sectors > loaded) beforeGrowing?.();
+        loaded = sectors;
+        events.push(`dm ${table.split(' ').slice(1, 4).join(' ')}`);
+      },
+      disconnectAll: async () => undefined,
+      hostDevicePath: () => `/dev/mapper/strata-${VOLUME}`,
+      blockPath: (block: string) => `/dev/${block}`,
+    };
+    let qosDevice: { device: string; bytes: bigint } | undefined;
+    const qos = {
+      start: async () => {
+        qosDevice ??= { device: `/dev/ublkb${events.filter((e) => e.startsWith('qos start')).length}`, bytes: sizes.get('md127')! };
+        sizes.set(qosDevice.device.slice(5), qosDevice.bytes);
+        events.push(`qos start ${qosDevice.device}`);
+        return { id: 0, device: qosDevice.device };
+      },
+      stop: async () => {
+        if (qosDevice) events.push(`qos stop ${qosDevice.device}`);
+        qosDevice = undefined;
+      },
+      state: () => undefined,
+    };
+    const m = manager(stack as unknown as BlockStack, recordingWriter().writer, { qos: options.qos ? qos : undefined });
+    const LIMITS = { readIops: 300, writeIops: 300, readBytesPerSecond: 0, writeBytesPerSecond: 0 };
+    const input = (primary = B): ServeInput => {
+      const p = promotion(2);
+      return {
+        ...p,
+        sizeBytes: 2n * GiB,
+        ...(options.qos ? { qos: LIMITS } : {}),
+        replication: { ...p.replication, primaryNodeUUID: primary, legs: p.replication.legs.filter((l) => l.nodeUUID !== A) },
+        beforeGrowing: () => events.push('mark revalidate'),
+      };
+    };
+    return { m, events, input, bed };
+  }
+
+  it('keeps serving at the old size until every leg shows its grown backing (no leg failed for it), then grows md, then dm, the revalidate written ahead of the reload', async () => {
+    const { m, events, input, bed } = growthBed();
+    const waiting = await m.serve(input());
+    assert.match(waiting.growing ?? '', /waiting for node node-c/);
+    assert.deepEqual(events, ['set capacity loop0', 'rescan nvme1', 'dm 2097152 linear md127'], 'the old size (1 GiB in sectors), no revalidate');
+    assert.deepEqual(m.legStatus(VOLUME)?.map((l) => l.state), ['InSync', 'InSync'], 'nothing recorded out of sync');
+
+    events.length = 0;
+    bed.replicaGrew = true;
+    const grown = await m.serve(input());
+    assert.equal(grown.growing, undefined);
+    assert.deepEqual(events, ['rescan nvme1', `grow md127 ${2n * GiB}`, 'mark revalidate', 'dm 4194304 linear md127']);
+
+    events.length = 0;
+    assert.equal((await m.serve(input())).growing, undefined);
+    assert.deepEqual(events, ['dm 4194304 linear md127'], 'grown: nothing more to do');
+  });
+
+  it('waits for a running resync before md grows (the kernel refuses meanwhile)', async () => {
+    const { m, events, input, bed } = growthBed({ syncAction: 'recover' });
+    bed.replicaGrew = true;
+    const served = await m.serve(input());
+    assert.match(served.growing ?? '', /recover is done/);
+    assert.ok(!events.some((e) => e.startsWith('grow')), events.join(', '));
+  });
+
+  it('a replica grows its fence to the new size, the revalidate written ahead of the reload', async () => {
+    const { m, events, input } = growthBed();
+    const served = await m.serve(input(C));
+    assert.equal(served.growing, undefined);
+    assert.deepEqual(events.slice(0, 2), ['mark revalidate', 'dm 4194304 flakey 7:1']);
+  });
+
+  it('with QoS: the table moves onto the grown array, the old server stops, one of the new size starts and the table moves onto it', async () => {
+    const { m, events, input, bed } = growthBed({ qos: true });
+    await m.serve(input());
+    assert.deepEqual(events.slice(-2), ['qos start /dev/ublkb0', 'dm 2097152 linear ublkb0'], 'at the old size, through the old server');
+    events.length = 0;
+    bed.replicaGrew = true;
+    await m.serve(input());
+    assert.deepEqual(events.slice(2), ['qos start /dev/ublkb0', 'mark revalidate', 'dm 4194304 linear md127', 'qos stop /dev/ublkb0', 'qos start /dev/ublkb1', 'dm 4194304 linear ublkb1']);
   });
 });

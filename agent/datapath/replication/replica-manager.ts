@@ -29,9 +29,9 @@ import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { DeadlineExceeded, retry, withDeadline } from '../../../lib/retry.js';
 import { stopwatch } from '../../../lib/stopwatch.js';
-import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
+import { nodeHostNQN, replicaBackingBytes, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication, VolumeQosStatus } from '../../../lib/records.js';
-import { notConnected, sameTable, type ArrayState, type BlockStack, type LegDevice, type LegTarget, type StackSnapshot, type WrittenCount } from './block-stack.js';
+import { notConnected, REPLICATED_BLOCK_BYTES, sameTable, type ArrayState, type BlockStack, type LegDevice, type LegTarget, type StackSnapshot, type WrittenCount } from './block-stack.js';
 import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
 /**
@@ -58,6 +58,13 @@ export interface ServeInput {
   readonly backing: { readonly devicePath: string; readonly bufferedIo: boolean };
   /** The assignment's QoS limits (absent, null or all zero: none); only a primary enforces them. */
   readonly qos?: QosLimits | null;
+  /**
+   * Runs (synchronously) right before the host path's device is made larger than it is: the
+   * reconciler writes ahead there that the host namespace must re-read its size, so hosts learn
+   * a grown volume only once the device under the namespace has the size, and still do after a
+   * crash right after the reload.
+   */
+  readonly beforeGrowing?: () => void;
 }
 
 /**
@@ -77,6 +84,12 @@ export interface ServeResult {
   readonly hostDevicePath: string;
   /** On a replica node: export the backing to the primary (subsystem NQN, admitted host). */
   readonly replicationExport?: { readonly nqn: string; readonly primaryHostNQN: string };
+  /**
+   * On a primary whose volume grew: why the host path still shows the size the mirror had (a
+   * copy that does not show its grown backing yet, a resync md must finish first). The volume is
+   * served meanwhile; the reconciler tries again soon and does not report the generation done.
+   */
+  readonly growing?: string;
 }
 
 export interface ReplicaManagerOptions {
@@ -120,6 +133,8 @@ interface PrimaryVolume {
   fencedAtEpoch: number | undefined;
   /** Why the assignment's limits are not enforced here, undefined when they are (or there are none). */
   qosProblem: string | undefined;
+  /** What the host path shows: the assignment's size, or less while the mirror has not grown to it yet. */
+  servedBytes: bigint;
 }
 
 export class ReplicaManager {
@@ -232,7 +247,7 @@ export class ReplicaManager {
       const { stack, writer, logger } = this.options;
       const { replication, nodeUUID } = state.input;
       const lap = stopwatch();
-      await this.stopServing(volumeUUID, state.input.sizeBytes);
+      await this.stopServing(volumeUUID, state.servedBytes);
       lap('fence');
       this.primaries.delete(volumeUUID);
       this.handedOver.add(volumeUUID);
@@ -376,7 +391,7 @@ export class ReplicaManager {
       lap(fresh ? 'create' : 'assemble');
       started = { array, legs: reached.map((r) => r.target.nodeUUID), created: fresh };
     }
-    const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fencedAtEpoch: undefined, qosProblem: undefined };
+    const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fencedAtEpoch: undefined, qosProblem: undefined, servedBytes: input.sizeBytes };
     state.input = input;
     state.inSync = inSync;
     this.primaries.set(volumeUUID, state);
@@ -406,11 +421,52 @@ export class ReplicaManager {
       for (const target of this.remoteTargets(input).filter((t) => missing.includes(t.nodeUUID))) seen.set(target.nodeUUID, await stack.leg(target));
     }
     lap('check');
+    // A start or a promotion does not wait for a copy's rescan (the hosts wait for this pass):
+    // it serves at the size the mirror has, and the next pass (a second later) grows it.
+    const growth = await this.growMirror(state, loop, array, seen, started ? 0 : undefined);
+    state.servedBytes = growth.bytes;
     await this.pointHostPath(state, array);
     const ms = lap('dm');
     if (started) logger.info({ volumeUUID, ...started, ms }, started.created ? 'replicated volume created' : 'replicated volume assembled');
     state.legs = this.legStates(state, arrayState, { leg: (t) => seen.get(t.nodeUUID) ?? notConnected(t.nodeUUID) });
-    return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
+    return { hostDevicePath: stack.hostDevicePath(volumeUUID), ...(growth.waiting ? { growing: growth.waiting } : {}) };
+  }
+
+  /**
+   * A grown volume (docs/replication.md, "Growing a replicated volume"): every copy's node grew
+   * its backing, and each replica had its export re-read the size. Here the local loop device
+   * takes its file's new size, each replica's namespace is rescanned until it shows its new size,
+   * and only when every leg of the mirror is that large does md grow the array. Until then the
+   * host path keeps the size the array has (no leg is failed for it): what hosts see never
+   * exceeds what every copy holds. Everything is read from the kernel, so a crash at any step
+   * is resumed by the next call, and a new primary over legs of mixed sizes (md assembles at the
+   * size its superblocks record) grows the same way. Returns the size the host path may show.
+   */
+  private async growMirror(state: PrimaryVolume, loop: string, array: string, seen: ReadonlyMap<string, LegDevice>, rescanWaitMs?: number): Promise<{ bytes: bigint; waiting?: string }> {
+    const { stack, logger } = this.options;
+    const { volumeUUID, sizeBytes } = state.input;
+    const arrayBytes = await stack.blockBytes(array);
+    if (arrayBytes >= sizeBytes) return { bytes: sizeBytes };
+    // The old size, in whole 4 KiB blocks (the array holds at least that much on every leg).
+    const now = (arrayBytes / BLOCK) * BLOCK;
+    const legBytes = replicaBackingBytes(sizeBytes);
+    if ((await stack.blockBytes(loop)) < legBytes) await stack.growLoop(loop);
+    const small: string[] = [];
+    for (const member of (await stack.readArray(array)).members) {
+      if (member.flags.includes('faulty')) continue;
+      const remote = [...seen.values()].find((l) => l.block === member.block);
+      const large = remote?.controller ? await stack.rescanLeg(remote.controller, member.block, legBytes, rescanWaitMs) : (await stack.blockBytes(member.block)) >= legBytes;
+      if (!large) small.push(remote ? `node ${remote.nodeUUID}` : member.block);
+    }
+    if (small.length > 0) return { bytes: now, waiting: `the mirror grows to ${sizeBytes} bytes once every copy shows its grown backing; waiting for ${small.join(', ')}` };
+    const { syncAction } = await stack.readArray(array);
+    // md refuses to resize while it resyncs (EBUSY); a rebuilding copy finishes first.
+    if (syncAction !== 'idle') return { bytes: now, waiting: `the mirror grows to ${sizeBytes} bytes once md's ${syncAction} is done` };
+    await stack.growArray(array, sizeBytes);
+    const grown = await stack.blockBytes(array);
+    if (grown < sizeBytes) throw new Error(`md did not grow the mirror ${array} to ${sizeBytes} bytes (it has ${grown})`);
+    logger.info({ volumeUUID, from: String(arrayBytes), to: String(sizeBytes) }, 'mirror grown: md resyncs the new tail');
+    return { bytes: sizeBytes };
   }
 
   /**
@@ -422,7 +478,8 @@ export class ReplicaManager {
    */
   private async pointHostPath(state: PrimaryVolume, array: string): Promise<void> {
     const { stack, qos, logger } = this.options;
-    const { volumeUUID, sizeBytes, nodeUUID } = state.input;
+    const { volumeUUID, nodeUUID, beforeGrowing } = state.input;
+    const sizeBytes = state.servedBytes;
     const limits = state.input.qos && !isUnlimited(state.input.qos) ? state.input.qos : undefined;
     state.qosProblem = undefined;
     if (limits) {
@@ -430,8 +487,17 @@ export class ReplicaManager {
       else if (this.ublkMissing) state.qosProblem = this.ublkMissing;
       else {
         try {
-          const served = await qos.start(volumeUUID, { backing: stack.blockPath(array), limits });
-          await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, served.device.replace(/^.*\//, '')));
+          const spec = { backing: stack.blockPath(array), limits };
+          let served = await qos.start(volumeUUID, spec);
+          if ((await stack.blockBytes(deviceName(served.device))) < sizeBytes) {
+            // A ublk device keeps the size it was made with: after a growth the table moves onto
+            // the grown array (served unthrottled for that moment), the old server stops, and one
+            // of the new size starts; then the table moves onto it.
+            await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, array), beforeGrowing);
+            await qos.stop(volumeUUID);
+            served = await qos.start(volumeUUID, spec);
+          }
+          await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, deviceName(served.device)), beforeGrowing);
           return;
         } catch (err) {
           state.qosProblem = this.qosFailure(nodeUUID, err);
@@ -439,7 +505,7 @@ export class ReplicaManager {
         }
       }
     }
-    await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, array));
+    await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, array), beforeGrowing);
     await qos?.stop(volumeUUID);
   }
 
@@ -461,7 +527,7 @@ export class ReplicaManager {
       const state = this.primaries.get(volumeUUID);
       const served = this.options.qos?.state(volumeUUID);
       if (!state || !served || isFencedAt(state) || this.leaseFenced) return;
-      await this.options.stack.ensureDm(volumeUUID, await this.options.stack.linearTable(state.input.sizeBytes, served.device.device.replace(/^.*\//, '')));
+      await this.options.stack.ensureDm(volumeUUID, await this.options.stack.linearTable(state.servedBytes, deviceName(served.device.device)));
     });
   }
 
@@ -482,7 +548,7 @@ export class ReplicaManager {
     if (!served.running) return notEnforced(`node ${node}: the volume's QoS server is being restarted (its device holds the I/O meanwhile)`);
     if (!sameLimits(served.limits, limits)) return notEnforced(`node ${node}: the volume's QoS server has other limits than the assignment's`);
     const { stack } = this.options;
-    const wanted = await stack.linearTable(state.input.sizeBytes, served.device.device.replace(/^.*\//, '')).catch(() => undefined);
+    const wanted = await stack.linearTable(state.servedBytes, deviceName(served.device.device)).catch(() => undefined);
     if (!wanted || !sameTable(await stack.dmTable(volumeUUID), wanted)) return notEnforced(`node ${node}: the volume's device-mapper table does not point at its QoS server's device`);
     return { state: 'Enforced', reason: '', limits: { ...limits } };
   }
@@ -553,7 +619,7 @@ export class ReplicaManager {
   /** This node is not the primary of the epoch any more: stop serving the host at once. */
   private async fence(state: PrimaryVolume): Promise<void> {
     state.fencedAtEpoch = state.input.replication.epoch;
-    await this.stopServing(state.input.volumeUUID, state.input.sizeBytes);
+    await this.stopServing(state.input.volumeUUID, state.servedBytes);
     this.options.logger.error({ volumeUUID: state.input.volumeUUID, epoch: state.input.replication.epoch }, 'fenced: another node is the primary of this volume now; the host path serves errors');
   }
 
@@ -587,7 +653,9 @@ export class ReplicaManager {
     const stack = this.options.stack;
     // Was primary here (a failover moved it away while this node was cut off): stop serving the
     // host first, then take the mirror apart so the backing can be exported as a plain copy.
-    await stack.ensureDm(input.volumeUUID, await stack.fenceTable(input.sizeBytes));
+    // A grown volume's fence grows too (hosts see one size on every path); the replication
+    // export's namespace re-reads the grown backing in the kernel pass that follows.
+    await stack.ensureDm(input.volumeUUID, await stack.fenceTable(input.sizeBytes), input.beforeGrowing);
     this.primaries.delete(input.volumeUUID);
     await this.dismantlePrimary(input.volumeUUID);
     const cluster = this.requireCluster();
@@ -772,6 +840,11 @@ export class ReplicaManager {
     return next;
   }
 }
+
+const BLOCK = BigInt(REPLICATED_BLOCK_BYTES);
+
+/** /dev/ublkb3 → ublkb3 */
+const deviceName = (path: string) => path.replace(/^.*\//, '');
 
 /** How long after a server's return its copies are tried at every monitor look. */
 const REJOIN_EAGER_MS = 120_000;
