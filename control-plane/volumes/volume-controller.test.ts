@@ -441,6 +441,41 @@ describe('volume controller', () => {
     }
   });
 
+  it('a replicated volume grows: every copy\'s assignment carries the new size at the new generation; Available only once the primary, last, reports it', async () => {
+    await storageNode();
+    await storageNode();
+    await storageNode();
+    await startController();
+    try {
+      const v = volume({ replicaCount: 3, sizeBytes: String(GiB) });
+      await putRecord(client, keys.volume(v.UUID), v);
+      const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      for (const n of placed.nodeList) await report(v, n, 'Served');
+      await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
+
+      // What the API's PUT writes (volume-service.ts): the size, Updating, a new generation.
+      const grown = { ...(await readVolume(v.UUID))!, sizeBytes: String(2n * GiB), state: 'Updating' as const, generation: 2 };
+      await putRecord(client, keys.volume(v.UUID), grown);
+      for (const n of placed.nodeList) {
+        await until(`the grown assignment of ${n}`, async () => {
+          const a = await read<VolumeAssignment>(keys.assignment(n, v.UUID));
+          return a?.generation === 2 && a.sizeBytes === String(2n * GiB) && a.replication?.legs.length === 3;
+        });
+      }
+      // The replicas grew their backings and fences; the primary's mirror still grows (it reports
+      // the previous generation meanwhile, agent/datapath/reconcile/pass-backings.ts).
+      const replicas = placed.nodeList.filter((n) => n !== placed.primaryNodeUUID);
+      for (const n of replicas) await report(v, n, 'Served');
+      await report(v, placed.primaryNodeUUID, 'Served', { generation: 1 });
+      await settle();
+      assert.equal((await readVolume(v.UUID))?.state, 'Updating', 'not done while the primary has not grown');
+      await report(v, placed.primaryNodeUUID, 'Served');
+      await until('Available again', async () => (await readVolume(v.UUID))?.state === 'Available');
+    } finally {
+      await stopController();
+    }
+  });
+
   /**
    * Two storage nodes and an Unattached spare (a server added with extendCluster false: placement
    * skips it), the controller started, and a 2-copy volume Available on the two.

@@ -236,9 +236,6 @@ export class VolumeService {
           if (requested < size) {
             throw errors.invalid(`size ${requested} is smaller than the volume's ${size} bytes: ${SHRINK_REFUSAL}`);
           }
-          if (requested !== size && v.replicaCount > 1) {
-            throw errors.invalid(`volume ${v.name} has ${v.replicaCount} replicas: resizing replicated volumes is not supported yet (docs/replication.md)`);
-          }
           if (requested !== size) {
             next.sizeBytes = requested.toString();
             dataPath = true;

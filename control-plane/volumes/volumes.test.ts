@@ -512,7 +512,7 @@ describe('volumes API', () => {
       assert.equal((await h.record(v.UUID))!.generation, 1);
     });
 
-    test('replicated volumes: changing replicaCount, resizing are refused (400, says why), writing nothing; the same replicaCount is a no-op', async () => {
+    test('replicated volumes: changing replicaCount and shrinking are refused (400, says why), writing nothing; the same replicaCount is a no-op; growing goes through Updating at a new generation', async () => {
       const server = await joinServer(h.etcd, { nodes: [{}, {}] });
       const v = await createOk({ replicaCount: 2, size: '4GiB' });
       await h.place(v.UUID, { nodeList: server.nodes.map((n) => n.UUID) });
@@ -524,10 +524,18 @@ describe('volumes API', () => {
         assert.match(res.body.error, /changing the replica count of an existing volume is not supported/);
       }
       fails(await put(`/api/v2/volumes/${v.UUID}`, { replicaCount: 4 }), 400, 3, 'replicaCount out of range');
-      const grow = await put(`/api/v2/volumes/${v.UUID}`, { size: '8GiB' });
-      fails(grow, 400, 3, 'resize of a replicated volume');
-      assert.match(grow.body.error, /resizing replicated volumes is not supported yet/);
+      const shrink = await put(`/api/v2/volumes/${v.UUID}`, { size: '2GiB' });
+      fails(shrink, 400, 3, 'shrink of a replicated volume');
+      assert.match(shrink.body.error, /shrinking a volume is not supported/);
       assert.equal(ok(await get(v.UUID)).ETag, etag, 'nothing written');
+      assert.deepEqual(ok(await put(`/api/v2/volumes/${v.UUID}`, { size: '8GiB' })), {});
+      const grown = ok(await get(v.UUID));
+      assert.equal(grown.size, String(8 * GIB));
+      assert.equal(grown.state, 'Updating');
+      assert.equal(Number(grown.replicaCount), 2);
+      const record = (await h.record(v.UUID))!;
+      assert.equal(record.generation, 2);
+      assert.equal(record.sizeBytes, String(8 * GIB));
     });
 
     test('changing compression is refused (400, says why), writing nothing; sending the current value is a no-op', async () => {
