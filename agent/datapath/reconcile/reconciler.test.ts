@@ -3,7 +3,7 @@
 // fresh state loaded from disk, as after kill -9) must finish the job, including what the
 // kernel tree cannot show: a revocation whose port relink had not happened yet.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -23,6 +23,8 @@ import { describeOp, type NvmetObjects, type NvmetOp, type NvmetTree } from '../
 import { AssignmentStore } from './assignment-store.js';
 import { DataPathReconciler, type PassSummary } from './reconciler.js';
 import { FilePool } from '../pool/storage-pool.js';
+import type { ReplicaManager, ServeInput, ServeResult } from '../replication/replica-manager.js';
+import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 
 const CLUSTER: ClusterRecord = {
   UUID: 'c0ffee00-0000-4000-8000-000000000002',
@@ -92,7 +94,7 @@ describe('DataPathReconciler crash safety', () => {
   });
 
   /** A reconciler as a fresh agent process would build it (state read from disk). */
-  async function reconciler(configfs: EmulatedNvmetConfigfs, resyncIntervalMs = 3_600_000, connectedHosts?: ConnectedHostsProbe): Promise<DataPathReconciler> {
+  async function reconciler(configfs: EmulatedNvmetConfigfs, resyncIntervalMs = 3_600_000, connectedHosts?: ConnectedHostsProbe, replicas?: ReplicaManager): Promise<DataPathReconciler> {
     const client = createEtcdClient([etcd.endpoint]);
     clients.push(client);
     await configfs.prepareRoot();
@@ -107,6 +109,7 @@ describe('DataPathReconciler crash safety', () => {
       resyncIntervalMs,
       debounceMs: 20,
       ...(connectedHosts ? { connectedHosts } : {}),
+      ...(replicas ? { replicas } : {}),
       logger: silentLogger(),
     });
   }
@@ -165,6 +168,129 @@ describe('DataPathReconciler crash safety', () => {
     survivor.applied.length = 0;
     assert.equal((await next.reconcileNow())?.operations, 0);
     await next.stop();
+  });
+
+  /**
+   * The replica manager as the passes see it: the host path's device (a file here) serves the
+   * size last served; growing it runs the write-ahead first, as the block stack does; a primary
+   * reports its mirror still growing while `growing` is set.
+   */
+  function fakeReplicas(devicePath: string) {
+    const bed = { servedBytes: 0n, growing: undefined as string | undefined, calls: [] as string[] };
+    const replicas = {
+      start: () => undefined,
+      stop: async () => undefined,
+      onChange: () => () => undefined,
+      isFenced: () => false,
+      legStatus: () => undefined,
+      writtenBytes: async () => undefined,
+      qosStatus: async () => undefined,
+      primaryVolumes: () => [],
+      rejoinSoon: () => undefined,
+      release: async () => undefined,
+      serve: async (input: ServeInput): Promise<ServeResult> => {
+        const primary = input.replication.primaryNodeUUID === input.nodeUUID;
+        const target = primary && bed.growing ? bed.servedBytes : input.sizeBytes;
+        if (bed.servedBytes !== 0n && target > bed.servedBytes) {
+          input.beforeGrowing?.();
+          bed.calls.push(`grow ${target}`);
+        }
+        bed.servedBytes = target;
+        return {
+          hostDevicePath: devicePath,
+          ...(primary ? {} : { replicationExport: { nqn: replicationSubsystemNQN(CLUSTER.subsystemNQN, input.volumeUUID, input.nodeUUID), primaryHostNQN: input.replication.primaryHostNQN } }),
+          ...(primary && bed.growing ? { growing: bed.growing } : {}),
+        };
+      },
+    };
+    return { replicas: replicas as unknown as ReplicaManager, bed };
+  }
+  const OTHER = '88888888-8888-4888-8888-888888888888';
+  // A volume of their own: the tests above leave V1's backing larger than these start.
+  const V2 = '22222222-2222-4222-8222-222222222222';
+  const NQN2 = `${CLUSTER.subsystemNQN}:vol:${V2}`;
+  function replicated(primary: string, overrides: Partial<VolumeAssignment> = {}): VolumeAssignment {
+    const role = primary === NODE ? 'primary' : 'replica';
+    return assignment({
+      volumeUUID: V2,
+      subsystemNQN: NQN2,
+      port: 20002,
+      acl: [H1],
+      role,
+      anaState: role === 'primary' ? 'optimized' : 'inaccessible',
+      replication: {
+        epoch: 1,
+        primaryNodeUUID: primary,
+        primaryHostNQN: nodeHostNQN(CLUSTER.subsystemNQN, primary),
+        legs: [NODE, OTHER].map((nodeUUID) => ({ nodeUUID, endpoint: '127.0.0.2:4421', inSync: true })),
+      },
+      ...overrides,
+    });
+  }
+  const revalidates = (ops: NvmetOp[]) => ops.map(describeOp).filter((op) => op.endsWith('revalidate_size'));
+
+  it('a replica grown: its replication export re-reads the grown backing and its host namespace the grown fence, even when it died right after', async () => {
+    const device = join(work, `dm-${V2}`);
+    writeFileSync(device, '');
+    const { replicas, bed } = fakeReplicas(device);
+    await put(replicated(OTHER, { generation: 1 }));
+    const first = await reconciler(configfsAt(), undefined, undefined, replicas);
+    await first.reconcileNow();
+    assert.deepEqual(first.current()?.volumes.filter((v) => v.volumeUUID === V2).map((v) => [v.state, v.error, v.generation]), [['Served', '', 1]]);
+    await first.stop();
+
+    await put(replicated(OTHER, { generation: 2, sizeBytes: String(16 * 1024 * 1024) }));
+    const dying = configfsAt();
+    dying.dieAfter = 0;
+    const doomed = await reconciler(dying, undefined, undefined, replicas);
+    void doomed.reconcileNow();
+    await waitUntil(() => dying.died, 'the apply to die');
+    void doomed.stop();
+    assert.deepEqual(bed.calls, [`grow ${16 * 1024 * 1024}`], 'the fence grew before the apply died');
+    const survivor = configfsAt();
+    const next = await reconciler(survivor, undefined, undefined, replicas);
+    await next.reconcileNow();
+    const REP = replicationSubsystemNQN(CLUSTER.subsystemNQN, V2, NODE);
+    assert.deepEqual(revalidates(survivor.applied), [`write "1" to subsystems/${NQN2}/namespaces/1/revalidate_size`, `write "1" to subsystems/${REP}/namespaces/1/revalidate_size`]);
+    assert.equal(next.current()?.volumes.find((v) => v.volumeUUID === V2)?.generation, 2);
+    await next.stop();
+    await writer.delete().key(keys.assignment(NODE, V2));
+    const cleanup = await reconciler(configfsAt(), undefined, undefined, replicas);
+    await cleanup.reconcileNow();
+    await cleanup.stop();
+  });
+
+  it('a primary whose mirror still grows: served at the old size, the previous generation reported, no host revalidate until the device grew', async () => {
+    const device = join(work, `dm-${V2}`);
+    writeFileSync(device, '');
+    const { replicas, bed } = fakeReplicas(device);
+    await put(replicated(NODE, { generation: 1 }));
+    const agent = await reconciler(configfsAt(), undefined, undefined, replicas);
+    await agent.reconcileNow();
+    const v1 = () => agent.current()?.volumes.find((v) => v.volumeUUID === V2);
+    assert.equal(v1()?.generation, 1);
+
+    bed.growing = 'waiting for a copy';
+    const watching = configfsAt();
+    await agent.stop();
+    const growing = await reconciler(watching, undefined, undefined, replicas);
+    await put(replicated(NODE, { generation: 2, sizeBytes: String(16 * 1024 * 1024) }));
+    await growing.reconcileNow();
+    const status = () => growing.current()?.volumes.find((v) => v.volumeUUID === V2);
+    assert.equal(status()?.state, 'Served');
+    assert.equal(status()?.generation, 1, 'the new generation is not done here yet');
+    assert.equal(status()?.error, 'waiting for a copy');
+    assert.deepEqual(revalidates(watching.applied), [], 'the primary reads its file through a loop device: no namespace over it to revalidate');
+
+    bed.growing = undefined;
+    await growing.reconcileNow();
+    assert.deepEqual(revalidates(watching.applied), [`write "1" to subsystems/${NQN2}/namespaces/1/revalidate_size`]);
+    assert.equal(status()?.generation, 2);
+    await growing.stop();
+    await writer.delete().key(keys.assignment(NODE, V2));
+    const cleanup = await reconciler(configfsAt(), undefined, undefined, replicas);
+    await cleanup.reconcileNow();
+    await cleanup.stop();
   });
 
   it('converges after dying at any point of a first export and of a teardown', async () => {
