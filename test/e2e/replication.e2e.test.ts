@@ -25,6 +25,7 @@ import { createEtcdClient } from '../../lib/etcd/client.js';
 import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ReplicaSetRecord } from '../../lib/records.js';
+import { REPLICA_DATA_OFFSET_BYTES } from '../../lib/replication.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
 import { adminApi } from '../helpers/admin-api.js';
@@ -569,5 +570,45 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     // The dead server comes back: its copy is not wanted any more and goes.
     await step('the old replica\'s server comes back', () => rebootGuest(replica));
     await until('its backing removed', async () => (await sh(storageOf(replica).guest, `find /var/lib/strata/pool -name '${pair.UUID}.*' | wc -l`)).trim() === '0', 180_000);
+  });
+
+  it('a 3-copy volume grown under a host connection: the host sees the new size without reconnecting, data beyond the old end reads back, every backing grew', async () => {
+    const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'grown', size: '32MiB', replicaCount: 3, acl: { values: [HOST] } });
+    const grown = await until('grown Available', async () => {
+      const v = await getVolume(created.UUID);
+      if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+      return v.state === 'Available' && v.protectionState === 'FullyProtected' && v;
+    }, 300_000);
+    const growDevice = await step('connect a path to every node', () => connectAllPaths(grown));
+    const head = randomBytes(8 * MiB);
+    await host().runOk(['dd', `of=${growDevice}`, 'bs=1M', 'count=8', 'iflag=fullblock', 'oflag=direct', 'conv=notrunc', 'status=none'], { input: head, timeoutMs: 120_000 });
+
+    await step('PUT size 64 MiB → Updating → Available', async () => {
+      await api('PUT', `/volumes/${grown.UUID}`, { size: '64MiB' });
+      return until('Available at 64 MiB', async () => {
+        const v = await getVolume(grown.UUID);
+        if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+        return v.state === 'Available' && v.size === String(64 * MiB) && v;
+      }, 300_000);
+    });
+    // The same connections: the namespace's size changed under them (revalidate_size, an AEN,
+    // the host's rescan), not a reconnect.
+    await step('the host sees 64 MiB', () =>
+      until('blockdev size 64 MiB', async () => (await sh(host(), `blockdev --getsize64 ${growDevice}`)).trim() === String(64 * MiB), 60_000),
+    );
+    const tail = randomBytes(8 * MiB);
+    await step('write 8 MiB beyond the old end', () =>
+      host().runOk(['dd', `of=${growDevice}`, 'bs=1M', 'seek=40', 'count=8', 'iflag=fullblock', 'oflag=direct', 'conv=notrunc', 'status=none'], { input: tail, timeoutMs: 120_000 }),
+    );
+    const read = (await host().runOk(['dd', `if=${growDevice}`, 'bs=1M', 'skip=40', 'count=8', 'iflag=direct', 'status=none'], { timeoutMs: 120_000 })).stdoutBytes;
+    assert.equal(sha256(read), sha256(tail), 'the host reads back what it wrote beyond the old end');
+    const v = await getVolume(grown.UUID);
+    for (const n of v.nodeList) {
+      const size = (await sh(storageOf(n).guest, `stat -c %s $(find /var/lib/strata/pool -name '${grown.UUID}.*' -path '*/volumes/*' | head -1)`)).trim();
+      assert.equal(size, String(64 * MiB + Number(REPLICA_DATA_OFFSET_BYTES)), `node ${n}: the backing grew to the volume's size and md's metadata`);
+    }
+    assert.deepEqual(await Promise.all(v.nodeList.map((n) => backingDigestOf(storageOf(n), grown.UUID, 8, 40))), v.nodeList.map(() => sha256(tail)), 'the new tail on all three backings');
+    assert.deepEqual(await Promise.all(v.nodeList.map((n) => backingDigest(n, grown.UUID, 8))), v.nodeList.map(() => sha256(head)), 'the old data kept');
+    await until('FullyProtected', async () => (await getVolume(grown.UUID)).protectionState === 'FullyProtected', 120_000);
   });
 });

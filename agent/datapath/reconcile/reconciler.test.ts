@@ -175,7 +175,9 @@ describe('DataPathReconciler crash safety', () => {
    * size last served; growing it runs the write-ahead first, as the block stack does; a primary
    * reports its mirror still growing while `growing` is set.
    */
-  function fakeReplicas(devicePath: string) {
+  function fakeReplicas() {
+    const devicePath = join(work, `dm-${V2}`);
+    writeFileSync(devicePath, '');
     const bed = { servedBytes: 0n, growing: undefined as string | undefined, calls: [] as string[] };
     const replicas = {
       start: () => undefined,
@@ -227,12 +229,17 @@ describe('DataPathReconciler crash safety', () => {
       ...overrides,
     });
   }
+  /** The volume unassigned and torn down, as the next test expects to find the node. */
+  async function removeV2(replicas: ReplicaManager): Promise<void> {
+    await writer.delete().key(keys.assignment(NODE, V2));
+    const cleanup = await reconciler(configfsAt(), undefined, undefined, replicas);
+    await cleanup.reconcileNow();
+    await cleanup.stop();
+  }
   const revalidates = (ops: NvmetOp[]) => ops.map(describeOp).filter((op) => op.endsWith('revalidate_size'));
 
   it('a replica grown: its replication export re-reads the grown backing and its host namespace the grown fence, even when it died right after', async () => {
-    const device = join(work, `dm-${V2}`);
-    writeFileSync(device, '');
-    const { replicas, bed } = fakeReplicas(device);
+    const { replicas, bed } = fakeReplicas();
     await put(replicated(OTHER, { generation: 1 }));
     const first = await reconciler(configfsAt(), undefined, undefined, replicas);
     await first.reconcileNow();
@@ -254,16 +261,11 @@ describe('DataPathReconciler crash safety', () => {
     assert.deepEqual(revalidates(survivor.applied), [`write "1" to subsystems/${NQN2}/namespaces/1/revalidate_size`, `write "1" to subsystems/${REP}/namespaces/1/revalidate_size`]);
     assert.equal(next.current()?.volumes.find((v) => v.volumeUUID === V2)?.generation, 2);
     await next.stop();
-    await writer.delete().key(keys.assignment(NODE, V2));
-    const cleanup = await reconciler(configfsAt(), undefined, undefined, replicas);
-    await cleanup.reconcileNow();
-    await cleanup.stop();
+    await removeV2(replicas);
   });
 
   it('a primary whose mirror still grows: served at the old size, the previous generation reported, no host revalidate until the device grew', async () => {
-    const device = join(work, `dm-${V2}`);
-    writeFileSync(device, '');
-    const { replicas, bed } = fakeReplicas(device);
+    const { replicas, bed } = fakeReplicas();
     await put(replicated(NODE, { generation: 1 }));
     const agent = await reconciler(configfsAt(), undefined, undefined, replicas);
     await agent.reconcileNow();
@@ -287,10 +289,7 @@ describe('DataPathReconciler crash safety', () => {
     assert.deepEqual(revalidates(watching.applied), [`write "1" to subsystems/${NQN2}/namespaces/1/revalidate_size`]);
     assert.equal(status()?.generation, 2);
     await growing.stop();
-    await writer.delete().key(keys.assignment(NODE, V2));
-    const cleanup = await reconciler(configfsAt(), undefined, undefined, replicas);
-    await cleanup.reconcileNow();
-    await cleanup.stop();
+    await removeV2(replicas);
   });
 
   it('converges after dying at any point of a first export and of a teardown', async () => {
