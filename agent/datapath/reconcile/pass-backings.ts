@@ -189,7 +189,9 @@ async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: Volume
   }
   return {
     entry,
-    fingerprint,
+    // Still growing: a fingerprint no assignment has, so the next incremental pass (the retry a
+    // second later) serves it again; the pool work stands (only the block stack is asked again).
+    fingerprint: growing ? `growing ${fingerprint}` : fingerprint,
     pool,
     backing,
     // Still growing: served, but this generation is not done here (the control plane keeps the
