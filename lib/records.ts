@@ -331,6 +331,14 @@ export interface ReplicaSetRecord {
   /** Why inSync or the primary last changed. */
   reason: string;
   /**
+   * The size in bytes every host path of the volume may show: the primary raises it once its own
+   * path serves a grown volume, and replicas grow their fences (their inaccessible paths) to it
+   * only then, so a host never learns a size through a replica before the primary serves it (a
+   * multipath host takes the size of whichever path it read last). Absent in sets written before
+   * it existed: replicas then show the volume's size, and the primary writes it on its next pass.
+   */
+  hostSizeBytes?: string;
+  /**
    * Why the current epoch began (created, a failover, a hand-over): kept while the in-sync set
    * changes within the epoch, which rewrites `reason` (a new primary may record a copy out of sync
    * before the leader has read how it became primary). Absent in sets written before it existed.
@@ -361,6 +369,8 @@ export interface AssignmentReplication {
   primaryHostNQN: string;
   /** Every node of the nodeList, in nodeList order. */
   legs: ReplicaLeg[];
+  /** The replica set's `hostSizeBytes`, when it has one: the size a replica's fence shows. */
+  hostSizeBytes?: string;
 }
 
 /** /strata/snapshots/<UUID> (project-scoped; names unique per project). */

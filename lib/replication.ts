@@ -42,7 +42,7 @@ export const DEFAULT_REPLICATION_PORT = 4421;
  * over the volume's copies (nodeList order, with their replication endpoints).
  */
 export function replicationOf(
-  set: Pick<ReplicaSetRecord, 'epoch' | 'primaryNodeUUID' | 'inSync'>,
+  set: Pick<ReplicaSetRecord, 'epoch' | 'primaryNodeUUID' | 'inSync' | 'hostSizeBytes'>,
   clusterSubsystemNQN: string,
   copies: readonly { readonly nodeUUID: string; readonly endpoint: string }[],
 ): AssignmentReplication {
@@ -51,6 +51,7 @@ export function replicationOf(
     primaryNodeUUID: set.primaryNodeUUID,
     primaryHostNQN: nodeHostNQN(clusterSubsystemNQN, set.primaryNodeUUID),
     legs: copies.map(({ nodeUUID, endpoint }) => ({ nodeUUID, endpoint, inSync: set.inSync.includes(nodeUUID) })),
+    ...(set.hostSizeBytes === undefined ? {} : { hostSizeBytes: set.hostSizeBytes }),
   };
 }
 

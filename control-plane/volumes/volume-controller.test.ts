@@ -441,7 +441,7 @@ describe('volume controller', () => {
     }
   });
 
-  it('a replicated volume grows: every copy\'s assignment carries the new size at the new generation; Available only once the primary, last, reports it', async () => {
+  it('a replicated volume grows: every copy\'s assignment carries the new size at the new generation; the replicas\' fences follow the size the primary records; Available once every copy reports it', async () => {
     await storageNode();
     await storageNode();
     await storageNode();
@@ -450,6 +450,8 @@ describe('volume controller', () => {
       const v = volume({ replicaCount: 3, sizeBytes: String(GiB) });
       await putRecord(client, keys.volume(v.UUID), v);
       const placed = await until('placement', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+      const created = await read<ReplicaSetRecord>(keys.replicaSet(v.UUID));
+      assert.equal(created?.hostSizeBytes, String(GiB), 'a new set records the size every path shows');
       for (const n of placed.nodeList) await report(v, n, 'Served');
       await until('Available', async () => (await readVolume(v.UUID))?.state === 'Available');
 
@@ -459,17 +461,23 @@ describe('volume controller', () => {
       for (const n of placed.nodeList) {
         await until(`the grown assignment of ${n}`, async () => {
           const a = await read<VolumeAssignment>(keys.assignment(n, v.UUID));
-          return a?.generation === 2 && a.sizeBytes === String(2n * GiB) && a.replication?.legs.length === 3;
+          return a?.generation === 2 && a.sizeBytes === String(2n * GiB) && a.replication?.legs.length === 3 && a.replication.hostSizeBytes === String(GiB);
         });
       }
-      // The replicas grew their backings and fences; the primary's mirror still grows (it reports
-      // the previous generation meanwhile, agent/datapath/reconcile/pass-backings.ts).
+      // The primary's mirror grows first; the replicas keep their fences at the old size and
+      // report the previous generation meanwhile (agent/datapath/reconcile/pass-backings.ts).
       const replicas = placed.nodeList.filter((n) => n !== placed.primaryNodeUUID);
-      for (const n of replicas) await report(v, n, 'Served');
-      await report(v, placed.primaryNodeUUID, 'Served', { generation: 1 });
-      await settle();
-      assert.equal((await readVolume(v.UUID))?.state, 'Updating', 'not done while the primary has not grown');
+      for (const n of replicas) await report(v, n, 'Served', { generation: 1 });
       await report(v, placed.primaryNodeUUID, 'Served');
+      await settle();
+      assert.equal((await readVolume(v.UUID))?.state, 'Updating', 'not done while the replicas show the old size');
+      // The primary records what its path serves (ReplicaSetStore.recordHostSize): every copy's
+      // assignment carries it, and the replicas grow to it.
+      await putRecord(client, keys.replicaSet(v.UUID), { ...(await read<ReplicaSetRecord>(keys.replicaSet(v.UUID)))!, hostSizeBytes: String(2n * GiB) });
+      for (const n of replicas) {
+        await until(`the recorded size in the assignment of ${n}`, async () => (await read<VolumeAssignment>(keys.assignment(n, v.UUID)))?.replication?.hostSizeBytes === String(2n * GiB));
+        await report(v, n, 'Served');
+      }
       await until('Available again', async () => (await readVolume(v.UUID))?.state === 'Available');
     } finally {
       await stopController();

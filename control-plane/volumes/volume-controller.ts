@@ -339,7 +339,7 @@ export class VolumeController {
     // and its primary creates the mirror over all of them before it serves anything.
     let replicaSet: ReplicaSetRecord | undefined;
     if (volume.replicaCount > 1) {
-      replicaSet = { volumeUUID: volume.UUID, epoch: 1, primaryNodeUUID: result.primaryNodeUUID, inSync: [...result.nodeList], reason: 'created', epochReason: 'created', announced: 'Unknown', updatedAt: new Date(this.now()).toISOString() };
+      replicaSet = { volumeUUID: volume.UUID, epoch: 1, primaryNodeUUID: result.primaryNodeUUID, inSync: [...result.nodeList], reason: 'created', epochReason: 'created', hostSizeBytes: volume.sizeBytes, announced: 'Unknown', updatedAt: new Date(this.now()).toISOString() };
       writes.push({ replicaSet, volumeUUID: volume.UUID });
       guards.push({ replicaSet: volume.UUID, revision: '0' });
     }

@@ -74,4 +74,16 @@ describe('ReplicaSetStore (real etcd)', () => {
     assert.equal(stored.epoch, 3);
     assert.equal(stored.primaryNodeUUID, nodes[0]);
   });
+
+  it('recordHostSize: the epoch\'s primary records the size its path serves, in-sync set kept; a retry writes nothing; another node is fenced', async () => {
+    const { volumeUUID, nodes } = await volumeOn([0, 1, 2]);
+    assert.equal(await store.recordHostSize(volumeUUID, 3, nodes[1]!, 2n << 30n), 'fenced');
+    assert.equal((await store.get(volumeUUID))!.record.hostSizeBytes, undefined);
+    assert.equal(await store.recordHostSize(volumeUUID, 3, nodes[0]!, 2n << 30n), 'done');
+    const stored = await store.get(volumeUUID);
+    assert.equal(stored!.record.hostSizeBytes, String(2n << 30n));
+    assert.deepEqual(stored!.record.inSync, nodes);
+    assert.equal(await store.recordHostSize(volumeUUID, 3, nodes[0]!, 2n << 30n), 'done');
+    assert.equal((await store.get(volumeUUID))!.revision, stored!.revision, 'the same size again: no write');
+  });
 });

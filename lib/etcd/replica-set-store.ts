@@ -23,6 +23,8 @@ export interface ReplicaSetWriter {
    * leaves the in-sync set in the same transaction (the new primary writes without it).
    */
   handOver(volumeUUID: string, epoch: number, primaryNodeUUID: string, candidates: readonly string[]): Promise<HandOverOutcome>;
+  /** Records the size the primary's host path serves now: the replicas' paths may show it from then on. */
+  recordHostSize(volumeUUID: string, epoch: number, primaryNodeUUID: string, bytes: bigint): Promise<ReplicaSetChange>;
 }
 
 /** moved: the new primary (and epoch) is durable; none: no in-sync copy alive; fenced: not the epoch's primary. */
@@ -45,11 +47,15 @@ export class ReplicaSetStore implements ReplicaSetWriter {
   }
 
   markOutOfSync(volumeUUID: string, epoch: number, primaryNodeUUID: string, nodes: readonly string[], reason: string): Promise<ReplicaSetChange> {
-    return this.change(volumeUUID, epoch, primaryNodeUUID, (inSync) => inSync.filter((n) => !nodes.includes(n)), reason);
+    return this.change(volumeUUID, epoch, primaryNodeUUID, (set) => ({ ...set, inSync: set.inSync.filter((n) => !nodes.includes(n)), reason }));
   }
 
   markInSync(volumeUUID: string, epoch: number, primaryNodeUUID: string, node: string, reason: string): Promise<ReplicaSetChange> {
-    return this.change(volumeUUID, epoch, primaryNodeUUID, (inSync) => (inSync.includes(node) ? inSync : [...inSync, node]), reason);
+    return this.change(volumeUUID, epoch, primaryNodeUUID, (set) => ({ ...set, inSync: set.inSync.includes(node) ? set.inSync : [...set.inSync, node], reason }));
+  }
+
+  recordHostSize(volumeUUID: string, epoch: number, primaryNodeUUID: string, bytes: bigint): Promise<ReplicaSetChange> {
+    return this.change(volumeUUID, epoch, primaryNodeUUID, (set) => ({ ...set, hostSizeBytes: bytes.toString() }));
   }
 
   async handOver(volumeUUID: string, epoch: number, primaryNodeUUID: string, candidates: readonly string[]): Promise<HandOverOutcome> {
@@ -92,14 +98,14 @@ export class ReplicaSetStore implements ReplicaSetWriter {
    * Read, check the caller's epoch and primary, write by CAS; a lost race reads again (another
    * writer changed the record: the leader, or a retry of our own that did commit).
    */
-  private async change(volumeUUID: string, epoch: number, primaryNodeUUID: string, next: (inSync: string[]) => string[], reason: string): Promise<ReplicaSetChange> {
+  private async change(volumeUUID: string, epoch: number, primaryNodeUUID: string, next: (set: ReplicaSetRecord) => ReplicaSetRecord): Promise<ReplicaSetChange> {
     const key = keys.replicaSet(volumeUUID);
     for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
       const stored = await this.get(volumeUUID);
       if (!stored || stored.record.epoch !== epoch || stored.record.primaryNodeUUID !== primaryNodeUUID) return 'fenced';
-      const inSync = next(stored.record.inSync);
-      if (sameMembers(inSync, stored.record.inSync)) return 'done';
-      const record: ReplicaSetRecord = { ...stored.record, inSync, reason, updatedAt: this.now().toISOString() };
+      const changed = next(stored.record);
+      if (sameMembers(changed.inSync, stored.record.inSync) && changed.hostSizeBytes === stored.record.hostSizeBytes) return 'done';
+      const record: ReplicaSetRecord = { ...changed, updatedAt: this.now().toISOString() };
       if ((await commitTransaction(this.etcd, { guards: [unchanged(stored)], writes: [{ put: key, value: record }] })).succeeded) return 'done';
     }
     throw new Error(`the replica set of volume ${volumeUUID} kept changing under ${CAS_ATTEMPTS} attempts`);

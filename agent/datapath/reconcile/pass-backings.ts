@@ -176,6 +176,7 @@ async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: Volume
   let hostPath: { devicePath: string; bufferedIo: boolean } = backing;
   const extra: DesiredExport[] = [];
   let growing: string | undefined;
+  let awaiting: string | undefined;
   if (replication) {
     if (!replicas) throw new Error('this agent does not serve replicated volumes');
     // The host namespace re-reads its size only once the device-mapper device under it grew: the
@@ -186,6 +187,7 @@ async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: Volume
     hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
     if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, settings));
     growing = served.growing;
+    awaiting = served.awaiting;
   }
   return {
     entry,
@@ -194,15 +196,15 @@ async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: Volume
     fingerprint: growing ? `growing ${fingerprint}` : fingerprint,
     pool,
     backing,
-    // Still growing: served, but this generation is not done here (the control plane keeps the
-    // volume Updating until every node reports the generation).
-    generation: growing ? a.generation - 1 : a.generation,
+    // Still growing, or a replica awaiting the primary's grown size: served, but this generation
+    // is not done here (the control plane keeps the volume Updating until every node reports it).
+    generation: growing || awaiting ? a.generation - 1 : a.generation,
     ...(growing ? { growing } : {}),
     desired: desiredExportOf(a, hostPath, cluster, settings),
     extra,
     ipAcl: { volumeUUID: a.volumeUUID, acl: ipAclOf(Array.isArray(a.ipAcl) ? a.ipAcl : []) as IpAcl },
     snapshots,
-    ...(growing || backing.warning ? { warning: growing ?? backing.warning } : {}),
+    ...(growing || awaiting || backing.warning ? { warning: growing ?? awaiting ?? backing.warning } : {}),
   };
 }
 

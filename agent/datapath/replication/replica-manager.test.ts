@@ -65,6 +65,7 @@ function fakeStack(refusals: number, hangs = false) {
 
 function recordingWriter() {
   const outOfSync: string[][] = [];
+  const hostSizes: bigint[] = [];
   const writer: ReplicaSetWriter = {
     markOutOfSync: async (_v, _e, _p, nodes) => {
       outOfSync.push([...nodes]);
@@ -72,8 +73,12 @@ function recordingWriter() {
     },
     markInSync: async () => ({ outcome: 'changed' }) as unknown as Awaited<ReturnType<ReplicaSetWriter['markInSync']>>,
     handOver: async () => ({ outcome: 'none' }),
+    recordHostSize: async (_v, _e, _p, bytes) => {
+      hostSizes.push(bytes);
+      return 'done';
+    },
   };
-  return { writer, outOfSync };
+  return { writer, outOfSync, hostSizes };
 }
 
 /** Node B promoted at epoch 3: A (the lost primary) out of the in-sync set, C in it. */
@@ -423,25 +428,28 @@ describe('ReplicaManager: a grown volume', () => {
       },
       state: () => undefined,
     };
-    const m = manager(stack as unknown as BlockStack, recordingWriter().writer, { qos: options.qos ? qos : undefined });
+    const { writer, hostSizes } = recordingWriter();
+    const m = manager(stack as unknown as BlockStack, writer, { qos: options.qos ? qos : undefined });
     const LIMITS = { readIops: 300, writeIops: 300, readBytesPerSecond: 0, writeBytesPerSecond: 0 };
-    const input = (primary = B): ServeInput => {
+    /** `hostBytes`: the size the replica set says the primary's path serves (the old one, by default). */
+    const input = (primary = B, hostBytes = GiB): ServeInput => {
       const p = promotion(2);
       return {
         ...p,
         sizeBytes: 2n * GiB,
         ...(options.qos ? { qos: LIMITS } : {}),
-        replication: { ...p.replication, primaryNodeUUID: primary, legs: p.replication.legs.filter((l) => l.nodeUUID !== A) },
+        replication: { ...p.replication, primaryNodeUUID: primary, legs: p.replication.legs.filter((l) => l.nodeUUID !== A), hostSizeBytes: hostBytes.toString() },
         beforeGrowing: () => events.push('mark revalidate'),
       };
     };
-    return { m, events, input, bed };
+    return { m, events, input, bed, hostSizes };
   }
 
   it('keeps serving at the old size until every leg shows its grown backing (no leg failed for it), then grows md, then dm, the revalidate written ahead of the reload', async () => {
-    const { m, events, input, bed } = growthBed();
+    const { m, events, input, bed, hostSizes } = growthBed();
     const waiting = await m.serve(input());
     assert.match(waiting.growing ?? '', /waiting for node node-c/);
+    assert.deepEqual(hostSizes, [], 'the replicas keep the old size while the primary serves it');
     assert.deepEqual(events, ['set capacity loop0', 'rescan nvme1', 'dm 2097152 linear md127'], 'the old size (1 GiB in sectors), no revalidate');
     assert.deepEqual(m.legStatus(VOLUME)?.map((l) => l.state), ['InSync', 'InSync'], 'nothing recorded out of sync');
 
@@ -450,10 +458,12 @@ describe('ReplicaManager: a grown volume', () => {
     const grown = await m.serve(input());
     assert.equal(grown.growing, undefined);
     assert.deepEqual(events, ['rescan nvme1', `grow md127 ${2n * GiB}`, 'mark revalidate', 'dm 4194304 linear md127']);
+    assert.deepEqual(hostSizes, [2n * GiB], 'recorded once the path serves the new size: the replicas may show it now');
 
     events.length = 0;
-    assert.equal((await m.serve(input())).growing, undefined);
+    assert.equal((await m.serve(input(B, 2n * GiB))).growing, undefined);
     assert.deepEqual(events, ['dm 4194304 linear md127'], 'grown: nothing more to do');
+    assert.equal(hostSizes.length, 1, 'the recorded size is not written again');
   });
 
   it('waits for a running resync before md grows (the kernel refuses meanwhile)', async () => {
@@ -464,10 +474,24 @@ describe('ReplicaManager: a grown volume', () => {
     assert.ok(!events.some((e) => e.startsWith('grow')), events.join(', '));
   });
 
-  it('a replica grows its fence to the new size, the revalidate written ahead of the reload', async () => {
+  it('a replica keeps its fence at the size the primary serves, and grows it (the revalidate written ahead of the reload) once the replica set records the new one', async () => {
     const { m, events, input } = growthBed();
-    const served = await m.serve(input(C));
-    assert.equal(served.growing, undefined);
+    const behind = await m.serve(input(C));
+    assert.equal(behind.growing, undefined, 'nothing to retry: the assignment brings the recorded size');
+    assert.match(behind.awaiting ?? '', /primary serves 1073741824 of 2147483648 bytes/);
+    assert.deepEqual(events.slice(0, 1), ['dm 2097152 flakey 7:1'], 'the old size: a host never learns the new one through this path first');
+
+    events.length = 0;
+    const served = await m.serve(input(C, 2n * GiB));
+    assert.equal(served.awaiting, undefined);
+    assert.deepEqual(events.slice(0, 2), ['mark revalidate', 'dm 4194304 flakey 7:1']);
+  });
+
+  it('a replica set without a recorded size (written before it existed): the fence shows the volume\'s size', async () => {
+    const { m, events, input } = growthBed();
+    const p = input(C);
+    const { hostSizeBytes: _dropped, ...replication } = p.replication;
+    assert.equal((await m.serve({ ...p, replication })).awaiting, undefined);
     assert.deepEqual(events.slice(0, 2), ['mark revalidate', 'dm 4194304 flakey 7:1']);
   });
 

@@ -90,6 +90,23 @@ export interface ServeResult {
    * served meanwhile; the reconciler tries again soon and does not report the generation done.
    */
   readonly growing?: string;
+  /**
+   * On a replica of a grown volume: why its path still shows the previous size (the primary's path
+   * does not serve the new one yet). The generation is not done here; the assignment that carries
+   * the primary's recorded size brings the next pass, so nothing is retried meanwhile.
+   */
+  readonly awaiting?: string;
+}
+
+/**
+ * The size a path that serves nothing (a replica's fence) shows: what the replica set says the
+ * primary's path serves, never more than the volume; the volume's size for a set without it.
+ */
+function fenceBytes(input: ServeInput): bigint {
+  const recorded = input.replication.hostSizeBytes;
+  if (recorded === undefined) return input.sizeBytes;
+  const bytes = BigInt(recorded);
+  return bytes < input.sizeBytes ? bytes : input.sizeBytes;
 }
 
 export interface ReplicaManagerOptions {
@@ -352,11 +369,11 @@ export class ReplicaManager {
     const loop = await stack.ensureLoop(input.backing.devicePath, input.backing.bufferedIo);
     lap('loop');
     // Made before it is needed: fencing this primary or handing it over then swaps a table only.
-    await stack.fenceTable(input.sizeBytes);
+    await stack.fenceTable(fenceBytes(input));
     const inSync = new Set(replication.legs.filter((l) => l.inSync).map((l) => l.nodeUUID));
     if (!inSync.has(input.nodeUUID)) {
       // Only an in-sync copy may serve (the leader never promotes another): refuse.
-      await this.stopServing(volumeUUID, input.sizeBytes);
+      await this.stopServing(volumeUUID, fenceBytes(input));
       throw new Error(`this node's copy of volume ${volumeUUID} is not in sync: it cannot be the primary`);
     }
     const remotes = this.remoteTargets(input).filter((t) => inSync.has(t.nodeUUID));
@@ -391,13 +408,13 @@ export class ReplicaManager {
       lap(fresh ? 'create' : 'assemble');
       started = { array, legs: reached.map((r) => r.target.nodeUUID), created: fresh };
     }
-    const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fencedAtEpoch: undefined, qosProblem: undefined, servedBytes: input.sizeBytes };
+    const state: PrimaryVolume = this.primaries.get(volumeUUID) ?? { input, inSync, downSince: new Map(), lastRejoinAttempt: new Map(), legs: [], fencedAtEpoch: undefined, qosProblem: undefined, servedBytes: fenceBytes(input) };
     state.input = input;
     state.inSync = inSync;
     this.primaries.set(volumeUUID, state);
     if (isFencedAt(state)) {
       // An assignment older than what etcd told us: wait for the one naming the new primary.
-      await this.stopServing(volumeUUID, input.sizeBytes);
+      await this.stopServing(volumeUUID, fenceBytes(input));
       throw new NotReadyYet(`another node is the primary of volume ${volumeUUID} since epoch ${state.fencedAtEpoch}; waiting for the new assignment`);
     }
     // Copies etcd calls in sync that the array does not hold in sync: out of the set first, then
@@ -429,7 +446,26 @@ export class ReplicaManager {
     const ms = lap('dm');
     if (started) logger.info({ volumeUUID, ...started, ms }, started.created ? 'replicated volume created' : 'replicated volume assembled');
     state.legs = this.legStates(state, arrayState, { leg: (t) => seen.get(t.nodeUUID) ?? notConnected(t.nodeUUID) });
-    return { hostDevicePath: stack.hostDevicePath(volumeUUID), ...(growth.waiting ? { growing: growth.waiting } : {}) };
+    const growing = growth.waiting ?? (growth.bytes === input.sizeBytes ? await this.recordHostSize(input) : undefined);
+    return { hostDevicePath: stack.hostDevicePath(volumeUUID), ...(growing ? { growing } : {}) };
+  }
+
+  /**
+   * Once this primary's path serves the volume's whole size, the replica set says so (replicas'
+   * fences grow to it only then: docs/replication.md, "Growing a replicated volume"). A set
+   * written before it held the size gets it here too. A failed write is why the pass is tried again.
+   */
+  private async recordHostSize(input: ServeInput): Promise<string | undefined> {
+    const { volumeUUID, replication, sizeBytes } = input;
+    if (replication.hostSizeBytes === sizeBytes.toString()) return undefined;
+    try {
+      const outcome = await this.options.writer.recordHostSize(volumeUUID, replication.epoch, input.nodeUUID, sizeBytes);
+      if (outcome === 'fenced') this.options.logger.warn({ volumeUUID, epoch: replication.epoch }, 'the replica set moved on: the served size is not recorded');
+      return undefined;
+    } catch (err) {
+      this.options.logger.warn({ err, volumeUUID }, 'recording the size the host path serves failed');
+      return `recording the size ${sizeBytes} bytes the primary serves failed: the replicas' paths keep the previous size`;
+    }
   }
 
   /**
@@ -655,13 +691,15 @@ export class ReplicaManager {
     // host first, then take the mirror apart so the backing can be exported as a plain copy.
     // A grown volume's fence grows too (hosts see one size on every path); the replication
     // export's namespace re-reads the grown backing in the kernel pass that follows.
-    await stack.ensureDm(input.volumeUUID, await stack.fenceTable(input.sizeBytes), input.beforeGrowing);
+    const shown = fenceBytes(input);
+    await stack.ensureDm(input.volumeUUID, await stack.fenceTable(shown), input.beforeGrowing);
     this.primaries.delete(input.volumeUUID);
     await this.dismantlePrimary(input.volumeUUID);
     const cluster = this.requireCluster();
     return {
       hostDevicePath: stack.hostDevicePath(input.volumeUUID),
       replicationExport: { nqn: replicationSubsystemNQN(cluster, input.volumeUUID, input.nodeUUID), primaryHostNQN: input.replication.primaryHostNQN },
+      ...(shown < input.sizeBytes ? { awaiting: `the primary serves ${shown} of ${input.sizeBytes} bytes yet: this path shows that size until the primary's grows` } : {}),
     };
   }
 
