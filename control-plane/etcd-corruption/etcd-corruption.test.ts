@@ -120,7 +120,9 @@ describe('etcd corruption scan against a real three-member etcd', () => {
     await Promise.all(cluster.members.map((m) => m.stop()));
     await m2.restoreFrom(snapshotFile);
     await Promise.all(cluster.members.map((m) => m.start(false)));
-    await Promise.all(cluster.members.map((m) => m.waitHealthy()));
+    // A minute, not the default 20 s: under a loaded host (the whole suite in parallel) the three
+    // restarted members once took longer to elect a leader than that.
+    await Promise.all(cluster.members.map((m) => m.waitHealthy(60_000)));
     await kv.put('/test/corruption/after').value('x');
 
     const result = await waitUntil(async () => {

@@ -78,6 +78,15 @@ export interface StorageGuestOptions {
   readonly bootTimeoutMs?: number;
 }
 
+/**
+ * What a timed-out wait shows: any guest kernel's crash first (seen once on 6.12 under TCG: a
+ * storage guest's double fault, its volumes failed over; docs/e2e.md, "Stalls"), then each
+ * agent's last lines.
+ */
+export function storageLogs(storage: readonly StorageGuest[], chars = 3000): string {
+  return [...storage.flatMap((s) => s.guest.kernelCrash() ?? []), ...storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(chars)}`)].join('\n');
+}
+
 export interface StorageGuest {
   readonly name: string;
   readonly guest: Guest;

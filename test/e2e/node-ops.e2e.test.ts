@@ -32,7 +32,7 @@ import type { NodeCommandRecord, NodeRunStateRecord, ReplicaSetRecord } from '..
 import { adminApi } from '../helpers/admin-api.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
-import { startStorageGuest, type StorageGuest } from './cluster-lab.js';
+import { startStorageGuest, storageLogs, type StorageGuest } from './cluster-lab.js';
 import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, prepareLab, startGuest, StepTimer, type Guest } from './lab/index.js';
 import { backingDigest, connectPaths, startAckedWrites } from './replication-host.js';
 
@@ -66,7 +66,7 @@ describe(`node stop / start / replace end to end (three storage guests, one init
   const getVolume = (uuid: string) => api<Volume>('GET', `/volumes/${uuid}`);
   const getNode = (uuid: string) => api<NodeWire>('GET', `/nodes/${uuid}`);
   const record = async <T>(key: string): Promise<T | null> => JSON.parse((await client.get(key).string()) ?? 'null') as T | null;
-  const agentLogs = () => storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(3000)}`).join('\n');
+  const agentLogs = () => storageLogs(storage);
   async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
     let last: unknown;
     const deadline = Date.now() + timeoutMs;

@@ -10,6 +10,7 @@
 // without one follows its project's default). Each step waits until the API says the primary
 // enforces the limits (`GET /policies/{UUID}/enforcement` Enforced with them, the policy Active)
 // and the primary's dm table points where it should (qos-bed.ts, waitEnforced); fio then measures.
+// Last, a per-GB limit is measured before and after the volume grows (PUT size) under the host.
 //
 // On a kernel without ublk (Debian 12's 6.1) attaching a policy is refused with a 400 that names
 // the node and says why, and nothing is written.
@@ -26,7 +27,7 @@ import { keys } from '../../lib/etcd/keys.js';
 import { removeDir } from '../helpers/processes.js';
 import { adminApi } from '../helpers/admin-api.js';
 import { waitUntil } from '../helpers/wait.js';
-import type { StorageGuest } from './cluster-lab.js';
+import { storageLogs, type StorageGuest } from './cluster-lab.js';
 import { dmTarget, emptyQosBed, policyLimitBody, qosBedPathPort, runFio, startQosBed, ublkDevices, waitEnforced } from './qos-bed.js';
 import { connectPaths } from './replication-host.js';
 import { labKernelLabel, StepTimer, type Guest } from './lab/index.js';
@@ -70,7 +71,7 @@ describe(`QoS enforced in the I/O path, through the policy API (two storage gues
     assert.ok(found, `no storage guest serves node ${nodeUUID}`);
     return found;
   };
-  const agentLogs = () => storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(3000)}`).join('\n');
+  const agentLogs = () => storageLogs(storage);
   const until = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> => waitUntil(probe, () => `${what}\n${agentLogs()}`, timeoutMs, 500);
   const sh = async (guest: Guest, command: string, timeoutMs = 60_000) => (await guest.runOk(['sh', '-c', command], { timeoutMs })).stdout;
   const pathPort = (i: number, port: number) => qosBedPathPort(bed, i, port);
@@ -281,5 +282,34 @@ describe(`QoS enforced in the I/O path, through the policy API (two storage gues
     assert.ok(read.iops > readLimit * 1.3, `the limit is lifted: ${read.iops.toFixed(0)} read IOPS against a limit of ${readLimit}`);
     const deleted = await request('DELETE', `/policies/${policyUUID}`);
     assert.equal(deleted.status, 200, `no volume uses it any more: ${deleted.text}`);
+  });
+
+  it('a per-GB read limit scales with the volume\'s size: grown by half under a connected host, the limit rises by half', async (t) => {
+    if (!hasUblk) return t.skip('no ublk in this kernel');
+    const grownMiB = (VOLUME_MIB * 3) / 2;
+    const grownBytes = BigInt(grownMiB) * 1024n * 1024n;
+    // Grown, the limit is at most half of what the bed read unthrottled; before, two thirds of that.
+    const perGb = Math.floor((Math.min(ISSUE_READ_IOPS, unthrottled.read.iops / 2) * 1e9) / Number(grownBytes));
+    const limit: PolicyLimit = { kind: 'limitIOPSPerGB', read: perGb, write: 0 };
+    const before = volumeQosLimits(limit, sizeBytes).readIops;
+    const grown = volumeQosLimits(limit, grownBytes).readIops;
+    assert.ok(before >= 10, `the bed is too slow for a per-GB limit to bite: ${JSON.stringify(unthrottled)}`);
+    measured.push(`per-GB limit ${perGb} read IOPS/GB: ${before} at ${VOLUME_MIB} MiB, ${grown} at ${grownMiB} MiB`);
+    const perGbUUID = (await createPolicy('qos-e2e-per-gb', limit)).UUID;
+    await step('attach the per-GB policy → Enforced', () => attach(perGbUUID, limit));
+    const read = await step('fio randread per-GB limited', () => fio('randread', 8));
+    within10(read.iops, before, `read IOPS at ${VOLUME_MIB} MiB`);
+
+    const putAt = Date.now();
+    await api('PUT', `/volumes/${volume.UUID}`, { size: `${grownMiB}MiB` });
+    await step('grown → Available', () => volumeAvailable());
+    sizeBytes = grownBytes;
+    const seconds = await step('the scaled limit enforced', () => enforced(perGbUUID, limit, putAt));
+    measured.push(`grown and the scaled limit enforced ${seconds.toFixed(1)} s after the PUT`);
+    await step('the host sees the new size', () =>
+      until('blockdev size grown', async () => (await sh(host(), `blockdev --getsize64 ${device}`)).trim() === grownBytes.toString(), 60_000),
+    );
+    const after = await step('fio randread after the resize', () => fio('randread', 8));
+    within10(after.iops, grown, `read IOPS at ${grownMiB} MiB`);
   });
 });

@@ -31,7 +31,7 @@ import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '.
 import { adminApi } from '../helpers/admin-api.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitUntil } from '../helpers/wait.js';
-import { startStorageGuest, type StorageGuest, type StorageGuestOptions } from './cluster-lab.js';
+import { startStorageGuest, storageLogs, type StorageGuest, type StorageGuestOptions } from './cluster-lab.js';
 import { backingDigest as backingDigestOf, connectPaths, killStorageGuest, startAckedWrites } from './replication-host.js';
 import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, nvmeHostArgs, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
 
@@ -79,7 +79,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     assert.match(log, /"array":"md_[0-9a-f]{24}"[^\n]*"msg":"replicated volume assembled"/, 'the new primary assembled the mirror through md sysfs');
     assert.doesNotMatch(log, /could not assemble the mirror through sysfs/);
   };
-  const agentLogs = () => storage.map((s) => `--- ${s.name} agent log:\n${s.agentLogTail(3000)}`).join('\n');
+  const agentLogs = () => storageLogs(storage);
   /** Polls every 0.5 s; a timeout names what it waited for, with the agents' recent logs. */
   const until = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> =>
     waitUntil(probe, () => `${what}\n${agentLogs()}`, timeoutMs, 500);
@@ -595,6 +595,14 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     // the host's rescan), not a reconnect.
     await step('the host sees 64 MiB', () =>
       until('blockdev size 64 MiB', async () => (await sh(host(), `blockdev --getsize64 ${growDevice}`)).trim() === String(64 * MiB), 60_000),
+    );
+    // Each path's own disk (nvme<subsystem>c<controller>n<namespace>, hidden under the multipath
+    // head): the replicas' paths show the new size too, once the primary's served it.
+    await step('every path shows 64 MiB', () =>
+      until('three paths at 64 MiB', async () => {
+        const sectors = (await sh(host(), `d=$(basename ${growDevice}); cat /sys/block/\${d%n*}c*n\${d##*n}/size`)).trim().split(/\s+/);
+        return sectors.length === 3 && sectors.every((s) => s === String((64 * MiB) / 512));
+      }, 60_000),
     );
     const tail = randomBytes(8 * MiB);
     await step('write 8 MiB beyond the old end', () =>

@@ -133,6 +133,11 @@ export interface Guest {
   stop(options?: { timeoutMs?: number }): Promise<void>;
   /** Last lines of the console log. */
   consoleTail(chars?: number): string;
+  /**
+   * The kernel's own word that the guest died (the first `Oops:` line and the panic line of its
+   * console), or undefined: a wait that timed out says so instead of leaving it to the logs.
+   */
+  kernelCrash(): string | undefined;
   /** Resolves when QEMU has exited. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
@@ -465,6 +470,17 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     }
   };
 
+  const kernelCrash = (): string | undefined => {
+    let text: string;
+    try {
+      text = readFileSync(consoleLog, 'utf8');
+    } catch {
+      return undefined;
+    }
+    const lines = text.split('\n').filter((l) => /\] (Oops: |Kernel panic - )/.test(l));
+    return lines.length > 0 ? `guest ${options.name}: ${lines.slice(0, 2).map((l) => l.trim()).join(' / ')} (console ${consoleLog})` : undefined;
+  };
+
   async function run(argv: readonly string[], runOptions: RunOptions = {}): Promise<RunResult> {
     if (argv.length === 0) throw new Error('run: empty argv');
     if (argv[0]!.includes('=')) throw new Error(`run: the command must not contain '=': ${argv[0]}`);
@@ -690,6 +706,7 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
     },
     stop,
     consoleTail,
+    kernelCrash,
     exited,
   };
 }
