@@ -573,6 +573,13 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
   });
 
   it('a 3-copy volume grown under a host connection: the host sees the new size without reconnecting, data beyond the old end reads back, every backing grew', async () => {
+    // The scenario before this one rebooted a node's guest: three copies need it Active again.
+    await step('three nodes Active again', () =>
+      until('three nodes Active', async () => {
+        const list = (await api<{ nodes: NodeWire[] }>('GET', '/nodes')).nodes;
+        return list.length === 3 && list.every((n) => n.state === 'Active');
+      }, 300_000),
+    );
     const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'grown', size: '32MiB', replicaCount: 3, acl: { values: [HOST] } });
     const grown = await until('grown Available', async () => {
       const v = await getVolume(created.UUID);
