@@ -2,7 +2,7 @@
 // work runs only for volumes whose assignment changed since it was last prepared (every volume in
 // a full pass).
 import { mapLimit } from '../../../lib/concurrency.js';
-import { volumeNqnPrefix } from '../../../lib/contract/nqn.js';
+import { volumeSubsystemNQN } from '../../../lib/contract/nqn.js';
 import type { VolumeAssignment } from '../../../lib/records.js';
 import { replicaBackingBytes, replicationSubsystemNQN } from '../../../lib/replication.js';
 import { ipAclOf, type IpAcl } from '../kernel/ip-acl.js';
@@ -182,7 +182,7 @@ async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: Volume
     // The host namespace re-reads its size only once the device-mapper device under it grew: the
     // mark is written ahead right before that reload (not when the backing grew, which comes
     // first: the mirror may grow passes later), and this pass's kernel phase consumes it.
-    const beforeGrowing = () => markRevalidate(ctx, hostNqnOf(cluster, a.volumeUUID));
+    const beforeGrowing = () => markRevalidate(ctx, volumeSubsystemNQN(cluster.subsystemNQN, a.volumeUUID));
     const served = await replicas.serve({ volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), replication, backing, qos: a.qos ?? null, beforeGrowing });
     hostPath = { devicePath: served.hostDevicePath, bufferedIo: false };
     if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, settings));
@@ -216,11 +216,9 @@ function markRevalidate(ctx: PassContext, nqn: string): void {
   state.save();
 }
 
-const hostNqnOf = (cluster: ClusterFacts, volumeUUID: string) => `${volumeNqnPrefix(cluster.subsystemNQN)}${volumeUUID}`;
-
 async function preparePool(ctx: PassContext, entry: AssignmentEntry, a: VolumeAssignment, cluster: ClusterFacts): Promise<Pick<PreparedVolume, 'pool' | 'backing' | 'snapshots'>> {
   const { state, logger: log } = ctx.options;
-  const nqn = hostNqnOf(cluster, a.volumeUUID);
+  const nqn = volumeSubsystemNQN(cluster.subsystemNQN, a.volumeUUID);
   const pool = await ctx.poolOf(entry.nodeUUID, cluster);
   const size = BigInt(a.sizeBytes);
   const spec = { compression: a.compression, sectorSize: a.sectorSize, ...(a.cloneFromSnapshotUUID ? { cloneFromSnapshot: a.cloneFromSnapshotUUID } : {}) };

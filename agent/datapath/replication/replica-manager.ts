@@ -487,15 +487,15 @@ export class ReplicaManager {
     const now = (arrayBytes / BLOCK) * BLOCK;
     const legBytes = replicaBackingBytes(sizeBytes);
     if ((await stack.blockBytes(loop)) < legBytes) await stack.growLoop(loop);
+    const { members, syncAction } = await stack.readArray(array);
     const small: string[] = [];
-    for (const member of (await stack.readArray(array)).members) {
+    for (const member of members) {
       if (member.flags.includes('faulty')) continue;
       const remote = [...seen.values()].find((l) => l.block === member.block);
       const large = remote?.controller ? await stack.rescanLeg(remote.controller, member.block, legBytes, rescanWaitMs) : (await stack.blockBytes(member.block)) >= legBytes;
       if (!large) small.push(remote ? `node ${remote.nodeUUID}` : member.block);
     }
     if (small.length > 0) return { bytes: now, waiting: `the mirror grows to ${sizeBytes} bytes once every copy shows its grown backing; waiting for ${small.join(', ')}` };
-    const { syncAction } = await stack.readArray(array);
     // md refuses to resize while it resyncs (EBUSY); a rebuilding copy finishes first.
     if (syncAction !== 'idle') return { bytes: now, waiting: `the mirror grows to ${sizeBytes} bytes once md's ${syncAction} is done` };
     await stack.growArray(array, sizeBytes);
