@@ -23,6 +23,7 @@ import type { NodeStore } from '../../lib/etcd/node-store.js';
 import type { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
 import type { AssignmentStore } from './reconcile/assignment-store.js';
 import { BlockStack, type BlockIoctls } from './replication/block-stack.js';
+import { SingleCopyPaths } from './replication/single-copy.js';
 import { ReplicaManager } from './replication/replica-manager.js';
 import { QosStage } from './kernel/qos-stage.js';
 import { loadNativeAddon } from '../../lib/native-addon.js';
@@ -125,13 +126,18 @@ export async function createDataPathAndPools(
     intervalMs: config.reconcileIntervalSeconds * 1000,
     logger: logger.child({ component: 'node-pools' }),
   });
-  // Replicated volumes need the real kernel (device-mapper, md, the NVMe/TCP initiator): not with
-  // a target the caller brings (a plain directory standing in for configfs).
-  const qos = parts.backend === undefined ? new QosStage({ stateDir: QOS_STATE_DIR, logger: logger.child({ component: 'qos' }), onDeviceReplaced: (volume) => void replicas?.qosDeviceReplaced(volume).catch((err: unknown) => logger.error({ err, volume }, 'moving the volume onto its new QoS device failed')) }) : undefined;
+  // Replicated volumes and single copies' device-mapper stage need the real kernel (device-mapper,
+  // loop, md, the NVMe/TCP initiator): not with a target the caller brings (a plain directory
+  // standing in for configfs), whose single copies point straight at their files.
+  const qos = parts.backend === undefined ? new QosStage({ stateDir: QOS_STATE_DIR, logger: logger.child({ component: 'qos' }), onDeviceReplaced: (volume) => void onQosDeviceReplaced(volume) }) : undefined;
+  const stack = parts.backend === undefined ? new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', fenceFile: REPLICATION_FENCE_FILE, ioctls: blockIoctls(), reconnectDelaySeconds: 1, keepAliveSeconds: 5, ...(config.replicaBitmapChunkKib ? { bitmapChunkKiB: config.replicaBitmapChunkKib } : {}) }) : undefined;
+  const singles = stack ? new SingleCopyPaths({ stack, qos, logger: logger.child({ component: 'single-copy' }) }) : undefined;
+  const onQosDeviceReplaced = (volume: string) =>
+    Promise.all([replicas?.qosDeviceReplaced(volume), singles?.qosDeviceReplaced(volume)]).catch((err: unknown) => logger.error({ err, volume }, 'moving the volume onto its new QoS device failed'));
   const replicas =
-    parts.backend === undefined
+    stack
       ? new ReplicaManager({
-          stack: new BlockStack({ run, sysfsRoot: config.sysfsRoot, devRoot: '/dev', fenceFile: REPLICATION_FENCE_FILE, ioctls: blockIoctls(), reconnectDelaySeconds: 1, keepAliveSeconds: 5, ...(config.replicaBitmapChunkKib ? { bitmapChunkKiB: config.replicaBitmapChunkKib } : {}) }),
+          stack,
           writer: deps.stores.replicaSets,
           clusterSubsystemNQN: () => dataPath.clusterSubsystemNQN(),
           logger: logger.child({ component: 'replication' }),
@@ -151,6 +157,7 @@ export async function createDataPathAndPools(
     state,
     settings: { listenAddress: config.volumeListenAddress, portIdMin: config.volumePortMin, portIdMax: config.volumePortMax, replicationPort: config.replicationPort },
     ...(replicas ? { replicas } : {}),
+    ...(singles ? { singles } : {}),
     connectedHosts: parts.connectedHosts ?? new SsConnectedHostsProbe(run),
     ...(parts.presentedHosts ? { presentedHosts: parts.presentedHosts } : {}),
     ipAcls,

@@ -170,13 +170,15 @@ export interface EnforcedWait {
   readonly primaryGuest: () => Promise<Guest>;
   /** Extra text for a timeout's message (agents' logs). */
   readonly context?: () => string;
+  /** What the table points at without a stage: the array (the default), a single copy's loop device. */
+  readonly unstaged?: RegExp;
 }
 
 /**
  * Until the API says the volume's primary enforces `expected` (its entry in
  * `GET /policies/{UUID}/enforcement` Enforced with these limits, the policy Active), then until the
- * primary's dm table points at a ublk device (at the array, with no ublk device, when `expected`
- * is unlimited: no stage). The report is sent after the table's reload, so the second wait is
+ * primary's dm table points at a ublk device (at the array, or a single copy's loop device, with no
+ * ublk device, when `expected` is unlimited: no stage). The report is sent after the table's reload, so the second wait is
  * short; its grace covers a server still deleting its device after the switch. Resolves with the
  * time (Date.now()) the API first said so.
  */
@@ -203,7 +205,7 @@ export async function waitEnforced(w: EnforcedWait): Promise<number> {
       const target = await dmTarget(guest, w.volumeUUID);
       const ublk = await ublkDevices(guest);
       seen = `dm table on ${target}, ublk devices: ${ublk.join(' ') || 'none'}`;
-      return stage ? /^ublkb\d+$/.test(target) && ublk.length === 1 : /^md/.test(target) && ublk.length === 0;
+      return stage ? /^ublkb\d+$/.test(target) && ublk.length === 1 : (w.unstaged ?? /^md/).test(target) && ublk.length === 0;
     },
     () => `the primary's stack to match the API's Enforced ${JSON.stringify(w.expected)} (${seen})`,
     30_000,

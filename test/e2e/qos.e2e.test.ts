@@ -111,7 +111,7 @@ describe(`QoS enforced in the I/O path, through the policy API (two storage gues
     }, 240_000);
   /** Until the API and the primary's kernel say the policy's limit is what the volume gets; the seconds from `since`. */
   const enforced = async (policyUUID: string, limit: PolicyLimit, since: number): Promise<number> => {
-    const apiSaidAt = await waitEnforced({ api, policyUUID, volumeUUID: volume.UUID, expected: volumeQosLimits(limit, sizeBytes), primaryGuest, context: agentLogs });
+    const apiSaidAt = await waitEnforced({ api, policyUUID, volumeUUID: volume.UUID, expected: volumeQosLimits(limit, sizeBytes), primaryGuest, context: agentLogs, ...(volume.replicaCount === 1 ? { unstaged: /^loop\d+$/ } : {}) });
     return (apiSaidAt - since) / 1000;
   };
   const createPolicy = (name: string, limit: PolicyLimit) =>
@@ -311,5 +311,56 @@ describe(`QoS enforced in the I/O path, through the policy API (two storage gues
     );
     const after = await step('fio randread after the resize', () => fio('randread', 8));
     within10(after.iops, grown, `read IOPS at ${grownMiB} MiB`);
+  });
+
+  it('a single-copy volume is served through device-mapper over a loop device (6.1 too): data written through the host is in its file; a read IOPS policy measured within ±10 %, then lifted by an unlimited policy, the table back on the loop device (6.12)', async () => {
+    // The 2-copy volume goes first: one QoS server on the bed at a time (waitEnforced counts them).
+    await host().run(['nvme', 'disconnect', '-n', volumeSubsystemNQN(bed.subsystemNQN, volume.UUID)], { timeoutMs: 60_000 });
+    await api('DELETE', `/volumes/${volume.UUID}`);
+    const gone = volume.UUID;
+    await step('the 2-copy volume deleted', () => until('volume gone', async () => (await request('GET', `/volumes/${gone}`)).status === 404, 240_000));
+    volume = await api<Volume>('POST', '/projects/default/volumes', { name: 'qos-single', size: `${VOLUME_MIB}MiB`, replicaCount: 1, acl: { values: [HOST] } });
+    volume = await step('create 1 copy → Available', () => volumeAvailable());
+    const stored = JSON.parse((await bed.client!.get(keys.volume(volume.UUID)).string())!) as { sizeBytes: string; placement: { port: number } };
+    sizeBytes = BigInt(stored.sizeBytes);
+    const index = storage.findIndex((s) => s.nodeUUID() === volume.primaryNodeUUID);
+    assert.ok(index >= 0, `no storage guest serves node ${volume.primaryNodeUUID}`);
+    const guest = storage[index]!.guest;
+    const nqn = volumeSubsystemNQN(bed.subsystemNQN, volume.UUID);
+    assert.equal((await sh(guest, `cat /sys/kernel/config/nvmet/subsystems/${nqn}/namespaces/*/device_path`)).trim(), `/dev/mapper/strata-${volume.UUID}`, 'the namespace is on the device-mapper device');
+    const loop = await dmTarget(guest, volume.UUID);
+    assert.match(loop, /^loop\d+$/, 'linear onto a loop device');
+    const file = (await sh(guest, `cat /sys/block/${loop}/loop/backing_file`)).trim();
+    assert.match(file, new RegExp(`/${volume.UUID}\\.`), 'over the volume\'s own file');
+    device = await step('connect the path', () =>
+      connectPaths({ host: host(), nodes: [{ index, guest }], port: stored.placement.port, subsystemNQN: nqn, volumeUUID: volume.UUID, hostNQN: HOST, pathPort, keepAliveSeconds: 30 }),
+    );
+    assert.equal((await sh(host(), `blockdev --getss ${device}`)).trim(), '4096', 'the volume\'s 4 KiB blocks');
+    await sh(host(), `head -c 1048576 /dev/urandom > /tmp/single.bin && dd if=/tmp/single.bin of=${device} bs=1M count=1 seek=3 oflag=direct status=none`);
+    const written = (await sh(host(), 'md5sum < /tmp/single.bin')).split(' ')[0];
+    const inFile = (await sh(guest, `dd if=${file} bs=1M count=1 skip=3 iflag=direct status=none | md5sum`)).split(' ')[0];
+    assert.equal(inFile, written, 'the bytes the host wrote are in the volume\'s file on its node');
+    if (!hasUblk) {
+      const policy = await createPolicy('qos-e2e-single-refused', { kind: 'limitIOPS', read: 100, write: 0 });
+      const res = await request('PUT', `/volumes/${volume.UUID}`, { qosPolicyUUID: policy.UUID });
+      assert.equal(res.status, 400, res.text);
+      assert.match((res.json as { error: string }).error, new RegExp(volume.primaryNodeUUID));
+      return;
+    }
+    await step('fill the volume', () => sh(host(), `dd if=/dev/zero of=${device} bs=1M count=${VOLUME_MIB - 8} oflag=direct status=none`, 600_000));
+    const free = await step('fio randread unthrottled', () => fio('randread', 8));
+    const limit = Math.min(ISSUE_READ_IOPS, Math.floor(free.iops / 2 / 10) * 10);
+    measured.push(`single copy: ${free.iops.toFixed(0)} read IOPS unthrottled, limit ${limit}`);
+    assert.ok(limit >= 10, `the bed is too slow for a limit to bite: ${free.iops.toFixed(1)} IOPS`);
+    const readPolicy: PolicyLimit = { kind: 'limitIOPS', read: limit, write: 0 };
+    await step('attach a read IOPS policy → Enforced', async () => attach((await createPolicy('qos-e2e-single', readPolicy)).UUID, readPolicy));
+    const read = await step('fio randread limited', () => fio('randread'));
+    within10(read.iops, limit, 'single copy: read IOPS');
+    const unlimited: PolicyLimit = { kind: 'limitIOPS', read: 0, write: 0 };
+    await step('switch to an unlimited policy → no stage', async () => attach((await createPolicy('qos-e2e-single-unlimited', unlimited)).UUID, unlimited));
+    assert.equal(await dmTarget(guest, volume.UUID), loop, 'the table back on the same loop device');
+    const lifted = await step('fio randread without limits', () => fio('randread', 8));
+    measured.push(`single copy after the switch to an unlimited policy: ${lifted.iops.toFixed(0)} read IOPS`);
+    assert.ok(lifted.iops > limit * 1.3, `the limit is lifted: ${lifted.iops.toFixed(0)} read IOPS against a limit of ${limit}`);
   });
 });

@@ -96,7 +96,7 @@ export async function prepareBackings(ctx: PassContext, pass: PassScope, preempt
       // the pool work stands as it was; only the block stack changes (the failover's critical path).
       const before = memory.prepared.get(v.key);
       const poolWorkDone = !pass.full && before?.entry.assignment && onlyReplicationChanged(before.entry.assignment, v.assignment) ? before : undefined;
-      const prepared = await prepareVolume(ctx, v.entry, v.assignment, v.fingerprint, pass.cluster, poolWorkDone);
+      const prepared = await prepareVolume(ctx, pass, v.entry, v.assignment, v.fingerprint, poolWorkDone);
       memory.prepared.set(v.key, prepared);
       touchedVolumes.add(v.entry.volumeUUID);
       // A replicated volume still growing is served at its old size: the next pass, soon, tries again.
@@ -169,8 +169,9 @@ function onlyReplicationChanged(a: VolumeAssignment, b: VolumeAssignment): boole
 }
 
 /** Pool work for one volume: backing, growth, snapshots, rollback (taken from `poolWorkDone` when given), then the block stack. */
-async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: VolumeAssignment, fingerprint: string, cluster: ClusterFacts, poolWorkDone?: PreparedVolume): Promise<PreparedVolume> {
-  const { replicas, settings } = ctx.options;
+async function prepareVolume(ctx: PassContext, pass: PassScope, entry: AssignmentEntry, a: VolumeAssignment, fingerprint: string, poolWorkDone?: PreparedVolume): Promise<PreparedVolume> {
+  const { replicas, singles, settings } = ctx.options;
+  const { cluster } = pass;
   const { pool, backing, snapshots } = poolWorkDone ?? (await preparePool(ctx, entry, a, cluster));
   const replication = a.replication ?? null;
   let hostPath: { devicePath: string; bufferedIo: boolean } = backing;
@@ -188,6 +189,11 @@ async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: Volume
     if (served.replicationExport) extra.push(replicationExportOf(a, served.replicationExport, backing, settings));
     growing = served.growing;
     awaiting = served.awaiting;
+  } else if (singles) {
+    const nqn = volumeSubsystemNQN(cluster.subsystemNQN, a.volumeUUID);
+    const input = { volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), backing, qos: a.qos ?? null, beforeGrowing: () => markRevalidate(ctx, nqn) };
+    if (await servedStraightFromFile(pass, nqn, a.nsid, backing.devicePath)) await singles.servedFromFile(input);
+    else hostPath = { devicePath: (await singles.serve(input)).hostDevicePath, bufferedIo: false };
   }
   return {
     entry,
@@ -206,6 +212,15 @@ async function prepareVolume(ctx: PassContext, entry: AssignmentEntry, a: Volume
     snapshots,
     ...(growing || awaiting || backing.warning ? { warning: growing ?? awaiting ?? backing.warning } : {}),
   };
+}
+
+/**
+ * Whether the volume's namespace is enabled on its file itself: a namespace made before
+ * single-copy volumes had the device-mapper stage, which keeps its file (single-copy.ts).
+ */
+async function servedStraightFromFile(pass: PassScope, nqn: string, nsid: number, file: string): Promise<boolean> {
+  const ns = (await pass.configfs.readObjects({ subsystems: [nqn], ports: [] })).subsystems.get(nqn)?.namespaces.get(nsid);
+  return ns?.attrs['enable'] === '1' && ns.attrs['device_path'] === file;
 }
 
 /** The namespace of `nqn` must re-read its device's size: written ahead (datapath.json) before the change that needs it. */

@@ -97,19 +97,17 @@ export async function statusesOf(ctx: PassContext, pass: PassScope, refresh: boo
 }
 
 /**
- * The primary's word on the volume's QoS limits (absent on a replica, and without limits). A
- * single-copy volume's namespace points straight at its backing file: nothing can be put in front
- * of it while hosts are connected, so its policy is not enforced (docs/decisions.md, "Where the
- * stage sits").
+ * The primary's word on the volume's QoS limits (absent on a replica, and without limits), read
+ * back from the device-mapper stage: a replicated volume's (replica-manager.ts) or a single
+ * copy's (single-copy.ts). Without a stage (a target the caller brings) nothing enforces them.
  */
 async function qosStatusOf(ctx: PassContext, p: PreparedVolume): Promise<VolumeQosStatus | undefined> {
   const a = p.entry.assignment;
   if (!a?.qos || isUnlimited(a.qos) || a.role !== 'primary') return undefined;
-  if (!a.replication) {
-    return { state: 'NotEnforced', reason: `node ${p.entry.nodeUUID}: the volume is served straight from its file there; QoS needs the device-mapper stage, which only replicated volumes have yet`, limits: { ...a.qos } };
-  }
+  const stage = a.replication ? ctx.options.replicas : ctx.options.singles;
+  if (!stage) return { state: 'NotEnforced', reason: `node ${p.entry.nodeUUID}: this agent serves volumes without the device-mapper stage QoS needs`, limits: { ...a.qos } };
   try {
-    return await ctx.options.replicas?.qosStatus(a.volumeUUID);
+    return await stage.qosStatus(a.volumeUUID);
   } catch (err) {
     return { state: 'NotEnforced', reason: `node ${p.entry.nodeUUID}: checking the QoS stage failed: ${(err as Error).message}`, limits: { ...a.qos } };
   }

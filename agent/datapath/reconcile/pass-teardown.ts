@@ -2,7 +2,7 @@
 // export is gone. Every node's pool is looked at, also of nodes that have no assignment left.
 import { volumeOfNqn } from '../kernel/nvmet-plan.js';
 import type { KernelTarget } from './pass-kernel.js';
-import type { PassContext, PassMemory, PassScope } from './pass.js';
+import { releaseDevices, type PassContext, type PassMemory, type PassScope } from './pass.js';
 
 /** What phase 4 hands on. */
 export interface Teardown {
@@ -15,7 +15,7 @@ export interface Teardown {
 /** Phase 4. A volume whose backing and export are gone is reported Absent until acknowledged. */
 export async function tearDown(ctx: PassContext, pass: PassScope, target: KernelTarget): Promise<Teardown> {
   const { memory } = ctx;
-  const { nodeUUIDs, replicas, logger: log } = ctx.options;
+  const { nodeUUIDs, logger: log } = ctx.options;
   const { prefix, entries } = pass;
   const { tree, after, opFailures } = target;
   for (const nodeUUID of nodeUUIDs) await ctx.poolOf(nodeUUID, pass.cluster).catch(() => undefined);
@@ -37,7 +37,7 @@ export async function tearDown(ctx: PassContext, pass: PassScope, target: Kernel
         continue;
       }
       try {
-        await replicas?.release(volumeUUID);
+        await releaseDevices(ctx, volumeUUID);
         await pool.removeVolume(volumeUUID);
         removed += 1;
         log.info({ volumeUUID, nodeUUID }, 'volume backing removed');

@@ -3,7 +3,7 @@
 import { describeOp } from '../kernel/nvmet-model.js';
 import { planNvmet, volumeOfNqn } from '../kernel/nvmet-plan.js';
 import type { Exports, KernelTarget } from './pass-kernel.js';
-import type { PassContext, PassScope } from './pass.js';
+import { releaseDevices, type PassContext, type PassScope } from './pass.js';
 
 /** What phase 3 hands on. */
 export interface Verified {
@@ -14,7 +14,7 @@ export interface Verified {
 /** Phase 3; then the volumes of stopped nodes whose exports are gone lose their device-mapper device and mirror. */
 export async function verify(ctx: PassContext, pass: PassScope, exports: Exports, target: KernelTarget): Promise<Verified> {
   const { memory } = ctx;
-  const { replicas, logger: log } = ctx.options;
+  const { logger: log } = ctx.options;
   const { desired } = exports;
   const { after, owned, keep, opFailures } = target;
   const remaining = planNvmet({ desired, observed: after, owned, keep }).ops;
@@ -26,10 +26,10 @@ export async function verify(ctx: PassContext, pass: PassScope, exports: Exports
   }
 
   for (const e of pass.entries) {
-    if (!memory.heldNodes.has(e.nodeUUID) || memory.releasedHeld.has(e.volumeUUID) || !replicas) continue;
+    if (!memory.heldNodes.has(e.nodeUUID) || memory.releasedHeld.has(e.volumeUUID)) continue;
     if ([...after.subsystems.keys()].some((nqn) => volumeOfNqn(nqn, pass.prefix) === e.volumeUUID)) continue;
     try {
-      await replicas.release(e.volumeUUID);
+      await releaseDevices(ctx, e.volumeUUID);
       memory.releasedHeld.add(e.volumeUUID);
     } catch (err) {
       log.warn({ err, volumeUUID: e.volumeUUID, nodeUUID: e.nodeUUID }, 'taking down the stopped node\'s volume failed; retrying at the next pass');

@@ -22,6 +22,7 @@ import type { ClusterFacts } from '../pool/node-pools.js';
 import type { StoragePool, VolumeUsage } from '../pool/storage-pool.js';
 import type { WrittenCount } from '../replication/block-stack.js';
 import type { ReplicaManager } from '../replication/replica-manager.js';
+import type { SingleCopyPaths } from '../replication/single-copy.js';
 import type { ConnectedHostsProbe } from './connected-hosts.js';
 import type { DataPathState } from './datapath-state.js';
 import type { ExportSettings } from './desired-state.js';
@@ -39,6 +40,11 @@ export interface PassOptions {
   readonly ipAcls: IpAclEnforcer;
   /** Replicated volumes (md raid1 over NVMe/TCP); without it they are reported Failed. */
   readonly replicas?: ReplicaManager;
+  /**
+   * Single-copy volumes' device-mapper stage (replication/single-copy.ts); without it (a target
+   * the caller brings) their namespaces point straight at their files.
+   */
+  readonly singles?: SingleCopyPaths;
   /** In-band authentication (host-auth.ts); without it, no host entry gets a key. */
   readonly hostAuth?: HostAuthSource;
   readonly logger: Logger;
@@ -156,4 +162,14 @@ export function failedStatus(e: AssignmentEntry, error: string): VolumeStatusEnt
 /** The host path as served now: ANA-inaccessible while replication fences the volume. */
 export function fenced(replicas: ReplicaManager | undefined, d: DesiredExport): DesiredExport {
   return replicas?.isFenced(d.volumeUUID) ? { ...d, port: { ...d.port, anaState: 'inaccessible' } } : d;
+}
+
+/**
+ * Takes down the devices a volume is served through on this node (after its namespace is gone,
+ * before its backing is): a replicated volume's mirror and device-mapper device, a single copy's
+ * device-mapper and loop devices.
+ */
+export async function releaseDevices(ctx: PassContext, volumeUUID: string): Promise<void> {
+  await ctx.options.replicas?.release(volumeUUID);
+  await ctx.options.singles?.release(volumeUUID);
 }

@@ -24,6 +24,8 @@ import { AssignmentStore } from './assignment-store.js';
 import { DataPathReconciler, type PassSummary } from './reconciler.js';
 import { FilePool } from '../pool/storage-pool.js';
 import type { ReplicaManager, ServeInput, ServeResult } from '../replication/replica-manager.js';
+import type { BlockStack } from '../replication/block-stack.js';
+import { SingleCopyPaths } from '../replication/single-copy.js';
 import { nodeHostNQN, replicationSubsystemNQN } from '../../../lib/replication.js';
 
 const CLUSTER: ClusterRecord = {
@@ -94,7 +96,7 @@ describe('DataPathReconciler crash safety', () => {
   });
 
   /** A reconciler as a fresh agent process would build it (state read from disk). */
-  async function reconciler(configfs: EmulatedNvmetConfigfs, resyncIntervalMs = 3_600_000, connectedHosts?: ConnectedHostsProbe, replicas?: ReplicaManager): Promise<DataPathReconciler> {
+  async function reconciler(configfs: EmulatedNvmetConfigfs, resyncIntervalMs = 3_600_000, connectedHosts?: ConnectedHostsProbe, replicas?: ReplicaManager, singles?: SingleCopyPaths): Promise<DataPathReconciler> {
     const client = createEtcdClient([etcd.endpoint]);
     clients.push(client);
     await configfs.prepareRoot();
@@ -110,6 +112,7 @@ describe('DataPathReconciler crash safety', () => {
       debounceMs: 20,
       ...(connectedHosts ? { connectedHosts } : {}),
       ...(replicas ? { replicas } : {}),
+      ...(singles ? { singles } : {}),
       logger: silentLogger(),
     });
   }
@@ -427,14 +430,14 @@ describe('DataPathReconciler crash safety', () => {
     await cleanup.stop();
   });
 
-  it('a single-copy volume with QoS limits is served and reported NotEnforced, naming the node; invalid limits fail it', async () => {
+  it('without the device-mapper stage (a target the caller brings), a single-copy volume with QoS limits is served and reported NotEnforced, naming the node; invalid limits fail it', async () => {
     const limits = { readIops: 300, writeIops: 0, readBytesPerSecond: 0, writeBytesPerSecond: 0 };
     await put(assignment({ generation: 3, qos: limits }));
     const agent = await reconciler(configfsAt());
     await agent.reconcileNow();
     const v1 = () => agent.current()?.volumes.find((v) => v.volumeUUID === V1);
     assert.equal(v1()?.state, 'Served');
-    assert.deepEqual(v1()?.qos, { state: 'NotEnforced', reason: `node ${NODE}: the volume is served straight from its file there; QoS needs the device-mapper stage, which only replicated volumes have yet`, limits });
+    assert.deepEqual(v1()?.qos, { state: 'NotEnforced', reason: `node ${NODE}: this agent serves volumes without the device-mapper stage QoS needs`, limits });
     await put(assignment({ generation: 4, qos: null }));
     await agent.reconcileNow();
     assert.equal(v1()?.qos, undefined, 'no policy: no word on it');
@@ -442,6 +445,55 @@ describe('DataPathReconciler crash safety', () => {
     await agent.reconcileNow();
     assert.equal(v1()?.state, 'Failed');
     assert.match(v1()?.error ?? '', /invalid QoS limit readIops -1/);
+    await agent.stop();
+    await writer.delete().key(keys.assignment(NODE, V1));
+    const cleanup = await reconciler(configfsAt());
+    await cleanup.reconcileNow();
+    await cleanup.stop();
+  });
+
+  it('with the device-mapper stage: a namespace already enabled on its file keeps it (its policy NotEnforced, saying why); a new one is made on the dm device; a removed volume\'s devices go before its file', async () => {
+    const limits = { readIops: 300, writeIops: 0, readBytesPerSecond: 0, writeBytesPerSecond: 0 };
+    const V2 = '22222222-2222-4222-8222-222222222222';
+    const nqn2 = `${CLUSTER.subsystemNQN}:vol:${V2}`;
+    // An agent of before the stage served V1 straight from its file.
+    await put(assignment({ generation: 3 }));
+    const old = await reconciler(configfsAt());
+    await old.reconcileNow();
+    await old.stop();
+    const file = (await configfsAt().read()).subsystems.get(NQN)?.namespaces.get(1)?.attrs['device_path'] ?? '';
+    assert.match(file, new RegExp(`${V1}\\.`));
+
+    const events: string[] = [];
+    const stack = {
+      ensureLoop: async (f: string) => (events.push(`loop ${f.includes(V2) ? 'V2' : f}`), 'loop7'),
+      blockBytes: async () => 1n << 30n,
+      linearTable: async (bytes: bigint, block: string) => `0 ${bytes / 512n} linear ${block} 0`,
+      ensureDm: async (v: string, t: string) => void events.push(`dm ${v === V2 ? 'V2' : v} ${t.split(' ')[3]}`),
+      hostDevicePath: (v: string) => `/dev/mapper/strata-${v}`,
+      removeDm: async (v: string) => void events.push(`remove dm ${v === V2 ? 'V2' : v === V1 ? 'V1' : v}`),
+      loopsOfVolume: async () => [],
+    };
+    const singles = new SingleCopyPaths({ stack: stack as unknown as BlockStack, logger: silentLogger() });
+    await put(assignment({ generation: 4, qos: limits }));
+    await put(assignment({ volumeUUID: V2, subsystemNQN: nqn2, port: 20002, generation: 1 }));
+    const agent = await reconciler(configfsAt(), undefined, undefined, undefined, singles);
+    await agent.reconcileNow();
+    const tree = await configfsAt().read();
+    assert.equal(tree.subsystems.get(NQN)?.namespaces.get(1)?.attrs['device_path'], file, 'V1 keeps its file');
+    assert.equal(tree.subsystems.get(nqn2)?.namespaces.get(1)?.attrs['device_path'], `/dev/mapper/strata-${V2}`, 'V2 is made on its dm device');
+    assert.deepEqual(events, ['loop V2', 'dm V2 loop7']);
+    const v1 = agent.current()?.volumes.find((v) => v.volumeUUID === V1);
+    assert.equal(v1?.state, 'Served');
+    assert.equal(v1?.qos?.state, 'NotEnforced');
+    assert.match(v1?.qos?.reason ?? '', new RegExp(`^node ${NODE}: the volume's namespace points straight at its file`));
+    assert.equal(agent.current()?.volumes.find((v) => v.volumeUUID === V2)?.state, 'Served');
+
+    events.length = 0;
+    await writer.delete().key(keys.assignment(NODE, V2));
+    await agent.reconcileNow();
+    assert.equal((await configfsAt().read()).subsystems.has(nqn2), false);
+    assert.deepEqual(events, ['remove dm V2'], 'the devices go once the subsystem is gone');
     await agent.stop();
     await writer.delete().key(keys.assignment(NODE, V1));
     const cleanup = await reconciler(configfsAt());

@@ -22,16 +22,15 @@
 // the table onto the array first, then stop the server. Replicas ignore the limits (their fence
 // serves nothing). Where the server cannot run (no ublk in the kernel), the volume is served
 // straight from the array and the report says the policy is not enforced, and why.
-import { release as kernelRelease } from 'node:os';
-import { isUnlimited, sameLimits, type QosLimits } from '../../../lib/contract/qos.js';
-import { StrataError } from '../../../lib/errors.js';
+import { KeyedSerializer } from '../../../lib/concurrency.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { ReplicaSetWriter } from '../../../lib/etcd/replica-set-store.js';
 import { DeadlineExceeded, retry, withDeadline } from '../../../lib/retry.js';
 import { stopwatch } from '../../../lib/stopwatch.js';
 import { nodeHostNQN, replicaBackingBytes, replicationSubsystemNQN } from '../../../lib/replication.js';
 import type { AssignmentReplication, VolumeQosStatus } from '../../../lib/records.js';
-import { notConnected, REPLICATED_BLOCK_BYTES, sameTable, type ArrayState, type BlockStack, type LegDevice, type LegTarget, type StackSnapshot, type WrittenCount } from './block-stack.js';
+import { notConnected, REPLICATED_BLOCK_BYTES, type ArrayState, type BlockStack, type LegDevice, type LegTarget, type StackSnapshot, type WrittenCount } from './block-stack.js';
+import { QosPath, type HostPathInput, type QosServers } from './qos-path.js';
 import { resyncCompleted, resyncStarted } from '../../metrics/agent-metrics.js';
 
 /**
@@ -49,35 +48,11 @@ export interface ReplicaLegStatus {
   readonly syncPercent: number;
 }
 
-export interface ServeInput {
-  readonly volumeUUID: string;
-  readonly nodeUUID: string;
-  readonly sizeBytes: bigint;
+export interface ServeInput extends HostPathInput {
   readonly replication: AssignmentReplication;
-  /** The local backing file and whether it needs buffered I/O. */
-  readonly backing: { readonly devicePath: string; readonly bufferedIo: boolean };
-  /** The assignment's QoS limits (absent, null or all zero: none); only a primary enforces them. */
-  readonly qos?: QosLimits | null;
-  /**
-   * Runs (synchronously) right before the host path's device is made larger than it is: the
-   * reconciler writes ahead there that the host namespace must re-read its size, so hosts learn
-   * a grown volume only once the device under the namespace has the size, and still do after a
-   * crash right after the reload.
-   */
-  readonly beforeGrowing?: () => void;
 }
 
-/**
- * The QoS stage's servers as the replica manager uses them: kernel/qos-stage.ts's QosStage,
- * composed in datapath.ts (this room does not import the kernel room).
- */
-export interface QosServers {
-  /** Serves the backing through a throttled ublk device (idempotent: a served volume only takes the limits). */
-  start(volume: string, spec: { readonly backing: string; readonly limits: QosLimits }): Promise<{ readonly id: number; readonly device: string }>;
-  /** Stops the volume's server, also one an earlier agent left; nothing when there is none. */
-  stop(volume: string): Promise<void>;
-  state(volume: string): { readonly device: { readonly device: string }; readonly limits: QosLimits; readonly running: boolean } | undefined;
-}
+export type { QosServers } from './qos-path.js';
 
 export interface ServeResult {
   /** What the volume's host-path namespace points at. */
@@ -156,20 +131,22 @@ interface PrimaryVolume {
 
 export class ReplicaManager {
   private readonly primaries = new Map<string, PrimaryVolume>();
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly locks = new KeyedSerializer();
   private readonly listeners = new Set<() => void>();
   private timer: NodeJS.Timeout | undefined;
   private monitoring: Promise<void> | undefined;
   /** The membership lease may expire (or did): no volume is served as a primary meanwhile. */
   private leaseFenced = false;
-  /** Why no QoS server can run on this kernel, once a server said so (exit 69): not tried again. */
-  private ublkMissing: string | undefined;
   /** Volumes handed over by a planned stop whose mirror still runs here. */
   private readonly handedOver = new Set<string>();
   /** node → until when its out-of-sync copies are tried at every look instead of every rejoinIntervalMs. */
   private readonly rejoinEager = new Map<string, number>();
 
-  constructor(private readonly options: ReplicaManagerOptions) {}
+  private readonly qosPath: QosPath;
+
+  constructor(private readonly options: ReplicaManagerOptions) {
+    this.qosPath = new QosPath({ stack: options.stack, qos: options.qos, logger: options.logger });
+  }
 
   start(): void {
     this.timer ??= setInterval(() => {
@@ -513,45 +490,8 @@ export class ReplicaManager {
    * report: a policy never takes a volume's I/O away.
    */
   private async pointHostPath(state: PrimaryVolume, array: string): Promise<void> {
-    const { stack, qos, logger } = this.options;
-    const { volumeUUID, nodeUUID, beforeGrowing } = state.input;
-    const sizeBytes = state.servedBytes;
-    const limits = state.input.qos && !isUnlimited(state.input.qos) ? state.input.qos : undefined;
-    state.qosProblem = undefined;
-    if (limits) {
-      if (!qos) state.qosProblem = `node ${nodeUUID}: this agent runs without the QoS stage (strata-ublk)`;
-      else if (this.ublkMissing) state.qosProblem = this.ublkMissing;
-      else {
-        try {
-          const spec = { backing: stack.blockPath(array), limits };
-          let served = await qos.start(volumeUUID, spec);
-          if ((await stack.blockBytes(deviceName(served.device))) < sizeBytes) {
-            // A ublk device keeps the size it was made with: after a growth the table moves onto
-            // the grown array (served unthrottled for that moment), the old server stops, and one
-            // of the new size starts; then the table moves onto it.
-            await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, array), beforeGrowing);
-            await qos.stop(volumeUUID);
-            served = await qos.start(volumeUUID, spec);
-          }
-          await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, deviceName(served.device)), beforeGrowing);
-          return;
-        } catch (err) {
-          state.qosProblem = this.qosFailure(nodeUUID, err);
-          logger.warn({ err, volumeUUID, reason: state.qosProblem }, 'QoS not enforced: the volume is served without its limits');
-        }
-      }
-    }
-    await stack.ensureDm(volumeUUID, await stack.linearTable(sizeBytes, array), beforeGrowing);
-    await qos?.stop(volumeUUID);
-  }
-
-  /** One sentence a user can act on, naming the node. */
-  private qosFailure(nodeUUID: string, err: unknown): string {
-    if (err instanceof StrataError && err.code === 'KERNEL_CAPABILITY_MISSING') {
-      this.ublkMissing = `node ${nodeUUID}: kernel ${kernelRelease()} has no ublk (Debian 13's 6.12 has it), so QoS limits cannot be enforced there`;
-      return this.ublkMissing;
-    }
-    return `node ${nodeUUID}: the QoS server (strata-ublk) did not start: ${err instanceof Error ? err.message : String(err)}`;
+    const { volumeUUID, nodeUUID, beforeGrowing, qos } = state.input;
+    state.qosProblem = await this.qosPath.point({ volumeUUID, nodeUUID, sizeBytes: state.servedBytes, limits: qos, ...(beforeGrowing ? { beforeGrowing } : {}) }, array);
   }
 
   /**
@@ -561,32 +501,20 @@ export class ReplicaManager {
   qosDeviceReplaced(volumeUUID: string): Promise<void> {
     return this.locked(volumeUUID, async () => {
       const state = this.primaries.get(volumeUUID);
-      const served = this.options.qos?.state(volumeUUID);
-      if (!state || !served || isFencedAt(state) || this.leaseFenced) return;
-      await this.options.stack.ensureDm(volumeUUID, await this.options.stack.linearTable(state.servedBytes, deviceName(served.device.device)));
+      if (!state || isFencedAt(state) || this.leaseFenced) return;
+      await this.qosPath.deviceReplaced(volumeUUID, state.servedBytes);
     });
   }
 
   /**
    * The primary's word on the assignment's QoS limits, undefined when this node is not the
-   * volume's primary or there are none. Enforced only when the stage's server runs with exactly
-   * these limits and the volume's table points at its device, read back from the kernel now.
+   * volume's primary or there are none (qos-path.ts status: read back from the kernel now).
    */
   async qosStatus(volumeUUID: string): Promise<VolumeQosStatus | undefined> {
     const state = this.primaries.get(volumeUUID);
-    const limits = state?.input.qos;
-    if (!state || !limits || isUnlimited(limits)) return undefined;
-    const notEnforced = (reason: string): VolumeQosStatus => ({ state: 'NotEnforced', reason, limits: { ...limits } });
-    const node = state.input.nodeUUID;
-    if (state.qosProblem) return notEnforced(state.qosProblem);
-    const served = this.options.qos?.state(volumeUUID);
-    if (!served) return notEnforced(`node ${node}: no QoS server runs for the volume`);
-    if (!served.running) return notEnforced(`node ${node}: the volume's QoS server is being restarted (its device holds the I/O meanwhile)`);
-    if (!sameLimits(served.limits, limits)) return notEnforced(`node ${node}: the volume's QoS server has other limits than the assignment's`);
-    const { stack } = this.options;
-    const wanted = await stack.linearTable(state.servedBytes, deviceName(served.device.device)).catch(() => undefined);
-    if (!wanted || !sameTable(await stack.dmTable(volumeUUID), wanted)) return notEnforced(`node ${node}: the volume's device-mapper table does not point at its QoS server's device`);
-    return { state: 'Enforced', reason: '', limits: { ...limits } };
+    if (!state) return undefined;
+    const { nodeUUID, qos } = state.input;
+    return this.qosPath.status({ volumeUUID, nodeUUID, sizeBytes: state.servedBytes, limits: qos }, state.qosProblem);
   }
 
   /**
@@ -868,21 +796,11 @@ export class ReplicaManager {
 
   /** One change at a time per volume: the reconciler's pass and the monitor share the devices. */
   private locked<T>(volumeUUID: string, work: () => Promise<T>): Promise<T> {
-    const previous = this.locks.get(volumeUUID) ?? Promise.resolve();
-    const next = previous.then(work, work);
-    const settled = next.catch(() => undefined);
-    this.locks.set(volumeUUID, settled);
-    void settled.then(() => {
-      if (this.locks.get(volumeUUID) === settled) this.locks.delete(volumeUUID);
-    });
-    return next;
+    return this.locks.run(volumeUUID, work);
   }
 }
 
 const BLOCK = BigInt(REPLICATED_BLOCK_BYTES);
-
-/** /dev/ublkb3 → ublkb3 */
-const deviceName = (path: string) => path.replace(/^.*\//, '');
 
 /** How long after a server's return its copies are tried at every monitor look. */
 const REJOIN_EAGER_MS = 120_000;
