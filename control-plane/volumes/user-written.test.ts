@@ -77,13 +77,15 @@ describe('a volume\'s userWritten', () => {
   const wire = (replicaCount: number) =>
     volumeToWire({ key: 'k', record: volumeRecord(nodes.slice(0, replicaCount), { replicaCount }), revision: '7' }, { statuses, presentNodes: new Set(nodes) }, { UUID: '', name: '' }, 'cluster').statistics.userWritten;
 
-  it('is the sum over every node that was its primary, for a replicated volume', () => {
+  it('is the sum over every node that was its primary', () => {
     assert.equal(volumeWritten(statuses), 3073n);
     assert.equal(wire(3), '3073');
     assert.equal(wire(2), '3073');
   });
 
-  it('is "0" (not measured) for a single copy, whatever a record says', () => {
-    assert.equal(wire(1), '0');
+  it('is the same sum for a single copy (its device-mapper device counts too), and "0" when no node reported a count', () => {
+    assert.equal(wire(1), '3073');
+    const none = volumeToWire({ key: 'k', record: volumeRecord(nodes.slice(0, 1), { replicaCount: 1 }), revision: '7' }, { statuses: [status(nodes[0]!)], presentNodes: new Set(nodes) }, { UUID: '', name: '' }, 'cluster');
+    assert.equal(none.statistics.userWritten, '0');
   });
 });

@@ -126,7 +126,7 @@ export function volumeToWire(stored: StoredVolume, observed: VolumeObservation, 
     nsid: v.placement?.nsid ?? 0,
     // The primary's md resync progress (docs/replication.md).
     rebuildProgress: rebuildProgressOf(protection, v, observed.replicaSet, primary?.replicaLegs),
-    statistics: statisticsOf(primary, nodeList, statusOf, v.replicaCount > 1 ? volumeWritten(observed.statuses) : undefined),
+    statistics: statisticsOf(primary, nodeList, statusOf, volumeWritten(observed.statuses)),
     ETag: stored.revision,
     connectedHosts: [...hosts.keys()].sort(),
     primaryNodeUUID,
@@ -180,10 +180,10 @@ function ratio(logical: bigint, physical: bigint): number {
 
 /**
  * Usage as the primary reports it (logical = what the host sees written, physical = what it
- * takes after compression); capacity counts every replica. userWritten is measured for
- * replicated volumes only (`written`: every node that was ever their primary counts, in the
- * nodeList now or not). Memory and integrity counters, and a single copy's userWritten, are not
- * measured by the data path: 0, not invented.
+ * takes after compression); capacity counts every replica. userWritten is what the volume's
+ * device-mapper devices counted (`written`: every node that was ever its primary counts, in the
+ * nodeList now or not; a single copy still on its file namespace reports none: 0). Memory and
+ * integrity counters are not measured by the data path: 0, not invented.
  */
 function statisticsOf(primary: VolumeStatusRecord | undefined, nodeList: readonly string[], statusOf: ReadonlyMap<string, VolumeStatusRecord>, written: bigint | undefined): VolumeStatisticsWire {
   const logical = bytes(primary?.logicalUsedBytes);

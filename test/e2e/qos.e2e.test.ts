@@ -313,7 +313,7 @@ describe(`QoS enforced in the I/O path, through the policy API (two storage gues
     within10(after.iops, grown, `read IOPS at ${grownMiB} MiB`);
   });
 
-  it('a single-copy volume is served through device-mapper over a loop device (6.1 too): data written through the host is in its file; a read IOPS policy measured within ±10 %, then lifted by an unlimited policy, the table back on the loop device (6.12)', async () => {
+  it('a single-copy volume is served through device-mapper over a loop device (6.1 too): data written through the host is in its file and counted in userWritten; a read IOPS policy measured within ±10 %, then lifted by an unlimited policy, the table back on the loop device (6.12)', async () => {
     // The 2-copy volume goes first: one QoS server on the bed at a time (waitEnforced counts them).
     await host().run(['nvme', 'disconnect', '-n', volumeSubsystemNQN(bed.subsystemNQN, volume.UUID)], { timeoutMs: 60_000 });
     await api('DELETE', `/volumes/${volume.UUID}`);
@@ -340,6 +340,10 @@ describe(`QoS enforced in the I/O path, through the policy API (two storage gues
     const written = (await sh(host(), 'md5sum < /tmp/single.bin')).split(' ')[0];
     const inFile = (await sh(guest, `dd if=${file} bs=1M count=1 skip=3 iflag=direct status=none | md5sum`)).split(' ')[0];
     assert.equal(inFile, written, 'the bytes the host wrote are in the volume\'s file on its node');
+    // Its device-mapper device counts what hosts write (statistics.userWritten, a lower bound read every pass).
+    await step('userWritten counts the MiB', () =>
+      until('userWritten ≥ 1 MiB', async () => BigInt((await api<Volume>('GET', `/volumes/${volume.UUID}`)).statistics.userWritten) >= 1048576n, 120_000),
+    );
     if (!hasUblk) {
       const policy = await createPolicy('qos-e2e-single-refused', { kind: 'limitIOPS', read: 100, write: 0 });
       const res = await request('PUT', `/volumes/${volume.UUID}`, { qosPolicyUUID: policy.UUID });

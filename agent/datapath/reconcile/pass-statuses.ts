@@ -29,7 +29,7 @@ export interface PassFindings {
  */
 export async function statusesOf(ctx: PassContext, pass: PassScope, refresh: boolean, found: PassFindings): Promise<VolumeStatusEntry[]> {
   const { memory } = ctx;
-  const { connectedHosts, presentedHosts, replicas, logger: log } = ctx.options;
+  const { connectedHosts, presentedHosts, replicas, singles, logger: log } = ctx.options;
   const { results, touchedVolumes, preparedNow } = found.backings;
   const { desired, ipAclPass } = found.exports;
   const { opFailures } = found.target;
@@ -46,11 +46,14 @@ export async function statusesOf(ctx: PassContext, pass: PassScope, refresh: boo
   await mapLimit(preparedNow, BACKINGS_PREPARED_AT_ONCE, async (p) => {
     const again = pass.full || refresh || touchedVolumes.has(p.desired.volumeUUID);
     // Bytes written, on the same rhythm as usage (a new count is a new report): read while this
-    // node is the primary (a map lookup otherwise), dropped the moment it no longer is.
-    if (!replicas?.legStatus(p.desired.volumeUUID)) p.written = undefined;
+    // node is the primary (a map lookup otherwise), dropped the moment it no longer is; a single
+    // copy's while its device-mapper device serves it (not one still on its file).
+    const volumeUUID = p.desired.volumeUUID;
+    const counter = replicas?.legStatus(volumeUUID) ? replicas : p.entry.assignment?.replication ? undefined : singles?.servesThroughStage(volumeUUID) ? singles : undefined;
+    if (!counter) p.written = undefined;
     else if (again || !p.written) {
       try {
-        p.written = await replicas.writtenBytes(p.desired.volumeUUID);
+        p.written = await counter.writtenBytes(volumeUUID);
       } catch (err) {
         log.debug({ err, volumeUUID: p.desired.volumeUUID }, 'reading bytes written failed');
       }

@@ -53,6 +53,7 @@ function bed(options: { startFails?: Error } = {}) {
       loops = loops.filter((l) => l !== loop);
     },
     hostDevicePath: () => `/dev/mapper/strata-${VOLUME}`,
+    writtenBytes: async () => ({ bytes: 8192n, device: 'boot-1/253:4/9' }),
   };
   let served: { limits: typeof LIMITS; bytes: bigint } | undefined;
   const qos = {
@@ -144,10 +145,18 @@ describe('SingleCopyPaths (a single copy served through device-mapper over a loo
     assert.deepEqual(events, [], 'no second start on a kernel without ublk');
   });
 
-  it('a namespace that points straight at the file keeps it: nothing is built, and its limits are NotEnforced saying why', async () => {
+  it('counts what hosts wrote through the device-mapper device, and nothing for a volume not served here', async () => {
+    const { paths, input } = bed();
+    assert.equal(await paths.writtenBytes(VOLUME), undefined);
+    await paths.serve(input(null));
+    assert.deepEqual(await paths.writtenBytes(VOLUME), { bytes: 8192n, device: 'boot-1/253:4/9' });
+  });
+
+  it('a namespace that points straight at the file keeps it: nothing is built, nothing counted, and its limits are NotEnforced saying why', async () => {
     const { paths, events, input } = bed();
     await paths.servedFromFile(input(LIMITS));
     assert.deepEqual(events, []);
+    assert.equal(await paths.writtenBytes(VOLUME), undefined);
     const status = await paths.qosStatus(VOLUME);
     assert.equal(status?.state, 'NotEnforced');
     assert.match(status?.reason ?? '', /^node node-a: the volume's namespace points straight at its file/);

@@ -11,13 +11,15 @@
 import { KeyedSerializer } from '../../../lib/concurrency.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { VolumeQosStatus } from '../../../lib/records.js';
-import type { BlockStack } from './block-stack.js';
+import type { BlockStack, WrittenCount } from './block-stack.js';
 import { limitsOf, QosPath, type HostPathInput, type QosServers } from './qos-path.js';
 
 export type SingleCopyInput = HostPathInput;
 
 interface ServedVolume {
   readonly input: SingleCopyInput;
+  /** Served through the device-mapper device (false: a namespace still on its file). */
+  readonly staged: boolean;
   /** Why the limits are not enforced, undefined when they are (or there are none). */
   readonly qosProblem: string | undefined;
 }
@@ -46,7 +48,7 @@ export class SingleCopyPaths {
       const loopBytes = await stack.blockBytes(loop);
       if (loopBytes < sizeBytes) throw new Error(`the loop device ${loop} over the volume's file shows ${loopBytes} of ${sizeBytes} bytes`);
       const qosProblem = await this.qosPath.point({ volumeUUID, nodeUUID, sizeBytes, limits: input.qos, ...(beforeGrowing ? { beforeGrowing } : {}) }, loop);
-      this.served.set(volumeUUID, { input, qosProblem });
+      this.served.set(volumeUUID, { input, staged: true, qosProblem });
       return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
     });
   }
@@ -74,7 +76,7 @@ export class SingleCopyPaths {
   servedFromFile(input: SingleCopyInput): Promise<void> {
     return this.locks.run(input.volumeUUID, async () => {
       const reason = `node ${input.nodeUUID}: the volume's namespace points straight at its file (made before single-copy volumes had the device-mapper stage, and an enabled namespace cannot change its device under connected hosts); it takes the stage, and its policy, when the namespace is next made (the node's restart)`;
-      this.served.set(input.volumeUUID, { input, qosProblem: reason });
+      this.served.set(input.volumeUUID, { input, staged: false, qosProblem: reason });
     });
   }
 
@@ -92,5 +94,15 @@ export class SingleCopyPaths {
     if (!served || !limitsOf(served.input.qos)) return undefined;
     const { nodeUUID, sizeBytes, qos } = served.input;
     return this.qosPath.status({ volumeUUID, nodeUUID, sizeBytes, limits: qos }, served.qosProblem);
+  }
+
+  /** Whether the volume is served here through its device-mapper device (which counts what hosts write). */
+  servesThroughStage(volumeUUID: string): boolean {
+    return this.served.get(volumeUUID)?.staged === true;
+  }
+
+  /** What hosts wrote through the volume's device-mapper device (VolumeStatus.userWrittenBytes); undefined when it has none here. */
+  async writtenBytes(volumeUUID: string): Promise<WrittenCount | undefined> {
+    return this.servesThroughStage(volumeUUID) ? this.options.stack.writtenBytes(volumeUUID) : undefined;
   }
 }

@@ -170,11 +170,22 @@ describe(`data path on the real kernel (QEMU guest, ${labKernelLabel()}, nvmet)`
     assert.deepEqual(configfs.trim().split('\n'), [
       '11111111111141118111',
       'Strata Volume',
-      `/mnt/pool/${node}/volumes/${V1}.raw`,
+      `/dev/mapper/strata-${V1}`,
+      '0',
       '0',
       '1',
-      '1',
       '127.0.0.1',
+    ]);
+    // Each namespace is on the volume's device-mapper device, linear onto a loop device over its
+    // file: direct I/O for a NOCOW backing, buffered for a compressed one (as buffered_io=1 was).
+    const loopOf = async (volume: string) => (await sh(`d=$(dmsetup table strata-${volume} | awk '$3 == "linear" {print $4}'); basename $(readlink -f /sys/dev/block/$d)`)).trim();
+    const [loop1, loop2] = [await loopOf(V1), await loopOf(V2)];
+    assert.match(loop1, /^loop\d+$/);
+    assert.deepEqual((await sh(`cat /sys/block/${loop1}/loop/backing_file /sys/block/${loop1}/loop/dio /sys/block/${loop2}/loop/backing_file /sys/block/${loop2}/loop/dio`)).trim().split('\n'), [
+      `/mnt/pool/${node}/volumes/${V1}.raw`,
+      '1',
+      `/mnt/pool/${node}/volumes/${V2}.zst`,
+      '0',
     ]);
     assert.match((await sh(`lsattr -d /mnt/pool/${node}/volumes/${V1}.raw`)).split(' ')[0] ?? '', /C/, 'uncompressed backing is NOCOW');
     assert.match(await sh(`btrfs property get /mnt/pool/${node}/volumes/${V2}.zst compression`), /zstd/);
@@ -194,7 +205,7 @@ describe(`data path on the real kernel (QEMU guest, ${labKernelLabel()}, nvmet)`
     const ns1 = (await g().runOk(['sh', script('nvme-ns-by-uuid.sh'), V1, '20'])).stdout.trim();
     const block1 = ns1.slice('/dev/'.length);
     assert.equal((await sh(`cat /sys/block/${block1}/size`)).trim(), String((64 * MiB) / 512));
-    assert.equal((await sh(`cat /sys/block/${block1}/queue/logical_block_size`)).trim(), '4096', 'a file-backed namespace has 4 KiB blocks');
+    assert.equal((await sh(`cat /sys/block/${block1}/queue/logical_block_size`)).trim(), '4096', 'the loop device\'s 4 KiB blocks');
     const pattern = randomBytes(MiB);
     await g().runOk(['dd', `of=${ns1}`, 'bs=1M', 'count=1', 'iflag=fullblock', 'oflag=direct', 'status=none'], { input: pattern });
     const back = await g().runOk(['dd', `if=${ns1}`, 'bs=1M', 'count=1', 'iflag=direct', 'status=none']);
@@ -268,6 +279,8 @@ describe(`data path on the real kernel (QEMU guest, ${labKernelLabel()}, nvmet)`
     const left = await sh('ls /sys/kernel/config/nvmet/subsystems /sys/kernel/config/nvmet/ports');
     assert.ok(!left.includes(NQN2) && !/\b20002\b/.test(left), left);
     assert.equal((await g().run(['ls', `/mnt/pool/${node}/volumes/${V2}.zst`])).code, 2, 'the backing is gone');
+    assert.equal((await g().run(['dmsetup', 'table', `strata-${V2}`])).code, 1, 'its device-mapper device is gone');
+    assert.doesNotMatch(await sh('cat /sys/block/loop*/loop/backing_file 2>/dev/null || true'), new RegExp(V2), 'and its loop device');
     await signalAgent('TERM');
     await waitUntil(async () => (await g().run(['sh', '-c', 'kill -0 "$(cat /tmp/agent.pid)"'])).code !== 0, 'the agent to exit', 30_000, 250);
     assert.equal((await controllers(NQN1)).filter((c) => c.state === 'live').length, 1, 'V1 is still served by the kernel');
