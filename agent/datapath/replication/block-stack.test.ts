@@ -61,6 +61,19 @@ describe('the fence', () => {
     assert.equal(statSync(fenceFile).blocks, 0);
   });
 
+  it('a volume\'s loop device is found again by its file; one detached (or reused for another file) is not', async () => {
+    const { stack, sys } = fixture();
+    const file = join(sys, '..', 'v.raw');
+    writeFileSync(file, Buffer.alloc(8192));
+    assert.equal(await stack.ensureLoop(file, false), 'loop4');
+    assert.equal(await stack.loopOf(file), 'loop4');
+    writeFileSync(join(sys, 'block', 'loop4', 'loop', 'backing_file'), '/elsewhere.raw\n');
+    assert.equal(await stack.loopOf(file), undefined, 'loop4 serves another file now');
+    assert.equal(await stack.loopOf('/elsewhere.raw'), 'loop4');
+    rmSync(join(sys, 'block', 'loop4'), { recursive: true });
+    assert.equal(await stack.loopOf('/elsewhere.raw'), undefined, 'detached');
+  });
+
   it('is found again by its file, and grown for a volume larger than it', async () => {
     const { stack, calls, fenceFile, sys } = fixture();
     await stack.fenceTable(1n << 20n);

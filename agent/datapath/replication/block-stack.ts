@@ -145,6 +145,8 @@ export class BlockStack {
   private fence: { readonly loop: string; readonly dev: string; readonly bytes: bigint } | undefined;
   /** Device-mapper name → its block device (dm-3) as last found, checked at every use. */
   private dmBlocks = new Map<string, string>();
+  /** Backing file → its loop device, as last found (loopOf). */
+  private loops = new Map<string, string>();
   private bootId: string | undefined;
 
   constructor(private readonly options: BlockStackOptions) {}
@@ -336,14 +338,30 @@ export class BlockStack {
     await this.run('losetup', ['--set-capacity', join(this.options.devRoot, loop)]);
   }
 
-  /** The loop device (loop3) attached to this file, undefined when none. */
+  /**
+   * The loop device (loop3) attached to this file, undefined when none. The one last found for
+   * the file is checked with one read; otherwise every loop device is read once and remembered:
+   * every volume has a loop device, and a full pass asks for each of them (a scan per volume
+   * would be a read per loop device per volume).
+   */
   async loopOf(file: string): Promise<string | undefined> {
-    for (const entry of await readDir(join(this.options.sysfsRoot, 'block'))) {
+    const sys = join(this.options.sysfsRoot, 'block');
+    const known = this.loops.get(file);
+    if (known && (await readText(join(sys, known, 'loop', 'backing_file'))).trim() === file) return known;
+    return (await this.scanLoops()).get(file);
+  }
+
+  /** Every loop device by its backing file (the first one listed where two share a file), remembered for loopOf. */
+  private async scanLoops(): Promise<Map<string, string>> {
+    const sys = join(this.options.sysfsRoot, 'block');
+    const found = new Map<string, string>();
+    for (const entry of await readDir(sys)) {
       if (!entry.startsWith('loop')) continue;
-      const backing = (await readText(join(this.options.sysfsRoot, 'block', entry, 'loop', 'backing_file'))).trim();
-      if (backing === file) return entry;
+      const backing = (await readText(join(sys, entry, 'loop', 'backing_file'))).trim();
+      if (backing && !found.has(backing)) found.set(backing, entry);
     }
-    return undefined;
+    this.loops = found;
+    return found;
   }
 
   /** Loop devices over any backing file of this volume (also one deleted under it). */
@@ -366,9 +384,14 @@ export class BlockStack {
 
   /** A new loop device of 4 KiB sectors over the file ("loop3"). */
   private async attachLoop(file: string, mode: { readOnly: boolean; directIo: boolean }): Promise<string> {
-    if (this.options.ioctls) return this.options.ioctls.loopAttach(file, mode.readOnly, REPLICATED_BLOCK_BYTES, mode.directIo);
-    const args = ['--find', '--show', ...(mode.readOnly ? ['--read-only'] : []), `--sector-size=${REPLICATED_BLOCK_BYTES}`, ...(mode.readOnly ? [] : [`--direct-io=${mode.directIo ? 'on' : 'off'}`]), file];
-    return (await this.run('losetup', args)).stdout.trim().replace(/^\/dev\//, '');
+    let loop: string;
+    if (this.options.ioctls) loop = await this.options.ioctls.loopAttach(file, mode.readOnly, REPLICATED_BLOCK_BYTES, mode.directIo);
+    else {
+      const args = ['--find', '--show', ...(mode.readOnly ? ['--read-only'] : []), `--sector-size=${REPLICATED_BLOCK_BYTES}`, ...(mode.readOnly ? [] : [`--direct-io=${mode.directIo ? 'on' : 'off'}`]), file];
+      loop = (await this.run('losetup', args)).stdout.trim().replace(/^\/dev\//, '');
+    }
+    this.loops.set(file, loop);
+    return loop;
   }
 
   async detachLoop(loop: string): Promise<void> {
@@ -384,12 +407,7 @@ export class BlockStack {
    */
   async snapshot(): Promise<StackSnapshot> {
     const sys = this.options.sysfsRoot;
-    const loops = new Map<string, string>();
-    for (const entry of await readDir(join(sys, 'block'))) {
-      if (!entry.startsWith('loop')) continue;
-      const backing = (await readText(join(sys, 'block', entry, 'loop', 'backing_file'))).trim();
-      if (backing && !loops.has(backing)) loops.set(backing, entry);
-    }
+    const loops = await this.scanLoops();
     const heads = new Map<string, string>();
     const subsystems = join(sys, 'class', 'nvme-subsystem');
     for (const subsystem of await readDir(subsystems)) {
