@@ -20,10 +20,12 @@
 //     every volume still Available. Baseline: the restart at the first level (2 volumes).
 //  4. fio 4K random read and random write IOPS through a Strata volume vs a hand-made export of
 //     the same kind of backing: a sparse NOCOW file on the same btrfs pool, exported by nvmet
-//     with its default O_DIRECT file path (buffered_io=0, as Strata serves uncompressed
-//     volumes), same size, prefilled the same way, over the same loopback NVMe/TCP. So the ratio
-//     shows what Strata's export (ANA group, controller-ID window, ACLs, nftables on its port)
-//     and agent cost, not a difference of storage. Runs in the order S H H S to even out drift.
+//     with its default O_DIRECT file path (buffered_io=0), same size, prefilled the same way,
+//     over the same loopback NVMe/TCP. Strata serves the volume through its device-mapper stage
+//     (dm linear onto a loop device over the file, direct I/O: docs/datapath.md, "Single-copy
+//     volumes"), so the ratio shows what that stage, Strata's export (ANA group, controller-ID
+//     window, ACLs, nftables on its port) and the agent cost, not a difference of storage. Runs
+//     in the order S H H S to even out drift.
 //
 // Everything runs on this 2-core machine under TCG: absolute figures are slow and noisy; the
 // ratios are the point. Every step has a timeout; the guest, etcd and the control plane are
