@@ -192,7 +192,7 @@ async function prepareVolume(ctx: PassContext, pass: PassScope, entry: Assignmen
   } else if (singles) {
     const nqn = volumeSubsystemNQN(cluster.subsystemNQN, a.volumeUUID);
     const input = { volumeUUID: a.volumeUUID, nodeUUID: entry.nodeUUID, sizeBytes: BigInt(a.sizeBytes), backing, qos: a.qos ?? null, beforeGrowing: () => markRevalidate(ctx, nqn) };
-    if (await servedStraightFromFile(pass, nqn, a.nsid, backing.devicePath)) await singles.servedFromFile(input);
+    if (await servedStraightFromFile(ctx, pass, nqn, a.nsid, backing.devicePath)) await singles.servedFromFile(input);
     else hostPath = { devicePath: (await singles.serve(input)).hostDevicePath, bufferedIo: false };
   }
   return {
@@ -216,10 +216,13 @@ async function prepareVolume(ctx: PassContext, pass: PassScope, entry: Assignmen
 
 /**
  * Whether the volume's namespace is enabled on its file itself: a namespace made before
- * single-copy volumes had the device-mapper stage, which keeps its file (single-copy.ts).
+ * single-copy volumes had the device-mapper stage, which keeps its file (single-copy.ts). The
+ * last pass's view of configfs answers (only a pass changes namespaces, and a full pass reads
+ * configfs again before it plans); the agent's first pass reads the subsystem.
  */
-async function servedStraightFromFile(pass: PassScope, nqn: string, nsid: number, file: string): Promise<boolean> {
-  const ns = (await pass.configfs.readObjects({ subsystems: [nqn], ports: [] })).subsystems.get(nqn)?.namespaces.get(nsid);
+async function servedStraightFromFile(ctx: PassContext, pass: PassScope, nqn: string, nsid: number, file: string): Promise<boolean> {
+  const subsystem = ctx.memory.observed?.subsystems.get(nqn) ?? (ctx.memory.observed ? undefined : (await pass.configfs.readObjects({ subsystems: [nqn], ports: [] })).subsystems.get(nqn));
+  const ns = subsystem?.namespaces.get(nsid);
   return ns?.attrs['enable'] === '1' && ns.attrs['device_path'] === file;
 }
 

@@ -43,17 +43,8 @@ export interface HostPathInput {
   readonly beforeGrowing?: () => void;
 }
 
-/** What the host path of one volume is pointed at. */
-export interface QosPathTarget {
-  readonly volumeUUID: string;
-  readonly nodeUUID: string;
-  /** The size the host path shows. */
-  readonly sizeBytes: bigint;
-  /** The assignment's limits (absent, null or all zero: none). */
-  readonly limits?: QosLimits | null;
-  /** Runs right before the table is made longer than it is (block-stack.ts ensureDm). */
-  readonly beforeGrowing?: () => void;
-}
+/** What the host path of one volume is pointed at: its size is the size the host path shows. */
+export type QosPathTarget = Pick<HostPathInput, 'volumeUUID' | 'nodeUUID' | 'sizeBytes' | 'qos' | 'beforeGrowing'>;
 
 /** The limits that need the stage, undefined for none. */
 export function limitsOf(limits: QosLimits | null | undefined): QosLimits | undefined {
@@ -77,7 +68,7 @@ export class QosPath {
   async point(target: QosPathTarget, below: string): Promise<string | undefined> {
     const { stack, qos, logger } = this.options;
     const { volumeUUID, nodeUUID, sizeBytes, beforeGrowing } = target;
-    const limits = limitsOf(target.limits);
+    const limits = limitsOf(target.qos);
     let problem: string | undefined;
     if (limits) {
       if (!qos) problem = `node ${nodeUUID}: this agent runs without the QoS stage (strata-ublk)`;
@@ -129,7 +120,7 @@ export class QosPath {
    * server runs with exactly these limits and its table points at the server's device.
    */
   async status(target: QosPathTarget, problem: string | undefined): Promise<VolumeQosStatus | undefined> {
-    const limits = limitsOf(target.limits);
+    const limits = limitsOf(target.qos);
     if (!limits) return undefined;
     const { volumeUUID, nodeUUID: node } = target;
     const notEnforced = (reason: string): VolumeQosStatus => ({ state: 'NotEnforced', reason, limits: { ...limits } });

@@ -491,7 +491,7 @@ export class ReplicaManager {
    */
   private async pointHostPath(state: PrimaryVolume, array: string): Promise<void> {
     const { volumeUUID, nodeUUID, beforeGrowing, qos } = state.input;
-    state.qosProblem = await this.qosPath.point({ volumeUUID, nodeUUID, sizeBytes: state.servedBytes, limits: qos, ...(beforeGrowing ? { beforeGrowing } : {}) }, array);
+    state.qosProblem = await this.qosPath.point({ volumeUUID, nodeUUID, sizeBytes: state.servedBytes, qos, ...(beforeGrowing ? { beforeGrowing } : {}) }, array);
   }
 
   /**
@@ -514,7 +514,7 @@ export class ReplicaManager {
     const state = this.primaries.get(volumeUUID);
     if (!state) return undefined;
     const { nodeUUID, qos } = state.input;
-    return this.qosPath.status({ volumeUUID, nodeUUID, sizeBytes: state.servedBytes, limits: qos }, state.qosProblem);
+    return this.qosPath.status({ volumeUUID, nodeUUID, sizeBytes: state.servedBytes, qos }, state.qosProblem);
   }
 
   /**

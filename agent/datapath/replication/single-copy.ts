@@ -44,10 +44,13 @@ export class SingleCopyPaths {
       const { volumeUUID, nodeUUID, sizeBytes, beforeGrowing } = input;
       const loop = await stack.ensureLoop(input.backing.devicePath, input.backing.bufferedIo);
       // A loop device keeps the size it was attached with; the volume's growth grew the file.
-      if ((await stack.blockBytes(loop)) < sizeBytes) await stack.growLoop(loop);
-      const loopBytes = await stack.blockBytes(loop);
+      let loopBytes = await stack.blockBytes(loop);
+      if (loopBytes < sizeBytes) {
+        await stack.growLoop(loop);
+        loopBytes = await stack.blockBytes(loop);
+      }
       if (loopBytes < sizeBytes) throw new Error(`the loop device ${loop} over the volume's file shows ${loopBytes} of ${sizeBytes} bytes`);
-      const qosProblem = await this.qosPath.point({ volumeUUID, nodeUUID, sizeBytes, limits: input.qos, ...(beforeGrowing ? { beforeGrowing } : {}) }, loop);
+      const qosProblem = await this.qosPath.point({ volumeUUID, nodeUUID, sizeBytes, qos: input.qos ?? null, ...(beforeGrowing ? { beforeGrowing } : {}) }, loop);
       this.served.set(volumeUUID, { input, staged: true, qosProblem });
       return { hostDevicePath: stack.hostDevicePath(volumeUUID) };
     });
@@ -93,7 +96,7 @@ export class SingleCopyPaths {
     const served = this.served.get(volumeUUID);
     if (!served || !limitsOf(served.input.qos)) return undefined;
     const { nodeUUID, sizeBytes, qos } = served.input;
-    return this.qosPath.status({ volumeUUID, nodeUUID, sizeBytes, limits: qos }, served.qosProblem);
+    return this.qosPath.status({ volumeUUID, nodeUUID, sizeBytes, qos: qos ?? null }, served.qosProblem);
   }
 
   /** Whether the volume is served here through its device-mapper device (which counts what hosts write). */

@@ -143,6 +143,12 @@ export interface Guest {
 }
 
 export const QBOOT = '/usr/share/qemu/qboot.rom';
+/**
+ * The emulated NVMe drives' command timeout in the guest (init.sh; the kernel's is 30 s): a
+ * command QEMU left outstanding is aborted after this, and the drive reset after twice this
+ * (docs/e2e.md, "Stalls").
+ */
+export const DRIVE_TIMEOUT_MS = 3000;
 export const QEMU = 'qemu-system-x86_64';
 const GUEST_SHARE = '/run/strata/share';
 
@@ -388,7 +394,7 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
   const append = [
     'console=ttyS0', 'panic=-1', 'oops=panic', 'cryptomgr.notests', 'no_timer_check',
     `loglevel=${process.env['STRATA_E2E_LOGLEVEL'] ?? '4'}`,
-    `strata.name=${options.name}`, `strata.udev=${options.udev ? 1 : 0}`,
+    `strata.name=${options.name}`, `strata.udev=${options.udev ? 1 : 0}`, `strata.drive_timeout_ms=${DRIVE_TIMEOUT_MS}`,
     ...link.append,
     ...(process.env['STRATA_E2E_APPEND'] ?? '').split(/\s+/).filter(Boolean),
   ];

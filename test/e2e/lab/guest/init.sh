@@ -15,7 +15,7 @@ say() { echo "strata-init [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 die() { say "FATAL: $*"; sleep 1; echo c > /proc/sysrq-trigger; exit 1; }
 
 release=$(uname -r)
-name=guest udev=0 l2mac="" l2addr="" l2mtu=1500
+name=guest udev=0 l2mac="" l2addr="" l2mtu=1500 drive_timeout_ms=""
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     strata.name=*) name=${arg#strata.name=} ;;
@@ -23,6 +23,7 @@ for arg in $(cat /proc/cmdline); do
     strata.l2mac=*) l2mac=${arg#strata.l2mac=} ;;
     strata.l2addr=*) l2addr=${arg#strata.l2addr=} ;;
     strata.l2mtu=*) l2mtu=${arg#strata.l2mtu=} ;;
+    strata.drive_timeout_ms=*) drive_timeout_ms=${arg#strata.drive_timeout_ms=} ;;
   esac
 done
 
@@ -114,6 +115,16 @@ if [ "$udev" = 1 ]; then
   chroot /newroot /bin/udevadm trigger --action=add >/dev/null 2>&1
   chroot /newroot /bin/udevadm settle --timeout=20 >/dev/null 2>&1
   unset SYSTEMD_IGNORE_CHROOT
+fi
+
+# The emulated NVMe drives (the only NVMe block devices at boot: fabrics paths come later) time
+# their commands out sooner than the kernel's 30 s: QEMU under TCG at times leaves a command
+# outstanding until the driver aborts it and resets the drive (docs/e2e.md, "Stalls"), and
+# twice 30 s of a standing pool held every volume of the node for a minute (docs/e2e.md).
+if [ -n "$drive_timeout_ms" ]; then
+  for timeout in /sys/block/nvme*/queue/io_timeout; do
+    [ -e "$timeout" ] && echo "$drive_timeout_ms" > "$timeout"
+  done
 fi
 
 say "starting the job loop"
