@@ -15,6 +15,7 @@ import { startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/p
 import { waitUntil } from '../helpers/wait.js';
 import { startStorageGuest, type StorageGuest } from './cluster-lab.js';
 import { freeLoopbackPort, freeLoopbackPortRange, prepareLab, startGuest, type Guest } from './lab/index.js';
+import { markKernelLogs, stallLinesSince } from './lab/stalls.js';
 
 const FROM_GUESTS = '10.0.2.2';
 export const QOS_BED_VOLUME_PORTS = 16;
@@ -140,13 +141,65 @@ export interface FioJob {
 export async function runFio(host: Guest, device: string, job: FioJob): Promise<FioSide> {
   const out = await sh(
     host,
-    `fio --name=q --filename=${device} --rw=${job.rw} --bs=${job.bs} --iodepth=16 --direct=1 --ioengine=libaio --size=${job.sizeMiB}M --runtime=${job.seconds} --time_based --ramp_time=2 --output-format=json`,
+    `fio --name=q --filename=${device} --rw=${job.rw} --bs=${job.bs} --iodepth=16 --direct=1 --ioengine=libaio --size=${job.sizeMiB}M --runtime=${job.seconds} --time_based --ramp_time=${FIO_RAMP_SECONDS} --output-format=json`,
     (job.seconds + 180) * 1000,
   );
   type Side = { iops: number; bw_bytes: number; clat_ns: { mean: number; percentile?: Record<string, number> } };
   const result = (JSON.parse(out.slice(out.indexOf('{'))) as { jobs: { read: Side; write: Side }[] }).jobs[0]!;
   const side = job.rw.endsWith('read') ? result.read : result.write;
   return { iops: side.iops, bytesPerSecond: side.bw_bytes, meanMs: side.clat_ns.mean / 1e6, p99Ms: (side.clat_ns.percentile?.['99.000000'] ?? NaN) / 1e6 };
+}
+
+/** fio's ramp before its measured part (runFio). */
+export const FIO_RAMP_SECONDS = 2;
+
+export interface UnstalledFio {
+  readonly host: Guest;
+  readonly device: string;
+  readonly job: FioJob;
+  /** Every guest whose kernel can stall the path: the host and the storage guests. */
+  readonly watched: readonly Guest[];
+  /** Runs before the stalls fail the measurement. */
+  readonly attempts: number;
+  /** A run this much longer than its job stood still too (a stall straddling its end). */
+  readonly stallSeconds: number;
+  /** Told each stalled run, in a line. */
+  readonly onStall?: (line: string) => void;
+}
+
+/** The first watched guest whose kernel died (Guest.kernelCrash()), undefined while all live. */
+function crashOf(guests: readonly Guest[]): string | undefined {
+  for (const guest of guests) {
+    const crash = guest.kernelCrash();
+    if (crash) return crash;
+  }
+  return undefined;
+}
+
+/**
+ * runFio until a run no watched guest's kernel logged a stall in (lab/stalls.ts: a timed-out
+ * command, a reset, an expired keep-alive, a reconnect, an I/O error) and whose wall time is its
+ * job's plus at most `stallSeconds`: this bed's emulated drives lose a batch of commands at times
+ * (docs/e2e.md, "Stalls"), and a rate measured across one measures the bed. Throws with the
+ * kernels' lines after `attempts` stalled runs in a row.
+ */
+export async function runFioUnstalled(o: UnstalledFio): Promise<FioSide> {
+  const { job } = o;
+  const stalls: string[] = [];
+  for (let attempt = 1; attempt <= o.attempts; attempt++) {
+    const marks = await markKernelLogs(o.watched);
+    const started = Date.now();
+    const side = await runFio(o.host, o.device, job);
+    const wallSeconds = (Date.now() - started) / 1000;
+    const crash = crashOf(o.watched);
+    if (crash) throw new Error(`fio ${job.rw} ${job.bs}: a guest's kernel died during the run: ${crash}`);
+    const lines = await stallLinesSince(marks);
+    if (wallSeconds <= job.seconds + FIO_RAMP_SECONDS + o.stallSeconds && lines.length === 0) return side;
+    const line = `fio ${job.rw} ${job.bs} stalled (attempt ${attempt}): ${wallSeconds.toFixed(0)} s for a ${job.seconds + FIO_RAMP_SECONDS} s job, ${side.iops.toFixed(1)} IOPS; ${lines.length} kernel lines${lines[0] ? `, first: ${lines[0]}` : ''}`;
+    o.onStall?.(line);
+    stalls.push(line, ...lines.slice(0, 8));
+  }
+  throw new Error(`fio ${job.rw} ${job.bs} stalled ${o.attempts} times in a row:\n${stalls.join('\n')}`);
 }
 
 /** A policy's limit as the API's `qoSRateLimitPolicy` member (0 = unlimited). */

@@ -28,10 +28,9 @@ import { removeDir } from '../helpers/processes.js';
 import { adminApi } from '../helpers/admin-api.js';
 import { waitUntil } from '../helpers/wait.js';
 import { storageLogs, type StorageGuest } from './cluster-lab.js';
-import { dmTarget, emptyQosBed, policyLimitBody, qosBedPathPort, runFio, startQosBed, ublkDevices, waitEnforced } from './qos-bed.js';
+import { dmTarget, emptyQosBed, policyLimitBody, qosBedPathPort, runFioUnstalled, startQosBed, ublkDevices, waitEnforced } from './qos-bed.js';
 import { connectPaths } from './replication-host.js';
 import { labKernelLabel, StepTimer, type Guest } from './lab/index.js';
-import { markKernelLogs, stallLinesSince } from './lab/stalls.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
@@ -42,8 +41,6 @@ const FIO_SECONDS = 12;
 /** The issue's limits; lowered to what this bed exceeds unthrottled (measured in the same run). */
 const ISSUE_READ_IOPS = 2000;
 const ISSUE_WRITE_MBPS = 20;
-/** fio's ramp (qos-bed.ts runFio), before its measured part. */
-const FIO_RAMP_SECONDS = 2;
 /** A run this much longer than its job stood still (docs/e2e.md, "Stalls"). */
 const STALL_SECONDS = 25;
 /** Runs of one measurement before its stalls fail the step. */
@@ -89,21 +86,15 @@ describe(`QoS enforced in the I/O path, through the policy API (two storage gues
    */
   async function fio(kind: 'randread' | 'write', seconds = FIO_SECONDS): Promise<FioRates> {
     const job = { rw: kind, bs: kind === 'randread' ? '4k' : WRITE_BS, seconds, sizeMiB: VOLUME_MIB - 8 } as const;
-    const guests = [host(), ...storage.map((s) => s.guest)];
-    const stalls: string[] = [];
-    for (let attempt = 1; attempt <= FIO_ATTEMPTS; attempt++) {
-      const marks = await markKernelLogs(guests);
-      const started = Date.now();
-      const rates = await runFio(host(), device, job);
-      const wallSeconds = (Date.now() - started) / 1000;
-      const lines = await stallLinesSince(marks);
-      if (wallSeconds <= seconds + FIO_RAMP_SECONDS + STALL_SECONDS && lines.length === 0) return rates;
-      const line = `fio ${kind} stalled (attempt ${attempt}): ${wallSeconds.toFixed(0)} s for a ${seconds + FIO_RAMP_SECONDS} s job, ${rates.iops.toFixed(1)} IOPS; ${lines.length} kernel lines${lines[0] ? `, first: ${lines[0]}` : ''}`;
+    const onStall = (line: string) => {
       console.log(`# qos e2e: ${line}`);
       measured.push(line);
-      stalls.push(line, ...lines.slice(0, 8));
+    };
+    try {
+      return await runFioUnstalled({ host: host(), device, job, watched: [host(), ...storage.map((s) => s.guest)], attempts: FIO_ATTEMPTS, stallSeconds: STALL_SECONDS, onStall });
+    } catch (error) {
+      assert.fail(`${(error as Error).message}\n${agentLogs()}`);
     }
-    assert.fail(`fio ${kind} stalled ${FIO_ATTEMPTS} times in a row:\n${stalls.join('\n')}\n${agentLogs()}`);
   }
   const within10 = (value: number, limit: number, what: string) => {
     measured.push(`${what}: ${value.toFixed(1)} (limit ${limit})`);

@@ -460,6 +460,10 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
   void exited.then(() => {
     hasExited = true;
     for (const job of pending.values()) job.check();
+    // Said in the test's own output whatever the suite asserts next: test/run.mjs runs a suite
+    // again when a guest died of an emulation fault (docs/e2e.md, "Stalls").
+    const crash = kernelCrash();
+    if (crash) console.log(`# lab: ${crash}`);
   });
 
   function onGuestLine(line: string): void {

@@ -10,8 +10,13 @@
 // or a path reconnected.
 import type { Guest } from './guest.js';
 
-/** Kernel log lines that mean the I/O path stood still (nvme host, nvmet, the guest's drive). */
-export const STALL_LINE = /nvme.*(timeout|reset(ting)? controller|keep-alive timer|reconnected|reconnecting|reconnect attempt)|I\/O error/i;
+/**
+ * Kernel log lines that mean the I/O path stood still (nvme host, nvmet, the guest's drive). A
+ * path that keeps failing to reconnect is not one: it carries no I/O (its failing attempts are
+ * logged every second, for as long as its node is gone); the path that carried I/O and failed
+ * logged a timeout or a keep-alive expiry first.
+ */
+export const STALL_LINE = /nvme.*(timeout|reset(ting)? controller|keep-alive timer|reconnected)|I\/O error/i;
 
 export interface KernelClock {
   readonly guest: Guest;
