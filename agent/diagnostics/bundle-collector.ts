@@ -256,6 +256,12 @@ function runToFile(argv: readonly string[], file: string, signal: AbortSignal, o
 }
 
 /** The configfs tree as text: every directory, attribute value and symlink. */
+/**
+ * nvmet attributes that hold secrets: a host's in-band authentication keys (`dhchap_key`,
+ * `dhchap_ctrl_key`, written by in-band-auth) and any key, secret or PSK a later kernel adds there.
+ */
+const SECRET_ATTRIBUTE = /(^|_)(key|secret|psk)$/i;
+
 async function describeTree(root: string): Promise<string> {
   const lines = [`# ${root}`];
   const walk = async (dir: string): Promise<void> => {
@@ -276,7 +282,8 @@ async function describeTree(root: string): Promise<string> {
         await walk(path);
       } else {
         const value = await readAttribute(path);
-        lines.push(`${name} = ${value}`);
+        // A set secret shows as set, never its value; an empty or unreadable one as it is.
+        lines.push(`${name} = ${SECRET_ATTRIBUTE.test(entry.name) && value !== '""' && !value.startsWith('(') ? '<redacted>' : value}`);
       }
     }
   };

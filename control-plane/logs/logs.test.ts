@@ -5,7 +5,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -173,8 +173,16 @@ describe('diagnostic bundle (GET /api/v2/logs)', () => {
     assert.ok(dump.some((l) => l.key === keys.server(hostServerUUID)), 'servers are in the dump');
   });
 
-  it('collects another server by serverUUID: its nvmet tree, xz with UseHighCompression, N statistics cycles, no /var/log', async () => {
-    const { res, files } = await bundle(`?serverUUID=${otherServerUUID}&UseHighCompression=true&NumOfstatisticsToCapture=2&IntervalBetweenBEReadCycles=1&DontCollectlogs=true&LogFilename=case-42&NumOfDaysToCollectLogs=1`);
+  it('collects another server by serverUUID: its nvmet tree (a trusted host\'s keys redacted), xz with UseHighCompression, N statistics cycles, no /var/log', async () => {
+    // A host with in-band authentication keys, as in-band-auth writes them.
+    const hostDir = join(nvmetRoot, 'hosts', 'nqn.2014-08.org.nvmexpress:uuid:bundle-trusted-host');
+    mkdirSync(hostDir, { recursive: true });
+    const hostKey = 'DHHC-1:00:bundleHostSecretKeyMaterial0123456789abcdefABCDEF0123456=:';
+    const ctrlKey = 'DHHC-1:00:bundleCtrlSecretKeyMaterial0123456789abcdefABCDEF0123456=:';
+    writeFileSync(join(hostDir, 'dhchap_key'), `${hostKey}\n`);
+    writeFileSync(join(hostDir, 'dhchap_ctrl_key'), `${ctrlKey}\n`);
+    writeFileSync(join(hostDir, 'dhchap_hash'), 'hmac(sha256)\n');
+    const { res, raw, files } = await bundle(`?serverUUID=${otherServerUUID}&UseHighCompression=true&NumOfstatisticsToCapture=2&IntervalBetweenBEReadCycles=1&DontCollectlogs=true&LogFilename=case-42&NumOfDaysToCollectLogs=1`);
     assert.equal(res.headers.get('content-type'), 'application/x-xz');
     assert.match(res.headers.get('content-disposition') ?? '', /filename="case-42-storage-other-\d{8}-\d{6}\.txz"/);
     const listed = paths(files);
@@ -183,6 +191,11 @@ describe('diagnostic bundle (GET /api/v2/logs)', () => {
     const tree = named(files, 'server/agent/nvmet-configfs.txt')!.data.toString();
     assert.ok(tree.startsWith(`# ${nvmetRoot}`), tree.slice(0, 200));
     assert.match(tree, /^subsystems\/$/m);
+    assert.match(tree, /^hosts\/nqn\.2014-08\.org\.nvmexpress:uuid:bundle-trusted-host\/dhchap_key = <redacted>$/m);
+    assert.match(tree, /^hosts\/nqn\.2014-08\.org\.nvmexpress:uuid:bundle-trusted-host\/dhchap_ctrl_key = <redacted>$/m);
+    assert.match(tree, /^hosts\/nqn\.2014-08\.org\.nvmexpress:uuid:bundle-trusted-host\/dhchap_hash = "hmac\(sha256\)"$/m, 'non-secret attributes stay');
+    const text = raw.toString('latin1');
+    for (const key of [hostKey, ctrlKey]) assert.ok(!text.includes(key.slice(10, 40)), 'no in-band authentication key in the bundle');
     const options = JSON.parse(named(files, 'server/bundle-options.json')!.data.toString()) as Record<string, unknown>;
     assert.equal(options['days_of_logs'], 1);
     assert.equal(options['statistics_cycles'], 2);
