@@ -221,8 +221,8 @@ async function prepareVolume(ctx: PassContext, pass: PassScope, entry: Assignmen
  * configfs again before it plans); the agent's first pass reads the subsystem.
  */
 async function servedStraightFromFile(ctx: PassContext, pass: PassScope, nqn: string, nsid: number, file: string): Promise<boolean> {
-  const subsystem = ctx.memory.observed?.subsystems.get(nqn) ?? (ctx.memory.observed ? undefined : (await pass.configfs.readObjects({ subsystems: [nqn], ports: [] })).subsystems.get(nqn));
-  const ns = subsystem?.namespaces.get(nsid);
+  const tree = ctx.memory.observed ?? (await pass.configfs.readObjects({ subsystems: [nqn], ports: [] }));
+  const ns = tree.subsystems.get(nqn)?.namespaces.get(nsid);
   return ns?.attrs['enable'] === '1' && ns.attrs['device_path'] === file;
 }
 
