@@ -27,7 +27,7 @@ import { toVolumeReportMessage, type VolumeReportSource } from '../datapath/reco
 import type { AgentIdentity } from '../identity/identity-store.js';
 import type { AgentTokenSource } from './agent-token-issuer.js';
 import type { InventorySnapshot, InventorySource } from '../inventory/inventory-service.js';
-import type { ObservedLedState } from '../inventory/pci-slot-led.js';
+import type { ObservedLedState } from '../inventory/drive-led.js';
 import type { CollectBundle__Output } from '../../proto/gen/strata/v1/CollectBundle.js';
 import type { BundleSink } from '../diagnostics/bundle-collector.js';
 import { BundleCancelled, BundleUpload } from './bundle-upload.js';

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { createFakeSysfs, type FakeSysfs } from '../../test/helpers/sysfs-fixture.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { InventoryService, type InventorySnapshot } from './inventory-service.js';
-import { PciSlotLedDriver } from './pci-slot-led.js';
+import { DriveLedDriver } from './drive-led.js';
 import type { ServerFacts } from './server-facts.js';
 
 const facts: ServerFacts = {
@@ -37,35 +37,108 @@ function service(sysfs: FakeSysfs, rescanIntervalMs = 60_000): InventoryService 
   });
 }
 
-describe('PciSlotLedDriver', () => {
+describe('DriveLedDriver', () => {
+  const read = (file: string) => readFileSync(file, 'utf8').trim();
+  const refusal = (serial: string, pattern: RegExp) => (err: Error & { code?: string }) => {
+    assert.equal(err.code, 'UNIMPLEMENTED');
+    assert.match(err.message, new RegExp(`NVMe device ${serial}\\b`));
+    assert.match(err.message, pattern);
+    return true;
+  };
+
   it('writes the attention indicator of the slot whose address matches the device (without function)', async (t) => {
     const sysfs = twoDrives();
     t.after(() => sysfs.cleanup());
     sysfs.addSlot('7', '0000:02:00', 0);
     const attention = sysfs.addSlot('3', '0000:01:00', 0);
-    const led = new PciSlotLedDriver(sysfs.root);
+    const led = new DriveLedDriver(sysfs.root);
     await led.set('0000:01:00.0', 'locate');
-    assert.equal(readFileSync(attention, 'utf8'), '1');
+    assert.equal(read(attention), '1');
     assert.equal(await led.read('0000:01:00.0'), 'locate');
     await led.set('0000:01:00.0', 'rebuild');
-    assert.equal(readFileSync(attention, 'utf8'), '2');
+    assert.equal(read(attention), '2');
     await led.set('0000:01:00.0', 'off');
-    assert.equal(readFileSync(attention, 'utf8'), '0');
+    assert.equal(read(attention), '0');
     assert.equal(await led.read('0000:01:00.0'), 'off');
+    assert.equal(read(`${sysfs.root}/bus/pci/slots/7/attention`), '0', 'other slot untouched');
   });
 
-  it('fails clearly when the device is in no slot, and reads its LED as unknown', async (t) => {
+  it('fails clearly when the device has neither enclosure LEDs nor a slot, and reads its LED as unknown', async (t) => {
     const sysfs = twoDrives();
     t.after(() => sysfs.cleanup());
     sysfs.addSlot('7', '0000:09:00', 0);
-    const led = new PciSlotLedDriver(sysfs.root);
+    sysfs.addEnclosureLed('0000:09:00.0', 'locate');
+    const led = new DriveLedDriver(sysfs.root);
+    await assert.rejects(led.set('0000:01:00.0', 'locate', 'DRIVE-A'), refusal('DRIVE-A', /no enclosure LEDs \(NPEM \/ _DSM\) and is in no PCIe hotplug slot with an attention indicator/));
+    assert.equal(await led.read('0000:01:00.0'), 'unknown');
+    assert.equal(read(`${sysfs.root}/bus/pci/slots/7/attention`), '0', 'other slot untouched');
+    assert.equal(read(`${sysfs.root}/class/leds/0000:09:00.0:enclosure:locate/brightness`), '0', 'other device\'s LED untouched');
+  });
+
+  it('prefers the enclosure LEDs of the drive\'s own function to its slot: locate and rebuild exclusive, locate-off turns both off, other indications untouched', async (t) => {
+    const sysfs = twoDrives();
+    t.after(() => sysfs.cleanup());
+    const attention = sysfs.addSlot('3', '0000:01:00', 0);
+    const locate = sysfs.addEnclosureLed('0000:01:00.0', 'locate');
+    const rebuild = sysfs.addEnclosureLed('0000:01:00.0', 'rebuild');
+    const fail = sysfs.addEnclosureLed('0000:01:00.0', 'fail', 1);
+    const led = new DriveLedDriver(sysfs.root);
+    assert.equal(await led.read('0000:01:00.0'), 'off');
+    await led.set('0000:01:00.0', 'locate');
+    assert.deepEqual([read(locate), read(rebuild)], ['1', '0']);
+    assert.equal(await led.read('0000:01:00.0'), 'locate');
+    await led.set('0000:01:00.0', 'rebuild');
+    assert.deepEqual([read(locate), read(rebuild)], ['0', '1']);
+    assert.equal(await led.read('0000:01:00.0'), 'rebuild');
+    await led.set('0000:01:00.0', 'off');
+    assert.deepEqual([read(locate), read(rebuild)], ['0', '0']);
+    assert.equal(await led.read('0000:01:00.0'), 'off');
+    assert.equal(read(fail), '1', 'the fail indication is not ours');
+    assert.equal(read(attention), '0', 'the slot indicator is not used when the enclosure has LEDs');
+  });
+
+  it('uses the enclosure LEDs of the port the drive sits behind when the function has none', async (t) => {
+    const sysfs = twoDrives();
+    t.after(() => sysfs.cleanup());
+    sysfs.addPciFunction('0000:01:00.0', '0000:00:1c.0');
+    sysfs.addPciFunction('0000:02:00.0');
+    const locate = sysfs.addEnclosureLed('0000:00:1c.0', 'locate');
+    const led = new DriveLedDriver(sysfs.root);
+    await led.set('0000:01:00.0', 'locate', 'DRIVE-A');
+    assert.equal(read(locate), '1');
+    assert.equal(await led.read('0000:01:00.0'), 'locate');
+    await led.set('0000:01:00.0', 'off', 'DRIVE-A');
+    assert.equal(read(locate), '0');
+    // A drive on the root bus has no port above it: nothing to use.
+    await assert.rejects(led.set('0000:02:00.0', 'locate', 'DRIVE-B'), refusal('DRIVE-B', /no enclosure LEDs/));
+  });
+
+  it('refuses a pattern the enclosure has no indication for (never approximated through the slot)', async (t) => {
+    const sysfs = twoDrives();
+    t.after(() => sysfs.cleanup());
+    const attention = sysfs.addSlot('3', '0000:01:00', 0);
+    const locate = sysfs.addEnclosureLed('0000:01:00.0', 'locate', 1);
+    const led = new DriveLedDriver(sysfs.root);
+    await assert.rejects(led.set('0000:01:00.0', 'rebuild', 'DRIVE-A'), refusal('DRIVE-A', /enclosure LEDs of PCI 0000:01:00.0 have no rebuild indication \(only locate\)/));
+    assert.equal(read(locate), '1', 'unchanged by the refusal');
+    assert.equal(read(attention), '0');
+    await led.set('0000:01:00.0', 'off', 'DRIVE-A');
+    assert.equal(read(locate), '0');
+  });
+
+  it('reports what the kernel reads back: an indicator that does not hold the value fails the command', async (t) => {
+    const sysfs = twoDrives();
+    t.after(() => sysfs.cleanup());
+    // Writes vanish and reads come back empty: as an indicator whose value the kernel cannot read.
+    sysfs.addSlot('3', '0000:01:00', 0);
+    rmSync(`${sysfs.root}/bus/pci/slots/3/attention`);
+    symlinkSync('/dev/null', `${sysfs.root}/bus/pci/slots/3/attention`);
+    const led = new DriveLedDriver(sysfs.root);
     await assert.rejects(led.set('0000:01:00.0', 'locate', 'DRIVE-A'), (err: Error & { code?: string }) => {
-      assert.equal(err.code, 'UNIMPLEMENTED');
-      assert.match(err.message, /DRIVE-A .* no PCIe hotplug slot/);
+      assert.equal(err.code, 'INTERNAL');
+      assert.match(err.message, /LED of NVMe device DRIVE-A reads unknown after setting locate through .*slots\/3\/attention/);
       return true;
     });
-    assert.equal(await led.read('0000:01:00.0'), 'unknown');
-    assert.equal(readFileSync(`${sysfs.root}/bus/pci/slots/7/attention`, 'utf8'), '0\n', 'other slot untouched');
   });
 });
 

@@ -4,7 +4,7 @@
 import type { Logger } from '../../lib/logger.js';
 import { errors } from '../../lib/errors.js';
 import type { LedState } from '../../lib/records.js';
-import { PciSlotLedDriver, type ObservedLedState } from './pci-slot-led.js';
+import { DriveLedDriver, type ObservedLedState } from './drive-led.js';
 import type { KernelCapabilities } from '../../lib/contract/kernel-capabilities.js';
 import { collectServerFacts, hasTpm2, type ServerFacts } from './server-facts.js';
 import { readNvmeControllers, type NvmeControllerFacts } from './sysfs-nvme.js';
@@ -37,8 +37,8 @@ export interface InventoryServiceOptions {
   readonly journalDeviceSerial: string;
   readonly rescanIntervalMs: number;
   readonly logger: Logger;
-  /** Injectable for tests; defaults to the PCIe slot attention indicator under sysfsRoot. */
-  readonly ledDriver?: PciSlotLedDriver;
+  /** Injectable for tests; defaults to the enclosure LEDs or slot attention indicator under sysfsRoot. */
+  readonly ledDriver?: DriveLedDriver;
   /** Injectable for tests; defaults to collectServerFacts. */
   readonly collectFacts?: () => Promise<ServerFacts>;
   /** Measures the kernel's capabilities (agent/inventory/kernel-capabilities.ts), at every scan; none when absent. */
@@ -46,7 +46,7 @@ export interface InventoryServiceOptions {
 }
 
 export class InventoryService implements InventorySource {
-  private readonly led: PciSlotLedDriver;
+  private readonly led: DriveLedDriver;
   private readonly listeners = new Set<(snapshot: InventorySnapshot) => void>();
   private snapshot: InventorySnapshot | undefined;
   private contentKey = '';
@@ -57,7 +57,7 @@ export class InventoryService implements InventorySource {
   private stopped = false;
 
   constructor(private readonly options: InventoryServiceOptions) {
-    this.led = options.ledDriver ?? new PciSlotLedDriver(options.sysfsRoot);
+    this.led = options.ledDriver ?? new DriveLedDriver(options.sysfsRoot);
   }
 
   /** Takes the first snapshot (throws if sysfs cannot be read) and starts the periodic rescan. */

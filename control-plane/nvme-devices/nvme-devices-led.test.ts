@@ -1,6 +1,7 @@
 // POST /api/v2/nvmeDevices/{serialNumber} (spec 4.9, issue 15 item 4) through the real control
 // plane and a real agent (its own processes, real etcd) whose sysfs is a fixture tree: one drive
-// sits in a PCIe hotplug slot with an attention indicator, one in none. The route sends the
+// sits in a PCIe hotplug slot with an attention indicator, one in none, one has enclosure LEDs
+// (NPEM / _DSM, Linux 6.12+) and a slot too. The route sends the
 // command down the agent's session and answers the agent's real result; the CLI's
 // `strata devices locate` goes the same way.
 import assert from 'node:assert/strict';
@@ -22,6 +23,7 @@ import { waitUntil } from '../../test/helpers/wait.js';
 const CLI = join(packageRoot, 'dist', 'cli', 'main.js');
 const SLOTTED = 'LED-SLOT-1';
 const UNSLOTTED = 'LED-NOSLOT-1';
+const ENCLOSED = 'LED-NPEM-1';
 
 interface Device {
   serial: string;
@@ -36,6 +38,7 @@ describe('NVMe device LEDs through the route, the agent session and sysfs', () =
   let sysfs: FakeSysfs;
   let stateDir: string;
   let attention: string;
+  let enclosure: { locate: string; rebuild: string; attention: string };
   let kv: Etcd3;
   let serverUUID: string;
 
@@ -86,12 +89,18 @@ describe('NVMe device LEDs through the route, the agent session and sysfs', () =
     sysfs.addController({ name: 'nvme0', serial: SLOTTED, pciAddress: '0000:3b:00.0', namespaces: [{ name: 'nvme0n1', sectors: 1 << 21 }] });
     sysfs.addController({ name: 'nvme1', serial: UNSLOTTED, pciAddress: '0000:3c:00.0', namespaces: [{ name: 'nvme1n1', sectors: 1 << 21 }] });
     attention = sysfs.addSlot('7', '0000:3b:00', 0);
+    sysfs.addController({ name: 'nvme2', serial: ENCLOSED, pciAddress: '0000:3d:00.0', namespaces: [{ name: 'nvme2n1', sectors: 1 << 21 }] });
+    enclosure = {
+      locate: sysfs.addEnclosureLed('0000:3d:00.0', 'locate'),
+      rebuild: sysfs.addEnclosureLed('0000:3d:00.0', 'rebuild'),
+      attention: sysfs.addSlot('8', '0000:3d:00', 0),
+    };
     stateDir = mkdtempSync(join(tmpdir(), 'strata-agent-led-'));
     agent = startAgent();
     const devices = await waitUntil(async () => {
-      const [a, b] = await Promise.all([device(SLOTTED).catch(() => undefined), device(UNSLOTTED).catch(() => undefined)]);
-      return a && b ? a : undefined;
-    }, 'the agent reported both devices', 20_000);
+      const [a, b, c] = await Promise.all([SLOTTED, UNSLOTTED, ENCLOSED].map((serial) => device(serial).catch(() => undefined)));
+      return a && b && c ? a : undefined;
+    }, 'the agent reported the three devices', 20_000);
     serverUUID = devices.serverUUID;
     // The agent's session with the control plane is up once its server is present (Active).
     await waitUntil(async () => ((await kv.get(keys.presence(serverUUID)).string()) ? true : undefined), 'the agent is present', 10_000);
@@ -118,6 +127,18 @@ describe('NVMe device LEDs through the route, the agent session and sysfs', () =
     assert.equal(attentionValue(), '2');
     assert.equal((await post(SLOTTED, { serverUUID, ledPattern: 'locate-off' })).status, 200);
     assert.equal(attentionValue(), '0');
+  });
+
+  it('a device with enclosure LEDs: those, not its slot; locate and rebuild exclusive, locate-off turns both off; the agent reports what it reads back', async () => {
+    const value = (file: string) => readFileSync(file, 'utf8').trim();
+    const reported = async () => (JSON.parse((await kv.get(keys.device(ENCLOSED)).string()) ?? '{}') as { ledState?: string }).ledState;
+    for (const [pattern, locate, rebuild, state] of [['locate', '1', '0', 'locate'], ['rebuild', '0', '1', 'rebuild'], ['locate-off', '0', '0', 'off']] as const) {
+      const reply = await post(ENCLOSED, { serverUUID, ledPattern: pattern });
+      assert.equal(reply.status, 200, `${pattern}: ${JSON.stringify(reply.body)}`);
+      assert.deepEqual([value(enclosure.locate), value(enclosure.rebuild)], [locate, rebuild], pattern);
+      await waitUntil(async () => ((await reported()) === state ? true : undefined), `the device record's ledState ${state}`, 10_000);
+    }
+    assert.equal(value(enclosure.attention), '0', 'the slot indicator is not used when the enclosure has LEDs');
   });
 
   it('a device in no slot with an indicator is 400 with the agent\'s reason, never 200', async () => {

@@ -14,6 +14,10 @@
 // Then POST restart with considerBackend of a node holding a volume of one copy with data: its md
 // array and btrfs are really stopped and assembled again (the array's disk sequence number and the
 // btrfs' sysfs directory change), the data reads back byte for byte through the host's same controller.
+// First, LEDs (issue 15 item 4) through POST /nvmeDevices/{serial}: ops-a's data drive sits behind
+// an emulated PCIe root port whose hotplug slot has an attention indicator (the lab's `slot`), so
+// locate / rebuild / locate-off show as 1 / 2 / 0 in its `attention` as the guest's kernel reads
+// it back; ops-b's drive sits in no slot and is refused with the agent's reason (400, never 200).
 // Lean on purpose (two volumes, guests booted once): about 6-9 minutes of CI on a loaded machine.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
@@ -28,7 +32,7 @@ import type { VolumeWire as Volume } from '../../control-plane/volumes/volume-wi
 import { volumeSubsystemNQN } from '../../lib/contract/nqn.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { NodeCommandRecord, NodeRunStateRecord, ReplicaSetRecord } from '../../lib/records.js';
+import type { DeviceRecord, NodeCommandRecord, NodeRunStateRecord, ReplicaSetRecord } from '../../lib/records.js';
 import { adminApi } from '../helpers/admin-api.js';
 import { startEtcd, type TestEtcd } from '../helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../helpers/processes.js';
@@ -44,6 +48,8 @@ const NAMES = ['ops-a', 'ops-b', 'ops-c'] as const;
 /** The server added with extendCluster false (POST /servers) before its agent first ran: its node joins Unattached. */
 const SPARE = 'ops-c';
 const SPARE_SERVER_UUID = randomUUID();
+/** The guest whose data drive sits in a PCIe hotplug slot with an attention indicator (LEDs); the others' drives are in none. */
+const SLOTTED = 'ops-a';
 const MiB = 1024 * 1024;
 const VOLUME_MIB = 64;
 
@@ -159,7 +165,8 @@ describe(`node stop / start / replace end to end (three storage guests, one init
         ...(await Promise.all(
           NAMES.map(async (name, i) => ({
             name,
-            drives: [{ serial: `STRATA-O${i}-DATA0`, sizeMiB: 384, image: join(persistDir, `${name}-data0.img`) }],
+            // ops-a's drive in a hotplug slot (the LED scenario), the others on the root bus.
+            drives: [{ serial: `STRATA-O${i}-DATA0`, sizeMiB: 384, image: join(persistDir, `${name}-data0.img`), ...(name === SLOTTED ? { slot: true } : {}) }],
             dataSerials: [`STRATA-O${i}-DATA0`],
             etcdPort: etcd.clientPort,
             controlPlaneGrpcPort: grpcPort,
@@ -218,6 +225,33 @@ describe(`node stop / start / replace end to end (three storage guests, one init
     removeDir(persistDir);
     console.log(`# node-ops e2e timings: ${timings.join(', ')}`);
   }, { timeout: 180_000 });
+
+  it('LEDs through the route: a drive in a hotplug slot shows locate, rebuild and locate-off as 1, 2, 0 in the attention indicator its guest\'s kernel reads back, and its reported LED state follows; a drive in no slot is 400 with the reason, never 200', async () => {
+    const withSlot = storage.find((s) => s.name === SLOTTED)!;
+    const without = storage.find((s) => s.name !== SLOTTED && s.name !== SPARE)!;
+    const slot = withSlot.guest.drives[0]?.slot;
+    assert.ok(slot !== undefined, 'ops-a\'s drive has a slot');
+    const attention = async () => (await withSlot.guest.runOk(['cat', `/sys/bus/pci/slots/${slot}/attention`], { timeoutMs: 30_000 })).stdout.trim();
+    const device = async (serial: string) => api<{ serverUUID: string; nodeUUID: string }>('GET', `/nvmeDevices/${serial}`);
+    const [serial, otherSerial] = [withSlot, without].map((s) => s.guest.drives[0]!.serial);
+    const reported = async () => (await record<DeviceRecord>(keys.device(serial!)))?.ledState;
+    const { serverUUID } = await device(serial!);
+    assert.equal(await attention(), '0');
+    assert.equal(await reported(), 'off');
+    await step('locate, rebuild, locate-off', async () => {
+      for (const [ledPattern, value, state] of [['locate', '1', 'locate'], ['rebuild', '2', 'rebuild'], ['locate-off', '0', 'off']] as const) {
+        assert.deepEqual(await api('POST', `/nvmeDevices/${serial}`, { serverUUID, ledPattern }), {});
+        assert.equal(await attention(), value, `${ledPattern}: the slot's attention indicator`);
+        await until(`the device's reported LED state ${state}`, async () => (await reported()) === state, 30_000);
+      }
+    });
+    const refused = await request('POST', `/nvmeDevices/${otherSerial}`, { serverUUID: (await device(otherSerial!)).serverUUID, ledPattern: 'locate' });
+    assert.equal(refused.status, 400, refused.text);
+    const body = refused.json as { error: string; code: number; message: string };
+    assert.equal(body.code, 3);
+    assert.equal(body.error, body.message);
+    assert.match(body.message, new RegExp(`NVMe device ${otherSerial} .*has no enclosure LEDs \\(NPEM / _DSM\\) and is in no PCIe hotplug slot with an attention indicator`));
+  });
 
   it('stop of a replicated volume\'s primary node under load: another copy takes over, no I/O error, no acknowledged write lost; stopped across an agent restart; the last in-sync copy\'s node refuses to stop; start resyncs it', async () => {
     const volume = await step('create 2 copies → Available', () => createVolume('ops', 2, (v) => v.protectionState === 'FullyProtected'));

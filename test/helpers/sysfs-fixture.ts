@@ -1,6 +1,6 @@
 // Builds fake sysfs trees in a temp dir for the agent's tests (real files, no mocks), shaped as
-// the kernel lays them out: class/nvme/nvmeN/..., bus/pci/slots/..., class/tpm/...
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+// the kernel lays them out: class/nvme/nvmeN/..., bus/pci/slots/..., bus/pci/devices/..., class/leds/..., class/tpm/...
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -35,6 +35,13 @@ export interface FakeSysfs {
   addController(controller: FakeController): void;
   removeController(name: string): void;
   addSlot(slot: string, address: string, attention?: number): string;
+  /**
+   * A PCI function under devices/pci0000:00/[<port>/]<address>, linked from bus/pci/devices/<address>
+   * (how the kernel shows which port a drive sits behind); the port is added the same way first.
+   */
+  addPciFunction(address: string, port?: string): void;
+  /** An LED class device <owner>:enclosure:<indication> (NPEM / _DSM); returns its brightness file. */
+  addEnclosureLed(owner: string, indication: string, brightness?: number): string;
   addTpm(name: string, major: number): void;
   addDeviceMapper(kernelName: string, dmName: string): void;
   setMounts(lines: readonly string[]): void;
@@ -89,6 +96,20 @@ export function createFakeSysfs(): FakeSysfs {
       write(join('bus', 'pci', 'slots', slot, 'address'), `${address}\n`);
       write(join('bus', 'pci', 'slots', slot, 'attention'), `${attention}\n`);
       return join(root, 'bus', 'pci', 'slots', slot, 'attention');
+    },
+    addPciFunction(address, port) {
+      const add = (dir: string, name: string) => {
+        mkdirSync(join(root, dir, name), { recursive: true });
+        mkdirSync(join(root, 'bus', 'pci', 'devices'), { recursive: true });
+        symlinkSync(join(root, dir, name), join(root, 'bus', 'pci', 'devices', name));
+      };
+      if (port) add(join('devices', 'pci0000:00'), port);
+      add(port ? join('devices', 'pci0000:00', port) : join('devices', 'pci0000:00'), address);
+    },
+    addEnclosureLed(owner, indication, brightness = 0) {
+      const file = join('class', 'leds', `${owner}:enclosure:${indication}`, 'brightness');
+      write(file, `${brightness}\n`);
+      return join(root, file);
     },
     addTpm(name, major) {
       write(join('class', 'tpm', name, 'tpm_version_major'), `${major}\n`);

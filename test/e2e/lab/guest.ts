@@ -28,6 +28,13 @@ export interface NvmeDriveSpec {
    * a fresh image in the guest's run directory, removed by stop().
    */
   readonly image?: string;
+  /**
+   * Puts the drive behind its own PCIe root port whose hotplug slot has an attention indicator
+   * (QEMU's pcie-root-port: the guest's pciehp shows /sys/bus/pci/slots/<slot>/{address,attention};
+   * a read of `attention` comes back from the emulated slot control register). Default false: the
+   * drive sits on the root bus, in no slot, as it always has.
+   */
+  readonly slot?: boolean;
 }
 
 export interface HostForwardSpec {
@@ -106,7 +113,8 @@ export interface Guest {
   /** The writable share: host path, and where the guest sees it. */
   readonly shareDir: string;
   readonly guestShareDir: string;
-  readonly drives: readonly { serial: string; sizeMiB: number; image: string }[];
+  /** `slot`: the physical slot number of the drive's hotplug slot (its name under /sys/bus/pci/slots), when it has one. */
+  readonly drives: readonly { serial: string; sizeMiB: number; image: string; slot?: number }[];
   readonly forwards: readonly { hostPort: number; guestPort: number }[];
   /** The guest's address on its user network; the host's 127.0.0.1 is 10.0.2.2 from inside. */
   readonly address: string;
@@ -330,13 +338,14 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
   mkdirSync(jobsDir, { recursive: true });
   const socketPath = join(runDir, 'lab.sock');
 
+  let slots = 0;
   const drives = (options.nvmeDrives ?? []).map((d, i) => {
     const image = d.image ?? join(runDir, `nvme${i}-${d.serial}.img`);
     if (d.image === undefined || !existsSync(image)) {
       writeFileSync(image, '');
       truncateSync(image, d.sizeMiB * 1024 * 1024); // sparse
     }
-    return { serial: d.serial, sizeMiB: d.sizeMiB, image };
+    return { serial: d.serial, sizeMiB: d.sizeMiB, image, ...(d.slot ? { slot: ++slots } : {}) };
   });
   const shares = (options.shares ?? []).map((share, i) => {
     mkdirSync(share.hostDir, { recursive: true });
@@ -429,8 +438,15 @@ export async function startGuest(options: GuestOptions): Promise<Guest> {
   // ioeventfd: without it QEMU 7.2's emulated NVMe left guest reads outstanding for 30 s at
   // times under TCG (the guest timed them out and reset the drive; the QoS suite's ~60 s stalls,
   // docs/e2e.md "Stalls"); with it, a doorbell write is handled by its own event.
+  // A drive with a slot gets its own root port (chassis 1, physical slot number = its slot), added
+  // right before it: drives without one keep the root-bus layout they always had. q35's firmware
+  // keeps PCIe hotplug for ACPI by default (the guest's _OSC is refused PCIeHotplug and acpiphp
+  // registers the slot, whose `attention` answers EINVAL / EIO); native hotplug makes it pciehp's.
+  if (drives.some((d) => d.slot !== undefined)) args.push('-global', 'ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off');
   drives.forEach((d, i) => {
-    args.push('-drive', `file=${d.image},if=none,id=d${i},format=raw,cache=unsafe`, '-device', `nvme,serial=${d.serial},drive=d${i},ioeventfd=on`);
+    if (d.slot !== undefined) args.push('-device', `pcie-root-port,id=rp${i},chassis=1,slot=${d.slot}`);
+    const bus = d.slot !== undefined ? `,bus=rp${i}` : '';
+    args.push('-drive', `file=${d.image},if=none,id=d${i},format=raw,cache=unsafe`, '-device', `nvme,serial=${d.serial},drive=d${i},ioeventfd=on${bus}`);
   });
 
   const spawnedAt = performance.now();
