@@ -3,10 +3,9 @@
 // tells systemd when it is ready, and on SIGTERM/SIGINT stops gracefully (revoking the lease so
 // the server turns Inactive at once) and exits 0.
 import { loadConfigOrExit } from '../lib/config.js';
-import { runDaemon } from '../lib/daemon.js';
 import { StrataError } from '../lib/errors.js';
 import { createLogger } from '../lib/logger.js';
-import { startAgent } from './agent.js';
+import { runAgentDaemon } from './agent-daemon.js';
 import { agentProgram, agentSettings, resolveAgentConfig, type AgentConfig } from './config.js';
 
 let config: AgentConfig;
@@ -19,15 +18,4 @@ try {
 }
 const logger = createLogger('strata-agent', config.logLevel);
 
-await runDaemon({
-  name: 'strata-agent',
-  logger,
-  // The planned hand-over of replicated volumes runs in the stop (systemd allows 60 s).
-  stopTimeoutMs: 30_000,
-  start: async (attach) => {
-    const agent = await startAgent(config, logger);
-    attach(agent);
-    await agent.ready;
-    return agent;
-  },
-});
+await runAgentDaemon(config, logger);

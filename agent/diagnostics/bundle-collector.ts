@@ -32,6 +32,8 @@ export interface BundleCollectorOptions {
   readonly logDir: string;
   /** systemd units whose status and journal are collected. */
   readonly units: readonly string[];
+  /** Present when systemd runs this server (default /run/systemd/system, as sd_booted(3) checks). */
+  readonly systemdRunDir?: string;
   readonly logger: Logger;
 }
 
@@ -135,7 +137,7 @@ export class BundleCollector {
   }
 
   private async services(run: Run): Promise<void> {
-    const systemd = await exists('/run/systemd/system');
+    const systemd = await exists(this.options.systemdRunDir ?? '/run/systemd/system');
     const since = `@${Math.floor(Date.now() / 1000) - run.options.days_of_logs * 86_400}`;
     for (const unit of this.options.units) {
       if (!systemd) {

@@ -1,5 +1,6 @@
 // `strata bundle`: GET /api/v2/logs, the diagnostic bundle of one server (docs/diagnostics.md),
-// written to a file as it streams, with a progress line on stderr (bytes, time, rate). The
+// written to a file as it streams, with its progress on stderr (cli/transfer-progress.ts: a bar on
+// a terminal, plain lines every 5 s otherwise; bytes, time, rate). The
 // result (file, bytes, seconds) goes to stdout, as JSON with --output json.
 import { createWriteStream, promises as fs } from 'node:fs';
 import { once } from 'node:events';
@@ -8,7 +9,8 @@ import { pipeline } from 'node:stream/promises';
 import { Option, type Command } from 'commander';
 import { contextOf } from '../context.js';
 import { OperationError, UsageError } from '../errors.js';
-import { formatDurationMs, formatSize } from '../units.js';
+import { TransferProgress, transferSummary } from '../transfer-progress.js';
+import { formatSize } from '../units.js';
 
 interface BundleOptions {
   server?: string;
@@ -26,9 +28,6 @@ interface BundleOptions {
   progress: boolean;
 }
 
-const PROGRESS_TTY_MS = 250;
-const PROGRESS_LINE_MS = 5000;
-
 export function registerBundleCommands(program: Command): void {
   program
     .command('bundle')
@@ -45,7 +44,7 @@ export function registerBundleCommands(program: Command): void {
     .option('--prefix <name>', 'file name prefix (LogFilename)')
     .addOption(new Option('--compression <kind>', 'gzip (.tgz), xz (.txz, UseHighCompression) or none (.tar, DontCompressOutput)').choices(['gzip', 'xz', 'none']).default('gzip'))
     .option('--out <file>', 'write here (- for stdout; default: the name the API gives, in the current directory)')
-    .option('--no-progress', 'no progress line on stderr')
+    .option('--no-progress', 'no progress on stderr (a bar on a terminal, a line every 5 s otherwise)')
     .action(async (options: BundleOptions, command: Command) => {
       const query = {
         serverUUID: options.server,
@@ -72,35 +71,26 @@ export function registerBundleCommands(program: Command): void {
       const toStdout = target === '-';
       if (toStdout && process.stdout.isTTY) throw new UsageError('refusing to write an archive to a terminal: give --out FILE');
       let bytes = 0;
-      const rate = () => {
-        const ms = Date.now() - started;
-        return `${formatSize(BigInt(bytes))} in ${formatDurationMs(ms)} (${formatSize(BigInt(Math.round((bytes * 1000) / Math.max(ms, 1))))}/s)`;
-      };
-      const tty = process.stderr.isTTY === true;
-      let lastLine = 0;
-      const progress = setInterval(() => {
-        if (!options.progress) return;
-        if (tty) process.stderr.write(`\rstrata: receiving ${filename}: ${rate()}\u001b[K`);
-        else if (Date.now() - lastLine >= PROGRESS_LINE_MS) {
-          lastLine = Date.now();
-          print.note(`strata: receiving ${filename}: ${rate()}`);
-        }
-      }, PROGRESS_TTY_MS);
+      const progress = options.progress ? new TransferProgress(process.stderr, filename, { startedAt: started }).start() : undefined;
       const out = toStdout ? process.stdout : createWriteStream(target, { flags: 'wx', mode: 0o600 });
       if (!toStdout) await once(out, 'open');
       try {
         const body = Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>);
-        body.on('data', (chunk: Buffer) => (bytes += chunk.length));
+        body.on('data', (chunk: Buffer) => {
+          bytes += chunk.length;
+          progress?.received(chunk.length);
+        });
         await pipeline(body, out, { end: !toStdout });
       } catch (err) {
         if (!toStdout) await fs.rm(target, { force: true });
         throw new OperationError(`the bundle was cut off after ${formatSize(BigInt(bytes))} (${(err as Error).message}); nothing was kept`);
       } finally {
-        clearInterval(progress);
+        progress?.stop();
         process.removeListener('SIGINT', onSignal);
-        if (tty && options.progress) process.stderr.write('\r\u001b[K');
       }
-      const seconds = (Date.now() - started) / 1000;
+      const elapsedMs = Date.now() - started;
+      const rate = () => transferSummary({ bytes, elapsedMs });
+      const seconds = elapsedMs / 1000;
       // With --out -, stdout is the archive: the result goes to stderr.
       if (toStdout) print.note(`strata: wrote ${filename} to stdout: ${rate()}`);
       else if (print.format === 'json') print.json({ file: target, bytes, seconds });

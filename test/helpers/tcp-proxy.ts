@@ -1,5 +1,8 @@
 // A TCP proxy between a client and a server, for injecting network faults (as microsoft/etcd3's
-// tests do): `cut()` drops every connection and refuses new ones until `restore()`.
+// tests do): `cut()` drops every connection and refuses new ones until `restore()`;
+// `delayAnswers(ms)` holds what the server sends back for `ms` before the client gets it (in
+// order), so a test sees the server's effect of a request (e.g. an etcd write) while the client is
+// still waiting for the answer, and can kill the client right there.
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
 export interface TcpProxy {
@@ -7,12 +10,15 @@ export interface TcpProxy {
   readonly endpoint: string;
   cut(): void;
   restore(): void;
+  /** From now on, bytes from the server reach the client `ms` later (0: at once again, still in order). */
+  delayAnswers(ms: number): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let isCut = false;
+  let answerDelayMs = 0;
   const server: Server = createServer((downstream) => {
     if (isCut) {
       downstream.destroy();
@@ -30,7 +36,19 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     downstream.on('error', closeBoth).on('close', closeBoth);
     upstream.on('error', closeBoth).on('close', closeBoth);
     downstream.pipe(upstream);
-    upstream.pipe(downstream);
+    // Server to client through an ordered queue, each piece due `answerDelayMs` after it arrived.
+    const queue: { due: number; chunk: Buffer }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const flush = () => {
+      timer = undefined;
+      while (queue.length > 0 && queue[0]!.due <= Date.now()) downstream.write(queue.shift()!.chunk);
+      if (queue.length > 0) timer = setTimeout(flush, queue[0]!.due - Date.now());
+    };
+    upstream.on('data', (chunk: Buffer) => {
+      queue.push({ due: Date.now() + answerDelayMs, chunk });
+      if (!timer) flush();
+    });
+    upstream.on('close', () => clearTimeout(timer));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
@@ -45,6 +63,9 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     },
     restore() {
       isCut = false;
+    },
+    delayAnswers(ms) {
+      answerDelayMs = ms;
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -8,7 +8,9 @@ import { agentSettings, resolveAgentConfig } from '../../../agent/config.js';
 import { startAgent, type RunningAgent } from '../../../agent/agent.js';
 import { FilePool } from '../../../agent/datapath/pool/storage-pool.js';
 import { loadConfig } from '../../../lib/config.js';
-import { removeDir } from '../../helpers/processes.js';
+import type { DataPathParts } from '../../../agent/datapath/datapath.js';
+import type { Logger } from '../../../lib/logger.js';
+import { removeDir, spawnDaemon, type DaemonProcess } from '../../helpers/processes.js';
 import { silentLogger } from '../../helpers/silent-logger.js';
 import { createFakeSysfs, type FakeSysfs } from '../../helpers/sysfs-fixture.js';
 import { emulatedDataPath } from './emulated-datapath.js';
@@ -37,38 +39,55 @@ export function createEmulatedStorageServer(hostname: string): EmulatedStorageSe
   };
 }
 
+/** The agent's flags for `server` (the same in-process and in a process of its own). */
+function emulatedAgentArgv(server: EmulatedStorageServer, etcdEndpoint: string, grpcEndpoint: string): string[] {
+  return [
+    '--etcd-endpoints', etcdEndpoint,
+    '--control-plane-endpoints', grpcEndpoint,
+    '--state-dir', server.stateDir,
+    '--sysfs-root', server.sysfs.root,
+    '--mounts-path', server.sysfs.mountsPath,
+    '--swaps-path', server.sysfs.swapsPath,
+    '--hostname', server.hostname,
+    '--data-devices', `${server.hostname}-SN0`,
+    '--lease-ttl-seconds', '2',
+    '--pool-dir', server.poolDir,
+    // No host test listens on 0.0.0.0:8009: a free loopback port.
+    '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1',
+  ];
+}
+
+/** The emulated data path of a server: its nvmet tree and a file pool per node under its pool directory. */
+export function emulatedServerDataPath(nvmetRoot: string, poolDir: string, logger: Logger): DataPathParts {
+  return emulatedDataPath({
+    nvmetRoot,
+    openPool: (nodeUUID, cluster) => FilePool.open({ dir: join(poolDir, nodeUUID), clusterUUID: cluster.clusterUUID, logger }),
+  });
+}
+
 /** Starts (or starts again) the server's agent and waits until it is ready. */
 export async function startEmulatedAgent(server: EmulatedStorageServer, etcdEndpoint: string, grpcEndpoint: string): Promise<RunningAgent> {
-  const config = resolveAgentConfig(
-    loadConfig(agentSettings, {
-      program: 'strata-agent',
-      summary: 'test',
-      env: {},
-      argv: [
-        '--etcd-endpoints', etcdEndpoint,
-        '--control-plane-endpoints', grpcEndpoint,
-        '--state-dir', server.stateDir,
-        '--sysfs-root', server.sysfs.root,
-        '--mounts-path', server.sysfs.mountsPath,
-        '--swaps-path', server.sysfs.swapsPath,
-        '--hostname', server.hostname,
-        '--data-devices', `${server.hostname}-SN0`,
-        '--lease-ttl-seconds', '2',
-        '--pool-dir', server.poolDir,
-        // No host test listens on 0.0.0.0:8009: a free loopback port.
-        '--discovery-port', '0', '--discovery-listen-address', '127.0.0.1',
-      ],
-    }),
-  );
+  const config = resolveAgentConfig(loadConfig(agentSettings, { program: 'strata-agent', summary: 'test', env: {}, argv: emulatedAgentArgv(server, etcdEndpoint, grpcEndpoint) }));
   const logger = silentLogger(server.hostname);
-  server.agent = await startAgent(config, logger, {
-    dataPath: emulatedDataPath({
-      nvmetRoot: server.nvmetRoot,
-      openPool: (nodeUUID, cluster) => FilePool.open({ dir: join(server.poolDir, nodeUUID), clusterUUID: cluster.clusterUUID, logger }),
-    }),
-  });
+  server.agent = await startAgent(config, logger, { dataPath: emulatedServerDataPath(server.nvmetRoot, server.poolDir, logger) });
   await server.agent.ready;
   return server.agent;
+}
+
+/**
+ * Starts the server's agent in a process of its own (emulated-agent-main.ts: the real agent, the
+ * same emulated data path), so that a test can SIGKILL it; waits until it is ready. Its JSON log
+ * is the process's `logs`.
+ */
+export async function spawnEmulatedAgent(server: EmulatedStorageServer, etcdEndpoint: string, grpcEndpoint: string): Promise<DaemonProcess> {
+  const agent = spawnDaemon('test/kits/datapath/emulated-agent-main.js', [server.nvmetRoot, ...emulatedAgentArgv(server, etcdEndpoint, grpcEndpoint), '--log-level', 'debug']);
+  try {
+    await agent.waitForLog((r) => r['msg'] === 'strata-agent ready', 60_000);
+  } catch (err) {
+    await agent.kill();
+    throw err;
+  }
+  return agent;
 }
 
 /** Stops the agent and removes the server's directories. */
