@@ -10,6 +10,7 @@ import { paths, type DesiredExport } from '../kernel/nvmet-model.js';
 import type { ClusterFacts } from '../pool/node-pools.js';
 import { NotReadyYet } from '../replication/replica-manager.js';
 import { assignmentProblem, desiredExportOf, replicationExportOf, type ExportSettings } from './desired-state.js';
+import { admitNewPrimaryNow } from './pass-kernel.js';
 import {
   BACKINGS_PREPARED_AT_ONCE,
   failedStatus,
@@ -89,6 +90,16 @@ export async function prepareBackings(ctx: PassContext, pass: PassScope, preempt
   // way leaves every volume as the last pass left it.
   const preempted = () => preempt?.aborted === true;
   let notReady = false;
+  // A promotion seen by a copy: its export admits the new primary before anything else of the
+  // pass (one volume after the other: they may share the new primary's host entry).
+  for (const v of toPrepare) {
+    const before = memory.prepared.get(v.key);
+    const admitting = !pass.full && before ? exportAdmittingNewPrimary(ctx, pass, v, before) : undefined;
+    if (!admitting) continue;
+    await admitNewPrimaryNow(ctx, pass, admitting).catch((err: unknown) =>
+      log.warn({ err, volumeUUID: v.entry.volumeUUID }, 'admitting the new primary ahead of the pass failed; the pass does it'),
+    );
+  }
   await mapLimit(toPrepare, BACKINGS_PREPARED_AT_ONCE, async (v) => {
     if (preempted()) return;
     try {
@@ -166,6 +177,20 @@ function checkAssignments(pass: PassScope, settings: ExportSettings, memory: Pas
 function onlyReplicationChanged(a: VolumeAssignment, b: VolumeAssignment): boolean {
   const rest = (x: VolumeAssignment) => JSON.stringify({ ...x, role: '', anaState: '', replication: null });
   return a.replication != null && b.replication != null && rest(a) === rest(b);
+}
+
+/**
+ * The replication export of a copy that stays a copy while the primary moves (only the replica
+ * set changed, and this node exported to another primary before): the export as it must be now.
+ */
+function exportAdmittingNewPrimary(ctx: PassContext, pass: PassScope, v: ValidAssignment, before: PreparedVolume): DesiredExport | undefined {
+  const replication = v.assignment.replication;
+  if (!replication || replication.primaryNodeUUID === v.entry.nodeUUID) return undefined;
+  if (!before.entry.assignment || !onlyReplicationChanged(before.entry.assignment, v.assignment)) return undefined;
+  const nqn = replicationSubsystemNQN(pass.cluster.subsystemNQN, v.entry.volumeUUID, v.entry.nodeUUID);
+  const old = before.extra.find((d) => d.nqn === nqn);
+  if (!old || (old.allowedHosts.length === 1 && old.allowedHosts[0] === replication.primaryHostNQN)) return undefined;
+  return replicationExportOf(v.assignment, { nqn, primaryHostNQN: replication.primaryHostNQN }, before.backing, ctx.options.settings);
 }
 
 /** Pool work for one volume: backing, growth, snapshots, rollback (taken from `poolWorkDone` when given), then the block stack. */

@@ -6,7 +6,7 @@
 import { DEFAULT_REPLICATION_PORT } from '../../../lib/replication.js';
 import { HOST_AUTH_DISABLED, hostKeysFor, hostKeyWrites, LOCKED_OUT_KEY, type HostKeys } from '../kernel/host-auth.js';
 import type { IpAclPassResult, WantedIpAcl } from '../kernel/ip-acl-enforcer.js';
-import { describeOp, objectOfOp, type DesiredExport, type NvmetTree } from '../kernel/nvmet-model.js';
+import { describeOp, objectOfOp, paths, type DesiredExport, type NvmetTree } from '../kernel/nvmet-model.js';
 import { planNvmet, volumeOfNqn, withHostAuth, type NvmetPlan, type Ownership } from '../kernel/nvmet-plan.js';
 import { replaceObjects, treeOf, workCopy, type WorkTree } from '../kernel/nvmet-simulator.js';
 import type { Backings } from './pass-backings.js';
@@ -262,4 +262,58 @@ function nqnsOf(observed: WorkTree, volumeUUID: string, prefix: string, desired:
   for (const d of desired) if (d.volumeUUID === volumeUUID) nqns.add(d.nqn);
   for (const nqn of observed.subsystems.keys()) if (volumeOfNqn(nqn, prefix) === volumeUUID) nqns.add(nqn);
   return [...nqns];
+}
+
+/**
+ * A copy's replication export admits a promoted primary at once, ahead of the pass's pool and
+ * kernel phases (0.3 s under emulation: the block stack's checks, the configfs read, the plan):
+ * the new primary dials every in-sync copy as soon as it sees the promotion, and assembles its
+ * mirror only once they answer (docs/replication.md, "Failover"). It is the plan the pass would
+ * make, for this export alone, over the tree the last pass left: the port link is cut (which
+ * drops the old primary's connections), the ACL swapped, the link made again (nvmet-plan.ts, in
+ * that order), the host entry made first when missing, each written ahead to DataPathState as the
+ * pass does. Only when that is all the export needs: anything else is left to the pass, which
+ * follows, reads the export back and finds nothing more to do. False when nothing was applied.
+ */
+export async function admitNewPrimaryNow(ctx: PassContext, pass: PassScope, desired: DesiredExport): Promise<boolean> {
+  const { state, settings, logger: log } = ctx.options;
+  const observed = ctx.memory.observed;
+  if (!observed) return false;
+  const whole = treeOf(observed);
+  const port = whole.ports.get(desired.port.id);
+  const sub = whole.subsystems.get(desired.nqn);
+  if (!port || !sub || !port.subsystems.includes(desired.nqn)) return false;
+  // This export and its port, with no other subsystem linked: the plan cannot touch anything else.
+  const scoped: NvmetTree = {
+    hosts: whole.hosts,
+    subsystems: new Map([[desired.nqn, sub]]),
+    ports: new Map([[port.id, { ...port, subsystems: [desired.nqn] }]]),
+  };
+  const plan = planNvmet({
+    desired: [desired],
+    observed: scoped,
+    // No host entry is Strata's to remove here (the old primary's may serve other exports).
+    owned: { subsystemPrefix: pass.prefix, portIdMin: settings.portIdMin, portIdMax: settings.portIdMax, replicationPortId: desired.port.id, hosts: new Set() },
+    pendingRelink: state.pendingRelink,
+  });
+  const aclOnly = plan.ops.every(
+    (op) =>
+      (op.op === 'mkdir' && op.path.startsWith('hosts/')) ||
+      ((op.op === 'symlink' || op.op === 'unlink') && (op.path === paths.portSubsystem(port.id, desired.nqn) || op.path.startsWith(`subsystems/${desired.nqn}/allowed_hosts/`))),
+  );
+  if (plan.ops.length === 0 || !aclOnly || plan.removedHosts.length > 0) return false;
+  for (const h of plan.createdHosts) state.ownedHosts.add(h);
+  for (const n of plan.relinked) state.pendingRelink.add(n);
+  state.save(); // ahead of acting, as the pass: a crash must not forget a host entry or a revocation
+  try {
+    for (const op of plan.ops) {
+      await pass.configfs.apply(op);
+      log.debug({ op: describeOp(op), volumeUUID: desired.volumeUUID }, 'configfs operation applied');
+    }
+  } finally {
+    replaceObjects(observed, await pass.configfs.readObjects({ subsystems: [desired.nqn], ports: [port.id] }));
+  }
+  if (plan.relinked.includes(desired.nqn) && state.pendingRelink.delete(desired.nqn)) state.save();
+  log.info({ volumeUUID: desired.volumeUUID, admitted: desired.allowedHosts }, 'promotion: the replication export admits the new primary');
+  return true;
 }

@@ -267,6 +267,54 @@ describe('DataPathReconciler crash safety', () => {
     await removeV2(replicas);
   });
 
+  it('a copy that stays a copy while the primary moves admits the new primary before the pass\'s pool and block work, the port link cut first; the pass then has nothing left to do there', async () => {
+    const THIRD = '77777777-7777-4777-8777-777777777777';
+    const { replicas } = fakeReplicas();
+    const configfs = configfsAt();
+    const threeCopies = (primary: string, epoch: number, inSyncOther: boolean) =>
+      replicated(primary, {
+        // A promotion changes the replica set only (the leader's assignment keeps the generation).
+        generation: 1,
+        replication: {
+          epoch,
+          primaryNodeUUID: primary,
+          primaryHostNQN: nodeHostNQN(CLUSTER.subsystemNQN, primary),
+          legs: [NODE, OTHER, THIRD].map((nodeUUID) => ({ nodeUUID, endpoint: '127.0.0.2:4421', inSync: nodeUUID !== OTHER || inSyncOther })),
+        },
+      });
+    await put(threeCopies(OTHER, 1, true));
+    let servedAfterOps: number[] = [];
+    const recording = { ...(replicas as unknown as Record<string, unknown>) } as unknown as ReplicaManager;
+    (recording as unknown as { serve: ReplicaManager['serve'] }).serve = (input) => {
+      servedAfterOps.push(configfs.applied.length);
+      return replicas.serve(input);
+    };
+    const agent = await reconciler(configfs, undefined, undefined, recording);
+    await agent.reconcileNow();
+    const REP = replicationSubsystemNQN(CLUSTER.subsystemNQN, V2, NODE);
+    const oldHost = nodeHostNQN(CLUSTER.subsystemNQN, OTHER);
+    const newHost = nodeHostNQN(CLUSTER.subsystemNQN, THIRD);
+    assert.ok(configfs.applied.some((op) => op.path === `subsystems/${REP}/allowed_hosts/${oldHost}`), 'the export admits the first primary');
+    const before = configfs.applied.length;
+    servedAfterOps = [];
+
+    // The watch delivers the promotion: an incremental pass.
+    await put(threeCopies(THIRD, 2, false));
+    await waitUntil(() => configfs.applied.slice(before).some((op) => op.path === `ports/4421/subsystems/${REP}` && op.op === 'symlink') && servedAfterOps.length > 0, 'the promotion to be served');
+    const ops = configfs.applied.slice(before).map(describeOp);
+    assert.deepEqual(ops.slice(0, 5), [
+      `mkdir hosts/${newHost}`,
+      `unlink ports/4421/subsystems/${REP}`,
+      `unlink subsystems/${REP}/allowed_hosts/${oldHost}`,
+      `link subsystems/${REP}/allowed_hosts/${newHost} -> hosts/${newHost}`,
+      `link ports/4421/subsystems/${REP} -> subsystems/${REP}`,
+    ]);
+    assert.equal(servedAfterOps[0], before + 5, 'the block work came after the export admitted the new primary');
+    assert.deepEqual(ops.slice(5).filter((op) => op.includes(REP)), [], 'nothing left for the pass to do on the export');
+    await agent.stop();
+    await removeV2(replicas);
+  });
+
   it('a primary whose mirror still grows: served at the old size, the previous generation reported, no host revalidate until the device grew', async () => {
     const { replicas, bed } = fakeReplicas();
     await put(replicated(NODE, { generation: 1 }));

@@ -28,6 +28,8 @@ import { withDeadline } from '../../../lib/retry.js';
 import type { CommandRunner } from '../pool/storage-pool.js';
 import type { NativeAddon } from '../../../lib/native-addon.js';
 
+const LEG_SCAN_POLL_MS = 25;
+const LEG_SCAN_POLLS = 200;
 const SECTOR = 512n;
 
 export interface LegTarget {
@@ -481,11 +483,12 @@ export class BlockStack {
         'ctrl_loss_tmo=-1', `reconnect_delay=${this.options.reconnectDelaySeconds}`, `keep_alive_tmo=${this.options.keepAliveSeconds}`,
       ]);
     }
-    // The namespace is scanned asynchronously after the controller goes live.
-    for (let i = 0; i < 50; i++) {
+    // The namespace is scanned asynchronously after the controller goes live: looked for every
+    // 25 ms (a promotion waits on it), for 5 s at most.
+    for (let i = 0; i < LEG_SCAN_POLLS; i++) {
       const leg = await this.leg(target);
       if (leg.block) return leg;
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, LEG_SCAN_POLL_MS));
     }
     return this.leg(target);
   }

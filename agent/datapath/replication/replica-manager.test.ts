@@ -157,6 +157,32 @@ describe('ReplicaManager promotion', () => {
     assert.deepEqual(outOfSync, [[C]]);
   });
 
+  it('dials the copies while the loop device is made (both on the critical path), and assembles once both are there', async () => {
+    const { stack, calls } = fakeStack(0);
+    let loopMade: () => void = () => undefined;
+    let dialledBeforeLoop = false;
+    (stack as unknown as { ensureLoop: () => Promise<string> }).ensureLoop = () =>
+      new Promise<string>((resolve) => {
+        loopMade = () => resolve('loop0');
+      });
+    const serving = manager(stack, recordingWriter().writer).serve(promotion());
+    for (let i = 0; i < 20 && calls.connect === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    dialledBeforeLoop = calls.connect > 0;
+    loopMade();
+    await serving;
+    assert.ok(dialledBeforeLoop, 'the copy was dialled before the loop device existed');
+    assert.deepEqual(calls.assembledWith, ['nvme1n1']);
+  });
+
+  it('a copy not in sync here refuses to serve and dials nothing', async () => {
+    const { stack, calls } = fakeStack(0);
+    const p = promotion();
+    const input = { ...p, replication: { ...p.replication, legs: p.replication.legs.map((l) => (l.nodeUUID === B ? { ...l, inSync: false } : l)) } };
+    (stack as unknown as { stopServing: () => Promise<undefined> }).stopServing = async () => undefined;
+    await assert.rejects(manager(stack, recordingWriter().writer).serve(input), /not in sync/);
+    assert.equal(calls.connect, 0);
+  });
+
   it('does not wait at the first epoch (a new volume waits for every copy through NotReadyYet instead)', async () => {
     const { stack, calls } = fakeStack(1);
     const { writer } = recordingWriter();
@@ -287,7 +313,8 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
       },
       state: () => served && { device: { device: '/dev/ublkb3' }, limits: served.limits, running: true },
     };
-    const m = manager(stack as unknown as BlockStack, recordingWriter().writer, { qos });
+    const writer = recordingWriter().writer;
+    const m = manager(stack as unknown as BlockStack, { ...writer, handOver: async (...args) => { events.push('move'); return writer.handOver(...args); } }, { qos });
     /** B primary, C in sync; `withA`: A in sync too (two copies to mirror again after a hand-over). */
     const input = (qosLimits: typeof LIMITS | null, primary = B, withA = false): ServeInput => {
       const p = promotion(2);
@@ -324,21 +351,33 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
     assert.equal(await m.qosStatus(VOLUME), undefined, 'a replica reports nothing');
   });
 
-  it('a hand-over with two copies to mirror again: the fence, the server stops, the mirror goes read-only, then the replicas\' connections go', async () => {
+  it('a hand-over with two copies to mirror again: the fence, the server stops, the mirror goes read-only, the primary moves, then the replicas\' connections go', async () => {
     const { m, events, input } = qosBed();
     await m.serve(input(LIMITS, B, true));
     events.length = 0;
     await m.handOver(VOLUME);
-    // Read-only before any connection goes: md's last superblock reaches every copy alike.
-    assert.deepEqual(events, ['fence', 'qos stop', 'freeze md127', 'disconnect']);
+    // Read-only before any connection goes: md's last superblock reaches every copy alike, and
+    // nothing after, so the connections go off the hosts' critical path.
+    assert.deepEqual(events, ['fence', 'qos stop', 'freeze md127', 'move', 'disconnect']);
   });
 
-  it('a hand-over to the one copy left: no freeze (the new mirror is that copy alone)', async () => {
+  it('a hand-over whose mirror cannot be made read-only: the replicas\' connections go before the primary moves', async () => {
+    const { m, events, input, stack } = qosBed();
+    await m.serve(input(LIMITS, B, true));
+    events.length = 0;
+    stack.freezeArray = async () => {
+      throw new Error('md: md127 still in use');
+    };
+    await m.handOver(VOLUME);
+    assert.deepEqual(events, ['fence', 'qos stop', 'disconnect', 'move']);
+  });
+
+  it('a hand-over to the one copy left: no freeze (the new mirror is that copy alone); the connections go before the move', async () => {
     const { m, events, input } = qosBed();
     await m.serve(input(LIMITS));
     events.length = 0;
     await m.handOver(VOLUME);
-    assert.deepEqual(events, ['fence', 'disconnect']);
+    assert.deepEqual(events, ['fence', 'disconnect', 'move']);
   });
 
   it('without ublk in the kernel: served from the array, NotEnforced naming the node and the kernel, and not tried again', async () => {

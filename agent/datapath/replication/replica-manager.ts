@@ -227,9 +227,11 @@ export class ReplicaManager {
    * Planned stop, first half: after the host path is inaccessible, the device-mapper device is
    * switched to the fence (the reload suspends it first, which waits for the writes in
    * flight: they reach every copy). Nothing writes through this node any more. The mirror goes
-   * read-only (its last superblock reaches every copy alike). Then the replicas'
-   * connections go (nothing this node's mirror still writes, its superblock on stop included, can
-   * reach a copy another primary may already use), and the primary moves, by this node itself,
+   * read-only (its last superblock reaches every copy alike), and md writes nothing after. When it
+   * could not (or with one copy left, where it is skipped), the replicas' connections go first
+   * (nothing this node's mirror still writes, its superblock on stop included, can reach a copy
+   * another primary may already use); a read-only mirror's go after the move, off the hosts'
+   * critical path. The primary moves, by this node itself,
    * to an in-sync copy whose server is alive (epoch + 1, this copy out of the in-sync set): the new
    * primary's agent promotes it on that change, without waiting for this lease to go. When no
    * copy can take it, the leader's failover does once the lease is revoked. Returns the new primary.
@@ -250,17 +252,25 @@ export class ReplicaManager {
       // with one in-sync copy left, the new primary's mirror is that copy alone, and the freeze
       // (a superblock and bitmap write to every leg: 0.5 s under emulation) would only slow the
       // hand-over.
-      if (candidates.length > 1) {
-        await this.freezeMirror(state);
-        lap('freeze');
+      const frozen = candidates.length > 1 && (await this.freezeMirror(state));
+      if (candidates.length > 1) lap('freeze');
+      // A read-only mirror writes nothing more, so its connections can go after the move, off the
+      // hosts' critical path (each copy's node cuts them as it admits the new primary anyway).
+      // Otherwise they go first: md could still write to a copy the new primary uses.
+      const disconnect = () => stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
+      if (!frozen) {
+        await disconnect();
+        lap('disconnect');
       }
-      await stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
-      lap('disconnect');
       const moved = await writer.handOver(volumeUUID, replication.epoch, nodeUUID, candidates).catch((err: unknown) => {
         logger.warn({ err, volumeUUID }, 'moving the primary failed; the leader promotes a copy once the lease is revoked');
         return undefined;
       });
-      const ms = lap('move');
+      let ms = lap('move');
+      if (frozen) {
+        await disconnect();
+        ms = lap('disconnect');
+      }
       const to = moved?.outcome === 'moved' ? moved.primaryNodeUUID : undefined;
       logger.info({ volumeUUID, to, epoch: moved?.outcome === 'moved' ? moved.epoch : undefined, outcome: moved?.outcome, ms }, 'handed over: this node writes nothing more to the volume');
       return to;
@@ -277,16 +287,19 @@ export class ReplicaManager {
    * (the fence no longer points at it). Best effort: a mirror that cannot be frozen is handed
    * over as before.
    */
-  private async freezeMirror(state: PrimaryVolume): Promise<void> {
+  private async freezeMirror(state: PrimaryVolume): Promise<boolean> {
     const { stack, qos, logger } = this.options;
     const { volumeUUID } = state.input;
     try {
       await qos?.stop(volumeUUID);
       const loop = await stack.loopOf(state.input.backing.devicePath);
       const array = loop ? await stack.arrayOf(loop) : undefined;
-      if (array) await stack.freezeArray(array);
+      if (!array) return false;
+      await stack.freezeArray(array);
+      return true;
     } catch (err) {
       logger.warn({ err, volumeUUID }, 'the mirror could not be made read-only before the hand-over: a copy may be recorded out of sync and resync');
+      return false;
     }
   }
 
@@ -343,31 +356,30 @@ export class ReplicaManager {
     // Milliseconds per step of a start or a promotion, logged once the host path points at the mirror.
     const lap = stopwatch();
     let started: { readonly array: string; readonly legs: string[]; readonly created: boolean } | undefined;
-    const loop = await stack.ensureLoop(input.backing.devicePath, input.backing.bufferedIo);
+    const inSync = new Set(replication.legs.filter((l) => l.inSync).map((l) => l.nodeUUID));
+    const remotes = this.remoteTargets(input).filter((t) => inSync.has(t.nodeUUID));
+    // A promotion (this node runs no mirror of the volume yet) dials its copies while its loop
+    // device is made: both are on the failover's critical path, and neither needs the other.
+    // Otherwise the mirror most likely runs already, and the copies are dialled only if it does not.
+    const dialling = inSync.has(input.nodeUUID) && replication.epoch > 1 && !this.primaries.has(volumeUUID) ? this.dialInSyncCopies(input, remotes) : undefined;
+    const loop = await stack.ensureLoop(input.backing.devicePath, input.backing.bufferedIo).catch(async (err: unknown) => {
+      await dialling;
+      throw err;
+    });
     lap('loop');
     // Made before it is needed: fencing this primary or handing it over then swaps a table only.
     await stack.fenceTable(fenceBytes(input));
-    const inSync = new Set(replication.legs.filter((l) => l.inSync).map((l) => l.nodeUUID));
     if (!inSync.has(input.nodeUUID)) {
       // Only an in-sync copy may serve (the leader never promotes another): refuse.
       await this.stopServing(volumeUUID, fenceBytes(input));
       throw new Error(`this node's copy of volume ${volumeUUID} is not in sync: it cannot be the primary`);
     }
-    const remotes = this.remoteTargets(input).filter((t) => inSync.has(t.nodeUUID));
     let array = await stack.arrayOf(loop);
-    if (!array) {
-      // Every copy at once: a promotion waits for the slowest, not for their sum.
-      const connected = await Promise.all(
-        remotes.map(async (target) => {
-          if (!target.endpoint) return undefined;
-          const leg = await this.connectInSyncLeg(input, target).catch((err: unknown) => {
-            logger.warn({ err, volumeUUID, replica: target.nodeUUID }, 'cannot reach a replica');
-            return undefined;
-          });
-          return leg?.block && leg.controllerState === 'live' ? { target, block: leg.block } : undefined;
-        }),
-      );
-      const reached = connected.filter((r): r is { target: LegTarget; block: string } => r !== undefined);
+    // The mirror ran already (an agent restarted on its primary): the dialling ends before the
+    // legs are looked at, so no connection is made while the checks below read or cut them.
+    if (array) await dialling;
+    else {
+      const reached = await (dialling ?? this.dialInSyncCopies(input, remotes));
       lap('legs');
       // Only the first primary creates the mirror (a promotion, epoch 2 on, finds it made): the
       // superblock is looked for then only, one command less on a failover's critical path.
@@ -515,6 +527,21 @@ export class ReplicaManager {
     if (!state) return undefined;
     const { nodeUUID, qos } = state.input;
     return this.qosPath.status({ volumeUUID, nodeUUID, sizeBytes: state.servedBytes, qos }, state.qosProblem);
+  }
+
+  /** Every in-sync copy at once (a promotion waits for the slowest, not for their sum): the ones reached, live, with their block devices. */
+  private async dialInSyncCopies(input: ServeInput, remotes: readonly LegTarget[]): Promise<{ target: LegTarget; block: string }[]> {
+    const connected = await Promise.all(
+      remotes.map(async (target) => {
+        if (!target.endpoint) return undefined;
+        const leg = await this.connectInSyncLeg(input, target).catch((err: unknown) => {
+          this.options.logger.warn({ err, volumeUUID: input.volumeUUID, replica: target.nodeUUID }, 'cannot reach a replica');
+          return undefined;
+        });
+        return leg?.block && leg.controllerState === 'live' ? { target, block: leg.block } : undefined;
+      }),
+    );
+    return connected.filter((r): r is { target: LegTarget; block: string } => r !== undefined);
   }
 
   /**
