@@ -511,12 +511,14 @@ export class BlockStack {
   }
 
   /** Disconnects every controller to a subsystem whose NQN starts with the prefix. */
+  /** Every controller at once: a hand-over waits for the slowest, not for their sum. */
   async disconnectAll(nqnPrefix: string): Promise<void> {
     const classDir = join(this.options.sysfsRoot, 'class', 'nvme');
+    const controllers: string[] = [];
     for (const controller of await readDir(classDir)) {
-      if (!(await readText(join(classDir, controller, 'subsysnqn'))).trim().startsWith(nqnPrefix)) continue;
-      await this.deleteController(controller);
+      if ((await readText(join(classDir, controller, 'subsysnqn'))).trim().startsWith(nqnPrefix)) controllers.push(controller);
     }
+    await Promise.all(controllers.map((controller) => this.deleteController(controller)));
   }
 
   async disconnectLeg(target: LegTarget): Promise<void> {

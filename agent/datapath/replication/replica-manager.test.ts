@@ -351,25 +351,35 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
     assert.equal(await m.qosStatus(VOLUME), undefined, 'a replica reports nothing');
   });
 
-  it('a hand-over with two copies to mirror again: the fence, the server stops, the mirror goes read-only, the primary moves, then the replicas\' connections go', async () => {
-    const { m, events, input } = qosBed();
+  /** Connections that take a moment to go: when they start and when they are gone. */
+  const slowDisconnect = (events: string[]) => async (): Promise<undefined> => {
+    events.push('disconnect start');
+    await new Promise((r) => setTimeout(r, 30));
+    events.push('disconnect end');
+    return undefined;
+  };
+
+  it('a hand-over with two copies to mirror again: the fence, the server stops, the mirror goes read-only, then the replicas\' connections go while the primary moves', async () => {
+    const { m, events, input, stack } = qosBed();
     await m.serve(input(LIMITS, B, true));
     events.length = 0;
+    stack.disconnectAll = slowDisconnect(events);
     await m.handOver(VOLUME);
     // Read-only before any connection goes: md's last superblock reaches every copy alike, and
-    // nothing after, so the connections go off the hosts' critical path.
-    assert.deepEqual(events, ['fence', 'qos stop', 'freeze md127', 'move', 'disconnect']);
+    // nothing after, so the move need not wait for the connections to go.
+    assert.deepEqual(events, ['fence', 'qos stop', 'freeze md127', 'disconnect start', 'move', 'disconnect end']);
   });
 
-  it('a hand-over whose mirror cannot be made read-only: the replicas\' connections go before the primary moves', async () => {
+  it('a hand-over whose mirror cannot be made read-only: the replicas\' connections are gone before the primary moves', async () => {
     const { m, events, input, stack } = qosBed();
     await m.serve(input(LIMITS, B, true));
     events.length = 0;
     stack.freezeArray = async () => {
       throw new Error('md: md127 still in use');
     };
+    stack.disconnectAll = slowDisconnect(events);
     await m.handOver(VOLUME);
-    assert.deepEqual(events, ['fence', 'qos stop', 'disconnect', 'move']);
+    assert.deepEqual(events, ['fence', 'qos stop', 'disconnect start', 'disconnect end', 'move']);
   });
 
   it('a hand-over to the one copy left: no freeze (the new mirror is that copy alone); the connections go before the move', async () => {

@@ -254,12 +254,16 @@ export class ReplicaManager {
       // hand-over.
       const frozen = candidates.length > 1 && (await this.freezeMirror(state));
       if (candidates.length > 1) lap('freeze');
-      // A read-only mirror writes nothing more, so its connections can go after the move, off the
-      // hosts' critical path (each copy's node cuts them as it admits the new primary anyway).
-      // Otherwise they go first: md could still write to a copy the new primary uses.
-      const disconnect = () => stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
+      // A read-only mirror writes nothing more, so its connections go while the primary moves:
+      // the hosts wait for the longer of the two, not their sum. Started before the move, they
+      // go while healthy (a connection each copy's node has cut since, as it admitted the new
+      // primary, takes the kernel up to 10 s to delete). Otherwise they go first: md could still
+      // write to a copy the new primary uses.
+      const disconnecting = stack.disconnectAll(replicationSubsystemNQN(this.requireCluster(), volumeUUID, ''));
+      // Handled below, after the move: a failure meanwhile is not an unhandled rejection.
+      disconnecting.catch(() => undefined);
       if (!frozen) {
-        await disconnect();
+        await disconnecting;
         lap('disconnect');
       }
       const moved = await writer.handOver(volumeUUID, replication.epoch, nodeUUID, candidates).catch((err: unknown) => {
@@ -268,7 +272,7 @@ export class ReplicaManager {
       });
       let ms = lap('move');
       if (frozen) {
-        await disconnect();
+        await disconnecting.catch((err: unknown) => logger.warn({ err, volumeUUID }, "deleting the read-only mirror's connections failed; the mirror's stop deletes them"));
         ms = lap('disconnect');
       }
       const to = moved?.outcome === 'moved' ? moved.primaryNodeUUID : undefined;
