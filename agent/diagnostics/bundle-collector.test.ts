@@ -80,10 +80,14 @@ describe('the agent\'s bundle collection: IoNice and NumOfDaysToCollectLogs take
     return { nice: Number(nice), io: io!, argv: /^argv=(.*)$/m.exec(text)![1]! };
   };
 
-  it('IoNice: every command runs at nice 19 in the idle I/O class (as each process reports itself); without it, at the agent\'s own priority', async () => {
+  it('IoNice: every command runs at nice 19 in the idle I/O class (as each process reports itself); without it, at the agent\'s own priority', async (t) => {
     const own = { nice: niceOf('self'), io: execFileSync(ionice, ['-p', String(process.pid)], { encoding: 'utf8' }).trim() };
-    assert.notEqual(own.io, 'idle', 'this test runs outside the idle class');
-    assert.ok(own.nice < 19, 'this test runs above the lowest CPU priority');
+    if (own.io === 'idle' || own.nice >= 19) {
+      // Run under `nice -n 19` or `ionice -c3` (a developer's background run): the lowest
+      // priority is this process's own, and IoNice's effect cannot be told apart from it.
+      t.skip(`this test runs at the lowest priority already (nice ${own.nice}, ${own.io}): IoNice cannot be told apart`);
+      return;
+    }
 
     const niced = await collect({ io_nice: true });
     for (const path of ['system/uname.txt', 'services/strata-agent.status.txt', 'services/strata-agent.journal.log', 'services/kernel.journal.log']) {
