@@ -9,7 +9,7 @@
 //   - transport failures are never retried: "cannot connect" should come back at once (exit 3).
 import { retry } from '../lib/retry.js';
 import { ApiError, ConnectionError } from './errors.js';
-import { send, type TlsTrust } from './transport.js';
+import { send, type TlsTrust } from '../lib/http-transport.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 

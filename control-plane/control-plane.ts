@@ -1,6 +1,7 @@
 // The control plane's composition root: the etcd client, bootstrap, the two transports (REST
 // and the agents' gRPC), leadership and its tasks, and the order of start and stop.
 // resources.ts builds the resources' services and routers. main.ts adds the process concerns.
+import { readFileSync } from 'node:fs';
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
@@ -12,7 +13,9 @@ import type { Logger } from '../lib/logger.js';
 import { productVersion } from '../lib/paths.js';
 import { retry } from '../lib/retry.js';
 import { AgentAuthenticator } from './agents/agent-authenticator.js';
+import { AgentSessionStore } from './agents/agent-session-store.js';
 import { AgentSessions } from './agents/agent-sessions.js';
+import { SessionRouting } from './agents/session-routing.js';
 import { bindGrpcServer, createAgentGrpcServer } from './agents/agent-grpc-server.js';
 import { InventoryService } from './agents/inventory-service.js';
 import { InventoryStore } from './agents/inventory-store.js';
@@ -75,7 +78,10 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   // The agent secret is read (created, on a cluster that has none yet) before agents can call.
   const agentAuthenticator = new AgentAuthenticator({ secrets: new AgentSecretStore(etcd), nodes: new NodeStore(etcd), clusterUUID: bootstrap.cluster.UUID, logger: child('agent-auth') });
   await untilEtcdAnswers(logger, () => agentAuthenticator.start());
-  const sessions = new AgentSessions();
+  // Each session is recorded under this instance's lease (granted below), so that any control
+  // plane can forward a request that needs it here (agents/session-routing.ts).
+  const sessionStore = new AgentSessionStore(etcd, instanceId, child('agent-sessions'));
+  const sessions = new AgentSessions(sessionStore);
   const grpcServer = createAgentGrpcServer({
     logger: child('agents'),
     sessions,
@@ -112,6 +118,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     instanceId,
     hostname: hostname(),
     apiEndpoint: `${config.advertiseAddress}:${apiPort}`,
+    apiScheme: tls.rest ? 'https' : 'http',
     grpcEndpoint: `${config.advertiseAddress}:${grpcPort}`,
     version: productVersion,
     since: new Date().toISOString(),
@@ -132,6 +139,14 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     apiCaFile: tls.restCaFile,
     hostSecretKey: HostSecretKey.load(config.stateDir),
     sessions,
+    routing: new SessionRouting({
+      sessions,
+      store: sessionStore,
+      registry,
+      instanceId,
+      clusterCa: readFileSync(tls.caPath, 'utf8'),
+      logger: child('session-routing'),
+    }),
     logger,
   });
   handle = createHttpApp(child('http'), resources.routers, { beforeApiRoutes: () => cache.sync(), authenticate: (headers) => auth.authenticate(headers) }).callback();
@@ -144,6 +159,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     logger: child('lease'),
     onGranted: async (granted) => {
       await registry.register(granted);
+      await sessionStore.register(granted);
       await election.start(granted);
     },
     onLost: () => election.leaseLost(),

@@ -8,6 +8,7 @@ import { RecordStore } from '../lib/etcd/record-store.js';
 import type { Logger } from '../lib/logger.js';
 import type { ClusterRecord } from '../lib/records.js';
 import type { AgentSessions } from './agents/agent-sessions.js';
+import type { SessionRouting } from './agents/session-routing.js';
 import type { Authenticator } from './auth/authenticator.js';
 import { AdminEndpointsService } from './admin-endpoints/admin-endpoints-service.js';
 import { AdminEndpointsStore } from './admin-endpoints/admin-endpoints-store.js';
@@ -117,6 +118,8 @@ export interface ResourceContext {
   readonly hostSecretKey: HostSecretKey;
   /** The agents' live sessions on this instance: commands (LEDs) and diagnostic bundles go down them. */
   readonly sessions: AgentSessions;
+  /** Where each server's agent session is: LED and bundle requests for another control plane's go there. */
+  readonly routing: SessionRouting;
   readonly logger: Logger;
 }
 
@@ -195,7 +198,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     createKernelCapabilitiesRoutes({ auth, capabilities: kernelCapabilities }),
     createInBandAuthRoutes({ auth, inBandAuth, flags }),
     createNvmeTcpTlsRoutes({ auth, tls: nvmeTcpTls }),
-    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.sessions) }),
+    createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(inventory, { store: new NvmeDevicesStore(etcd), events }, ctx.sessions, ctx.routing) }),
     createProjectsRoutes({ auth, projects: new ProjectsService(projectsStore, policiesStore, volumeUsage) }),
     createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projectsStore) }),
     createPoliciesRoutes({ auth, policies: new PoliciesService(policiesStore, projectsStore, volumeUsage, new WatchedQosEnforcement(cache)) }),
@@ -211,6 +214,7 @@ export function buildResources(ctx: ResourceContext): Resources {
       logs: new LogsService({
         inventory,
         sessions: ctx.sessions,
+        routing: ctx.routing,
         dumpEtcd: (file) => writeEtcdDump(etcd, file),
         api: { endpoint: ownApiEndpoint(config, ctx.ports.api, ctx.apiCaFile !== undefined), caFile: ctx.apiCaFile },
         hostname: hostname(),

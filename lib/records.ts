@@ -243,8 +243,19 @@ export interface ControlPlaneRecord {
   instanceId: string;
   hostname: string;
   apiEndpoint: string;
+  /** How its REST API is served; absent in records of older versions: https (the default). */
+  apiScheme?: 'http' | 'https';
   grpcEndpoint: string;
   version: string;
+  since: string;
+}
+
+/** Which control plane holds a server's agent session (docs/diagnostics.md "Any control plane"). */
+export interface AgentSessionRecord {
+  serverUUID: string;
+  /** The control plane's instanceId (its /strata/control-planes record has its API endpoint). */
+  instanceId: string;
+  agentInstance: string;
   since: string;
 }
 

@@ -21,7 +21,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, Option } from 'commander';
 import type { Etcd3 } from 'etcd3';
-import { send } from '../cli/transport.js';
+import { send } from '../lib/http-transport.js';
 import { volumeSubsystemNQN } from '../lib/contract/nqn.js';
 import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
 import { keys } from '../lib/etcd/keys.js';

@@ -37,7 +37,15 @@ export interface BundleTransfer {
   finished(): void;
 }
 
+/** Where the cluster learns which control plane holds a session (agent-session-store.ts). */
+export interface SessionDirectory {
+  claim(serverUUID: string, agentInstance: string): void;
+  release(serverUUID: string, agentInstance: string): void;
+}
+
 export class AgentSessions {
+  constructor(private readonly directory?: SessionDirectory) {}
+
   private readonly sessions = new Map<string, AgentSessionHandle>();
   private readonly pending = new Map<string, { resolve: (r: CommandResult__Output) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
   private readonly bundles = new Map<string, { session: AgentSessionHandle; listener: BundleListener }>();
@@ -47,10 +55,14 @@ export class AgentSessions {
     const previous = this.sessions.get(session.serverUUID);
     if (previous && previous !== session) previous.close('replaced by a newer session of the same server');
     this.sessions.set(session.serverUUID, session);
+    this.directory?.claim(session.serverUUID, session.agentInstance);
   }
 
   closed(session: AgentSessionHandle): void {
-    if (this.sessions.get(session.serverUUID) === session) this.sessions.delete(session.serverUUID);
+    if (this.sessions.get(session.serverUUID) === session) {
+      this.sessions.delete(session.serverUUID);
+      this.directory?.release(session.serverUUID, session.agentInstance);
+    }
     for (const [id, bundle] of this.bundles) {
       if (bundle.session !== session) continue;
       this.bundles.delete(id);

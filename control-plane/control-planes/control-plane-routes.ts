@@ -21,7 +21,8 @@ export function createControlPlaneRoutes(deps: { readonly auth: Authenticator; r
   });
   route(router, 'get', '/api/v2/controlPlanes', { summary: 'The control-plane instances (Strata extension)', response: controlPlanesAnswer }, async (ctx) => {
     await deps.auth.require(ctx.headers, permissions.clusterRead);
-    ctx.body = { controlPlanes: await deps.registry.list() };
+    // apiScheme is for the control planes themselves (forwarding), not part of the answer.
+    ctx.body = { controlPlanes: (await deps.registry.list()).map(({ apiScheme: _scheme, ...view }) => view) };
   });
   return router;
 }

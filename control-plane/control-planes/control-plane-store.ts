@@ -17,6 +17,12 @@ export class ControlPlaneStore {
     await lease.put(keys.controlPlane(this.self.instanceId)).value(JSON.stringify(this.self));
   }
 
+  /** One instance's record; null when it is not (or no longer) registered. */
+  async get(instanceId: string): Promise<ControlPlaneRecord | null> {
+    const key = keys.controlPlane(instanceId);
+    return parseRecord<ControlPlaneRecord>(key, await this.etcd.get(key).buffer());
+  }
+
   async list(): Promise<ControlPlaneView[]> {
     const result = await unconditionalTxn(this.etcd)
       .then(this.etcd.getAll().prefix(keys.controlPlanesPrefix()), this.etcd.get(keys.leader()))

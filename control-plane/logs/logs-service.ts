@@ -17,6 +17,7 @@ import { packageRoot } from '../../lib/paths.js';
 import type { BundleChunk__Output } from '../../proto/gen/strata/v1/BundleChunk.js';
 import type { CollectBundle } from '../../proto/gen/strata/v1/CollectBundle.js';
 import type { AgentSessions, BundleListener, BundleTransfer } from '../agents/agent-sessions.js';
+import { withQueryParam, type CallerRequest, type ForwardedAnswer, type SessionRouting } from '../agents/session-routing.js';
 import type { InventorySource } from '../inventory/inventory-reader.js';
 import type { BundleCompression, BundleRequest } from './logs-schema.js';
 import { TAR_END, tarHeader, tarPadding } from './tar.js';
@@ -45,6 +46,8 @@ const FORMATS: Record<BundleCompression, { extension: string; contentType: strin
 export interface LogsServiceDeps {
   readonly inventory: InventorySource;
   readonly sessions: AgentSessions;
+  /** Where a server's agent session is: a bundle of another control plane's agent is made there. */
+  readonly routing: Pick<SessionRouting, 'elsewhere'>;
   /** Writes the redacted etcd dump to a file (etcd-dump.ts). */
   readonly dumpEtcd: (file: string) => Promise<unknown>;
   /** This control plane's own API, for the CLI outputs (NODE_EXTRA_CA_CERTS when it serves HTTPS). */
@@ -65,16 +68,17 @@ export class LogsService {
 
   /**
    * Starts a bundle of the chosen server: 404 for an unknown server, 400 when none is named and
-   * this host is no server of the cluster, 503 when its agent is not connected here (or xz is
-   * missing for UseHighCompression). `token` runs the CLI as the caller.
+   * this host is no server of the cluster, 503 when no control plane holds its agent's session (or
+   * xz is missing for UseHighCompression). `token` runs the CLI as the caller. When another control
+   * plane holds the session, `caller`'s request goes there, naming the chosen server, and its
+   * answer is returned as it came (session-routing.ts): that control plane makes the bundle.
    */
-  async open(request: BundleRequest, token: string): Promise<Bundle> {
+  async open(request: BundleRequest, token: string, caller: CallerRequest): Promise<Bundle | ForwardedAnswer> {
     const server = await this.chooseServer(request.serverUUID);
+    const forwarded = await this.deps.routing.elsewhere(server.UUID, { ...caller, url: withQueryParam(caller.url, 'serverUUID', server.UUID) });
+    if (forwarded) return forwarded;
     if (request.compression === 'xz' && !(await which('xz'))) {
       throw errors.unavailable('UseHighCompression needs xz on the control plane’s server, and it is not installed');
-    }
-    if (!this.deps.sessions.isConnected(server.UUID)) {
-      throw errors.unavailable(`the agent of server ${server.UUID} is not connected to this control plane: ask the control plane it reports to, or retry once it reconnects`);
     }
     const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
     const top = `${request.filenamePrefix}-${server.hostname}-${stamp}`;

@@ -10,6 +10,7 @@ import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView, bytes, type DeviceAssignment, type DeviceUsage } from '../inventory/inventory-view.js';
 import { errorCountWire, etagOf, int64, timestamp } from '../inventory/wire.js';
 import type { Command } from '../../proto/gen/strata/v1/Command.js';
+import type { CallerRequest, ForwardedAnswer, SessionRouting } from '../agents/session-routing.js';
 import type { AttachNvmeDeviceInput, LedPatternName, SetNvmeDeviceLedInput } from './nvme-devices-schema.js';
 import type { NvmeDevicesStore } from './nvme-devices-store.js';
 
@@ -69,6 +70,8 @@ export class NvmeDevicesService {
     private readonly inventory: InventorySource,
     private readonly writes?: NvmeDeviceWrites,
     private readonly agents?: AgentCommandSender,
+    /** Where the server's agent session is: a request for another control plane's goes there. */
+    private readonly routing?: Pick<SessionRouting, 'elsewhere'>,
   ) {}
 
   /** Serials whose LED command is on its way to the agent (409 for a second one meanwhile). */
@@ -128,9 +131,11 @@ export class NvmeDevicesService {
   /**
    * Sets a device's LED (spec 4.9 POST /nvmeDevices/{serialNumber}): the command goes to the
    * agent of the device's server over its session, and the answer is the agent's: the LED was
-   * set, or why not (a device in no slot with an indicator: 400 with the agent's reason).
+   * set, or why not (a device in no slot with an indicator: 400 with the agent's reason). When the
+   * session is on another control plane, `caller`'s request goes there once validated here, and
+   * its answer is returned as it came (session-routing.ts).
    */
-  async setLed(input: SetNvmeDeviceLedInput, expectedETag?: string): Promise<void> {
+  async setLed(input: SetNvmeDeviceLedInput, expectedETag?: string, caller?: CallerRequest): Promise<ForwardedAnswer | undefined> {
     if (!this.agents) throw errors.internal('this NvmeDevicesService cannot send agent commands');
     const view = new InventoryView(await this.inventory.read());
     const device = view.snapshot.devices.get(input.serialNumber);
@@ -147,10 +152,13 @@ export class NvmeDevicesService {
     }
     this.ledInFlight.add(input.serialNumber);
     try {
+      const forwarded = caller ? await this.routing?.elsewhere(input.serverUUID, caller) : undefined;
+      if (forwarded) return forwarded;
       await this.agents.send(input.serverUUID, { set_led: { serial: input.serialNumber, pattern: ledCommandPattern[input.ledPattern] } });
     } finally {
       this.ledInFlight.delete(input.serialNumber);
     }
+    return undefined;
   }
 }
 

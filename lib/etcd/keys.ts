@@ -54,6 +54,10 @@ export const keys = {
   controlPlanesPrefix: () => `${ROOT}control-planes/`,
   controlPlane: (instanceId: string) => `${ROOT}control-planes/${instanceId}`,
 
+  /** Which control plane holds each server's agent session, bound to that control plane's lease. */
+  agentSessionsPrefix: () => `${ROOT}agent-sessions/`,
+  agentSession: (serverUUID: string) => `${ROOT}agent-sessions/${serverUUID}`,
+
   /** The active cluster manager, bound to the leader's lease. Leader-only writes compare it. */
   leader: () => `${ROOT}leader`,
 

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
-import { send } from '../../cli/transport.js';
+import { send } from '../../lib/http-transport.js';
 import { packageRoot } from '../../lib/paths.js';
 import { labKernelLabel } from './lab/index.js';
 import { freePort } from '../../lib/ports.js';

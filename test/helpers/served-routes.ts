@@ -28,6 +28,7 @@ export function servedRoutes(): ServedRoute[] {
     config,
     ports: { api: 8080, grpc: 8081 },
     sessions: inert,
+    routing: inert,
     apiCaFile: undefined,
     hostSecretKey: inert,
     logger: silentLogger('served-routes'),

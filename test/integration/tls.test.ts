@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
 import { controlPlaneChannelOptions } from '../../agent/control-plane-session/cluster-ca-credentials.js';
-import { send } from '../../cli/transport.js';
+import { send } from '../../lib/http-transport.js';
 import { createEtcdClient, etcdTlsOf } from '../../lib/etcd/client.js';
 import { loadStrataProto } from '../../lib/grpc/proto.js';
 import { packageRoot } from '../../lib/paths.js';

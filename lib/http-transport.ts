@@ -1,7 +1,8 @@
-// The CLI's one HTTP(S) transport: node:https rather than fetch, because Node 20's fetch cannot be
-// given a CA: the CLI verifies the control plane against the cluster CA (--ca-file,
-// STRATA_CA_FILE, ~/.config/strata/ca.pem) besides the system's, and skips verification only when
-// told --insecure. Answers are web Responses and failures are shaped like fetch's
+// The one HTTP(S) client transport of the CLI and of a control plane forwarding a request to
+// another (control-plane/agents/session-routing.ts): node:https rather than fetch, because Node
+// 20's fetch cannot be given a CA: both verify a control plane against the cluster CA (the CLI's
+// --ca-file, STRATA_CA_FILE, ~/.config/strata/ca.pem; a control plane's <stateDir>/ca.pem)
+// besides the system's, and the CLI skips verification only when told --insecure. Answers are web Responses and failures are shaped like fetch's
 // (TypeError('fetch failed') with the socket error as cause, the signal's reason on abort), so
 // the client above reads them the same way.
 import { request as httpRequest } from 'node:http';
