@@ -641,6 +641,25 @@ static int queue_setup(struct server *s)
 	return ret < 0 ? ret : 0;
 }
 
+/*
+ * The device's queue without an I/O scheduler. ublk's single queue gets mq-deadline by default,
+ * whose sorting and merging this stage does not need: it sits between device-mapper and md, which
+ * have none, and what it passes on is dispatched at once. Best effort: a kernel that refuses keeps
+ * its default (the limits hold either way).
+ */
+static void no_io_scheduler(unsigned dev_id)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof path, "/sys/block/ublkb%u/queue/scheduler", dev_id);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "none", 4) != 4)
+		logmsg("%s: could not set no scheduler: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 static void set_ready(struct server *s, int value)
 {
 	pthread_mutex_lock(&s->ready_lock);
@@ -943,6 +962,7 @@ static int serve(const struct options *o, bool recover)
 		logmsg("%s of device %u: %s", recover ? "END_USER_RECOVERY" : "START_DEV", s.dev_id, strerror(-ret));
 		goto out_delete;
 	}
+	no_io_scheduler(s.dev_id);
 	/* The one line on stdout: what the agent waits for. */
 	printf("ready id=%u device=/dev/ublkb%u\n", s.dev_id, s.dev_id);
 	fflush(stdout);

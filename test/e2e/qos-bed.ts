@@ -257,8 +257,10 @@ export async function waitEnforced(w: EnforcedWait): Promise<number> {
     async () => {
       const target = await dmTarget(guest, w.volumeUUID);
       const ublk = await ublkDevices(guest);
-      seen = `dm table on ${target}, ublk devices: ${ublk.join(' ') || 'none'}`;
-      return stage ? /^ublkb\d+$/.test(target) && ublk.length === 1 : (w.unstaged ?? /^md/).test(target) && ublk.length === 0;
+      // The stage's device runs without an I/O scheduler (strata-ublk sets it: native/README.md).
+      const scheduler = stage && /^ublkb\d+$/.test(target) ? (await sh(guest, `cat /sys/block/${target}/queue/scheduler`)).trim() : '';
+      seen = `dm table on ${target}, ublk devices: ${ublk.join(' ') || 'none'}${scheduler ? `, its scheduler: ${scheduler}` : ''}`;
+      return stage ? /^ublkb\d+$/.test(target) && ublk.length === 1 && scheduler.includes('[none]') : (w.unstaged ?? /^md/).test(target) && ublk.length === 0;
     },
     () => `the primary's stack to match the API's Enforced ${JSON.stringify(w.expected)} (${seen})`,
     30_000,
