@@ -1,7 +1,50 @@
-// Free TCP ports on 127.0.0.1 for servers started by tests and the local cluster.
+// Free TCP ports for servers started by tests and the local cluster.
+//
+// A port is picked below the kernel's ephemeral range (net.ipv4.ip_local_port_range), never from
+// it: a port the kernel hands out for listen(0) comes from the range it also uses for outgoing
+// connections, so between our check and the server's bind any connect() on the machine (the many
+// etcd, gRPC and HTTP clients of concurrent test files) could take it: EADDRINUSE. Below the
+// range only another listener can, and the check binds the wildcard address so that a listener on
+// any local address is seen. Ports already handed out by this process are not handed out again.
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
+const LOWEST = 10_000;
+const handedOut = new Set<number>();
+
 export async function freePort(): Promise<number> {
+  const ceiling = ephemeralLow();
+  if (ceiling - LOWEST < 1_000) return kernelPickedPort();
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = LOWEST + Math.floor(Math.random() * (ceiling - LOWEST));
+    if (handedOut.has(port)) continue;
+    if (await bindable(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  return kernelPickedPort();
+}
+
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 0 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen({ port, host: '0.0.0.0', exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+function kernelPickedPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();

@@ -26,7 +26,7 @@ export class PrefixMirror {
   private watchers: Watcher[] = [];
   private stopped = false;
   private readonly abort = new AbortController();
-  private listener: (changes: MirrorChange[], reloaded: boolean) => void = () => {};
+  private readonly listeners = new Set<(changes: MirrorChange[], reloaded: boolean) => void>();
   /** Secondary indexes: name → (prefix, function, value → keys). */
   private readonly indexes = new Map<string, { prefix: string; fn: IndexFunction; entries: Map<string, Set<string>> }>();
   /** Keys of the prefixes asked for with keepSorted(), in etcd's (byte) order. */
@@ -52,9 +52,24 @@ export class PrefixMirror {
     for (const prefix of prefixes) this.maps.set(prefix, new Map());
   }
 
-  /** Called after every batch of changes; `reloaded` means everything may have changed. */
-  onChange(listener: (changes: MirrorChange[], reloaded: boolean) => void): void {
-    this.listener = listener;
+  /**
+   * Calls `listener` after every batch of changes (`reloaded`: everything may have changed), with
+   * every other listener: several readers of one process share the mirror and its one watch.
+   * Returns the function that stops the calls.
+   */
+  onChange(listener: (changes: MirrorChange[], reloaded: boolean) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private notify(changes: MirrorChange[], reloaded: boolean): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(changes, reloaded);
+      } catch (err) {
+        this.logger.error({ err }, 'a mirror listener failed');
+      }
+    }
   }
 
   /**
@@ -197,7 +212,7 @@ export class PrefixMirror {
         const revision = BigInt(event.kv.mod_revision);
         if (revision > this.seenRevision) this.seenRevision = revision;
       }
-      if (changes.length > 0) this.listener(changes, false);
+      if (changes.length > 0) this.notify(changes, false);
       this.wakeWaiters();
     });
     watcher.on('error', (err) => {
@@ -209,7 +224,7 @@ export class PrefixMirror {
     this.watchers = watchers;
     const loaded = BigInt(revision);
     if (loaded > this.seenRevision) this.seenRevision = loaded;
-    this.listener([], true);
+    this.notify([], true);
   }
 
   private wakeWaiters(): void {

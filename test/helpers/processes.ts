@@ -150,8 +150,23 @@ export interface ControlPlaneOptions {
   readonly https?: boolean;
 }
 
-/** Starts a control plane on free ports and waits until it serves. */
+/**
+ * Starts a control plane on free ports and waits until it serves. A port picked free can still be
+ * taken by another test file's server before ours binds it: then, when the ports were ours to
+ * pick, it starts again on new ones.
+ */
 export async function startControlPlaneProcess(options: ControlPlaneOptions): Promise<ControlPlaneProcess> {
+  const portsOurs = options.apiPort === undefined || options.grpcPort === undefined;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startControlPlaneOnce(options);
+    } catch (err) {
+      if (!portsOurs || attempt >= 3 || !String((err as Error).message).includes('EADDRINUSE')) throw err;
+    }
+  }
+}
+
+async function startControlPlaneOnce(options: ControlPlaneOptions): Promise<ControlPlaneProcess> {
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'strata-cp-'));
   const apiPort = options.apiPort ?? (await freePort());
   const grpcPort = options.grpcPort ?? (await freePort());
