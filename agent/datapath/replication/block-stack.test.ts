@@ -74,6 +74,18 @@ describe('the fence', () => {
     assert.equal(await stack.loopOf('/elsewhere.raw'), undefined, 'detached');
   });
 
+  it('a volume\'s loop device found again takes its file\'s new size (a replica\'s, made before the volume grew), once', async () => {
+    const { stack, sys, calls } = fixture();
+    const file = join(sys, '..', 'grown.raw');
+    writeFileSync(file, Buffer.alloc(8192));
+    assert.equal(await stack.ensureLoop(file, false), 'loop4');
+    assert.equal(await stack.ensureLoop(file, false), 'loop4');
+    assert.ok(!calls.some((c) => c.includes('--set-capacity')), 'the size it has');
+    writeFileSync(file, Buffer.alloc(16384));
+    assert.equal(await stack.ensureLoop(file, false), 'loop4');
+    assert.deepEqual(calls.filter((c) => c.includes('--set-capacity')), [['losetup', '--set-capacity', '/dev/loop4']]);
+  });
+
   it('is found again by its file, and grown for a volume larger than it', async () => {
     const { stack, calls, fenceFile, sys } = fixture();
     await stack.fenceTable(1n << 20n);

@@ -130,6 +130,7 @@ export type BlockIoctls = Pick<NativeAddon, 'dmTable' | 'dmReload' | 'loopAttach
 
 /** The logical block size of every device a replicated volume is served through. */
 export const REPLICATED_BLOCK_BYTES = 4096;
+const REPLICATED_BLOCK_BIGINT = BigInt(REPLICATED_BLOCK_BYTES);
 /** The fence's least size (sparse): grown, by powers of two, when a larger volume needs it. */
 const FENCE_MIN_BYTES = 1n << 40n;
 
@@ -377,9 +378,18 @@ export class BlockStack {
     return found;
   }
 
+  /**
+   * The loop device over the file, made when there is none. One found takes the file's size if
+   * the file grew since (a replica's loop is made ahead of a promotion and kept through a resize:
+   * md would not take a leg smaller than the mirror).
+   */
   async ensureLoop(file: string, bufferedIo: boolean): Promise<string> {
     const existing = await this.loopOf(file);
-    if (existing) return existing;
+    if (existing) {
+      const fileBytes = await fs.stat(file).then((st) => (BigInt(st.size) / REPLICATED_BLOCK_BIGINT) * REPLICATED_BLOCK_BIGINT, () => undefined);
+      if (fileBytes !== undefined && (await this.blockBytes(existing)) < fileBytes) await this.growLoop(existing);
+      return existing;
+    }
     // Direct I/O for NOCOW backings (as nvmet's own file path); compressed ones need the page cache.
     return this.attachLoop(file, { readOnly: false, directIo: !bufferedIo });
   }

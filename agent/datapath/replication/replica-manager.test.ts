@@ -191,6 +191,88 @@ describe('ReplicaManager promotion', () => {
   });
 });
 
+describe('ReplicaManager: a replica\'s loop device, made ahead of a promotion', () => {
+  const BACKING = `/pool/${VOLUME}.img`;
+  /** Loop devices by backing file, arrays by loop device; every call that changes them, in order. */
+  function loopBed({ attachFails = false } = {}) {
+    const events: string[] = [];
+    const loops = new Map<string, string>();
+    const arrays = new Map<string, string>();
+    let next = 0;
+    let scans = 0;
+    const stack = {
+      ensureLoop: async (file: string) => {
+        const found = loops.get(file);
+        if (found) return found;
+        if (attachFails) throw new Error('losetup: failed to set up loop device');
+        const loop = `loop${next++}`;
+        loops.set(file, loop);
+        events.push(`attach ${loop}`);
+        return loop;
+      },
+      loopOf: async (file: string) => loops.get(file),
+      loopsOfVolume: async () => {
+        scans += 1;
+        return [...loops.values()];
+      },
+      detachLoop: async (loop: string) => {
+        for (const [file, l] of loops) if (l === loop) loops.delete(file);
+        events.push(`detach ${loop}`);
+      },
+      arrayOf: async (loop: string) => arrays.get(loop),
+      stopArray: async (array: string) => {
+        for (const [loop, a] of arrays) if (a === array) arrays.delete(loop);
+        events.push(`stop ${array}`);
+      },
+      disconnectAll: async () => undefined,
+      fenceTable: async () => '0 8 flakey 7:1 0 0 1',
+      ensureDm: async () => undefined,
+      removeDm: async () => undefined,
+      hostDevicePath: () => `/dev/mapper/strata-${VOLUME}`,
+    };
+    const m = manager(stack as unknown as BlockStack, recordingWriter().writer);
+    const replica = (devicePath = BACKING): ServeInput => ({ ...promotion(), nodeUUID: C, backing: { devicePath, bufferedIo: false } });
+    return { m, events, loops, arrays, replica, scans: () => scans };
+  }
+
+  it('a replica makes one loop device over its backing and keeps it; later passes look for no mirror parts again', async () => {
+    const { m, events, loops, replica, scans } = loopBed();
+    const served = await m.serve(replica());
+    assert.ok(served.replicationExport, 'the export serves the file itself');
+    await m.serve(replica());
+    await m.serve(replica());
+    assert.deepEqual(events, ['attach loop0']);
+    assert.equal(loops.get(BACKING), 'loop0');
+    assert.equal(scans(), 1, 'the node\'s loop devices are scanned once, not at every pass');
+  });
+
+  it('a demoted primary stops its mirror and keeps the loop device of its backing; one over a replaced backing file goes', async () => {
+    const { m, events, loops, arrays, replica } = loopBed();
+    loops.set(`${BACKING} (deleted)`, 'loop7');
+    loops.set(BACKING, 'loop3');
+    arrays.set('loop3', 'md127');
+    await m.serve(replica());
+    assert.deepEqual(events, ['stop md127', 'detach loop7']);
+    assert.equal(loops.get(BACKING), 'loop3');
+  });
+
+  it('the volume leaving the node takes its loop device with it', async () => {
+    const { m, events, loops, replica } = loopBed();
+    await m.serve(replica());
+    await m.release(VOLUME);
+    assert.deepEqual(events, ['attach loop0', 'detach loop0']);
+    assert.equal(loops.size, 0);
+    await m.serve(replica());
+    assert.deepEqual(events.slice(2), ['attach loop1'], 'served again: looked at again, and made again');
+  });
+
+  it('a loop device that cannot be made does not stop the replica serving its copy', async () => {
+    const { m, replica } = loopBed({ attachFails: true });
+    const served = await m.serve(replica());
+    assert.ok(served.replicationExport);
+  });
+});
+
 describe('ReplicaManager monitor: a copy replaced on another node', () => {
   it('drops the leg of a copy the assignment no longer lists (still connected, in the mirror), then adds the copy that replaces it', async () => {
     // Node B is the primary; node A's copy was replaced by node C (A left the node list and the

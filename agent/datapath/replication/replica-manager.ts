@@ -141,6 +141,12 @@ export class ReplicaManager {
   private readonly handedOver = new Set<string>();
   /** node → until when its out-of-sync copies are tried at every look instead of every rejoinIntervalMs. */
   private readonly rejoinEager = new Map<string, number>();
+  /**
+   * Volumes this node serves as a replica, by the backing file their mirror parts were taken
+   * down for: a replica's pass then only checks its loop device instead of looking for a mirror
+   * over every loop device of the node (a scan per volume per pass).
+   */
+  private readonly replicaOf = new Map<string, string>();
 
   private readonly qosPath: QosPath;
 
@@ -347,6 +353,7 @@ export class ReplicaManager {
   release(volumeUUID: string): Promise<void> {
     return this.locked(volumeUUID, async () => {
       this.primaries.delete(volumeUUID);
+      this.replicaOf.delete(volumeUUID);
       await this.options.stack.removeDm(volumeUUID);
       await this.dismantlePrimary(volumeUUID);
     });
@@ -357,6 +364,7 @@ export class ReplicaManager {
   private async servePrimary(input: ServeInput): Promise<ServeResult> {
     const { stack, logger } = this.options;
     const { volumeUUID, replication } = input;
+    this.replicaOf.delete(volumeUUID);
     // Milliseconds per step of a start or a promotion, logged once the host path points at the mirror.
     const lap = stopwatch();
     let started: { readonly array: string; readonly legs: string[]; readonly created: boolean } | undefined;
@@ -623,9 +631,10 @@ export class ReplicaManager {
    * `clean` (a planned hand-over): the array stops first, so every connected copy gets its final
    * superblock and bitmap. Otherwise (this node is no longer the primary, or the volume goes) the
    * connections go first: a copy that refuses this node now would hold md's last writes, and with
-   * them the stop, for ever.
+   * them the stop, for ever. `keepLoopOf`: the loop device over this backing file stays (a
+   * replica's, made ahead of a promotion); any other of the volume's goes.
    */
-  private async dismantlePrimary(volumeUUID: string, clean = false): Promise<void> {
+  private async dismantlePrimary(volumeUUID: string, clean = false, keepLoopOf?: string): Promise<void> {
     const stack = this.options.stack;
     const loops = await stack.loopsOfVolume(volumeUUID);
     const legs = replicationSubsystemNQN(this.requireCluster(), volumeUUID, '');
@@ -633,13 +642,18 @@ export class ReplicaManager {
     // The QoS server holds the array open (md would refuse to stop); the host path no longer
     // points at it (the fence, or no device at all), so its drain is quick.
     await this.options.qos?.stop(volumeUUID);
+    const arrays = new Set<string>();
     for (const loop of loops) {
       const array = await stack.arrayOf(loop);
-      if (array) await stack.stopArray(array);
+      if (array) {
+        await stack.stopArray(array);
+        arrays.add(loop);
+      }
     }
     if (clean) await stack.disconnectAll(legs);
-    for (const loop of loops) await stack.detachLoop(loop);
-    if (loops.length > 0) this.options.logger.info({ volumeUUID }, 'replicated volume stopped on this node');
+    const kept = keepLoopOf === undefined ? undefined : await stack.loopOf(keepLoopOf);
+    for (const loop of loops) if (loop !== kept) await stack.detachLoop(loop);
+    if (loops.some((loop) => loop !== kept || arrays.has(loop))) this.options.logger.info({ volumeUUID }, 'replicated volume stopped on this node');
   }
 
   // --- replica ------------------------------------------------------------------------------------
@@ -653,13 +667,32 @@ export class ReplicaManager {
     const shown = fenceBytes(input);
     await stack.ensureDm(input.volumeUUID, await stack.fenceTable(shown), input.beforeGrowing);
     this.primaries.delete(input.volumeUUID);
-    await this.dismantlePrimary(input.volumeUUID);
+    const backingFile = input.backing.devicePath;
+    if (this.replicaOf.get(input.volumeUUID) !== backingFile) {
+      await this.dismantlePrimary(input.volumeUUID, false, backingFile);
+      this.replicaOf.set(input.volumeUUID, backingFile);
+    }
+    await this.warmLoop(input);
     const cluster = this.requireCluster();
     return {
       hostDevicePath: stack.hostDevicePath(input.volumeUUID),
       replicationExport: { nqn: replicationSubsystemNQN(cluster, input.volumeUUID, input.nodeUUID), primaryHostNQN: input.replication.primaryHostNQN },
       ...(shown < input.sizeBytes ? { awaiting: `the primary serves ${shown} of ${input.sizeBytes} bytes yet: this path shows that size until the primary's grows` } : {}),
     };
+  }
+
+  /**
+   * A replica keeps a loop device over its backing (the replication export serves the file
+   * itself; this device does no I/O until then): were this node promoted, its mirror is assembled
+   * on it at once instead of first making it, 60-220 ms of a failover's pause measured in the lab.
+   * Both open the file the same way (direct I/O unless it is compressed), so neither sees stale
+   * data of the other. It goes when the volume leaves this node, the node is stopped, or the
+   * backing file is replaced. Failing to make it costs only that time at a promotion.
+   */
+  private async warmLoop(input: ServeInput): Promise<void> {
+    await this.options.stack.ensureLoop(input.backing.devicePath, input.backing.bufferedIo).catch((err: unknown) => {
+      this.options.logger.warn({ err, volumeUUID: input.volumeUUID }, 'making the loop device ahead of a promotion failed: a promotion makes it');
+    });
   }
 
   // --- the monitor --------------------------------------------------------------------------------
