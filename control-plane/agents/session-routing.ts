@@ -105,7 +105,9 @@ export class SessionRouting {
       if (value !== null) answer[name] = value;
     }
     const body = res.body ? Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>) : null;
-    body?.once('close', () => caller.signal.removeEventListener('abort', stop));
+    // The caller's abort matters while the body streams; an answer without one is complete.
+    if (body) body.once('close', () => caller.signal.removeEventListener('abort', stop));
+    else caller.signal.removeEventListener('abort', stop);
     return new ForwardedAnswer(plane.instanceId, res.status, answer, body);
   }
 }

@@ -145,12 +145,7 @@ export async function applyTarget(ctx: PassContext, pass: PassScope, exports: Ex
     pendingRevalidate: state.pendingRevalidate,
     hostKeys,
   });
-  if (plan.createdHosts.length > 0 || plan.relinked.some((n) => !state.pendingRelink.has(n))) {
-    for (const h of plan.createdHosts) state.ownedHosts.add(h);
-    for (const n of plan.relinked) state.pendingRelink.add(n);
-    state.save(); // ahead of acting: a crash must not forget a host entry or a revocation
-    stateChanged = false;
-  }
+  if (recordAhead(state, plan)) stateChanged = false;
   timer.lap('plan');
   const opFailures = new Map<string, string>();
   const failedPaths = new Set<string>();
@@ -265,6 +260,19 @@ function nqnsOf(observed: WorkTree, volumeUUID: string, prefix: string, desired:
 }
 
 /**
+ * The plan's new host entries and revocations (links to cut and make again) go into the agent's
+ * state before any of its operations: a crash in between must not forget a host entry Strata
+ * made, nor a revocation half done. True when it saved.
+ */
+function recordAhead(state: PassContext['options']['state'], plan: { readonly createdHosts: readonly string[]; readonly relinked: readonly string[] }): boolean {
+  if (plan.createdHosts.length === 0 && plan.relinked.every((n) => state.pendingRelink.has(n))) return false;
+  for (const h of plan.createdHosts) state.ownedHosts.add(h);
+  for (const n of plan.relinked) state.pendingRelink.add(n);
+  state.save();
+  return true;
+}
+
+/**
  * A copy's replication export admits a promoted primary at once, ahead of the pass's pool and
  * kernel phases (0.3 s under emulation: the block stack's checks, the configfs read, the plan):
  * the new primary dials every in-sync copy as soon as it sees the promotion, and assembles its
@@ -302,9 +310,7 @@ export async function admitNewPrimaryNow(ctx: PassContext, pass: PassScope, desi
       ((op.op === 'symlink' || op.op === 'unlink') && (op.path === paths.portSubsystem(port.id, desired.nqn) || op.path.startsWith(`subsystems/${desired.nqn}/allowed_hosts/`))),
   );
   if (plan.ops.length === 0 || !aclOnly || plan.removedHosts.length > 0) return false;
-  for (const h of plan.createdHosts) state.ownedHosts.add(h);
-  for (const n of plan.relinked) state.pendingRelink.add(n);
-  state.save(); // ahead of acting, as the pass: a crash must not forget a host entry or a revocation
+  recordAhead(state, plan);
   try {
     for (const op of plan.ops) {
       await pass.configfs.apply(op);
