@@ -1,19 +1,23 @@
 // Free TCP ports for servers started by tests and the local cluster.
 //
-// A port is picked below the kernel's ephemeral range (net.ipv4.ip_local_port_range), never from
-// it: a port the kernel hands out for listen(0) comes from the range it also uses for outgoing
-// connections, so between our check and the server's bind any connect() on the machine (the many
-// etcd, gRPC and HTTP clients of concurrent test files) could take it: EADDRINUSE. Below the
-// range only another listener can, and the check binds the wildcard address so that a listener on
-// any local address is seen. Ports already handed out by this process are not handed out again.
+// A port is picked from 10000-19999: below the kernel's ephemeral range (net.ipv4.ip_local_port_range)
+// and below Strata's default volume ports (20000-31999, which a test's API port must not fall in:
+// an admin endpoint there is refused). Never from the ephemeral range: a port the kernel hands out
+// for listen(0) comes from the range it also uses for outgoing connections, so between our check
+// and the server's bind any connect() on the machine (the many etcd, gRPC and HTTP clients of
+// concurrent test files) could take it: EADDRINUSE. Here only another listener can, and the check
+// binds the wildcard address so that a listener on any local address is seen. Ports already
+// handed out by this process are not handed out again.
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
 const LOWEST = 10_000;
+/** Strata's default volumePortMin: test servers stay below it. */
+const HIGHEST = 20_000;
 const handedOut = new Set<number>();
 
 export async function freePort(): Promise<number> {
-  const ceiling = ephemeralLow();
+  const ceiling = Math.min(ephemeralLow(), HIGHEST);
   if (ceiling - LOWEST < 1_000) return kernelPickedPort();
   for (let attempt = 0; attempt < 50; attempt++) {
     const port = LOWEST + Math.floor(Math.random() * (ceiling - LOWEST));
