@@ -6,10 +6,15 @@
 // for listen(0) comes from the range it also uses for outgoing connections, so between our check
 // and the server's bind any connect() on the machine (the many etcd, gRPC and HTTP clients of
 // concurrent test files) could take it: EADDRINUSE. Here only another listener can, and the check
-// binds the wildcard address so that a listener on any local address is seen. Ports already
-// handed out by this process are not handed out again.
-import { readFileSync } from 'node:fs';
+// binds the wildcard address so that a listener on any local address is seen. A port handed out
+// is reserved for the life of the process that took it (a file named after it, holding the
+// pid, in a directory shared by every process on the machine): a server a test stops and starts
+// again on the same port (etcd members, control planes) keeps it meanwhile, where another test
+// file's pick would otherwise take it.
+import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const LOWEST = 10_000;
 /** Strata's default volumePortMin: test servers stay below it. */
@@ -21,13 +26,53 @@ export async function freePort(): Promise<number> {
   if (ceiling - LOWEST < 1_000) return kernelPickedPort();
   for (let attempt = 0; attempt < 50; attempt++) {
     const port = LOWEST + Math.floor(Math.random() * (ceiling - LOWEST));
-    if (handedOut.has(port)) continue;
-    if (await bindable(port)) {
-      handedOut.add(port);
-      return port;
-    }
+    if (handedOut.has(port) || !reserve(port)) continue;
+    handedOut.add(port);
+    if (await bindable(port)) return port;
   }
   return kernelPickedPort();
+}
+
+const RESERVATIONS = join(tmpdir(), 'strata-test-ports');
+
+/** Takes the port's reservation file unless a live process holds it. */
+function reserve(port: number): boolean {
+  const file = join(RESERVATIONS, String(port));
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      mkdirSync(RESERVATIONS, { recursive: true, mode: 0o1777 });
+      const fd = openSync(file, 'wx', 0o666);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return true; // no reservations here: the bind check alone
+      let text: string;
+      try {
+        text = readFileSync(file, 'utf8').trim();
+      } catch {
+        return false; // taken or freed this instant: another port
+      }
+      // Empty: its taker has not written its pid yet.
+      if (text === '' || alive(Number(text))) return false;
+      try {
+        unlinkSync(file);
+      } catch {
+        return false;
+      }
+    }
+  }
+  return false;
+}
+
+function alive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 function ephemeralLow(): number {
