@@ -3,6 +3,7 @@
 //   2b. nvmet: the whole tree read in a full pass, otherwise the objects of the volumes that
 //       change over the tree kept from earlier passes (which the periodic full pass checks);
 //       planned against what is really there, applied, and what the operations touched read back.
+import { stopwatch } from '../../../lib/stopwatch.js';
 import { DEFAULT_REPLICATION_PORT } from '../../../lib/replication.js';
 import { HOST_AUTH_DISABLED, hostKeysFor, hostKeyWrites, LOCKED_OUT_KEY, type HostKeys } from '../kernel/host-auth.js';
 import type { IpAclPassResult, WantedIpAcl } from '../kernel/ip-acl-enforcer.js';
@@ -287,6 +288,8 @@ export async function admitNewPrimaryNow(ctx: PassContext, pass: PassScope, desi
   const { state, settings, logger: log } = ctx.options;
   const observed = ctx.memory.observed;
   if (!observed) return false;
+  // Milliseconds per step, in the log: this is on the failover's critical path.
+  const lap = stopwatch();
   const whole = treeOf(observed);
   const port = whole.ports.get(desired.port.id);
   const sub = whole.subsystems.get(desired.nqn);
@@ -310,16 +313,20 @@ export async function admitNewPrimaryNow(ctx: PassContext, pass: PassScope, desi
       ((op.op === 'symlink' || op.op === 'unlink') && (op.path === paths.portSubsystem(port.id, desired.nqn) || op.path.startsWith(`subsystems/${desired.nqn}/allowed_hosts/`))),
   );
   if (plan.ops.length === 0 || !aclOnly || plan.removedHosts.length > 0) return false;
+  lap('plan');
   recordAhead(state, plan);
+  lap('writeAhead');
   try {
     for (const op of plan.ops) {
       await pass.configfs.apply(op);
       log.debug({ op: describeOp(op), volumeUUID: desired.volumeUUID }, 'configfs operation applied');
     }
+    lap('apply');
   } finally {
     replaceObjects(observed, await pass.configfs.readObjects({ subsystems: [desired.nqn], ports: [port.id] }));
   }
   if (plan.relinked.includes(desired.nqn) && state.pendingRelink.delete(desired.nqn)) state.save();
-  log.info({ volumeUUID: desired.volumeUUID, admitted: desired.allowedHosts }, 'promotion: the replication export admits the new primary');
+  const ms = lap('readBack');
+  log.info({ volumeUUID: desired.volumeUUID, admitted: desired.allowedHosts, ms }, 'promotion: the replication export admits the new primary');
   return true;
 }
