@@ -17,6 +17,7 @@ import { ClusterStore } from '../lib/etcd/cluster-store.js';
 import { NodeStore } from '../lib/etcd/node-store.js';
 import { retry } from '../lib/retry.js';
 import type { AgentConfig } from './config.js';
+import { agentWatchedState } from './agent-state-store.js';
 import { AdminEndpointsEnforcer } from './admin-endpoints/admin-endpoints-enforcer.js';
 import { AdminEndpointRecordsStore } from './admin-endpoints/admin-endpoints-store.js';
 import { EtcdAgentTokenIssuer } from './control-plane-session/agent-token-issuer.js';
@@ -96,6 +97,9 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   );
 
   const etcd = createEtcdClient(config.etcdEndpoints, undefined, etcdTlsOf(config));
+  // Every key the agent follows, in memory through ONE etcd watch (agent-state-store.ts): the
+  // stores below read it. Loaded first thing once running (`ready`), stopped last.
+  const state = agentWatchedState(etcd, identity.serverUUID, logger.child({ component: 'watched-state' }));
   // Listen before registering: the node record advertises the discovery endpoint only when the
   // controller really listens (a port taken by another process is logged, not advertised).
   const metrics: MetricsServer = await startMetricsServer(config.metricsHost, config.metricsPort, logger.child({ component: 'metrics' }));
@@ -104,7 +108,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   const presentedHosts = new PresentedHosts();
   const discoveryLogger = logger.child({ component: 'discovery' });
   const discovery = await openDiscoveryService(config, {
-    store: new ClusterPathsStore(etcd, discoveryLogger),
+    store: new ClusterPathsStore(state),
     presented: presentedHosts,
     serverUUID: identity.serverUUID,
     nodeUUIDs: identity.nodeUUIDs,
@@ -161,7 +165,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // The cluster UUID goes in Hello so a control plane of another cluster refuses the agent;
   // read after each registration ('' until the cluster is bootstrapped).
   let clusterUUID = '';
-  const clusterStore = new ClusterStore(etcd);
+  const clusterStore = new ClusterStore(etcd, state);
   const refreshClusterUUID = async () => {
     try {
       const record = await clusterStore.read();
@@ -173,7 +177,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   membership.on('registered', () => void refreshClusterUUID());
 
   const hostAuth = new EtcdHostAuth({
-    store: new HostAuthStore(etcd, identity.serverUUID),
+    store: new HostAuthStore(etcd, identity.serverUUID, state),
     cluster: clusterStore,
     serverUUID: identity.serverUUID,
     stateDir: config.stateDir,
@@ -183,7 +187,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   const { dataPath, pools, backend, ipAcls } = await createDataPathAndPools(
     config,
     {
-      stores: { assignments: new AssignmentStore(etcd), cluster: clusterStore, nodes: new NodeStore(etcd), replicaSets },
+      stores: { assignments: new AssignmentStore(state), cluster: clusterStore, nodes: new NodeStore(etcd, state), replicaSets },
       nodeUUIDs: identity.nodeUUIDs,
       logger: logger.child({ component: 'datapath' }),
       hostAuth,
@@ -192,7 +196,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   );
   // Admin endpoints: nftables entries in the same table as the volumes' IP ACLs.
   const adminEndpoints = new AdminEndpointsEnforcer({
-    store: new AdminEndpointRecordsStore(etcd),
+    store: new AdminEndpointRecordsStore(etcd, state),
     target: ipAcls,
     resyncIntervalMs: config.reconcileIntervalSeconds * 1000,
     logger: logger.child({ component: 'admin-endpoints' }),
@@ -216,7 +220,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   // Node stop/start/restart (docs/node-operations.md): a node an administrator stopped stays
   // stopped across agent restarts, so the commands are read before registering or serving.
   const nodeOps = new NodeOperations({
-    store: new NodeCommandStore(etcd),
+    store: new NodeCommandStore(etcd, state),
     nodeUUIDs: identity.nodeUUIDs,
     dataPath,
     pools,
@@ -305,12 +309,15 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
     await pools.stop();
     inventory.stop();
     await metrics.close();
+    await state.stop();
     etcd.close();
     logger.info({ serverUUID: identity.serverUUID }, 'strata-agent stopped');
   };
 
   const ready = (async () => {
     try {
+      // The watched state first: every reader below reads it (it retries while etcd is away).
+      await retry(() => state.start(), { signal: fencing.signal, onRetry: (err) => logger.warn({ err }, 'reading etcd failed; retrying') });
       await nodeOps.load();
       await Promise.all([membership.start(), inventory.start()]);
     } catch (err) {

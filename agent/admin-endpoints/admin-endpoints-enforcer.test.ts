@@ -15,6 +15,7 @@ import { AdminEndpointRecordsStore } from './admin-endpoints-store.js';
 import { packageRoot } from '../../lib/paths.js';
 import { adminApi, type AdminApi } from '../../test/helpers/admin-api.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { WatchedStates } from '../../test/helpers/watched-state.js';
 import { createNetns, type TestNetns } from '../../test/helpers/netns.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
@@ -41,6 +42,7 @@ describe('admin endpoints on a server (real control plane, real nft in a network
   let ipAcls: IpAclEnforcer;
   let enforcer: AdminEndpointsEnforcer;
   let client: ReturnType<typeof createEtcdClient>;
+  const states = new WatchedStates();
 
   /** Connects to PORT from `source` inside the namespace: 'open' or 'refused'. */
   const reach = async (source: string) => (await ns.run('python3', [PROBE, 'connect', source, '127.0.0.1', String(PORT)])).stdout.trim();
@@ -59,12 +61,13 @@ describe('admin endpoints on a server (real control plane, real nft in a network
     ipAcls = new IpAclEnforcer(driver, silentLogger(), { min: 20000, max: 31999 });
     // A volume port with its IP ACL in the same table: admin endpoints must leave it alone.
     await ipAcls.enforce(new Map([[VOLUME_PORT, { volumeUUID: '11111111-1111-4111-8111-111111111111', acl: ipAclOf(['10.9.9.9']) as IpAcl }]]));
-    enforcer = new AdminEndpointsEnforcer({ store: new AdminEndpointRecordsStore(client), target: ipAcls, resyncIntervalMs: 60_000, logger: silentLogger() });
+    enforcer = new AdminEndpointsEnforcer({ store: new AdminEndpointRecordsStore(client, states.of(client)), target: ipAcls, resyncIntervalMs: 60_000, logger: silentLogger() });
     await enforcer.start();
   });
   after(async () => {
     await enforcer?.stop();
     listener?.kill('SIGKILL');
+    await states.stop();
     client?.close();
     await plane?.stop();
     if (plane) removeDir(plane.stateDir);
@@ -126,7 +129,7 @@ describe('admin endpoints on a server (real control plane, real nft in a network
     await ipAcls.enforceAdminEndpoints(new Map([[PORT, ipAclOf([ALLOWED]) as IpAcl]]));
     await api.api('DELETE', `/adminEndpoints/${PORT}`);
     const fresh = new IpAclEnforcer(driver, silentLogger(), { min: 20000, max: 31999 });
-    enforcer = new AdminEndpointsEnforcer({ store: new AdminEndpointRecordsStore(client), target: fresh, resyncIntervalMs: 60_000, logger: silentLogger() });
+    enforcer = new AdminEndpointsEnforcer({ store: new AdminEndpointRecordsStore(client, states.of(client)), target: fresh, resyncIntervalMs: 60_000, logger: silentLogger() });
     await enforcer.start();
     await waitUntil(async () => (!(await tableOf()).has(PORT) ? true : undefined), 'the stale entries removed', 5000, 50);
     assert.ok((await tableOf()).has(VOLUME_PORT), 'the volume port is untouched');

@@ -1,11 +1,10 @@
 // The etcd keys that say which node serves which volume, as the discovery controller reads them
 // (docs/discovery.md): the cluster record, the TLS switch, servers, nodes, presence, assignments
-// and volume status, mirrored in memory (lib/etcd/prefix-mirror.ts: one read at one revision,
-// then watches from the next, reloaded after a watch failure) and read back as records.
-import type { Etcd3 } from 'etcd3';
+// and volume status, read from the agent's watched state (agent/agent-state-store.ts: one read at
+// one revision, then one watch from the next, reloaded after a watch failure) as records.
 import { keys } from '../../lib/etcd/keys.js';
-import { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
-import type { Logger } from '../../lib/logger.js';
+import { requireMirrored } from '../../lib/etcd/mirror-follower.js';
+import type { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
 import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeStatusRecord } from '../../lib/records.js';
 
 const PREFIXES = {
@@ -23,24 +22,26 @@ const PREFIXES = {
  * fields, or null): the reader checks what it uses.
  */
 export class ClusterPathsStore {
-  private readonly mirror: PrefixMirror;
+  private readonly unsubscribes: (() => void)[] = [];
 
-  constructor(etcd: Etcd3, logger: Logger) {
-    this.mirror = new PrefixMirror(etcd, Object.values(PREFIXES), logger);
+  /** `mirror`: the agent's watched state, which the agent's root stops. */
+  constructor(private readonly mirror: PrefixMirror) {
+    requireMirrored(mirror, Object.values(PREFIXES), 'the cluster paths store');
   }
 
   /** Called after every batch of changes (and after a reload). */
   onChange(listener: () => void): void {
-    this.mirror.onChange(() => listener());
+    this.unsubscribes.push(this.mirror.onChange(() => listener()));
   }
 
-  /** Reads every key once and starts the watch (rejects while etcd does not answer; the caller retries). */
+  /** Resolves once the state is loaded (rejects while etcd does not answer; the caller retries). */
   start(): Promise<void> {
     return this.mirror.start();
   }
 
-  stop(): Promise<void> {
-    return this.mirror.stop();
+  /** No more calls of the listeners. */
+  async stop(): Promise<void> {
+    for (const unsubscribe of this.unsubscribes.splice(0)) unsubscribe();
   }
 
   cluster(): ClusterRecord | undefined {

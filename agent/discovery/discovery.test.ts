@@ -10,6 +10,7 @@ import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, NodeRecord, PresenceRecord, ServerRecord, VolumeAssignment, VolumeStatusRecord } from '../../lib/records.js';
 import { freePort } from '../../lib/ports.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { WatchedStates } from '../../test/helpers/watched-state.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
@@ -58,6 +59,7 @@ const isStatus = (c: Completion, s: NvmeStatus) => c.status.sct === s.sct && c.s
 describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
   let etcd: TestEtcd;
   let client: Etcd3;
+  const states = new WatchedStates();
   let service: DiscoveryService;
   let port = 0;
   const presented = new PresentedHosts();
@@ -97,7 +99,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     local.serve(V2);
     service = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 64 },
-      { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), limits: { setupTimeoutMs: 1500 }, presented },
+      { store: new ClusterPathsStore(states.of(client)), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), limits: { setupTimeoutMs: 1500 }, presented },
     );
     assert.ok(service.port);
     port = service.port;
@@ -108,6 +110,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
   after(async () => {
     for (const c of clients) c.close();
     await service?.stop();
+    await states.stop();
     client?.close();
     await etcd?.stop();
   });
@@ -347,7 +350,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
   it('holds at most discoveryMaxConnections connections', async () => {
     const small = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 4 },
-      { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
+      { store: new ClusterPathsStore(states.of(client)), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
     );
     small.start(local);
     try {
@@ -386,7 +389,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     try {
       const other = await openDiscoveryService(
         { discoveryListenAddress: '127.0.0.1', discoveryPort: taken, discoveryMaxConnections: 1 },
-        { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
+        { store: new ClusterPathsStore(states.of(client)), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
       );
       assert.equal(other.port, undefined);
       await other.stop();
@@ -399,7 +402,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     const deadEtcd = createEtcdClient([`127.0.0.1:${await freePort()}`]);
     const waiting = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 4 },
-      { store: new ClusterPathsStore(deadEtcd, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
+      { store: new ClusterPathsStore(states.of(deadEtcd)), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
     );
     waiting.start(new LocalReports());
     try {
@@ -411,6 +414,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
       host.close();
     } finally {
       await waiting.stop();
+      await states.stop();
       deadEtcd.close();
     }
   });
@@ -425,7 +429,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     };
     const waiting = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 4 },
-      { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
+      { store: new ClusterPathsStore(states.of(client)), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger() },
     );
     waiting.start(silentDataPath);
     try {
@@ -446,7 +450,7 @@ describe('NVMe/TCP discovery controller (loopback, real etcd)', () => {
     // A data path that never reports: after the grace period the other nodes' paths are served.
     const stuck = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 4 },
-      { store: new ClusterPathsStore(client, silentLogger()), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), localReportGraceMs: 1000 },
+      { store: new ClusterPathsStore(states.of(client)), serverUUID: LOCAL.server, nodeUUIDs: [LOCAL.node], firmware: '0.1.0', logger: silentLogger(), localReportGraceMs: 1000 },
     );
     stuck.start({ current: () => undefined, onChange: () => () => undefined, acknowledged: () => undefined });
     try {

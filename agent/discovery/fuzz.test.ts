@@ -13,6 +13,7 @@ import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ClusterRecord, NodeRecord, ServerRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { WatchedStates } from '../../test/helpers/watched-state.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { testAssignment } from '../../test/kits/datapath/test-assignment.js';
 import type { VolumeReportSnapshot, VolumeReportSource } from '../datapath/reconcile/volume-report.js';
@@ -62,6 +63,7 @@ const served: VolumeReportSource = {
 describe(`discovery controller under fuzzing (seed ${SEED})`, () => {
   let etcd: TestEtcd;
   let client: Etcd3;
+  const states = new WatchedStates();
   let service: DiscoveryService;
   const errors: string[] = [];
 
@@ -82,7 +84,7 @@ describe(`discovery controller under fuzzing (seed ${SEED})`, () => {
     });
     service = await openDiscoveryService(
       { discoveryListenAddress: '127.0.0.1', discoveryPort: 0, discoveryMaxConnections: 64 },
-      { store: new ClusterPathsStore(client, pino({ level: 'error' }, sink)), serverUUID: SERVER, nodeUUIDs: [NODE], firmware: 'fuzz', logger: pino({ level: 'error' }, sink), limits: { setupTimeoutMs: 1000 } },
+      { store: new ClusterPathsStore(states.of(client, SERVER)), serverUUID: SERVER, nodeUUIDs: [NODE], firmware: 'fuzz', logger: pino({ level: 'error' }, sink), limits: { setupTimeoutMs: 1000 } },
     );
     service.start(served);
     await waitUntil(() => service.paths.view()?.openPaths !== undefined && service.paths.view()!.pathsByHost.size > 0, 'the view');
@@ -90,6 +92,7 @@ describe(`discovery controller under fuzzing (seed ${SEED})`, () => {
 
   after(async () => {
     await service?.stop();
+    await states.stop();
     client?.close();
     await etcd?.stop();
   });

@@ -11,6 +11,7 @@ import { commandDone, NodeCommandStore } from '../../lib/etcd/node-command-store
 import { keys } from '../../lib/etcd/keys.js';
 import type { NodeCommandRecord, NodeRunStateRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { WatchedStates } from '../../test/helpers/watched-state.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { NodeOperations, type NodeDataPath, type NodePoolControl, type NodePresence } from './node-operations.js';
 
@@ -54,13 +55,14 @@ class Fakes {
 describe('node operations: restart with considerBackend', { timeout: 60_000 }, () => {
   let etcd: TestEtcd;
   let client: Etcd3;
+  const states = new WatchedStates();
   let store: NodeCommandStore;
   let running: NodeOperations[] = [];
 
   before(async () => {
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
-    store = new NodeCommandStore(client);
+    store = new NodeCommandStore(client, states.of(client));
   });
   /** Each test's agents stop at its end (they all watch the one node's command). */
   async function stopAgents(): Promise<void> {
@@ -69,6 +71,7 @@ describe('node operations: restart with considerBackend', { timeout: 60_000 }, (
   }
   after(async () => {
     await stopAgents();
+    await states.stop();
     client?.close();
     await etcd?.stop();
   });

@@ -5,7 +5,8 @@
 import type { Etcd3 } from 'etcd3';
 import type { NodeCommandRecord, NodeRunStateRecord } from '../records.js';
 import { keys, idOfKey } from './keys.js';
-import { parseRecord } from './client.js';
+import { followKeys, readKeys, recordOf, requireMirrored, seenAfter, type KeysRead } from './mirror-follower.js';
+import type { MirroredRecord, PrefixMirror } from './prefix-mirror.js';
 import { RecordStore, type StoreWatch, type Versioned } from './record-store.js';
 
 /** Whether the agent has done what the command asks (its run state answers it, finally), or it failed. */
@@ -40,9 +41,16 @@ export function wantsStopped(command: NodeCommandRecord | undefined, run: NodeRu
 
 export class NodeCommandStore {
   private readonly records: RecordStore;
+  /** The last commandsOf() read, which the watch that follows it starts from. */
+  private lastRead: KeysRead | undefined;
 
-  constructor(private readonly etcd: Etcd3) {
+  /** `state`: the agent's watched state, which the commands are read and followed from. */
+  constructor(
+    private readonly etcd: Etcd3,
+    private readonly state: PrefixMirror,
+  ) {
     this.records = new RecordStore(etcd);
+    requireMirrored(state, [keys.nodeCommandsPrefix()], 'the node command store');
   }
 
   command(nodeUUID: string): Promise<Versioned<NodeCommandRecord> | null> {
@@ -59,46 +67,46 @@ export class NodeCommandStore {
   }
 
   /**
-   * Watches every node's command from the revision after `fromRevision`; `onCommand` gets the
-   * node and its command (undefined when deleted). Corrupt records are reported as undefined.
+   * Follows every node's command from the revision after `fromRevision` (the one commandsOf()
+   * returned): first, at once, what changed since that read, then each change; `onCommand` gets
+   * the node and its command (undefined when deleted or corrupt). `onError` is not called: the
+   * watched state reloads by itself after a watch failure, and what changed arrives as commands.
    */
-  watchCommands(fromRevision: string, onCommand: (nodeUUID: string, command: NodeCommandRecord | undefined) => void, onError: (err: Error) => void): StoreWatch {
-    const watcher = this.etcd.watch().prefix(keys.nodeCommandsPrefix()).startRevision(String(BigInt(fromRevision) + 1n)).watcher();
-    watcher.on('put', (kv) => {
-      const key = kv.key.toString('utf8');
-      let record: NodeCommandRecord | undefined;
-      try {
-        record = parseRecord<NodeCommandRecord>(key, kv.value) ?? undefined;
-      } catch {
-        record = undefined;
-      }
-      onCommand(idOfKey(key), record);
+  watchCommands(fromRevision: string, onCommand: (nodeUUID: string, command: NodeCommandRecord | undefined) => void, _onError: (err: Error) => void): StoreWatch {
+    const prefix = keys.nodeCommandsPrefix();
+    const seen = seenAfter(this.state, prefix, prefix, BigInt(fromRevision), this.lastRead);
+    const stop = followKeys(this.state, prefix, prefix, seen, {
+      put: (key, entry) => onCommand(idOfKey(key), commandOf(entry)),
+      delete: (key) => onCommand(idOfKey(key), undefined),
     });
-    watcher.on('delete', (kv) => onCommand(idOfKey(kv.key.toString('utf8')), undefined));
-    watcher.on('error', onError);
-    return watcher;
+    return { cancel: async () => void stop() };
   }
 
   /** The commands of `nodes` and the etcd revision they were read at. */
   async commandsOf(nodes: readonly string[]): Promise<{ revision: string; commands: Map<string, NodeCommandRecord>; runStates: Map<string, NodeRunStateRecord> }> {
-    const response = await this.etcd.getAll().prefix(keys.nodeCommandsPrefix()).exec();
+    await this.state.catchUp();
+    const read = readKeys(this.state, keys.nodeCommandsPrefix(), keys.nodeCommandsPrefix());
+    this.lastRead = read;
     const commands = new Map<string, NodeCommandRecord>();
-    for (const kv of response.kvs) {
-      const key = kv.key.toString('utf8');
+    for (const [key, entry] of read.entries) {
       const node = idOfKey(key);
-      if (!nodes.includes(node)) continue;
-      try {
-        const record = parseRecord<NodeCommandRecord>(key, kv.value);
-        if (record) commands.set(node, record);
-      } catch {
-        // A corrupt command is no command.
-      }
+      const record = commandOf(entry);
+      if (nodes.includes(node) && record) commands.set(node, record);
     }
     const runStates = new Map<string, NodeRunStateRecord>();
     for (const node of nodes) {
       const run = await this.runState(node).catch(() => null);
       if (run) runStates.set(node, run.record);
     }
-    return { revision: response.header.revision, commands, runStates };
+    return { revision: String(read.revision), commands, runStates };
+  }
+}
+
+/** A corrupt command is no command. */
+function commandOf(entry: MirroredRecord<unknown>): NodeCommandRecord | undefined {
+  try {
+    return recordOf<NodeCommandRecord>(entry) ?? undefined;
+  } catch {
+    return undefined;
   }
 }

@@ -6,6 +6,8 @@ import type { Etcd3 } from 'etcd3';
 import type { NodeRecord } from '../records.js';
 import { parseRecord } from './client.js';
 import { keys } from './keys.js';
+import { followPuts, requireMirrored } from './mirror-follower.js';
+import type { PrefixMirror } from './prefix-mirror.js';
 import type { StoreWatch } from './record-store.js';
 
 /** Reads a node record; null when the node is not registered. */
@@ -14,17 +16,27 @@ export interface NodeReader {
 }
 
 export class NodeStore implements NodeReader {
-  constructor(private readonly etcd: Etcd3) {}
+  /** `state`: the process's watched state (the agent's), which watchPuts follows. */
+  constructor(
+    private readonly etcd: Etcd3,
+    private readonly state?: PrefixMirror,
+  ) {
+    if (state) requireMirrored(state, [keys.nodesPrefix()], 'the node store');
+  }
 
   async read(nodeUUID: string): Promise<NodeRecord | null> {
     return parseRecord<NodeRecord>(keys.node(nodeUUID), await this.etcd.get(keys.node(nodeUUID)).string());
   }
 
-  /** `onPut` whenever the node's record is written (from now on; it connects in the background and keeps retrying), `onError` when the watch fails. */
-  watchPuts(nodeUUID: string, onPut: () => void, onError: (err: Error) => void): StoreWatch {
-    const watcher = this.etcd.watch().key(keys.node(nodeUUID)).watcher();
-    watcher.on('put', () => onPut());
-    watcher.on('error', onError);
-    return watcher;
+  /**
+   * `onPut` whenever the node's record is written from now on (and after the watched state
+   * reloaded: it may have been). Reads stay reads of etcd: the agent reads the record it has
+   * just written at registration. `onError` is not called (the state reloads by itself).
+   */
+  watchPuts(nodeUUID: string, onPut: () => void, _onError: (err: Error) => void): StoreWatch {
+    if (!this.state) throw new Error('watching node records needs the watched state');
+    const key = keys.node(nodeUUID);
+    const stop = followPuts(this.state, keys.nodesPrefix(), (written) => written === key && onPut(), 'all');
+    return { cancel: async () => void stop() };
   }
 }

@@ -12,6 +12,8 @@ import { parseRecord, unconditionalTxn } from './client.js';
 export interface MirroredRecord<T> {
   readonly record: T;
   readonly revision: string;
+  /** Why the stored value is not a record (only with `keepCorrupt`; `record` is then null). */
+  readonly corrupt?: Error;
 }
 
 export type MirrorChange = { readonly prefix: string; readonly key: string; readonly deleted: boolean };
@@ -47,6 +49,12 @@ export class PrefixMirror {
        * that cannot come.
        */
       readonly everyRevision?: boolean;
+      /**
+       * Keep a key whose value is not JSON, as a null record with `corrupt` set, rather than
+       * leaving it out: a reader that must tell "corrupt" from "absent" (an assignment that
+       * cannot be read is not an unassigned volume) sees it.
+       */
+      readonly keepCorrupt?: boolean;
     } = {},
   ) {
     for (const prefix of prefixes) this.maps.set(prefix, new Map());
@@ -97,8 +105,23 @@ export class PrefixMirror {
     return keys;
   }
 
-  async start(): Promise<void> {
-    await this.load();
+  private starting: Promise<void> | undefined;
+
+  /**
+   * Reads every prefix and starts the watch; once per mirror however many of its readers call it
+   * (a failed start is tried again by the next call).
+   */
+  start(): Promise<void> {
+    this.starting ??= this.load().catch((err: unknown) => {
+      this.starting = undefined;
+      throw err;
+    });
+    return this.starting;
+  }
+
+  /** Whether `prefix` is one of the mirrored prefixes (a reader checks its own are). */
+  mirrors(prefix: string): boolean {
+    return this.maps.has(prefix);
   }
 
   /** The revision the mirror holds every change up to. */
@@ -127,6 +150,19 @@ export class PrefixMirror {
       }, timeoutMs);
       this.waiters.push(waiter);
     });
+  }
+
+  /**
+   * Resolves once the mirror holds every write committed to etcd before the call, so a read after
+   * it is as fresh as a read of etcd (needs `everyRevision`): a linearizable read of etcd's current
+   * revision, then a wait for the watch to deliver it; past `lagLimitMs`, everything is read again.
+   */
+  async catchUp(lagLimitMs = 2000): Promise<void> {
+    await this.start();
+    const { header } = await this.etcd.get(this.prefixes[0] ?? '').exec();
+    if (await this.waitForRevision(BigInt(header.revision), lagLimitMs)) return;
+    this.logger.warn({ revision: header.revision, seen: String(this.seenRevision) }, 'the mirror lags etcd; reading everything again');
+    await this.resync();
   }
 
   /** Reads everything again (at a revision at least as new as any write committed before). */
@@ -164,11 +200,8 @@ export class PrefixMirror {
       const map = new Map<string, MirroredRecord<unknown>>();
       for (const kv of response.response_range.kvs) {
         const key = kv.key.toString();
-        try {
-          map.set(key, { record: parseRecord(key, kv.value), revision: kv.mod_revision });
-        } catch (err) {
-          this.logger.error({ err, key }, 'ignoring a corrupt record');
-        }
+        const entry = this.entryOf(key, kv.value, kv.mod_revision);
+        if (entry) map.set(key, entry);
       }
       this.maps.set(prefix, map);
       if (this.sorted.has(prefix)) this.sorted.set(prefix, [...map.keys()].sort(compareKeys));
@@ -197,14 +230,12 @@ export class PrefixMirror {
           map.delete(key);
           changes.push({ prefix, key, deleted: true });
         } else {
-          try {
-            const record = parseRecord(key, event.kv.value);
+          const entry = this.entryOf(key, event.kv.value, event.kv.mod_revision);
+          if (entry) {
             if (!before) this.sortedInsert(prefix, key);
-            map.set(key, { record, revision: event.kv.mod_revision });
-            for (const index of this.indexes.values()) if (index.prefix === prefix) this.indexAdd(index, key, record);
+            map.set(key, entry);
+            for (const index of this.indexes.values()) if (index.prefix === prefix) this.indexAdd(index, key, entry.record);
             changes.push({ prefix, key, deleted: false });
-          } catch (err) {
-            this.logger.error({ err, key }, 'ignoring a corrupt record');
           }
         }
       }
@@ -225,6 +256,16 @@ export class PrefixMirror {
     const loaded = BigInt(revision);
     if (loaded > this.seenRevision) this.seenRevision = loaded;
     this.notify([], true);
+  }
+
+  /** The record of a value; undefined (logged) for a corrupt one, unless kept. */
+  private entryOf(key: string, value: Buffer, revision: string): MirroredRecord<unknown> | undefined {
+    try {
+      return { record: parseRecord(key, value), revision };
+    } catch (err) {
+      this.logger.error({ err, key }, this.options.keepCorrupt ? 'a corrupt record' : 'ignoring a corrupt record');
+      return this.options.keepCorrupt ? { record: null, revision, corrupt: err as Error } : undefined;
+    }
   }
 
   private wakeWaiters(): void {

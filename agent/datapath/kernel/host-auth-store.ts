@@ -1,10 +1,13 @@
 // What host-auth.ts reads and writes in etcd for one server (docs/in-band-auth.md,
 // docs/nvme-tcp-tls.md): the server's published box key (/strata/in-band-auth/server-keys/<server>),
 // and for each sealed feature its switch and the record sealed to this server (the layout is
-// lib/etcd/sealed-host-keys-store.ts's SEALED_FEATURES), with a watch of those four keys.
+// lib/etcd/sealed-host-keys-store.ts's SEALED_FEATURES), with those four keys followed in the
+// agent's watched state (agent/agent-state-store.ts).
 import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../../lib/etcd/client.js';
 import { keys } from '../../../lib/etcd/keys.js';
+import { requireMirrored } from '../../../lib/etcd/mirror-follower.js';
+import type { PrefixMirror } from '../../../lib/etcd/prefix-mirror.js';
 import type { StoreWatch } from '../../../lib/etcd/record-store.js';
 import { SEALED_FEATURES } from '../../../lib/etcd/sealed-host-keys-store.js';
 import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../../../lib/records.js';
@@ -18,10 +21,17 @@ export interface SealedForServer {
 }
 
 export class HostAuthStore {
+  /** The switches and this server's sealed records: the keys followed. */
+  private readonly followed: readonly string[];
+
   constructor(
     private readonly etcd: Etcd3,
     private readonly serverUUID: string,
-  ) {}
+    private readonly state: PrefixMirror,
+  ) {
+    this.followed = Object.values(SEALED_FEATURES).flatMap((f) => [f.serverRecord(serverUUID), f.switchKey]);
+    requireMirrored(state, this.followed, 'the host-auth store');
+  }
 
   async publishedBoxKey(): Promise<ServerBoxKeyRecord | null> {
     const key = keys.serverBoxKey(this.serverUUID);
@@ -44,24 +54,16 @@ export class HostAuthStore {
   }
 
   /**
-   * Watches every feature's switch and this server's sealed records: `onChange` on every event
-   * and whenever a watch (re)connects. Resolves once every watch is created (one at a time).
+   * Follows every feature's switch and this server's sealed records: `onChange` on every change
+   * of one and after the watched state (re)loaded. Resolves once the state is loaded (rejects
+   * while etcd does not answer; the caller retries).
    */
   async watch(onChange: () => void): Promise<StoreWatch> {
-    const watchers: StoreWatch[] = [];
-    const all: StoreWatch = { cancel: async () => void (await Promise.all(watchers.splice(0).map((w) => w.cancel().catch(() => undefined)))) };
-    const watched = Object.values(SEALED_FEATURES).flatMap((f) => [f.serverRecord(this.serverUUID), f.switchKey]);
-    try {
-      for (const key of watched) {
-        const watcher = await this.etcd.watch().key(key).create();
-        watchers.push(watcher);
-        watcher.on('data', () => onChange());
-        watcher.on('connected', () => onChange());
-      }
-    } catch (err) {
-      await all.cancel();
-      throw err;
-    }
-    return all;
+    await this.state.start();
+    const followed = new Set(this.followed);
+    const stop = this.state.onChange((changes, reloaded) => {
+      if (reloaded || changes.some((c) => followed.has(c.key))) onChange();
+    });
+    return { cancel: async () => void stop() };
   }
 }

@@ -14,6 +14,7 @@ import { keys } from '../../../lib/etcd/keys.js';
 import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../../../lib/records.js';
 import { newBoxKeyPair, seal } from '../../../lib/sealed-box.js';
 import { startEtcd, type TestEtcd } from '../../../test/helpers/etcd.js';
+import { WatchedStates } from '../../../test/helpers/watched-state.js';
 import { silentLogger } from '../../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../../test/helpers/wait.js';
 import { EtcdHostAuth } from './host-auth.js';
@@ -25,6 +26,7 @@ const HOST = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000
 describe('EtcdHostAuth with a real etcd', () => {
   let etcd: TestEtcd;
   let client: Etcd3;
+  const states = new WatchedStates();
   let stateDir: string;
   let auth: EtcdHostAuth;
 
@@ -32,10 +34,11 @@ describe('EtcdHostAuth with a real etcd', () => {
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
     stateDir = mkdtempSync(join(tmpdir(), 'host-auth-'));
-    auth = new EtcdHostAuth({ store: new HostAuthStore(client, SERVER), cluster: new ClusterStore(client), serverUUID: SERVER, stateDir, logger: silentLogger(), nvmetRoot: stateDir });
+    auth = new EtcdHostAuth({ store: new HostAuthStore(client, SERVER, states.of(client, SERVER)), cluster: new ClusterStore(client), serverUUID: SERVER, stateDir, logger: silentLogger(), nvmetRoot: stateDir });
   });
   after(async () => {
     await auth?.stop();
+    await states.stop();
     client?.close();
     await etcd?.stop();
     rmSync(stateDir, { recursive: true, force: true });
@@ -67,7 +70,7 @@ describe('EtcdHostAuth with a real etcd', () => {
     await waitUntil(() => auth.current().enabled && auth.current().hosts.size === 0, 'locked out: switch on, no record sealed to this key');
 
     // A second agent start with the same state directory keeps the published key.
-    const again = new EtcdHostAuth({ store: new HostAuthStore(client, SERVER), cluster: new ClusterStore(client), serverUUID: SERVER, stateDir, logger: silentLogger(), nvmetRoot: stateDir });
+    const again = new EtcdHostAuth({ store: new HostAuthStore(client, SERVER, states.of(client, SERVER)), cluster: new ClusterStore(client), serverUUID: SERVER, stateDir, logger: silentLogger(), nvmetRoot: stateDir });
     await again.start();
     await again.stop();
     assert.equal(JSON.parse((await client.get(keys.serverBoxKey(SERVER)).string())!).createdAt, published.createdAt, 'not republished');

@@ -8,6 +8,7 @@ import { createEtcdClient } from '../../../lib/etcd/client.js';
 import { keys } from '../../../lib/etcd/keys.js';
 import type { PresenceRecord, ReplicaSetRecord, VolumeAssignment } from '../../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../../test/helpers/etcd.js';
+import { WatchedStates } from '../../../test/helpers/watched-state.js';
 import { waitUntil } from '../../../test/helpers/wait.js';
 import { AssignmentStore, type AssignmentKey } from './assignment-store.js';
 
@@ -18,16 +19,18 @@ const V2 = 'b0000000-0000-4000-8000-000000000002';
 describe('AssignmentStore (real etcd)', () => {
   let etcd: TestEtcd;
   let client: Etcd3;
+  const states = new WatchedStates();
   let store: AssignmentStore;
   const cancels: (() => Promise<void>)[] = [];
 
   before(async () => {
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
-    store = new AssignmentStore(client);
+    store = new AssignmentStore(states.of(client));
   });
   after(async () => {
     for (const cancel of cancels) await cancel();
+    await states.stop();
     client?.close();
     await etcd?.stop();
   });

@@ -1,12 +1,13 @@
-// What the reconciler reads and watches in etcd (docs/datapath.md): the cluster record, each of
-// this agent's nodes' assignments (/strata/assignments/<node>/<volume>, read at one revision and
-// watched from the next), and, for replicated volumes, the replica sets and presence keys (their
-// puts only). Records are handed over unparsed (`record()` throws on one that is not JSON) so
-// the reconciler decides what a corrupt one means, as before.
-import type { Etcd3, IKeyValue } from 'etcd3';
-import { parseRecord } from '../../../lib/etcd/client.js';
-import { ClusterStore } from '../../../lib/etcd/cluster-store.js';
+// What the reconciler reads and follows in etcd (docs/datapath.md), all from the agent's watched
+// state (agent/agent-state-store.ts, one watch per process): the cluster record, each of this
+// agent's nodes' assignments (/strata/assignments/<node>/<volume>, read at one revision and
+// followed from the next: every change after the read arrives, none is missed), and, for
+// replicated volumes, the replica sets and presence keys (their puts only). Records are handed
+// over unparsed-looking (`record()` throws on one that is not JSON) so the reconciler decides
+// what a corrupt one means, as before.
 import { keys } from '../../../lib/etcd/keys.js';
+import { followKeys, followPuts, readKeys, recordOf, requireMirrored, seenAfter, type KeysRead } from '../../../lib/etcd/mirror-follower.js';
+import type { MirroredRecord, PrefixMirror } from '../../../lib/etcd/prefix-mirror.js';
 import type { StoreWatch } from '../../../lib/etcd/record-store.js';
 import type { ClusterRecord, PresenceRecord, ReplicaSetRecord, VolumeAssignment } from '../../../lib/records.js';
 
@@ -28,66 +29,65 @@ export interface WatchedRecord<T> {
 }
 
 export class AssignmentStore {
-  private readonly clusterStore: ClusterStore;
+  /** Per node: its last read, which the watch that follows it starts from. */
+  private readonly lastRead = new Map<string, KeysRead>();
 
-  constructor(private readonly etcd: Etcd3) {
-    this.clusterStore = new ClusterStore(etcd);
+  constructor(private readonly state: PrefixMirror) {
+    requireMirrored(state, [keys.cluster(), keys.assignmentsPrefix(), keys.replicaSetsPrefix(), keys.presencePrefix()], 'the assignment store');
   }
 
-  cluster(): Promise<ClusterRecord | null> {
-    return this.clusterStore.read();
+  async cluster(): Promise<ClusterRecord | null> {
+    await this.state.catchUp();
+    return recordOf<ClusterRecord>(this.state.get(keys.cluster(), keys.cluster()));
   }
 
   /** The node's assignment keys and the revision they were read at. */
   async read(nodeUUID: string): Promise<{ revision: bigint; keys: AssignmentKey[] }> {
-    const response = await this.etcd.getAll().prefix(keys.assignmentsPrefix(nodeUUID)).exec();
-    return { revision: BigInt(response.header.revision), keys: response.kvs.map((kv) => assignmentKey(nodeUUID, kv)) };
+    await this.state.catchUp();
+    const read = readKeys(this.state, keys.assignmentsPrefix(), keys.assignmentsPrefix(nodeUUID));
+    this.lastRead.set(nodeUUID, read);
+    return { revision: read.revision, keys: read.entries.map(([key, entry]) => assignmentKey(nodeUUID, key, entry)) };
   }
 
   /**
-   * Watches the node's assignments from `fromRevision` on. It starts connecting at once and keeps
-   * retrying while etcd is away (not waiting for the connection); `error` e.g. when that revision
-   * was compacted.
+   * Every change of the node's assignments from `fromRevision` on: first, at once, what changed
+   * since the read at `fromRevision - 1`, then each change as the state sees it (a delete carries
+   * the state's revision, at or after the delete). `error` is not called: the state reloads by
+   * itself after a watch failure, and what the reload changed arrives as puts and deletes.
    */
   watch(nodeUUID: string, fromRevision: bigint, on: { put(key: AssignmentKey): void; delete(key: AssignmentKey): void; error(err: Error): void }): StoreWatch {
-    const watcher = this.etcd.watch().prefix(keys.assignmentsPrefix(nodeUUID)).startRevision(String(fromRevision)).watcher();
-    watcher.on('put', (kv: IKeyValue) => on.put(assignmentKey(nodeUUID, kv)));
-    watcher.on('delete', (kv: IKeyValue) => on.delete(assignmentKey(nodeUUID, kv)));
-    watcher.on('error', (err) => on.error(err));
-    return watcher;
+    const prefix = keys.assignmentsPrefix(nodeUUID);
+    const seen = seenAfter(this.state, keys.assignmentsPrefix(), prefix, fromRevision - 1n, this.lastRead.get(nodeUUID));
+    const stop = followKeys(this.state, keys.assignmentsPrefix(), prefix, seen, {
+      put: (key, entry) => on.put(assignmentKey(nodeUUID, key, entry)),
+      delete: (key, revision) => on.delete({ key, volumeUUID: key.slice(prefix.length), revision, record: () => null }),
+    });
+    return { cancel: async () => void stop() };
   }
 
-  /** Every replica set written from now on, with its volume's UUID. */
-  watchReplicaSets(onPut: (volumeUUID: string, set: WatchedRecord<ReplicaSetRecord>) => void, onError: (err: Error) => void): StoreWatch {
+  /** Every replica set written from now on, with its volume's UUID (and every one after the state reloaded). */
+  watchReplicaSets(onPut: (volumeUUID: string, set: WatchedRecord<ReplicaSetRecord>) => void, _onError: (err: Error) => void): StoreWatch {
     const prefix = keys.replicaSetsPrefix();
-    const watcher = this.etcd.watch().prefix(prefix).watcher();
-    watcher.on('put', (kv: IKeyValue) => {
-      const key = kv.key.toString('utf8');
-      onPut(key.slice(prefix.length), watched<ReplicaSetRecord>(key, kv));
-    });
-    watcher.on('error', onError);
-    return watcher;
+    const stop = followPuts(this.state, prefix, (key, entry) => onPut(key.slice(prefix.length), watched<ReplicaSetRecord>(key, entry)), 'all');
+    return { cancel: async () => void stop() };
   }
 
   /** Every presence key written from now on (a server registering). */
-  watchPresence(onPut: (presence: WatchedRecord<PresenceRecord>) => void, onError: (err: Error) => void): StoreWatch {
-    const watcher = this.etcd.watch().prefix(keys.presencePrefix()).watcher();
-    watcher.on('put', (kv: IKeyValue) => onPut(watched<PresenceRecord>(kv.key.toString('utf8'), kv)));
-    watcher.on('error', onError);
-    return watcher;
+  watchPresence(onPut: (presence: WatchedRecord<PresenceRecord>) => void, _onError: (err: Error) => void): StoreWatch {
+    const stop = followPuts(this.state, keys.presencePrefix(), (key, entry) => onPut(watched<PresenceRecord>(key, entry)), 'none');
+    return { cancel: async () => void stop() };
   }
 }
 
-function watched<T>(key: string, kv: IKeyValue): WatchedRecord<T> {
-  return { key, record: () => parseRecord<T>(key, kv.value) };
+function watched<T>(key: string, entry: MirroredRecord<unknown>): WatchedRecord<T> {
+  return { key, record: () => recordOf<T>(entry) };
 }
 
-function assignmentKey(nodeUUID: string, kv: IKeyValue): AssignmentKey {
-  const key = kv.key.toString('utf8');
+function assignmentKey(nodeUUID: string, key: string, entry: MirroredRecord<unknown>): AssignmentKey {
   return {
     key,
     volumeUUID: key.slice(keys.assignmentsPrefix(nodeUUID).length),
-    revision: BigInt(kv.mod_revision),
-    record: () => parseRecord<VolumeAssignment>(key, kv.value),
+    revision: BigInt(entry.revision),
+    record: () => recordOf<VolumeAssignment>(entry),
   };
 }

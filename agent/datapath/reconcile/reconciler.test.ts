@@ -14,6 +14,7 @@ import type { ClusterRecord, VolumeAssignment } from '../../../lib/records.js';
 import { EmulatedNvmetConfigfs } from '../../../test/kits/datapath/emulated-nvmet-configfs.js';
 import { testAssignment } from '../../../test/kits/datapath/test-assignment.js';
 import { startEtcd, type TestEtcd } from '../../../test/helpers/etcd.js';
+import { WatchedStates } from '../../../test/helpers/watched-state.js';
 import { silentLogger } from '../../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../../test/helpers/wait.js';
 import type { ConnectedHostsProbe } from './connected-hosts.js';
@@ -81,6 +82,7 @@ describe('DataPathReconciler crash safety', () => {
   let writer: Etcd3;
   let work: string;
   const clients: Etcd3[] = [];
+  const states = new WatchedStates();
 
   before(async () => {
     etcd = await startEtcd();
@@ -89,6 +91,7 @@ describe('DataPathReconciler crash safety', () => {
     work = mkdtempSync(join(tmpdir(), 'strata-reconciler-'));
   });
   after(async () => {
+    await states.stop();
     for (const c of clients) c.close();
     writer.close();
     await etcd.stop();
@@ -101,7 +104,7 @@ describe('DataPathReconciler crash safety', () => {
     clients.push(client);
     await configfs.prepareRoot();
     return new DataPathReconciler({
-      store: new AssignmentStore(client),
+      store: new AssignmentStore(states.of(client)),
       nodeUUIDs: [NODE],
       backend: async () => ({ kind: 'nvmet', configfs }),
       openPool: (nodeUUID, cluster) => FilePool.open({ dir: join(work, 'pool', nodeUUID), clusterUUID: cluster.clusterUUID, logger: silentLogger() }),

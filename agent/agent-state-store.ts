@@ -1,0 +1,39 @@
+// The agent's one watched state (issue 14 item 1): every etcd key an agent process follows,
+// mirrored in memory by one PrefixMirror (lib/etcd/prefix-mirror.ts: read in one transaction,
+// then kept current by ONE watch from the next revision, reloaded after a watch failure). The
+// stores that read these keys (assignment-store.ts, cluster-paths-store.ts, host-auth-store.ts,
+// admin-endpoints-store.ts, lib/etcd/cluster-store.ts, node-store.ts, node-command-store.ts) are
+// lent it and keep their domain-typed APIs; agent/agent.ts makes it once and stops it last.
+// Lease keep-alives are not watches; writes, and reads that must see this agent's own last write
+// or etcd's word at one moment (fencing), still go to etcd.
+import type { Etcd3 } from 'etcd3';
+import { keys } from '../lib/etcd/keys.js';
+import { PrefixMirror } from '../lib/etcd/prefix-mirror.js';
+import { SEALED_FEATURES } from '../lib/etcd/sealed-host-keys-store.js';
+import type { Logger } from '../lib/logger.js';
+
+/**
+ * The mirror of everything `serverUUID`'s agent follows. Corrupt records are kept (as null
+ * records with `corrupt` set): a reader tells "cannot be read" from "absent". Readers that
+ * read etcd before read it after catchUp(): as fresh as etcd, one cheap read instead of a range.
+ */
+export function agentWatchedState(etcd: Etcd3, serverUUID: string, logger: Logger): PrefixMirror {
+  const prefixes = [
+    // The cluster record: the reconciler, pools, host keys, tokens, discovery.
+    keys.cluster(),
+    // Discovery: who serves which volume where.
+    keys.serversPrefix(),
+    keys.nodesPrefix(),
+    keys.presencePrefix(),
+    keys.assignmentsPrefix(),
+    keys.volumeStatusPrefix(),
+    // Replication: a replica set moving ahead of its assignments (failover).
+    keys.replicaSetsPrefix(),
+    keys.nodeCommandsPrefix(),
+    keys.adminEndpointsPrefix(),
+    // The sealed features' switches (TLS's also read by discovery) and this server's records.
+    ...Object.values(SEALED_FEATURES).flatMap((f) => [f.switchKey, f.serverRecord(serverUUID)]),
+  ];
+  // Every revision, so catchUp() can wait for any (Strata's etcd holds only Strata's keys).
+  return new PrefixMirror(etcd, prefixes, logger, { everyRevision: true, keepCorrupt: true });
+}
