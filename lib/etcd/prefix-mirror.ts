@@ -12,6 +12,8 @@ import { parseRecord, unconditionalTxn } from './client.js';
 export interface MirroredRecord<T> {
   readonly record: T;
   readonly revision: string;
+  /** The revision the key was created at (a leader key's term). */
+  readonly createRevision: string;
 }
 
 export type MirrorChange = { readonly prefix: string; readonly key: string; readonly deleted: boolean };
@@ -74,10 +76,14 @@ export class PrefixMirror {
 
   /**
    * Adds a secondary index over one prefix, kept current with the mirror, so callers find the
-   * records of, say, one volume without scanning every key. Add indexes before start().
+   * records of, say, one volume without scanning every key. An index added after start() is
+   * built from what the mirror holds (a reader constructed later, e.g. a leader's controller,
+   * shares the process's mirror); adding a name again replaces its index.
    */
   addIndex(name: string, prefix: string, fn: IndexFunction): void {
-    this.indexes.set(name, { prefix, fn, entries: new Map() });
+    const index = { prefix, fn, entries: new Map<string, Set<string>>() };
+    for (const [key, { record }] of this.maps.get(prefix) ?? []) this.indexAdd(index, key, record);
+    this.indexes.set(name, index);
   }
 
   /** The keys indexed under `value` (live set: do not mutate). */
@@ -165,7 +171,7 @@ export class PrefixMirror {
       for (const kv of response.response_range.kvs) {
         const key = kv.key.toString();
         try {
-          map.set(key, { record: parseRecord(key, kv.value), revision: kv.mod_revision });
+          map.set(key, { record: parseRecord(key, kv.value), revision: kv.mod_revision, createRevision: kv.create_revision });
         } catch (err) {
           this.logger.error({ err, key }, 'ignoring a corrupt record');
         }
@@ -200,7 +206,7 @@ export class PrefixMirror {
           try {
             const record = parseRecord(key, event.kv.value);
             if (!before) this.sortedInsert(prefix, key);
-            map.set(key, { record, revision: event.kv.mod_revision });
+            map.set(key, { record, revision: event.kv.mod_revision, createRevision: event.kv.create_revision });
             for (const index of this.indexes.values()) if (index.prefix === prefix) this.indexAdd(index, key, record);
             changes.push({ prefix, key, deleted: false });
           } catch (err) {
