@@ -240,7 +240,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     },
     {
       name: 'etcd corruption scan',
-      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, { fencedCommit: (transaction) => ctx.election.fencedCommit(transaction), state: cache }), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(etcd), logger: child('etcd-corruption') }),
+      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, { fencedCommit: (transaction) => ctx.election.fencedCommit(transaction), cache }), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(etcd), logger: child('etcd-corruption') }),
     },
     { name: 'snapshot retention', start: async () => startSnapshotRetention({ store: snapshotStore, watched: new WatchedSnapshots(cache), logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {

@@ -36,8 +36,8 @@ export interface ScanRequestWatch {
 export interface EtcdCorruptionStoreOptions {
   /** LeaderElection.fencedCommit; without it, results are written in plain transactions (the API side never writes one). */
   readonly fencedCommit?: Committer;
-  /** The process's watched state (it holds the scan request key): watchRequests() needs it. */
-  readonly state?: WatchCache;
+  /** The process's watched state (its mirror holds the scan request key): watchRequests() needs it. */
+  readonly cache?: WatchCache;
 }
 
 export class EtcdCorruptionStore {
@@ -62,10 +62,10 @@ export class EtcdCorruptionStore {
 
   /** `requested` whenever a scan request is recorded (or the state was read again: it may have been). */
   watchRequests(requested: () => void): ScanRequestWatch {
-    const state = this.options.state;
-    if (!state) throw new Error('EtcdCorruptionStore: watchRequests needs the watched state');
+    const cache = this.options.cache;
+    if (!cache) throw new Error('EtcdCorruptionStore: watchRequests needs the watched state');
     const key = keys.etcdCorruptionScanRequest();
-    const unsubscribe = state.state.onChange((changes, reloaded) => {
+    const unsubscribe = cache.state.onChange((changes, reloaded) => {
       if (reloaded || changes.some((c) => c.key === key && !c.deleted)) requested();
     });
     return { cancel: async () => void unsubscribe() };

@@ -64,10 +64,10 @@ export interface MembershipWatch {
 const DERIVED_FROM = [keys.presencePrefix(), keys.nodesPrefix(), keys.serversPrefix(), keys.devicesPrefix()];
 
 export class MembershipEventsStore {
-  /** `state`: the process's watched state, started. Without `fencedCommit` (LeaderElection.fencedCommit), writes are plain transactions (tests). */
+  /** `cache`: the process's watched state, started. Without `fencedCommit` (LeaderElection.fencedCommit), writes are plain transactions (tests). */
   constructor(
     private readonly etcd: Etcd3,
-    private readonly state: WatchCache,
+    private readonly cache: WatchCache,
     private readonly fencedCommit?: Committer,
   ) {}
 
@@ -90,7 +90,7 @@ export class MembershipEventsStore {
    * have changed). A reader that subscribes BEFORE it reads those records misses no change.
    */
   watch(changed: () => void): MembershipWatch {
-    const unsubscribe = this.state.state.onChange((changes, reloaded) => {
+    const unsubscribe = this.cache.state.onChange((changes, reloaded) => {
       if (reloaded || changes.some((c) => DERIVED_FROM.includes(c.prefix))) changed();
     });
     return { cancel: async () => void unsubscribe() };
