@@ -123,9 +123,10 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     version: productVersion,
     since: new Date().toISOString(),
   });
-  const election = new LeaderElection(etcd, instanceId, child('leadership'));
+  // The process's one watched state: the API, leadership and the leader's tasks all read it.
   const cache = new WatchCache(etcd, child('watch-cache'));
   await untilEtcdAnswers(logger, () => cache.start());
+  const election = new LeaderElection(etcd, cache.state, instanceId, child('leadership'));
   const auth = new Authenticator(cache);
   const resources = buildResources({
     etcd,

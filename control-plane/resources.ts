@@ -87,7 +87,7 @@ import { writeEtcdDump } from './logs/etcd-dump.js';
 import { LogsService } from './logs/logs-service.js';
 import { createLogsRoutes } from './logs/logs-routes.js';
 import { EtcdSnapshotDirectory, SnapshotService } from './snapshots/snapshot-service.js';
-import { SnapshotStore } from './snapshots/snapshot-store.js';
+import { SnapshotStore, WatchedSnapshots } from './snapshots/snapshot-store.js';
 import { createSnapshotRoutes } from './snapshots/snapshot-routes.js';
 import { startSnapshotRetention } from './snapshots/snapshot-retention.js';
 import { createVersionRoutes } from './version/version-routes.js';
@@ -104,7 +104,7 @@ const DISCOVERY_PORT = 8009;
 
 export interface ResourceContext {
   readonly etcd: Etcd3;
-  /** Started; every /api request has called its sync() before a route runs. */
+  /** The process's watched state, started; every /api request has called its sync() before a route runs. */
   readonly cache: WatchCache;
   readonly auth: Authenticator;
   readonly election: LeaderElection;
@@ -232,7 +232,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     { name: 'TLS PSK sealing', start: async () => startResealTask(nvmeTcpTls, child('nvme-tcp-tls'), 'TLS on NVMe/TCP') },
     {
       name: 'membership events',
-      start: async () => startMembershipEvents({ store: new MembershipEventsStore(etcd, (transaction) => ctx.election.fencedCommit(transaction)), inventory: new InventoryReader(etcd), events, logger: child('membership-events') }),
+      start: async () => startMembershipEvents({ store: new MembershipEventsStore(etcd, cache, (transaction) => ctx.election.fencedCommit(transaction)), inventory: new InventoryReader(etcd), events, logger: child('membership-events') }),
     },
     {
       name: 'etcd member promotion',
@@ -240,14 +240,14 @@ export function buildResources(ctx: ResourceContext): Resources {
     },
     {
       name: 'etcd corruption scan',
-      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, (transaction) => ctx.election.fencedCommit(transaction)), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(etcd), logger: child('etcd-corruption') }),
+      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, { fencedCommit: (transaction) => ctx.election.fencedCommit(transaction), cache }), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(etcd), logger: child('etcd-corruption') }),
     },
-    { name: 'snapshot retention', start: async () => startSnapshotRetention({ store: snapshotStore, logger: child('snapshot-retention'), events, clones: volumeUsage }) },
+    { name: 'snapshot retention', start: async () => startSnapshotRetention({ store: snapshotStore, watched: new WatchedSnapshots(cache), logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {
       name: 'volume controller',
       start: async () => {
         const controller = new VolumeController({
-          store: new VolumeControllerStore(etcd, (transaction) => ctx.election.fencedCommit(transaction), child('volume-controller')),
+          store: new VolumeControllerStore(cache, (transaction) => ctx.election.fencedCommit(transaction)),
           logger: child('volume-controller'),
           events,
           clusterUUID: ctx.cluster.UUID,

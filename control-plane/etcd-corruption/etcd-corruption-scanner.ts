@@ -28,10 +28,7 @@ export interface EtcdCorruptionScannerDeps {
 export async function startEtcdCorruptionScanner(deps: EtcdCorruptionScannerDeps): Promise<{ stop(): Promise<void> }> {
   let stopped = false;
   let wake: (() => void) | undefined;
-  const watcher = await deps.store.watchRequests(
-    () => wake?.(),
-    (err) => deps.logger.warn({ err: err.message }, 'etcd corruption request watch failed; polling'),
-  );
+  const watcher = deps.store.watchRequests(() => wake?.());
   const loop = (async () => {
     while (!stopped) {
       try {

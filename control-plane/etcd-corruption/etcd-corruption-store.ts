@@ -1,12 +1,14 @@
 // Where the etcd corruption scan lives in etcd (docs/etcd-keys.md): the last scan asked for
 // (/strata/etcd-corruption/scan-request) and the last result (/strata/etcd-corruption/status),
 // the result written with its events in one transaction, fenced by the leader's term when the
-// composition root gives the fenced commit. The service and the scanner see requests and results.
+// composition root gives the fenced commit. The service and the scanner see requests and results;
+// the scanner learns of new requests from the process's watched state (WatchCache.state).
 import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { commitUnguarded, type Committer, type Write } from '../../lib/etcd/transaction.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
 import type { MemberScan } from './etcd-hash-scan.js';
 
 export interface EtcdCorruptionScanRequest {
@@ -31,11 +33,17 @@ export interface ScanRequestWatch {
   cancel(): Promise<void>;
 }
 
+export interface EtcdCorruptionStoreOptions {
+  /** LeaderElection.fencedCommit; without it, results are written in plain transactions (the API side never writes one). */
+  readonly fencedCommit?: Committer;
+  /** The process's watched state (its mirror holds the scan request key): watchRequests() needs it. */
+  readonly cache?: WatchCache;
+}
+
 export class EtcdCorruptionStore {
-  /** Without `fencedCommit` (LeaderElection.fencedCommit), results are written in plain transactions (the API side never writes one). */
   constructor(
     private readonly etcd: Etcd3,
-    private readonly fencedCommit?: Committer,
+    private readonly options: EtcdCorruptionStoreOptions = {},
   ) {}
 
   async putRequest(request: EtcdCorruptionScanRequest): Promise<void> {
@@ -52,18 +60,21 @@ export class EtcdCorruptionStore {
     return parseRecord<EtcdCorruptionStatus>(key, await this.etcd.get(key).string());
   }
 
-  /** `requested` whenever a scan request is recorded; `failed` when the watch fails. */
-  async watchRequests(requested: () => void, failed: (err: Error) => void): Promise<ScanRequestWatch> {
-    const watcher = await this.etcd.watch().key(keys.etcdCorruptionScanRequest()).create();
-    watcher.on('put', () => requested());
-    watcher.on('error', (err) => failed(err));
-    return { cancel: () => watcher.cancel() };
+  /** `requested` whenever a scan request is recorded (or the state was read again: it may have been). */
+  watchRequests(requested: () => void): ScanRequestWatch {
+    const cache = this.options.cache;
+    if (!cache) throw new Error('EtcdCorruptionStore: watchRequests needs the watched state');
+    const key = keys.etcdCorruptionScanRequest();
+    const unsubscribe = cache.state.onChange((changes, reloaded) => {
+      if (reloaded || changes.some((c) => c.key === key && !c.deleted)) requested();
+    });
+    return { cancel: async () => void unsubscribe() };
   }
 
   /** Writes the result (none: events alone) with its events in one (fenced) transaction; nothing to write, no transaction. */
   async commit(status: EtcdCorruptionStatus | null, events: readonly PreparedEvent[]): Promise<void> {
     const writes: Write[] = [...(status ? [{ put: keys.etcdCorruptionStatus(), value: status }] : []), ...events.flatMap((e) => e.writes)];
     if (writes.length === 0) return;
-    await commitUnguarded(this.etcd, writes, this.fencedCommit);
+    await commitUnguarded(this.etcd, writes, this.options.fencedCommit);
   }
 }

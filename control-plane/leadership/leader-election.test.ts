@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { StrataError } from '../../lib/errors.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
 import { waitUntil } from '../../test/helpers/wait.js';
@@ -66,8 +67,13 @@ describe('active cluster manager election', () => {
   it('fences a deposed leader: its writes fail once another term began, even before it notices', async () => {
     const clientA = createEtcdClient([etcd.endpoint]);
     const clientB = createEtcdClient([etcd.endpoint]);
-    const a = new LeaderElection(clientA, 'a', logger);
-    const b = new LeaderElection(clientB, 'b', logger);
+    // Each instance's watched state holds the leader key (a control plane's holds much more).
+    const stateA = new PrefixMirror(clientA, [keys.leader()], logger);
+    const stateB = new PrefixMirror(clientB, [keys.leader()], logger);
+    await stateA.start();
+    await stateB.start();
+    const a = new LeaderElection(clientA, stateA, 'a', logger);
+    const b = new LeaderElection(clientB, stateB, 'b', logger);
     try {
       await clientA.delete().key(keys.leader());
       await a.start(clientA.lease(TTL));
@@ -97,6 +103,8 @@ describe('active cluster manager election', () => {
     } finally {
       await a.stop();
       await b.stop();
+      await stateA.stop();
+      await stateB.stop();
       clientA.close();
       clientB.close();
     }

@@ -6,10 +6,13 @@
 //   fenced commit = a transaction (lib/etcd/transaction.ts) guarded on the leader key's
 //                   create_revision == my term, and on whatever else the writer read
 // A deposed leader's fenced commit fails even if it has not noticed yet; it then steps down.
-import type { Etcd3, Lease, Watcher } from 'etcd3';
+// It learns of the leader key's changes from the process's watched state (WatchCache.state),
+// not from a watch of its own: one watch per process.
+import type { Etcd3, Lease } from 'etcd3';
 import { StrataError } from '../../lib/errors.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { parseRecord } from '../../lib/etcd/client.js';
+import type { MirrorChange, PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
 import { commitTransaction, type Guard, type Transaction } from '../../lib/etcd/transaction.js';
 import type { Logger } from '../../lib/logger.js';
 import type { LeaderRecord } from '../../lib/records.js';
@@ -19,13 +22,15 @@ export type LeadershipListener = (isLeader: boolean) => void;
 export class LeaderElection {
   private term: string | undefined;
   private lease: Lease | undefined;
-  private watcher: Watcher | undefined;
+  private unsubscribe: (() => void) | undefined;
   private readonly listeners = new Set<LeadershipListener>();
   private stopped = false;
   private campaigning: Promise<void> | undefined;
 
+  /** `state`: the process's watched state, started; it must hold the leader key (keys.leader()). */
   constructor(
     private readonly etcd: Etcd3,
+    private readonly state: PrefixMirror,
     private readonly instanceId: string,
     private readonly logger: Logger,
   ) {}
@@ -42,17 +47,23 @@ export class LeaderElection {
   /** Starts campaigning with the instance's lease; call again with each re-granted lease. */
   async start(lease: Lease): Promise<void> {
     this.lease = lease;
-    if (!this.watcher) {
-      this.watcher = await this.etcd.watch().key(keys.leader()).create();
-      this.watcher.on('delete', () => void this.campaign());
-      this.watcher.on('put', (kv) => {
-        const record = parseRecord<LeaderRecord>(keys.leader(), kv.value);
-        if (this.term !== undefined && (record?.instanceId !== this.instanceId || kv.create_revision !== this.term)) {
-          this.stepDown('the leader key now belongs to another term');
-        }
-      });
-    }
+    this.unsubscribe ??= this.state.onChange((changes, reloaded) => {
+      if (reloaded || changes.some(isLeaderKey)) this.leaderKeyChanged();
+    });
     await this.campaign();
+  }
+
+  /** The leader key changed (or may have): campaign when it is gone, step down when another term holds it. */
+  private leaderKeyChanged(): void {
+    const leader = this.state.get<LeaderRecord>(keys.leader(), keys.leader());
+    if (!leader) {
+      void this.campaign();
+      return;
+    }
+    const term = this.term;
+    // The watch may still deliver a key older than the term this instance just won: it says nothing about that term.
+    if (term === undefined || BigInt(leader.createRevision) < BigInt(term)) return;
+    if (leader.record.instanceId !== this.instanceId || leader.createRevision !== term) this.stepDown('the leader key now belongs to another term');
   }
 
   /** The lease behind leadership was lost: we are no longer leader, whatever etcd says later. */
@@ -94,8 +105,8 @@ export class LeaderElection {
     this.stopped = true;
     const term = this.term;
     this.stepDown('stopping');
-    await this.watcher?.cancel();
-    this.watcher = undefined;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
     if (term !== undefined) {
       // Resign at once so another instance takes over without waiting for the TTL.
       await this.resign(term).catch(() => undefined);
@@ -150,6 +161,10 @@ export class LeaderElection {
       }
     }
   }
+}
+
+function isLeaderKey(change: MirrorChange): boolean {
+  return change.key === keys.leader();
 }
 
 /** The leader-term guard: the leader key is still the one created when the term was won. */

@@ -1,13 +1,14 @@
 // What the membership events controller (membership-events.ts) last reported, in etcd:
 // /strata/membership-events/{nodes,servers,devices}/<id>, each written in the same transaction as
 // the event that reported it (fenced by the leader's term when the composition root gives the
-// fenced commit); and the watch on the records those events derive from (presence, nodes, servers,
-// devices).
-import type { Etcd3, Watcher } from 'etcd3';
+// fenced commit); and the changes of the records those events derive from (presence, nodes,
+// servers, devices), as the process's watched state (WatchCache.state) sees them.
+import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { commitUnguarded, type Committer, type Write } from '../../lib/etcd/transaction.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
 
 /** The keys of what the controller last reported (lib/etcd/keys.ts). */
 export const membershipKeys = {
@@ -59,10 +60,14 @@ export interface MembershipWatch {
   cancel(): Promise<void>;
 }
 
+/** The prefixes node, server and device events derive from (the watched state holds them). */
+const DERIVED_FROM = [keys.presencePrefix(), keys.nodesPrefix(), keys.serversPrefix(), keys.devicesPrefix()];
+
 export class MembershipEventsStore {
-  /** Without `fencedCommit` (LeaderElection.fencedCommit), writes are plain transactions (tests). */
+  /** `cache`: the process's watched state, started. Without `fencedCommit` (LeaderElection.fencedCommit), writes are plain transactions (tests). */
   constructor(
     private readonly etcd: Etcd3,
+    private readonly cache: WatchCache,
     private readonly fencedCommit?: Committer,
   ) {}
 
@@ -80,27 +85,15 @@ export class MembershipEventsStore {
   }
 
   /**
-   * Watches what node, server and device events derive from (presence, nodes, servers, devices),
-   * from the change after `revision`: `changed` on every change, `failed` when a watch fails.
+   * `changed` on every change of what node, server and device events derive from (presence,
+   * nodes, servers, devices) from now on, and whenever the state was read again (anything may
+   * have changed). A reader that subscribes BEFORE it reads those records misses no change.
    */
-  async watchAfter(revision: string, changed: () => void, failed: (err: Error) => void): Promise<MembershipWatch> {
-    const from = (BigInt(revision) + 1n).toString();
-    const watchers: Watcher[] = [];
-    const cancel = async () => {
-      await Promise.all(watchers.map((w) => w.cancel().catch(() => undefined)));
-    };
-    try {
-      for (const prefix of [keys.presencePrefix(), keys.nodesPrefix(), keys.serversPrefix(), keys.devicesPrefix()]) {
-        const watcher = await this.etcd.watch().prefix(prefix).startRevision(from).create();
-        watcher.on('data', () => changed());
-        watcher.on('error', (err) => failed(err));
-        watchers.push(watcher);
-      }
-    } catch (err) {
-      await cancel();
-      throw err;
-    }
-    return { cancel };
+  watch(changed: () => void): MembershipWatch {
+    const unsubscribe = this.cache.state.onChange((changes, reloaded) => {
+      if (reloaded || changes.some((c) => DERIVED_FROM.includes(c.prefix))) changed();
+    });
+    return { cancel: async () => void unsubscribe() };
   }
 
   /** Writes the states with their events in one (fenced) transaction. */

@@ -16,11 +16,14 @@ import type { EventWire } from '../events/event-wire.js';
 import { InventoryReader } from '../inventory/inventory-reader.js';
 import { startMembershipEvents, type MembershipEvents, type ReportedNodeState } from './membership-events.js';
 import { MembershipEventsStore, membershipKeys } from './membership-events-store.js';
+import { WatchCache } from '../watch-cache/watch-cache.js';
 
 describe('membership events', () => {
   let testEtcd: TestEtcd;
   let etcd: Etcd3;
   let log: EtcdEventLog;
+  /** The process's watched state: the controller follows its changes. */
+  let state: WatchCache;
   let controller: MembershipEvents | undefined;
   let a: JoinedServer;
   let b: JoinedServer;
@@ -29,9 +32,12 @@ describe('membership events', () => {
     testEtcd = await startEtcd();
     etcd = createEtcdClient([testEtcd.endpoint]);
     log = new EtcdEventLog(new EventLogStore(etcd), silentLogger(), { flagCacheMs: 0 });
+    state = new WatchCache(etcd, silentLogger());
+    await state.start();
   });
   after(async () => {
     await controller?.stop();
+    await state?.stop();
     etcd?.close();
     await testEtcd?.stop();
   });
@@ -43,7 +49,7 @@ describe('membership events', () => {
   };
   const names = async () => (await events()).map((e) => `${e.EventName}:${e.ComponentNodeInfo?.Name ?? e.ComponentServerInfo?.Name ?? e.ComponentNVMeSSDInfo?.ID}`);
   const start = async () => {
-    controller = startMembershipEvents({ store: new MembershipEventsStore(etcd), inventory: new InventoryReader(etcd), events: log, logger: silentLogger() });
+    controller = startMembershipEvents({ store: new MembershipEventsStore(etcd, state), inventory: new InventoryReader(etcd), events: log, logger: silentLogger() });
     await controller.ready;
   };
   const stop = async () => {
@@ -169,7 +175,7 @@ describe('membership events', () => {
     await stop();
     await markPresent(etcd, b.server.UUID, [b.nodes[0]!.UUID]);
     const deposed = startMembershipEvents({
-      store: new MembershipEventsStore(etcd, async () => {
+      store: new MembershipEventsStore(etcd, state, async () => {
         throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
       }),
       inventory: new InventoryReader(etcd),

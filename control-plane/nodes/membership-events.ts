@@ -62,34 +62,22 @@ class MembershipEventsController {
   private loop: Promise<void> | undefined;
   private readonly evaluationBackoff = new Backoff(BACKOFF);
   private readonly abort = new AbortController();
-  private restarting = false;
 
   constructor(private readonly deps: MembershipEventsDeps) {
     this.reader = deps.inventory;
   }
 
-  /** Reads what was reported, then the records at one revision, watches from the next, evaluates. */
+  /** Reads what was reported, follows the state's changes, then evaluates (reading the records after subscribing: no change falls between). */
   async start(): Promise<void> {
     if (!this.stopped) {
-      await retry(
-        async () => {
-          try {
-            await this.loadReported();
-            const snapshot = await this.reader.read();
-            await this.watchFrom(snapshot.revision);
-          } catch (err) {
-            await this.cancelWatchers();
-            throw err;
-          }
-        },
-        {
-          backoff: BACKOFF,
-          signal: this.abort.signal,
-          onRetry: (err) => this.deps.logger.warn({ err: err.message }, 'membership events: start failed; retrying'),
-        },
-      ).catch((err: unknown) => {
+      await retry(() => this.loadReported(), {
+        backoff: BACKOFF,
+        signal: this.abort.signal,
+        onRetry: (err) => this.deps.logger.warn({ err: err.message }, 'membership events: start failed; retrying'),
+      }).catch((err: unknown) => {
         if (!this.stopped) throw err;
       });
+      if (!this.stopped) this.watch = this.deps.store.watch(() => this.poke());
     }
     // Evaluations run one at a time in the drain loop, the first one included.
     this.poke();
@@ -107,36 +95,10 @@ class MembershipEventsController {
     ({ nodes: this.nodes, servers: this.servers, devices: this.devices } = await this.deps.store.loadReported());
   }
 
-  /** Watches what node, server and device events derive from, after the revision just read. */
-  private async watchFrom(revision: string): Promise<void> {
-    this.watch = await this.deps.store.watchAfter(
-      revision,
-      () => this.poke(),
-      (err) => {
-        // e.g. the revision was compacted: start over from a fresh read (the reported state
-        // in etcd keeps this from repeating events).
-        this.deps.logger.warn({ err: err.message }, 'membership events: watch failed; re-reading');
-        void this.restart();
-      },
-    );
-  }
-
   private async cancelWatchers(): Promise<void> {
     const watch = this.watch;
     this.watch = undefined;
     await watch?.cancel();
-  }
-
-  private async restart(): Promise<void> {
-    if (this.restarting) return;
-    this.restarting = true;
-    try {
-      await this.cancelWatchers();
-      await this.loop;
-      if (!this.stopped) await this.start();
-    } finally {
-      this.restarting = false;
-    }
   }
 
   /** Something changed: evaluate again (changes arriving meanwhile fold into one more pass). */

@@ -11,17 +11,22 @@ import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { expiryOf, startSnapshotRetention, type SnapshotRetention } from './snapshot-retention.js';
-import { SnapshotStore } from './snapshot-store.js';
+import { SnapshotStore, WatchedSnapshots } from './snapshot-store.js';
+import { WatchCache } from '../watch-cache/watch-cache.js';
 import { CollectingEvents, TestClones, changeVolume, putVolume, setSnapshotState, volumeRecord } from '../../test/kits/snapshot-test-fixtures.js';
 
 describe('snapshot retention', () => {
   let testEtcd: TestEtcd;
   let etcd: Etcd3;
+  let state: WatchCache;
   before(async () => {
     testEtcd = await startEtcd();
     etcd = createEtcdClient([testEtcd.endpoint]);
+    state = new WatchCache(etcd, silentLogger('retention-test'));
+    await state.start();
   });
   after(async () => {
+    await state?.stop();
     etcd?.close();
     await testEtcd?.stop();
   });
@@ -49,7 +54,7 @@ describe('snapshot retention', () => {
   const nameIndex = (s: SnapshotRecord) => etcd.get(keys.snapshotName(s.projectName, s.name)).string();
 
   const run = (events: CollectingEvents, now: () => number, options: { cloneRecheckMs?: number } = {}): SnapshotRetention =>
-    startSnapshotRetention({ store: new SnapshotStore(etcd), logger: silentLogger('retention-test'), events, clones: new TestClones(etcd), now, maxSleepMs: 25, ...options });
+    startSnapshotRetention({ store: new SnapshotStore(etcd), watched: new WatchedSnapshots(state), logger: silentLogger('retention-test'), events, clones: new TestClones(etcd), now, maxSleepMs: 25, ...options });
 
   test('expiryOf: creationTime + retention; none for 0 or an unreadable time', () => {
     assert.equal(expiryOf({ creationTime: '2024-01-01T00:00:00.000Z', retentionSeconds: 60 }), Date.parse('2024-01-01T00:01:00.000Z'));

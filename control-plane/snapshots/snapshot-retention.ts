@@ -4,11 +4,11 @@
 // still has live clones is kept; an event says why once, and it is looked at again later.
 //
 // Cost. The loop keeps, in memory, when each retained snapshot is next due (its expiry, or the
-// next clone re-check), built from one list of snapshots/ and kept current by a watch on that
-// prefix from the list's revision. It sleeps until the earliest due time (at most maxSleepMs,
+// next clone re-check), built from the snapshots the process's watched state holds and kept
+// current by its changes (no watch of its own). It sleeps until the earliest due time (at most maxSleepMs,
 // so a clock step is noticed), so an idle cluster does no etcd reads; a pass handles at most
-// PASS_BATCH snapshots before yielding. A full re-list happens every resyncMs and after a
-// watch error, as a safety net.
+// PASS_BATCH snapshots before yielding. A full re-list happens every resyncMs and whenever the
+// state was read again, as a safety net.
 //
 // Two instances running it at once (a leadership hand-over) are harmless: every transition is
 // a compare-and-swap on the snapshot's revision, so exactly one of them moves it and the
@@ -19,10 +19,12 @@ import type { EventInput, EventRecorder } from '../events/event-recorder.js';
 import type { VolumeUsage } from '../volumes/volume-dependencies.js';
 import { formatRetention } from './snapshot-schema.js';
 import { requestDeletion, snapshotEvent } from './snapshot-service.js';
-import type { SnapshotStore, SnapshotWatch } from './snapshot-store.js';
+import type { SnapshotStore, SnapshotWatch, WatchedSnapshots } from './snapshot-store.js';
 
 export interface SnapshotRetentionOptions {
   readonly store: SnapshotStore;
+  /** The snapshots in the process's watched state: the due times follow them. */
+  readonly watched: WatchedSnapshots;
   readonly logger: Logger;
   readonly events: EventRecorder;
   /** Live clones of a snapshot (volumes' VolumeUsage): a snapshot with clones is kept. */
@@ -33,7 +35,7 @@ export interface SnapshotRetentionOptions {
   readonly maxSleepMs?: number;
   /** How long an expired snapshot kept for its clones waits before the next look; default 60 s. */
   readonly cloneRecheckMs?: number;
-  /** Full re-list interval (safety net behind the watch); default 10 min. */
+  /** Full re-list interval (safety net behind the state's changes); default 10 min. */
   readonly resyncMs?: number;
 }
 
@@ -153,29 +155,26 @@ class RetentionLoop {
     }
   }
 
-  /** Rebuilds the due map from one list and (re)starts the watch right after its revision. */
+  /** Rebuilds the due map from the state's snapshots and follows its changes from then on. */
   private async resync(): Promise<void> {
     await this.watcher?.cancel().catch(() => undefined);
     this.watcher = undefined;
-    const { snapshots, revision } = await this.store.listAll();
-    this.due.clear();
-    for (const s of snapshots) this.track(s.record);
-    for (const uuid of [...this.deferredUntil.keys()]) if (!this.due.has(uuid)) this.forget(uuid);
-    const watcher = await this.store.watchAfter(revision, {
+    const { snapshots, watch } = await this.options.watched.follow({
       put: (record) => this.track(record),
-      unreadable: (key, err) => this.options.logger.warn({ err, key }, 'snapshot retention ignores an unreadable snapshot record'),
       deleted: (uuid) => this.forget(uuid),
-      error: (err) => {
-        this.options.logger.warn({ err }, 'snapshot watch failed; re-listing snapshots');
+      reloaded: () => {
         this.nextResyncAt = this.now();
         this.wake(0);
       },
     });
     if (this.stopped) {
-      await watcher.cancel().catch(() => undefined);
+      await watch.cancel().catch(() => undefined);
       return;
     }
-    this.watcher = watcher;
+    this.watcher = watch;
+    this.due.clear();
+    for (const s of snapshots) this.track(s);
+    for (const uuid of [...this.deferredUntil.keys()]) if (!this.due.has(uuid)) this.forget(uuid);
     this.nextResyncAt = this.now() + this.resyncMs;
   }
 

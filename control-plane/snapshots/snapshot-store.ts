@@ -1,14 +1,15 @@
 // Snapshots in etcd: /strata/snapshots/<UUID> (SnapshotRecord) and the per-project name index
 // /strata/snapshot-names/<project>/<name> = {"UUID": ...}, always changed in one transaction
 // with the record. Also the reads of other resources' records a snapshot needs: its source
-// volume (record and name index) and the cluster id. And the watch on the snapshots that
-// snapshot retention keeps its due times current with.
+// volume (record and name index) and the cluster id. And (WatchedSnapshots) the snapshots as the
+// process's watched state holds them, which snapshot retention keeps its due times current with.
 import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { idOfKey, keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { commitTransaction, unchanged, type Guard, type Write } from '../../lib/etcd/transaction.js';
 import type { ClusterRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
 
 /** The value of a name index key (volume-names and snapshot-names). */
 interface NameIndexValue {
@@ -32,16 +33,14 @@ export type CreateOutcome =
   /** The source volume changed since it was read: read it again and retry. */
   | { readonly kind: 'volume-changed' };
 
-/** What a watch on the snapshots reports, in etcd's order. */
+/** What the watched state reports of the snapshots, in etcd's order. */
 export interface SnapshotWatchHandlers {
   /** A snapshot record was written. */
   put(record: SnapshotRecord): void;
-  /** A record was written under the snapshots that cannot be read (its key says which). */
-  unreadable(key: string, err: unknown): void;
   /** The snapshot's record was deleted. */
   deleted(uuid: string): void;
-  /** The watch failed (e.g. its revision was compacted): it reports nothing more. */
-  error(err: Error): void;
+  /** The state was read again (e.g. its watch's revision was compacted): anything may have changed. */
+  reloaded(): void;
 }
 
 export interface SnapshotWatch {
@@ -87,33 +86,6 @@ export class SnapshotStore {
       startAfter = batch[batch.length - 1]!.key;
     }
     return kept;
-  }
-
-  /** Every snapshot and the etcd revision they were read at (a watch resumes after it). */
-  async listAll(): Promise<{ snapshots: Versioned<SnapshotRecord>[]; revision: string }> {
-    const res = await this.etcd.getAll().prefix(keys.snapshotsPrefix()).sort('Key', 'Ascend').exec();
-    const snapshots = res.kvs.map((kv) => {
-      const key = kv.key.toString('utf8');
-      return { key, record: parseRecord<SnapshotRecord>(key, kv.value) as SnapshotRecord, revision: kv.mod_revision };
-    });
-    return { snapshots, revision: res.header.revision };
-  }
-
-  /** Watches the snapshots from the change after `revision` (the one listAll() answered). */
-  async watchAfter(revision: string, handlers: SnapshotWatchHandlers): Promise<SnapshotWatch> {
-    const watcher = await this.etcd.watch().prefix(keys.snapshotsPrefix()).startRevision((BigInt(revision) + 1n).toString()).create();
-    watcher.on('put', (kv) => {
-      const key = kv.key.toString('utf8');
-      try {
-        const record = parseRecord<SnapshotRecord>(key, kv.value);
-        if (record) handlers.put(record);
-      } catch (err) {
-        handlers.unreadable(key, err);
-      }
-    });
-    watcher.on('delete', (kv) => handlers.deleted(idOfKey(kv.key.toString('utf8'))));
-    watcher.on('error', (err) => handlers.error(err));
-    return { cancel: () => watcher.cancel() };
   }
 
   /**
@@ -185,6 +157,32 @@ export class SnapshotStore {
       this.clusterId = cluster.record.UUID;
     }
     return this.clusterId;
+  }
+}
+
+/** The snapshots in the process's watched state (WatchCache.state, which holds the snapshots prefix). */
+export class WatchedSnapshots {
+  constructor(private readonly cache: WatchCache) {}
+
+  /**
+   * Every snapshot, once the state holds every write committed before this call, and `handlers`
+   * on every change after: both from the same moment, so no change falls between.
+   */
+  async follow(handlers: SnapshotWatchHandlers): Promise<{ snapshots: SnapshotRecord[]; watch: SnapshotWatch }> {
+    await this.cache.sync();
+    const prefix = keys.snapshotsPrefix();
+    const state = this.cache.state;
+    const snapshots = [...state.all<SnapshotRecord>(prefix).values()].map((m) => m.record);
+    const unsubscribe = state.onChange((changes, reloaded) => {
+      if (reloaded) return handlers.reloaded();
+      for (const change of changes) {
+        if (change.prefix !== prefix) continue;
+        const record = change.deleted ? undefined : state.get<SnapshotRecord>(prefix, change.key)?.record;
+        if (record) handlers.put(record);
+        else handlers.deleted(idOfKey(change.key));
+      }
+    });
+    return { snapshots, watch: { cancel: async () => void unsubscribe() } };
   }
 }
 

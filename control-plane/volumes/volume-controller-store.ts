@@ -1,14 +1,13 @@
 // What the volume controller (volume-controller.ts) reads and writes in etcd (docs/etcd-keys.md):
-// a watch-fed mirror of the records it derives placement, assignments, replica sets, snapshot
-// states and node replaces from, with per-volume indexes (a pass over 10,000 volumes must stay
+// the records it derives placement, assignments, replica sets, snapshot states and node replaces
+// from, read from the process's watched state (the WatchCache's mirror: one watch per process,
+// which must hold every prefix below), with per-volume indexes (a pass over 10,000 volumes must stay
 // linear, or it blocks the event loop long enough to lose the lease, and leadership); and its
 // writes, committed fenced by the leader's term and batched (lib/etcd/transaction.ts). The controller sees
 // records, revisions and what changed, and writes records guarded on the revisions it read.
-import type { Etcd3 } from 'etcd3';
 import { idOfKey, keys } from '../../lib/etcd/keys.js';
-import { PrefixMirror, type MirroredRecord, type MirrorChange } from '../../lib/etcd/prefix-mirror.js';
+import type { PrefixMirror, MirroredRecord, MirrorChange } from '../../lib/etcd/prefix-mirror.js';
 import { TransactionBatcher, type Committer, type Guard as RecordGuard, type Write as RecordWrite } from '../../lib/etcd/transaction.js';
-import type { Logger } from '../../lib/logger.js';
 import type {
   DeviceRecord,
   NodeCommandRecord,
@@ -24,6 +23,7 @@ import type {
 } from '../../lib/records.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
 import type { PolicyRecord } from '../policies/policy-record.js';
+import type { WatchCache } from '../watch-cache/watch-cache.js';
 
 const PREFIXES = {
   volume: keys.volumesPrefix(),
@@ -89,14 +89,17 @@ export type Write =
 export class VolumeControllerStore {
   private readonly mirror: PrefixMirror;
   private readonly batcher: TransactionBatcher;
+  private unsubscribe: (() => void) | undefined;
 
-  /** `fencedCommit`: the leader's (LeaderElection.fencedCommit), from the composition root. */
+  /**
+   * `cache`: the process's watched state (its mirror holds every prefix above), started;
+   * `fencedCommit`: the leader's (LeaderElection.fencedCommit), from the composition root.
+   */
   constructor(
-    etcd: Etcd3,
+    private readonly cache: WatchCache,
     fencedCommit: Committer,
-    logger: Logger,
   ) {
-    this.mirror = new PrefixMirror(etcd, Object.values(PREFIXES), logger);
+    this.mirror = cache.state;
     this.mirror.addIndex('assignments', PREFIXES.assignment, (key) => idOfKey(key));
     this.mirror.addIndex('status', PREFIXES.status, (key) => volumeOfStatusKey(key));
     this.mirror.addIndex('snapshots', PREFIXES.snapshot, (_key, record) => (record as SnapshotRecord).sourceVolumeUUID);
@@ -104,14 +107,25 @@ export class VolumeControllerStore {
     this.batcher = new TransactionBatcher(fencedCommit);
   }
 
-  /** Loads the mirror and keeps it current; `changed` after every batch of changes (`reloaded`: anything may have changed). */
+  /**
+   * Once the state holds every write committed before (a new leader looks at least at what its
+   * predecessor wrote), `changed` with `reloaded` (look at everything), then after every batch
+   * of changes (`reloaded`: anything may have changed). The first call and the subscription are
+   * in the same tick: no change falls between them.
+   */
   async start(changed: (changes: ControllerChange[], reloaded: boolean) => void): Promise<void> {
-    this.mirror.onChange((changes, reloaded) => changed(changes.map(toChange), reloaded));
-    await this.mirror.start();
+    await this.cache.sync();
+    this.unsubscribe = this.mirror.onChange((changes, reloaded) => {
+      const mine = changes.flatMap((change) => toChange(change) ?? []);
+      if (reloaded || mine.length > 0) changed(mine, reloaded);
+    });
+    changed([], true);
   }
 
-  stop(): Promise<void> {
-    return this.mirror.stop();
+  /** Stops the calls; the process's state goes on for its other readers. */
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
   }
 
   // ---- reads ----------------------------------------------------------------------------------
@@ -291,8 +305,10 @@ function guardOf(guard: Guard): RecordGuard {
   return { key, revision: guard.revision };
 }
 
-function toChange(change: MirrorChange): ControllerChange {
-  const kind = (Object.keys(PREFIXES) as ControllerRecordKind[]).find((k) => PREFIXES[k] === change.prefix)!;
+/** The controller's view of a change; undefined for a prefix it does not read (the state holds more). */
+function toChange(change: MirrorChange): ControllerChange | undefined {
+  const kind = (Object.keys(PREFIXES) as ControllerRecordKind[]).find((k) => PREFIXES[k] === change.prefix);
+  if (kind === undefined) return undefined;
   if (kind === 'status') return { kind, volumeUUID: volumeOfStatusKey(change.key) };
   if (kind === 'volume' || kind === 'assignment' || kind === 'replicaSet') return { kind, volumeUUID: idOfKey(change.key) };
   if (kind === 'snapshot') return { kind, snapshotUUID: idOfKey(change.key) };

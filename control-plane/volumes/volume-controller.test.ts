@@ -16,6 +16,7 @@ import { LeaderElection } from '../leadership/leader-election.js';
 import { failoverDuration, failovers, type FailoverKind } from '../metrics/control-plane-metrics.js';
 import { VolumeController } from './volume-controller.js';
 import { VolumeControllerStore } from './volume-controller-store.js';
+import { WatchCache } from '../watch-cache/watch-cache.js';
 import { ReplicaSetStore } from '../../lib/etcd/replica-set-store.js';
 import { withReplicaSet } from '../../lib/replication.js';
 import type { PolicyRecord } from '../policies/policy-record.js';
@@ -27,17 +28,19 @@ const CLUSTER_NQN = 'nqn.2024-01.io.strata:cluster:test';
 describe('volume controller', () => {
   let etcd: TestEtcd;
   let client: ReturnType<typeof createEtcdClient>;
+  /** The process's watched state, which the election and the controller read. */
+  let state: WatchCache;
   let election: LeaderElection;
   let controller: VolumeController;
   const events: EventInput[] = [];
   const now = { ms: Date.now() };
 
   async function startController(): Promise<void> {
-    election = new LeaderElection(client, `cp-${randomUUID()}`, logger);
+    election = new LeaderElection(client, state.state, `cp-${randomUUID()}`, logger);
     await election.start(client.lease(5));
     assert.ok(election.isLeader);
     controller = new VolumeController({
-      store: new VolumeControllerStore(client, (transaction) => election.fencedCommit(transaction), logger), logger,
+      store: new VolumeControllerStore(state, (transaction) => election.fencedCommit(transaction)), logger,
       events: { prepare: async (e) => { events.push(e as EventInput); return { id: '', wire: {} as never, writes: [] }; } },
       clusterUUID: 'cluster-test', clusterSubsystemNQN: CLUSTER_NQN,
       volumePorts: { min: 20000, max: 20009 }, overcommitRatio: 1, creatingTimeoutMs: 60_000, permanentFailureTimeoutMs: 600_000, now: () => now.ms,
@@ -52,8 +55,11 @@ describe('volume controller', () => {
   before(async () => {
     etcd = await startEtcd();
     client = createEtcdClient([etcd.endpoint]);
+    state = new WatchCache(client, logger);
+    await state.start();
   });
   after(async () => {
+    await state.stop();
     client.close();
     await etcd.stop();
   });

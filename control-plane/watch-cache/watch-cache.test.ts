@@ -119,4 +119,29 @@ describe('watch cache', () => {
     await Promise.all(Array.from({ length: 50 }, () => cache.sync()));
     assert.match(cache.volume(UUID)!.record.name, /^n\d$/);
   });
+
+  test('the state is shared: an index added after the load covers what it holds; listeners come and go; the leader key keeps its create revision', async () => {
+    const project = `p-${randomUUID().slice(0, 8)}`;
+    const before = randomUUID();
+    await put(keys.volume(before), volume(before, 'before-index', project));
+    await cache.sync();
+    cache.state.addIndex('test-volumes-by-project', keys.volumesPrefix(), (_key, record) => (record as VolumeRecord).projectName);
+    assert.deepEqual([...cache.state.lookup('test-volumes-by-project', project)], [keys.volume(before)], 'built from the records held');
+    const seen: string[] = [];
+    const unsubscribe = cache.state.onChange((changes) => seen.push(...changes.map((c) => c.key)));
+    const after = randomUUID();
+    await put(keys.volume(after), volume(after, 'after-index', project));
+    await cache.sync();
+    assert.deepEqual([...cache.state.lookup('test-volumes-by-project', project)].sort(), [keys.volume(before), keys.volume(after)].sort(), 'kept current');
+    assert.ok(seen.includes(keys.volume(after)), 'a listener sees the change');
+    unsubscribe();
+    const created = await etcd.put(keys.leader()).value(JSON.stringify({ instanceId: 'x', since: '' })).exec();
+    await etcd.put(keys.leader()).value(JSON.stringify({ instanceId: 'y', since: '' })).exec();
+    await cache.sync();
+    assert.ok(!seen.includes(keys.leader()), 'no call after unsubscribing');
+    const leader = cache.state.get<{ instanceId: string }>(keys.leader(), keys.leader());
+    assert.equal(leader?.record.instanceId, 'y');
+    assert.equal(leader?.createRevision, created.header.revision, 'the key\'s create_revision (a leader\'s term)');
+    await etcd.delete().key(keys.leader()).exec();
+  });
 });

@@ -1,11 +1,16 @@
-// The API's read model: the records requests read on every call (credentials, projects,
-// policies, presence, nodes, volumes and their status reports), mirrored in memory from one
-// etcd watch. A request reads them after one barrier, sync(): a cheap linearizable read of
-// etcd's current revision, then a wait until the watch has delivered it. So every read sees
-// every write committed before the request arrived, wherever it was made (another control
-// plane, an agent's report, a test writing etcd directly) — deleting a credential still locks
-// its tokens out at once — and costs one small round trip instead of one per record.
-// (Kubernetes' API server serves "consistent reads from cache" the same way.)
+// The process's one watched state, and the API's read model over it. Every reader in a control
+// plane process reads the one PrefixMirror this cache holds (`state`), fed by ONE etcd watch:
+// the API's requests (this class's reads), the volume controller (volume-controller-store.ts),
+// leader election (the leader key), membership events, snapshot retention and the etcd
+// corruption scanner. Its prefixes are fixed when it is built, so the list below names every
+// prefix any of them reads (docs/decisions.md, issue 14: one watched state per process).
+//
+// A request reads after one barrier, sync(): a cheap linearizable read of etcd's current
+// revision, then a wait until the watch has delivered it. So every read sees every write
+// committed before the request arrived, wherever it was made (another control plane, an
+// agent's report, a test writing etcd directly) — deleting a credential still locks its tokens
+// out at once — and costs one small round trip instead of one per record. (Kubernetes' API
+// server serves "consistent reads from cache" the same way.)
 //
 // Writes go to etcd as before, guarded by transactions on the revisions read here; a stale
 // read only ever makes a guarded write fail and retry.
@@ -45,6 +50,16 @@ const PREFIXES = {
   replicaSets: keys.replicaSetsPrefix(),
   nodePools: keys.nodePoolsPrefix(),
   devices: keys.devicesPrefix(),
+  // Read by the leader's tasks only, but held by every process: one watch serves them all.
+  snapshots: keys.snapshotsPrefix(),
+  assignments: keys.assignmentsPrefix(),
+  nsids: keys.nsidsPrefix(),
+  volumePorts: keys.volumePortsPrefix(),
+  featureFlags: keys.featureFlagsPrefix(),
+  nodeCommands: keys.nodeCommandsPrefix(),
+  // Single keys (no other key starts with them): leader election and the corruption scanner.
+  leader: keys.leader(),
+  etcdCorruptionScanRequest: keys.etcdCorruptionScanRequest(),
 } as const;
 
 const INDEX_POLICY_NAME = 'policy-by-name';
@@ -55,7 +70,8 @@ const INDEX_STATUS_VOLUME = 'status-by-volume';
 const WATCH_LAG_LIMIT_MS = 2000;
 
 export class WatchCache {
-  private readonly mirror: PrefixMirror;
+  /** The process's watched state: the stores of other readers are views of it (see the top). */
+  readonly state: PrefixMirror;
   private inflight: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
 
@@ -63,20 +79,20 @@ export class WatchCache {
     private readonly etcd: Etcd3,
     private readonly logger: Logger,
   ) {
-    this.mirror = new PrefixMirror(etcd, Object.values(PREFIXES), logger, { everyRevision: true });
-    this.mirror.keepSorted(PREFIXES.volumes);
-    this.mirror.addIndex(INDEX_POLICY_NAME, PREFIXES.policies, (_key, record) => (record as NamedRecord).name);
-    this.mirror.addIndex(INDEX_VOLUME_NAME, PREFIXES.volumes, (_key, record) => volumeNameKey((record as VolumeRecord).projectName, (record as VolumeRecord).name));
+    this.state = new PrefixMirror(etcd, Object.values(PREFIXES), logger, { everyRevision: true });
+    this.state.keepSorted(PREFIXES.volumes);
+    this.state.addIndex(INDEX_POLICY_NAME, PREFIXES.policies, (_key, record) => (record as NamedRecord).name);
+    this.state.addIndex(INDEX_VOLUME_NAME, PREFIXES.volumes, (_key, record) => volumeNameKey((record as VolumeRecord).projectName, (record as VolumeRecord).name));
     // volume-status/<volume UUID>/<node UUID>
-    this.mirror.addIndex(INDEX_STATUS_VOLUME, PREFIXES.volumeStatus, (key) => key.slice(PREFIXES.volumeStatus.length).split('/')[0]);
+    this.state.addIndex(INDEX_STATUS_VOLUME, PREFIXES.volumeStatus, (key) => key.slice(PREFIXES.volumeStatus.length).split('/')[0]);
   }
 
   start(): Promise<void> {
-    return this.mirror.start();
+    return this.state.start();
   }
 
   stop(): Promise<void> {
-    return this.mirror.stop();
+    return this.state.stop();
   }
 
   /**
@@ -104,9 +120,9 @@ export class WatchCache {
     // A linearizable range (etcd's default) answers with the revision current at the leader.
     const { header } = await this.etcd.get(keys.cluster()).exec();
     const revision = BigInt(header.revision);
-    if (await this.mirror.waitForRevision(revision, WATCH_LAG_LIMIT_MS)) return;
-    this.logger.warn({ revision: header.revision, seen: String(this.mirror.revision) }, 'watch cache lags etcd; reading everything again');
-    await this.mirror.resync();
+    if (await this.state.waitForRevision(revision, WATCH_LAG_LIMIT_MS)) return;
+    this.logger.warn({ revision: header.revision, seen: String(this.state.revision) }, 'watch cache lags etcd; reading everything again');
+    await this.state.resync();
   }
 
   credential(project: string, name: string): Versioned<CredentialRecord> | null {
@@ -122,34 +138,34 @@ export class WatchCache {
   }
 
   policyNamed<T extends NamedRecord>(name: string): Versioned<T> | null {
-    for (const key of this.mirror.lookup(INDEX_POLICY_NAME, name)) return this.versioned<T>(PREFIXES.policies, key);
+    for (const key of this.state.lookup(INDEX_POLICY_NAME, name)) return this.versioned<T>(PREFIXES.policies, key);
     return null;
   }
 
   presence(): PresenceRecord[] {
-    return [...this.mirror.all<PresenceRecord>(PREFIXES.presence).values()].map((m) => m.record);
+    return [...this.state.all<PresenceRecord>(PREFIXES.presence).values()].map((m) => m.record);
   }
 
   nodes(): NodeRecord[] {
-    return [...this.mirror.all<NodeRecord>(PREFIXES.nodes).values()].map((m) => m.record);
+    return [...this.state.all<NodeRecord>(PREFIXES.nodes).values()].map((m) => m.record);
   }
 
   node(UUID: string): NodeRecord | null {
-    return this.mirror.get<NodeRecord>(PREFIXES.nodes, keys.node(UUID))?.record ?? null;
+    return this.state.get<NodeRecord>(PREFIXES.nodes, keys.node(UUID))?.record ?? null;
   }
 
   /** A node's storage pool as its agent last measured it. */
   nodePool(nodeUUID: string): NodePoolRecord | null {
-    return this.mirror.get<NodePoolRecord>(PREFIXES.nodePools, keys.nodePool(nodeUUID))?.record ?? null;
+    return this.state.get<NodePoolRecord>(PREFIXES.nodePools, keys.nodePool(nodeUUID))?.record ?? null;
   }
 
   /** An NVMe device as its agent last reported it. */
   device(serial: string): DeviceRecord | null {
-    return this.mirror.get<DeviceRecord>(PREFIXES.devices, keys.device(serial))?.record ?? null;
+    return this.state.get<DeviceRecord>(PREFIXES.devices, keys.device(serial))?.record ?? null;
   }
 
   server(UUID: string): ServerRecord | null {
-    return this.mirror.get<ServerRecord>(PREFIXES.servers, keys.server(UUID))?.record ?? null;
+    return this.state.get<ServerRecord>(PREFIXES.servers, keys.server(UUID))?.record ?? null;
   }
 
   volume(UUID: string): Versioned<VolumeRecord> | null {
@@ -158,12 +174,12 @@ export class WatchCache {
 
   /** Every volume record (any state) named `name` in `project`. */
   volumesNamed(project: string, name: string): Versioned<VolumeRecord>[] {
-    return [...this.mirror.lookup(INDEX_VOLUME_NAME, volumeNameKey(project, name))].map((key) => this.versioned<VolumeRecord>(PREFIXES.volumes, key)!);
+    return [...this.state.lookup(INDEX_VOLUME_NAME, volumeNameKey(project, name))].map((key) => this.versioned<VolumeRecord>(PREFIXES.volumes, key)!);
   }
 
   /** Volume records in UUID (key) order, starting after the volume `afterUUID`. */
   *volumesInOrder(afterUUID?: string): Generator<Versioned<VolumeRecord>> {
-    const sorted = this.mirror.sortedKeys(PREFIXES.volumes);
+    const sorted = this.state.sortedKeys(PREFIXES.volumes);
     let at = 0;
     if (afterUUID !== undefined) {
       const after = keys.volume(afterUUID);
@@ -187,19 +203,19 @@ export class WatchCache {
 
   /** A replicated volume's replica set (undefined for one copy). */
   replicaSet(volumeUUID: string): ReplicaSetRecord | undefined {
-    return this.mirror.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volumeUUID))?.record;
+    return this.state.get<ReplicaSetRecord>(PREFIXES.replicaSets, keys.replicaSet(volumeUUID))?.record;
   }
 
   /** What the nodes last reported for a volume. */
   statusesOf(volumeUUID: string): VolumeStatusRecord[] {
-    return [...this.mirror.lookup(INDEX_STATUS_VOLUME, volumeUUID)].flatMap((key) => {
-      const status = this.mirror.get<VolumeStatusRecord>(PREFIXES.volumeStatus, key);
+    return [...this.state.lookup(INDEX_STATUS_VOLUME, volumeUUID)].flatMap((key) => {
+      const status = this.state.get<VolumeStatusRecord>(PREFIXES.volumeStatus, key);
       return status ? [status.record] : [];
     });
   }
 
   private versioned<T>(prefix: string, key: string): Versioned<T> | null {
-    const mirrored: MirroredRecord<T> | undefined = this.mirror.get<T>(prefix, key);
+    const mirrored: MirroredRecord<T> | undefined = this.state.get<T>(prefix, key);
     return mirrored ? { key, record: mirrored.record, revision: mirrored.revision } : null;
   }
 }

@@ -12,6 +12,8 @@ import { parseRecord, unconditionalTxn } from './client.js';
 export interface MirroredRecord<T> {
   readonly record: T;
   readonly revision: string;
+  /** The revision the key was created at (a leader key's term). */
+  readonly createRevision: string;
   /** Why the stored value is not a record (only with `keepCorrupt`; `record` is then null). */
   readonly corrupt?: Error;
 }
@@ -82,10 +84,14 @@ export class PrefixMirror {
 
   /**
    * Adds a secondary index over one prefix, kept current with the mirror, so callers find the
-   * records of, say, one volume without scanning every key. Add indexes before start().
+   * records of, say, one volume without scanning every key. An index added after start() is
+   * built from what the mirror holds (a reader constructed later, e.g. a leader's controller,
+   * shares the process's mirror); adding a name again replaces its index.
    */
   addIndex(name: string, prefix: string, fn: IndexFunction): void {
-    this.indexes.set(name, { prefix, fn, entries: new Map() });
+    const index = { prefix, fn, entries: new Map<string, Set<string>>() };
+    for (const [key, { record }] of this.maps.get(prefix) ?? []) this.indexAdd(index, key, record);
+    this.indexes.set(name, index);
   }
 
   /** The keys indexed under `value` (live set: do not mutate). */
@@ -200,7 +206,7 @@ export class PrefixMirror {
       const map = new Map<string, MirroredRecord<unknown>>();
       for (const kv of response.response_range.kvs) {
         const key = kv.key.toString();
-        const entry = this.entryOf(key, kv.value, kv.mod_revision);
+        const entry = this.entryOf(key, kv.value, kv.mod_revision, kv.create_revision);
         if (entry) map.set(key, entry);
       }
       this.maps.set(prefix, map);
@@ -230,7 +236,7 @@ export class PrefixMirror {
           map.delete(key);
           changes.push({ prefix, key, deleted: true });
         } else {
-          const entry = this.entryOf(key, event.kv.value, event.kv.mod_revision);
+          const entry = this.entryOf(key, event.kv.value, event.kv.mod_revision, event.kv.create_revision);
           if (entry) {
             if (!before) this.sortedInsert(prefix, key);
             map.set(key, entry);
@@ -259,12 +265,12 @@ export class PrefixMirror {
   }
 
   /** The record of a value; undefined (logged) for a corrupt one, unless kept. */
-  private entryOf(key: string, value: Buffer, revision: string): MirroredRecord<unknown> | undefined {
+  private entryOf(key: string, value: Buffer, revision: string, createRevision: string): MirroredRecord<unknown> | undefined {
     try {
-      return { record: parseRecord(key, value), revision };
+      return { record: parseRecord(key, value), revision, createRevision };
     } catch (err) {
       this.logger.error({ err, key }, this.options.keepCorrupt ? 'a corrupt record' : 'ignoring a corrupt record');
-      return this.options.keepCorrupt ? { record: null, revision, corrupt: err as Error } : undefined;
+      return this.options.keepCorrupt ? { record: null, revision, createRevision, corrupt: err as Error } : undefined;
     }
   }
 
