@@ -116,13 +116,9 @@ export class WatchCache {
     return this.queued;
   }
 
-  private async barrier(): Promise<void> {
-    // A linearizable range (etcd's default) answers with the revision current at the leader.
-    const { header } = await this.etcd.get(keys.cluster()).exec();
-    const revision = BigInt(header.revision);
-    if (await this.state.waitForRevision(revision, WATCH_LAG_LIMIT_MS)) return;
-    this.logger.warn({ revision: header.revision, seen: String(this.state.revision) }, 'watch cache lags etcd; reading everything again');
-    await this.state.resync();
+  /** The mirror's own barrier: etcd's current revision (a linearizable read), then the watch's delivery of it. */
+  private barrier(): Promise<void> {
+    return this.state.catchUp(WATCH_LAG_LIMIT_MS);
   }
 
   credential(project: string, name: string): Versioned<CredentialRecord> | null {
