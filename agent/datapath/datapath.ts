@@ -25,6 +25,7 @@ import type { AssignmentStore } from './reconcile/assignment-store.js';
 import { BlockStack, type BlockIoctls } from './replication/block-stack.js';
 import { SingleCopyPaths } from './replication/single-copy.js';
 import { ReplicaManager } from './replication/replica-manager.js';
+import { installMdAssemblyGuard, MD_ASSEMBLY_GUARD_RULE, UDEV_RUNTIME_RULES_DIR } from './replication/md-assembly-guard.js';
 import { QosStage } from './kernel/qos-stage.js';
 import { loadNativeAddon } from '../../lib/native-addon.js';
 
@@ -110,7 +111,7 @@ export async function createDataPathAndPools(
   const state = await DataPathState.load(config.stateDir);
   const logger = deps.logger;
   let decided: Promise<DataPathBackend> | undefined;
-  const backend = () => (decided ??= (parts.backend ?? findBackend)(config, run, logger));
+  const backend = () => (decided ??= parts.backend ? parts.backend(config, run, logger) : realBackend(config, run, logger));
   const pools = new NodePools({
     cluster: deps.stores.cluster,
     nodes: deps.stores.nodes,
@@ -166,6 +167,23 @@ export async function createDataPathAndPools(
     logger,
   });
   return { dataPath, pools, backend, ipAcls };
+}
+
+/**
+ * The kernel's target, and before any volume is served on it, the udev rule that keeps md's
+ * incremental assembly off replicated volumes' devices (replication/md-assembly-guard.ts).
+ */
+async function realBackend(config: DataPathConfig, run: CommandRunner, logger: Logger): Promise<DataPathBackend> {
+  const found = await findBackend(config, run, logger);
+  if (found.kind !== 'nvmet') return found;
+  try {
+    const guard = await installMdAssemblyGuard({ run, logger });
+    if (guard === 'written') logger.info({ rule: join(UDEV_RUNTIME_RULES_DIR, MD_ASSEMBLY_GUARD_RULE) }, "udev rule written: md's incremental assembly leaves replicated volumes' devices to the agent");
+  } catch (err) {
+    // Not fatal: with `AUTO -all` in mdadm.conf (docs/install.md) nothing assembles on its own either.
+    logger.error({ err }, "the udev rule that keeps md's incremental assembly off replicated volumes could not be written: without AUTO -all in mdadm.conf, udev may assemble a copy's array beside the agent's");
+  }
+  return found;
 }
 
 /**

@@ -136,10 +136,12 @@ const FENCE_MIN_BYTES = 1n << 40n;
 
 /** Device-mapper name of a volume's host-path device. */
 export const dmNameOf = (volumeUUID: string) => `strata-${volumeUUID}`;
-/** md array name (at most 32 characters in the superblock). */
-const mdNameOf = (volumeUUID: string) => `strata-${volumeUUID.replace(/-/g, '').slice(0, 24)}`;
+/** The hex digits of the volume UUID an md array name keeps (at most 32 characters in the superblock). */
+export const MD_NAME_HEX_DIGITS = 24;
+/** md array name of a replicated volume: `strata-` and the first 24 hex digits of its UUID. */
+export const mdNameOf = (volumeUUID: string) => `strata-${volumeUUID.replace(/-/g, '').slice(0, MD_NAME_HEX_DIGITS)}`;
 /** Kernel name of an array assembled through sysfs (`md_` names; a disk name has at most 31 characters). */
-const mdDiskNameOf = (volumeUUID: string) => `md_${volumeUUID.replace(/-/g, '').slice(0, 24)}`;
+const mdDiskNameOf = (volumeUUID: string) => `md_${volumeUUID.replace(/-/g, '').slice(0, MD_NAME_HEX_DIGITS)}`;
 
 export class BlockStack {
   /** One fence is made at a time (two passes must not attach two loop devices to it). */
