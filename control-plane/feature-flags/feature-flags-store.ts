@@ -33,7 +33,7 @@ export class FeatureFlagsStore {
   /** Writes the flag if it is still at `expectedRevision` ('0': never written). */
   async put(record: FeatureFlagRecord, expectedRevision: string): Promise<boolean> {
     const key = keys.featureFlag(record.name);
-    return (await commitTransaction(this.records.etcd, { guards: [{ key, revision: expectedRevision }], writes: [{ put: key, value: record }] })).succeeded;
+    return (await commitTransaction(this.records.kv, { guards: [{ key, revision: expectedRevision }], writes: [{ put: key, value: record }] })).succeeded;
   }
 
   /** The cluster's identity, for the events a change records. */

@@ -14,8 +14,9 @@
 //     between the count and the delete, and a new key is not among the keys a key guard names.
 //     Callers read a revision first, count, then commit with "nothing under these prefixes
 //     changed since"; a conflict retries.
-import { CompareResult, CompareTarget, type Etcd3, type ICompare, type IRequestOp } from 'etcd3';
-import { keys } from './keys.js';
+import { kvOf, type KvClient } from './kv.js';
+
+export { prefixEnd } from './kv.js';
 
 export type Guard =
   /** The key's mod_revision equals `revision`; '0' means the key must not exist. */
@@ -53,20 +54,8 @@ export type Committer = (transaction: Transaction) => Promise<boolean>;
  * transaction when it is refused, so the caller can tell which guard failed (`existing`: those of
  * them that exist at the refusal).
  */
-export async function commitTransaction(etcd: Etcd3, transaction: Transaction, readWhenRefused: readonly string[] = []): Promise<CommitResult & { readonly existing: ReadonlySet<string> }> {
-  // etcd3's builder cannot express a range compare; its KV client takes the raw request.
-  const result = await etcd.kv.txn({
-    compare: transaction.guards.map(compareOf),
-    success: transaction.writes.map(requestOf),
-    failure: readWhenRefused.map((key) => ({ request_range: { key: Buffer.from(key), count_only: true } })),
-  });
-  const existing = new Set<string>();
-  if (!result.succeeded) {
-    readWhenRefused.forEach((key, i) => {
-      if (Number(result.responses[i]?.response_range?.count ?? 0) > 0) existing.add(key);
-    });
-  }
-  return { succeeded: result.succeeded, revision: String(result.header.revision), existing };
+export function commitTransaction(client: KvClient, transaction: Transaction, readWhenRefused: readonly string[] = []): Promise<CommitResult & { readonly existing: ReadonlySet<string> }> {
+  return kvOf(client).commit(transaction, readWhenRefused);
 }
 
 /**
@@ -74,7 +63,7 @@ export async function commitTransaction(etcd: Etcd3, transaction: Transaction, r
  * its term guard) when given, else as a plain transaction. Fenced, the only guard is the term,
  * so a refusal is the term's end, and the fenced commit throws NOT_LEADER for it.
  */
-export async function commitUnguarded(etcd: Etcd3, writes: readonly Write[], fencedCommit?: Committer): Promise<void> {
+export async function commitUnguarded(etcd: KvClient, writes: readonly Write[], fencedCommit?: Committer): Promise<void> {
   const transaction: Transaction = { guards: [], writes };
   if (fencedCommit) await fencedCommit(transaction);
   else await commitTransaction(etcd, transaction);
@@ -159,44 +148,9 @@ export function unchanged(stored: { readonly key: string; readonly revision: str
 }
 
 /** The store's current revision (any read returns it in its header). */
-export async function currentRevision(etcd: Etcd3): Promise<string> {
-  const result = await etcd.get(keys.cluster()).exec();
-  return String(result.header.revision);
+export function currentRevision(client: KvClient): Promise<string> {
+  return kvOf(client).revision();
 }
 
 /** How many times a guarded write is retried when concurrent changes keep invalidating it. */
 export const GUARDED_ATTEMPTS = 10;
-
-/** The end of a prefix range (etcd's range_end for "every key with this prefix"). */
-export function prefixEnd(prefix: string): Buffer {
-  const end = Buffer.from(prefix);
-  for (let i = end.length - 1; i >= 0; i--) {
-    if (end[i]! < 0xff) {
-      end[i]! += 1;
-      return end.subarray(0, i + 1);
-    }
-  }
-  return Buffer.from([0]);
-}
-
-function compareOf(guard: Guard): ICompare {
-  if ('prefix' in guard) {
-    return {
-      key: Buffer.from(guard.prefix),
-      range_end: prefixEnd(guard.prefix),
-      target: CompareTarget.Mod,
-      result: CompareResult.Less,
-      mod_revision: (BigInt(guard.unchangedSince) + 1n).toString(),
-    };
-  }
-  const key = Buffer.from(guard.key);
-  if ('exists' in guard) return { key, target: CompareTarget.Create, result: CompareResult.Greater, create_revision: '0' };
-  if ('createRevision' in guard) return { key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: guard.createRevision };
-  return { key, target: CompareTarget.Mod, result: CompareResult.Equal, mod_revision: guard.revision };
-}
-
-function requestOf(write: Write): IRequestOp {
-  if ('put' in write) return { request_put: { key: Buffer.from(write.put), value: Buffer.from(JSON.stringify(write.value)) } };
-  if ('delete' in write) return { request_delete_range: { key: Buffer.from(write.delete) } };
-  return { request_delete_range: { key: Buffer.from(write.deletePrefix), range_end: prefixEnd(write.deletePrefix) } };
-}
