@@ -1,9 +1,12 @@
-// The narrow seam between the stores and etcd: read a key, read a prefix in key order, commit a
-// transaction (typed guards and writes, lib/etcd/transaction.ts), read the current revision.
-// `EtcdKv` is etcd (what the daemons run); a test may hand a store any other `Kv` with the same
-// semantics instead of a client (test/fakes/memory-etcd.ts, proven against etcd by
-// test/fakes/memory-etcd.test.ts), which is why store constructors take a `KvClient`.
-import { CompareResult, CompareTarget, type Etcd3, type ICompare, type IRequestOp } from 'etcd3';
+// The narrow seam between the stores (and the watched state, PrefixMirror) and etcd: read a key,
+// read a prefix in key order, commit a transaction (typed guards and writes,
+// lib/etcd/transaction.ts), read the current revision; for the watched state, read several
+// prefixes at one revision and watch changes from a revision on. `EtcdKv` is etcd (what the
+// daemons run); a test may hand a store or the state any other `Kv` with the same semantics
+// instead of a client (test/fakes/memory-etcd.ts, proven against etcd by
+// test/fakes/memory-etcd.test.ts), which is why their constructors take a `KvClient`.
+import { CompareResult, CompareTarget, type Etcd3, type ICompare, type IKeyValue, type IRequestOp } from 'etcd3';
+import { unconditionalTxn } from './client.js';
 import { keys } from './keys.js';
 import type { CommitResult, Guard, Transaction, Write } from './transaction.js';
 
@@ -23,6 +26,22 @@ export interface RangeOptions {
   readonly limit?: number;
 }
 
+/** A change a watch reports: the key as the change left it (a delete: no value, the delete's revision). */
+export interface KvEvent extends StoredKey {
+  readonly type: 'put' | 'delete';
+}
+
+export interface KvWatchHandlers {
+  /** A batch of changes, in revision order. */
+  events(events: readonly KvEvent[]): void;
+  /** The watch failed (e.g. compacted past its start): nothing more comes; read everything again. */
+  error(err: Error): void;
+}
+
+export interface KvWatch {
+  cancel(): Promise<void>;
+}
+
 export interface Kv {
   get(key: string): Promise<StoredKey | null>;
   /** The keys under `prefix`, in etcd's (byte) key order. */
@@ -33,6 +52,10 @@ export interface Kv {
   commit(transaction: Transaction, readWhenRefused?: readonly string[]): Promise<CommitResult & { readonly existing: ReadonlySet<string> }>;
   /** The store's current revision. */
   revision(): Promise<string>;
+  /** The keys under each prefix, all read at one revision (one etcd transaction). */
+  snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }>;
+  /** Every change under `prefix` from `startRevision` on ('' = every key). */
+  watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch>;
 }
 
 /** What a store is built on: the etcd client (the daemons), or another Kv (tests). */
@@ -64,7 +87,7 @@ export class EtcdKv implements Kv {
     ).sort('Key', 'Ascend');
     if (options.limit !== undefined) builder = builder.limit(options.limit);
     const res = await builder.exec();
-    return res.kvs.map((kv) => ({ key: kv.key.toString(), value: kv.value, modRevision: kv.mod_revision, createRevision: kv.create_revision }));
+    return res.kvs.map(storedKey);
   }
 
   keys(prefix: string): Promise<string[]> {
@@ -92,6 +115,24 @@ export class EtcdKv implements Kv {
     const result = await this.etcd.get(keys.cluster()).exec();
     return String(result.header.revision);
   }
+
+  async snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
+    const result = await unconditionalTxn(this.etcd)
+      .then(...prefixes.map((p) => this.etcd.getAll().prefix(p)))
+      .commit();
+    return { revision: String(result.header.revision), ranges: result.responses.map((response) => response.response_range.kvs.map(storedKey)) };
+  }
+
+  async watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch> {
+    const watcher = await this.etcd.watch().prefix(prefix).startRevision(startRevision).create();
+    watcher.on('data', (res) => handlers.events(res.events.map((event) => ({ type: event.type === 'Delete' ? 'delete' : 'put', ...storedKey(event.kv) }))));
+    watcher.on('error', (err) => handlers.error(err));
+    return { cancel: () => watcher.cancel() };
+  }
+}
+
+function storedKey(kv: IKeyValue): StoredKey {
+  return { key: kv.key.toString(), value: kv.value, modRevision: kv.mod_revision, createRevision: kv.create_revision };
 }
 
 /** The end of a prefix range (etcd's range_end for "every key with this prefix"). */

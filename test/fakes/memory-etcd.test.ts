@@ -3,9 +3,11 @@
 // proven to keep etcd's revision and guard semantics for what the stores use.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { EtcdKv, type Kv } from '../../lib/etcd/kv.js';
+import { EtcdKv, type Kv, type KvEvent } from '../../lib/etcd/kv.js';
+import { PrefixMirror, type MirrorChange } from '../../lib/etcd/prefix-mirror.js';
 import type { Transaction, Write } from '../../lib/etcd/transaction.js';
 import { etcdForSuite } from '../helpers/etcd.js';
+import { silentLogger } from '../helpers/silent-logger.js';
 import { MemoryEtcd } from './memory-etcd.js';
 
 const put = (key: string, value: unknown): Write => ({ put: key, value });
@@ -166,6 +168,64 @@ function contract(backend: string, kvOf: () => Kv): void {
       await write(kv, ...writes.slice(0, 128));
       assert.equal((await kv.keys(`${prefix}/`)).length, 128);
     });
+
+    it('a snapshot reads every prefix at one revision', async () => {
+      const kv = kvOf();
+      const [p, q] = [`${fresh('snap')}/`, `${fresh('snap')}/`];
+      const at = await write(kv, put(`${p}1`, 1), put(`${q}1`, 2));
+      await write(kv, put(`${q}2`, 3));
+      const { revision, ranges } = await kv.snapshot([p, q]);
+      assert.equal(revision, await kv.revision());
+      assert.deepEqual(ranges.map((r) => r.map((k) => [k.key, k.modRevision])), [[[`${p}1`, at]], [[`${q}1`, at], [`${q}2`, revision]]]);
+    });
+
+    it('a watch replays the changes from its start revision under its prefix, then reports new ones; a delete carries its revision', async () => {
+      const kv = kvOf();
+      const prefix = `${fresh('watched')}/`;
+      const created = await write(kv, put(`${prefix}a`, 1));
+      await write(kv, put(`${prefix.slice(0, -1)}-beside`, 0));
+      const seen: KvEvent[] = [];
+      let wake: () => void = () => undefined;
+      const watch = await kv.watch(prefix, created, { events: (events) => (seen.push(...events), wake()), error: (err) => assert.fail(err) });
+      const updated = await write(kv, put(`${prefix}a`, 2), put(`${prefix}b`, 3));
+      const deleted = await write(kv, { delete: `${prefix}a` });
+      while (seen.length < 4) await new Promise<void>((resolve) => (wake = resolve));
+      await watch.cancel();
+      assert.deepEqual(
+        seen.map((e) => [e.type, e.key, e.type === 'put' ? JSON.parse(e.value.toString()) : null, e.modRevision, e.createRevision]),
+        [
+          ['put', `${prefix}a`, 1, created, created],
+          ['put', `${prefix}a`, 2, updated, created],
+          ['put', `${prefix}b`, 3, updated, updated],
+          ['delete', `${prefix}a`, null, deleted, '0'],
+        ],
+      );
+    });
+
+    it('the watched state (PrefixMirror) runs on it: loads, follows, indexes, and is current after catchUp', async () => {
+      const kv = kvOf();
+      const prefix = `${fresh('state')}/`;
+      await write(kv, put(`${prefix}a`, { name: 'x' }));
+      const state = new PrefixMirror(kv, [prefix], silentLogger(), { everyRevision: true });
+      state.addIndex('name', prefix, (_key, record) => (record as { name: string }).name);
+      const heard: MirrorChange[] = [];
+      state.onChange((changes) => heard.push(...changes));
+      await state.start();
+      try {
+        assert.deepEqual([...state.lookup('name', 'x')], [`${prefix}a`]);
+        const revision = await write(kv, put(`${prefix}b`, { name: 'x' }), { delete: `${prefix}a` });
+        await state.catchUp();
+        assert.equal(state.get(prefix, `${prefix}b`)?.revision, revision);
+        assert.equal(state.get(prefix, `${prefix}a`), undefined);
+        assert.deepEqual([...state.lookup('name', 'x')], [`${prefix}b`]);
+        assert.deepEqual(heard, [
+          { prefix, key: `${prefix}b`, deleted: false },
+          { prefix, key: `${prefix}a`, deleted: true },
+        ]);
+      } finally {
+        await state.stop();
+      }
+    });
   });
 }
 
@@ -173,3 +233,22 @@ const suite = etcdForSuite();
 contract('etcd', () => new EtcdKv(suite.client));
 const memory = new MemoryEtcd();
 contract('the in-memory fake', () => memory);
+
+describe('the in-memory fake alone', () => {
+  it('a failed watch (failWatches) makes the watched state read everything again and say so', async () => {
+    const kv = new MemoryEtcd();
+    const state = new PrefixMirror(kv, ['/strata/x/'], silentLogger(), { everyRevision: true });
+    const reloads: boolean[] = [];
+    state.onChange((_changes, reloaded) => reloads.push(reloaded));
+    await state.start();
+    try {
+      await kv.put('/strata/x/a', 1);
+      kv.failWatches();
+      await state.catchUp();
+      assert.equal(state.get('/strata/x/', '/strata/x/a')?.record, 1);
+      assert.equal(reloads.filter((r) => r).length, 2, 'the load, then the reload');
+    } finally {
+      await state.stop();
+    }
+  });
+});

@@ -15,11 +15,15 @@
 //     --max-txn-ops) and a key put twice, or put and deleted, in one transaction ("duplicate key
 //     given in txn request").
 // test/fakes/memory-etcd.test.ts runs the same cases against a real etcd and against this fake.
-// Not modelled: leases, watches of etcd's own (`changes()` reports each commit synchronously, in
-// the shape PrefixMirror's listeners receive), compaction, history reads, members and auth.
-import type { Kv, RangeOptions, StoredKey } from '../../lib/etcd/kv.js';
+// Watches replay every change from their start revision (the fake keeps all history: nothing is
+// compacted) and then report each commit's changes as one batch, in a microtask after the commit
+// (etcd's watch is asynchronous too), so PrefixMirror — the watched state, with its indexes and
+// its listeners — runs on the fake unchanged; `failWatches()` stands for a failed watch (a
+// compaction past its revision), which makes the state reload.
+// Not modelled: leases, compaction, reads at a past revision, members, auth, and timing (a
+// change reaches the watches at once, never late).
+import type { Kv, KvEvent, KvWatch, KvWatchHandlers, RangeOptions, StoredKey } from '../../lib/etcd/kv.js';
 import { prefixEnd } from '../../lib/etcd/kv.js';
-import type { MirrorChange } from '../../lib/etcd/prefix-mirror.js';
 import { compareKeys } from '../../lib/etcd/prefix-mirror.js';
 import type { CommitResult, Guard, Transaction, Write } from '../../lib/etcd/transaction.js';
 
@@ -35,7 +39,9 @@ interface Entry {
 export class MemoryEtcd implements Kv {
   private readonly data = new Map<string, Entry>();
   private current = 1n;
-  private readonly listeners = new Set<(changes: MirrorChange[], revision: string) => void>();
+  /** Every change ever committed, in revision order (watches replay it from their start). */
+  private readonly history: KvEvent[] = [];
+  private readonly watches = new Set<{ readonly prefix: string; readonly handlers: KvWatchHandlers }>();
   /** Every transaction committed (guards held), in order: what a test can assert was written. */
   readonly committed: Transaction[] = [];
 
@@ -69,24 +75,18 @@ export class MemoryEtcd implements Kv {
       return { succeeded: false, revision: String(this.current), existing: new Set(readWhenRefused.filter((key) => this.data.has(key))) };
     }
     const revision = this.current + 1n;
-    const changes: MirrorChange[] = [];
+    const events: KvEvent[] = [];
     for (const write of transaction.writes) {
-      if ('put' in write) {
-        const before = this.data.get(write.put);
-        this.data.set(write.put, { value: Buffer.from(JSON.stringify(write.value)), modRevision: revision, createRevision: before?.createRevision ?? revision });
-        changes.push({ prefix: '', key: write.put, deleted: false });
-      } else {
+      if ('put' in write) events.push(this.set(write.put, Buffer.from(JSON.stringify(write.value)), revision));
+      else {
         for (const key of 'delete' in write ? (this.data.has(write.delete) ? [write.delete] : []) : this.keysIn(write.deletePrefix)) {
           this.data.delete(key);
-          changes.push({ prefix: '', key, deleted: true });
+          events.push({ type: 'delete', key, value: Buffer.alloc(0), modRevision: String(revision), createRevision: '0' });
         }
       }
     }
     this.committed.push(transaction);
-    if (changes.length > 0) {
-      this.current = revision;
-      for (const listener of [...this.listeners]) listener(changes, String(revision));
-    }
+    if (events.length > 0) this.publish(revision, events);
     return { succeeded: true, revision: String(this.current), existing: new Set() };
   }
 
@@ -101,21 +101,49 @@ export class MemoryEtcd implements Kv {
 
   /** Puts raw bytes (a value that is not JSON: a corrupt record). */
   putRaw(key: string, value: string | Buffer): string {
-    const before = this.data.get(key);
-    this.current += 1n;
-    this.data.set(key, { value: Buffer.from(value), modRevision: this.current, createRevision: before?.createRevision ?? this.current });
-    for (const listener of [...this.listeners]) listener([{ prefix: '', key, deleted: false }], String(this.current));
-    return String(this.current);
+    const revision = this.current + 1n;
+    this.publish(revision, [this.set(key, Buffer.from(value), revision)]);
+    return String(revision);
   }
 
-  /**
-   * Calls `listener` synchronously after each commit that changed keys, with the keys it changed
-   * (etcd's one watch over every key; `prefix` is '' here, PrefixMirror's would name the mirrored
-   * prefix) and the new revision. Returns the function that stops the calls.
-   */
-  changes(listener: (changes: MirrorChange[], revision: string) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+  async snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
+    return { revision: String(this.current), ranges: await Promise.all(prefixes.map((prefix) => this.range(prefix))) };
+  }
+
+  async watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch> {
+    const watch = { prefix, handlers };
+    const start = BigInt(startRevision);
+    const past = this.history.filter((event) => BigInt(event.modRevision) >= start && event.key.startsWith(prefix));
+    this.watches.add(watch);
+    if (past.length > 0) queueMicrotask(() => this.watches.has(watch) && handlers.events(past));
+    return {
+      cancel: async () => {
+        this.watches.delete(watch);
+      },
+    };
+  }
+
+  /** Fails every open watch (as a compaction past its revision would); their owners read again. */
+  failWatches(err = new Error('etcdserver: mvcc: required revision has been compacted')): void {
+    const failed = [...this.watches];
+    this.watches.clear();
+    for (const watch of failed) watch.handlers.error(err);
+  }
+
+  private set(key: string, value: Buffer, revision: bigint): KvEvent {
+    const entry = { value, modRevision: revision, createRevision: this.data.get(key)?.createRevision ?? revision };
+    this.data.set(key, entry);
+    return { type: 'put', ...stored(key, entry) };
+  }
+
+  /** Makes `revision` current and hands its changes to the watches, in a microtask (in commit order). */
+  private publish(revision: bigint, events: KvEvent[]): void {
+    this.current = revision;
+    this.history.push(...events);
+    for (const watch of this.watches) {
+      const seen = events.filter((event) => event.key.startsWith(watch.prefix));
+      if (seen.length > 0) queueMicrotask(() => this.watches.has(watch) && watch.handlers.events(seen));
+    }
   }
 
   private keysIn(prefix: string): string[] {
