@@ -44,6 +44,12 @@ export class MemoryEtcd implements Kv {
   private readonly watches = new Set<{ readonly prefix: string; readonly handlers: KvWatchHandlers }>();
   /** Every transaction committed (guards held), in order: what a test can assert was written. */
   readonly committed: Transaction[] = [];
+  /**
+   * Runs before each guarded transaction is evaluated: a concurrent writer getting in between
+   * the code's read and its commit (its own commits do not call it again).
+   */
+  interleave: ((transaction: Transaction) => Promise<void> | void) | undefined;
+  private interleaving = false;
 
   async get(key: string): Promise<StoredKey | null> {
     const entry = this.data.get(key);
@@ -71,6 +77,14 @@ export class MemoryEtcd implements Kv {
       throw new Error('etcdserver: too many operations in txn request');
     }
     checkDuplicates(transaction.writes);
+    if (this.interleave && transaction.guards.length > 0 && !this.interleaving) {
+      this.interleaving = true;
+      try {
+        await this.interleave(transaction);
+      } finally {
+        this.interleaving = false;
+      }
+    }
     if (!transaction.guards.every((guard) => this.holds(guard))) {
       return { succeeded: false, revision: String(this.current), existing: new Set(readWhenRefused.filter((key) => this.data.has(key))) };
     }
