@@ -1,5 +1,5 @@
 // Feature flags in etcd: /strata/feature-flags/<name>. A flag never written has its default.
-import type { Etcd3 } from 'etcd3';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { commitTransaction } from '../../lib/etcd/transaction.js';
@@ -18,7 +18,7 @@ export interface FeatureFlagRecord {
 export class FeatureFlagsStore {
   private readonly records: RecordStore;
 
-  constructor(etcd: Etcd3) {
+  constructor(etcd: KvClient) {
     this.records = new RecordStore(etcd);
   }
 
