@@ -4,7 +4,7 @@
 // behaviour through HTTP on a real etcd. Here the fake also lets a concurrent writer in between a
 // read and its commit at will, which a real etcd only does by chance.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { afterEach, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
@@ -13,6 +13,9 @@ import type { ProjectRecord } from '../../lib/records.js';
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { putSnapshot, putVolume, removeSnapshot, removeVolume, volumeUsage } from '../../test/kits/api-test-kit.js';
+import { parseCreateCredential } from '../credentials/credentials-schema.js';
+import { CredentialsService } from '../credentials/credentials-service.js';
+import { CredentialRecordsStore } from '../credentials/credentials-store.js';
 import { parseCreatePolicy, parseUpdatePolicy } from '../policies/policies-schema.js';
 import { PoliciesService } from '../policies/policies-service.js';
 import { PoliciesStore } from '../policies/policies-store.js';
@@ -53,10 +56,11 @@ describe('projects service on the in-memory etcd', () => {
     const usage = volumeUsage(kv, cache);
     const projects = new ProjectsService(store, policyStore, usage);
     const policies = new PoliciesService(policyStore, store, usage);
+    const credentials = new CredentialsService(new CredentialRecordsStore(kv), store);
     const create = (body: Record<string, unknown>) => projects.create(parseCreateProject(body));
     const createPolicy = async (name: string, qos: Record<string, unknown> = {}) =>
       (await policies.create(parseCreatePolicy({ name, qoSRateLimitPolicy: { limitIOPS: { writeIOPSLimit: 100, readIOPSLimit: 200 }, ...qos } }))).UUID;
-    return { kv, cache, store, policyStore, projects, policies, create, createPolicy };
+    return { kv, cache, store, policyStore, projects, policies, credentials, create, createPolicy };
   }
 
   test('create: the wire fields, the ETag is the record revision, get equals create; names are case-sensitive', async () => {
@@ -202,5 +206,26 @@ describe('projects service on the in-memory etcd', () => {
     await policies.delete(gold, undefined);
     await refuses(policies.get(CLUSTER, { UUID: gold }), 'NOT_FOUND');
     assert.equal(await kv.get(keys.policyName('gold')), null, 'the name index went with it');
+  });
+
+  test('credentials: one is never created in a project deleted meanwhile, and a project is not deleted under a new one', async () => {
+    const { kv, projects, credentials, create } = await world();
+    const { publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'pem' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } });
+    const upload = (project: string, name: string) => credentials.create(project, parseCreateCredential({ name, payload: publicKey }));
+    await create({ name: 'doomed' });
+    kv.interleave = async () => {
+      kv.interleave = undefined;
+      await projects.delete('doomed', undefined);
+    };
+    await refuses(upload('doomed', 'ci'), 'NOT_FOUND', /project/);
+    assert.equal(await kv.get(keys.credential('doomed', 'ci')), null, 'the guard on the project as read refused the write');
+
+    await create({ name: 'kept' });
+    kv.interleave = async () => {
+      kv.interleave = undefined;
+      await upload('kept', 'late');
+    };
+    await refuses(projects.delete('kept', undefined), 'INVALID_STATE', /1 credential/);
+    assert.deepEqual((await credentials.list('kept')).map((c) => c.name), ['late']);
   });
 });
