@@ -48,6 +48,8 @@ export interface Kv {
   range(prefix: string, options?: RangeOptions): Promise<StoredKey[]>;
   /** The keys under `prefix` alone (etcd: keys_only), in key order. */
   keys(prefix: string): Promise<string[]>;
+  /** How many keys there are under `prefix` (etcd: count_only). */
+  count(prefix: string): Promise<number>;
   /** See commitTransaction. */
   commit(transaction: Transaction, readWhenRefused?: readonly string[]): Promise<CommitResult & { readonly existing: ReadonlySet<string> }>;
   /** The store's current revision. */
@@ -92,6 +94,10 @@ export class EtcdKv implements Kv {
 
   keys(prefix: string): Promise<string[]> {
     return this.etcd.getAll().prefix(prefix).keys();
+  }
+
+  count(prefix: string): Promise<number> {
+    return this.etcd.getAll().prefix(prefix).count();
   }
 
   async commit(transaction: Transaction, readWhenRefused: readonly string[] = []): Promise<CommitResult & { readonly existing: ReadonlySet<string> }> {

@@ -133,17 +133,19 @@ function contract(backend: string, kvOf: () => Kv): void {
       assert.equal(await commits(kv, { guards: [{ prefix, unchangedSince: checkedAt }], writes: [] }), true);
     });
 
-    it('deletes a prefix and no key beside it; ranges are in key order and page with startAfter and limit', async () => {
+    it('deletes a prefix and no key beside it; ranges are in key order, page with startAfter and limit, and count', async () => {
       const kv = kvOf();
       const prefix = `${fresh('range')}/`;
       const beside = `${prefix.slice(0, -1)}-kept`;
       await write(kv, put(`${prefix}c`, 3), put(`${prefix}a`, 1), put(`${prefix}b/x`, 2), put(beside, 0));
       assert.deepEqual((await kv.range(prefix)).map((k) => k.key), [`${prefix}a`, `${prefix}b/x`, `${prefix}c`]);
       assert.deepEqual(await kv.keys(prefix), [`${prefix}a`, `${prefix}b/x`, `${prefix}c`]);
+      assert.equal(await kv.count(prefix), 3);
       assert.deepEqual((await kv.range(prefix, { startAfter: `${prefix}a`, limit: 1 })).map((k) => k.key), [`${prefix}b/x`]);
       assert.deepEqual((await kv.range(prefix, { startAfter: `${prefix}b/x` })).map((k) => k.key), [`${prefix}c`]);
       await write(kv, { deletePrefix: prefix });
       assert.deepEqual(await kv.keys(prefix), []);
+      assert.equal(await kv.count(prefix), 0);
       assert.equal(await read(kv, beside), 0);
     });
 

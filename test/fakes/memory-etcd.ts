@@ -68,6 +68,10 @@ export class MemoryEtcd implements Kv {
     return this.keysIn(prefix);
   }
 
+  async count(prefix: string): Promise<number> {
+    return this.keysIn(prefix).length;
+  }
+
   async revision(): Promise<string> {
     return String(this.current);
   }
