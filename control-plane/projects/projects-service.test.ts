@@ -5,13 +5,13 @@
 // read and its commit at will, which a real etcd only does by chance.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import { afterEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
 import type { StrataError } from '../../lib/errors.js';
 import type { ProjectRecord } from '../../lib/records.js';
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
-import { silentLogger } from '../../test/helpers/silent-logger.js';
+import { refuses, watchedStateForEachTest } from '../../test/fakes/domain-helpers.js';
 import { putSnapshot, putVolume, removeSnapshot, removeVolume, volumeUsage } from '../../test/kits/api-test-kit.js';
 import { parseCreateCredential } from '../credentials/credentials-schema.js';
 import { CredentialsService } from '../credentials/credentials-service.js';
@@ -19,27 +19,14 @@ import { CredentialRecordsStore } from '../credentials/credentials-store.js';
 import { parseCreatePolicy, parseUpdatePolicy } from '../policies/policies-schema.js';
 import { PoliciesService } from '../policies/policies-service.js';
 import { PoliciesStore } from '../policies/policies-store.js';
-import { WatchCache } from '../watch-cache/watch-cache.js';
 import { parseCreateProject, parseUpdateProject } from './projects-schema.js';
 import { ProjectsService } from './projects-service.js';
 import { ProjectsStore } from './projects-store.js';
 
 const CLUSTER = { kind: 'cluster' } as const;
 
-/** Rejects with a StrataError of this code (and message). */
-async function refuses(promise: Promise<unknown>, code: string, message?: RegExp): Promise<void> {
-  await assert.rejects(promise, (err: StrataError) => {
-    assert.equal(err.code, code, err.message);
-    if (message) assert.match(err.message, message);
-    return true;
-  });
-}
-
 describe('projects service on the in-memory etcd', () => {
-  const caches: WatchCache[] = [];
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.stop()));
-  });
+  const watchedState = watchedStateForEachTest();
 
   /** A keyspace holding what bootstrap writes of projects, and the services as the control plane wires them. */
   async function world() {
@@ -48,9 +35,7 @@ describe('projects service on the in-memory etcd', () => {
       const builtIn: ProjectRecord = { UUID: randomUUID(), name, description: '', defaultPolicies: [], builtIn: true, createdAt: new Date().toISOString() };
       await kv.put(keys.project(name), builtIn);
     }
-    const cache = new WatchCache(kv, silentLogger());
-    caches.push(cache);
-    await cache.start();
+    const cache = await watchedState(kv);
     const store = new ProjectsStore(kv);
     const policyStore = new PoliciesStore(kv);
     const usage = volumeUsage(kv, cache);
