@@ -84,6 +84,14 @@ interface Submission {
  * submissions arriving in the same tick are committed together. When a shared transaction is
  * refused (one of its guards no longer holds), each submission is committed alone, so one stale
  * record never blocks the others.
+ *
+ * Each submission gets the outcome it would have had committed alone, in submission order: two
+ * submissions share a transaction only when neither writes a key the other writes or guards (a
+ * put and a deletePrefix over it count). Otherwise etcd would refuse the shared transaction with
+ * "duplicate key given in txn request" (an error for all of them), or a guard would be checked
+ * before a write submitted ahead of it. A submission touching such a key starts the next shared
+ * transaction, committed after the previous one has; a submission that writes a key twice itself
+ * goes alone, so its error is its own.
  */
 export class TransactionBatcher {
   private queue: Submission[] = [];
@@ -108,19 +116,25 @@ export class TransactionBatcher {
     this.queue = [];
     const batches: Submission[][] = [];
     let batch: Submission[] = [];
+    let footprint = new Footprint();
     let size = 0;
     for (const submission of queue) {
-      const cost = submission.transaction.guards.length + submission.transaction.writes.length;
-      if (batch.length > 0 && size + cost > MAX_OPS_PER_TXN) {
+      const { transaction } = submission;
+      const cost = transaction.guards.length + transaction.writes.length;
+      const alone = writesOverlap(transaction.writes);
+      if (batch.length > 0 && (alone || size + cost > MAX_OPS_PER_TXN || footprint.conflicts(transaction))) {
         batches.push(batch);
         batch = [];
+        footprint = new Footprint();
         size = 0;
       }
       batch.push(submission);
-      size += cost;
+      footprint.add(transaction);
+      size += alone ? MAX_OPS_PER_TXN : cost;
     }
     if (batch.length > 0) batches.push(batch);
-    await Promise.all(batches.map((b) => this.commitBatch(b)));
+    // In order: a later batch may write what an earlier one writes or guards.
+    for (const b of batches) await this.commitBatch(b);
   }
 
   private async commitBatch(batch: Submission[]): Promise<void> {
@@ -134,6 +148,51 @@ export class TransactionBatcher {
     } catch (err) {
       for (const s of batch) s.reject(err);
     }
+  }
+}
+
+/** The keys and prefixes a transaction reaches: a put or delete names a key, a deletePrefix a prefix. */
+type Span = { readonly key: string } | { readonly prefix: string };
+
+function spanOfWrite(write: Write): Span {
+  if ('put' in write) return { key: write.put };
+  if ('delete' in write) return { key: write.delete };
+  return { prefix: write.deletePrefix };
+}
+
+function spanOfGuard(guard: Guard): Span {
+  return 'prefix' in guard ? { prefix: guard.prefix } : { key: guard.key };
+}
+
+function overlap(a: Span, b: Span): boolean {
+  if ('key' in a && 'key' in b) return a.key === b.key;
+  if ('key' in a) return a.key.startsWith((b as { prefix: string }).prefix);
+  if ('key' in b) return b.key.startsWith(a.prefix);
+  return a.prefix.startsWith(b.prefix) || b.prefix.startsWith(a.prefix);
+}
+
+/** Whether the writes put a key twice or put a key another of them deletes (etcd's duplicate key). */
+function writesOverlap(writes: readonly Write[]): boolean {
+  const spans = writes.map(spanOfWrite);
+  return writes.some((write, i) => 'put' in write && spans.some((other, j) => j !== i && overlap(spans[i]!, other)));
+}
+
+/** What the transactions of a shared one write and guard. */
+class Footprint {
+  private readonly writes: Span[] = [];
+  private readonly guards: Span[] = [];
+
+  add(transaction: Transaction): void {
+    this.writes.push(...transaction.writes.map(spanOfWrite));
+    this.guards.push(...transaction.guards.map(spanOfGuard));
+  }
+
+  /** Whether the transaction writes what these write or guard, or guards what these write. */
+  conflicts(transaction: Transaction): boolean {
+    const writes = transaction.writes.map(spanOfWrite);
+    const guards = transaction.guards.map(spanOfGuard);
+    const hits = (ours: readonly Span[], theirs: readonly Span[]) => ours.some((a) => theirs.some((b) => overlap(a, b)));
+    return hits(writes, this.writes) || hits(writes, this.guards) || hits(guards, this.writes);
   }
 }
 
