@@ -1,5 +1,5 @@
 // Admin endpoints in etcd: /strata/admin-endpoints/<port, zero-padded>.
-import type { Etcd3 } from 'etcd3';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { commitTransaction, unchanged, type CommitResult } from '../../lib/etcd/transaction.js';
@@ -10,7 +10,7 @@ export type { AdminEndpointRecord };
 export class AdminEndpointsStore {
   private readonly records: RecordStore;
 
-  constructor(private readonly etcd: Etcd3) {
+  constructor(private readonly etcd: KvClient) {
     this.records = new RecordStore(etcd);
   }
 

@@ -1,6 +1,6 @@
 // Credentials in etcd (/strata/credentials/<project>/<name>): the records the Authenticator
 // reads on every request, so a write here takes effect on the next request.
-import type { Etcd3 } from 'etcd3';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { commitTransaction, unchanged, type CommitResult } from '../../lib/etcd/transaction.js';
@@ -9,7 +9,7 @@ import type { CredentialRecord, ProjectRecord } from '../../lib/records.js';
 export class CredentialRecordsStore {
   private readonly records: RecordStore;
 
-  constructor(private readonly etcd: Etcd3) {
+  constructor(private readonly etcd: KvClient) {
     this.records = new RecordStore(etcd);
   }
 

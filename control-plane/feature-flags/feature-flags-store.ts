@@ -1,5 +1,5 @@
 // Feature flags in etcd: /strata/feature-flags/<name>. A flag never written has its default.
-import type { Etcd3 } from 'etcd3';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { commitTransaction } from '../../lib/etcd/transaction.js';
@@ -18,7 +18,7 @@ export interface FeatureFlagRecord {
 export class FeatureFlagsStore {
   private readonly records: RecordStore;
 
-  constructor(etcd: Etcd3) {
+  constructor(etcd: KvClient) {
     this.records = new RecordStore(etcd);
   }
 
@@ -33,7 +33,7 @@ export class FeatureFlagsStore {
   /** Writes the flag if it is still at `expectedRevision` ('0': never written). */
   async put(record: FeatureFlagRecord, expectedRevision: string): Promise<boolean> {
     const key = keys.featureFlag(record.name);
-    return (await commitTransaction(this.records.etcd, { guards: [{ key, revision: expectedRevision }], writes: [{ put: key, value: record }] })).succeeded;
+    return (await commitTransaction(this.records.kv, { guards: [{ key, revision: expectedRevision }], writes: [{ put: key, value: record }] })).succeeded;
   }
 
   /** The cluster's identity, for the events a change records. */

@@ -6,6 +6,7 @@ import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { NodeRecord } from '../../lib/records.js';
+import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import {
   controlPlaneRecord,
@@ -76,6 +77,34 @@ describe('InventoryReader', () => {
     assert.equal(snapshot.servers.get(server.UUID)?.modRevision, (await etcd.get(keys.server(server.UUID)).exec()).kvs[0]?.mod_revision);
     assert.equal(snapshot.devices.get(serial)?.record.serial, serial);
     assert.equal(snapshot.controlPlanes.get('cp-1')?.record.instanceId, 'cp-1');
+    await etcd.delete().all().exec();
+  });
+
+  test('on the in-memory etcd (a Kv, read in full): the same records by id as on etcd; keys beside the cluster record do not count', async () => {
+    const memory = new MemoryEtcd();
+    const server = serverRecord();
+    const serial = 'A B/C%1';
+    const records: [string, unknown][] = [
+      [keys.cluster(), { name: 'c' }],
+      [keys.clusterCa(), { certificate: 'not the cluster record' }],
+      [keys.server(server.UUID), server],
+      [keys.device(serial), deviceRecord({ serial, serverUUID: server.UUID })],
+      [keys.controlPlane('cp-1'), controlPlaneRecord({ instanceId: 'cp-1' })],
+    ];
+    for (const [key, value] of records) {
+      await putRecord(etcd, key, value);
+      await memory.put(key, value);
+    }
+    const recordsOf = (snapshot: InventorySnapshot) => {
+      const { revision: _, cluster, ...maps } = plain(snapshot);
+      const records = (entries: [string, unknown][]) => entries.map(([id, entry]) => [id, (entry as { key: string; record: unknown }).key, (entry as { record: unknown }).record]);
+      return { cluster: cluster && [cluster.key, cluster.record], ...Object.fromEntries(Object.entries(maps).map(([name, entries]) => [name, records(entries)])) };
+    };
+    const onMemory = await new InventoryReader(memory).read();
+    assert.deepEqual(recordsOf(onMemory), recordsOf(await new InventoryReader(etcd).readAll()));
+    assert.equal(onMemory.revision, await memory.revision());
+    assert.equal(onMemory.servers.get(server.UUID)?.modRevision, (await memory.get(keys.server(server.UUID)))?.modRevision);
+    assert.deepEqual(onMemory.cluster?.record, { name: 'c' });
     await etcd.delete().all().exec();
   });
 

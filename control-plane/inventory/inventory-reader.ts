@@ -17,9 +17,14 @@
 // at that size: etcd still scans a prefix's values to apply the mod_revision filter (~8 ms
 // for 2,400 devices), plus a ~2 ms round trip; the inventory-reader test logs the figures.
 // Going lower means a watch-fed in-memory mirror.
+//
+// It takes a KvClient like the other stores: on etcd (the daemons; an EtcdKv) it reads as above;
+// on another Kv (the in-memory etcd of the domain's unit tests) every read is a full one through
+// Kv.snapshot, the same records at one revision.
 import type { Etcd3, IKeyValue, IRangeResponse, IRequestOp, IOperation, MultiRangeBuilder } from 'etcd3';
 import { keys, idOfKey } from '../../lib/etcd/keys.js';
 import { parseRecord, unconditionalTxn } from '../../lib/etcd/client.js';
+import { EtcdKv, kvOf, type Kv, type KvClient, type StoredKey } from '../../lib/etcd/kv.js';
 import type {
   ClusterRecord,
   ControlPlaneRecord,
@@ -93,9 +98,17 @@ export class InventoryReader implements InventorySource {
   /** The newest snapshot read so far: the base of the next incremental read. */
   private latest: InventorySnapshot | null = null;
 
-  constructor(private readonly etcd: Etcd3) {}
+  /** The etcd client when on etcd: its incremental reads; else the Kv, read in full. */
+  private readonly etcd: Etcd3 | null;
+  private readonly kv: Kv;
+
+  constructor(client: KvClient) {
+    this.kv = kvOf(client);
+    this.etcd = this.kv instanceof EtcdKv ? this.kv.etcd : null;
+  }
 
   async read(): Promise<InventorySnapshot> {
+    if (!this.etcd) return this.readSnapshot();
     const base = this.latest;
     const snapshot = (base && (await this.readChanges(base))) ?? (await this.readAll());
     // Concurrent reads may finish out of order: keep the newest as the base.
@@ -105,20 +118,33 @@ export class InventoryReader implements InventorySource {
 
   /** Every record, in one transaction. */
   async readAll(): Promise<InventorySnapshot> {
-    const ranges = await this.transaction(() => [this.etcd.get(keys.cluster()), ...parts.map(({ prefix }) => this.etcd.getAll().prefix(prefix))]);
+    const etcd = this.etcd;
+    if (!etcd) return this.readSnapshot();
+    const ranges = await this.transaction(() => [etcd.get(keys.cluster()), ...parts.map(({ prefix }) => etcd.getAll().prefix(prefix))]);
     const [cluster, ...prefixes] = ranges.responses;
     const maps = new Map<Part, PartMap>();
     parts.forEach(({ part }, i) => maps.set(part, byId((prefixes[i] as IRangeResponse).kvs)));
-    return assemble(ranges.revision, cluster as IRangeResponse, maps);
+    return assemble(ranges.revision, (cluster as IRangeResponse).kvs[0], maps);
+  }
+
+  /** Every record, through the Kv (not etcd): the cluster key is read as a prefix and kept alone. */
+  private async readSnapshot(): Promise<InventorySnapshot> {
+    const { revision, ranges } = await this.kv.snapshot([keys.cluster(), ...parts.map(({ prefix }) => prefix)]);
+    const [cluster, ...prefixes] = ranges;
+    const maps = new Map<Part, PartMap>();
+    parts.forEach(({ part }, i) => maps.set(part, byId(prefixes[i]!.map(keyValueOf))));
+    const clusterKey = cluster!.find((kv) => kv.key === keys.cluster());
+    return assemble(revision, clusterKey && keyValueOf(clusterKey), maps);
   }
 
   /** What changed since `base`, applied to it; null when only a full read will do. */
   private async readChanges(base: InventorySnapshot): Promise<InventorySnapshot | null> {
+    const etcd = this.etcd!;
     const since = (BigInt(base.revision) + 1n).toString();
     const ranges = await this.transaction(() => [
-      this.etcd.get(keys.cluster()),
-      ...parts.map(({ prefix }) => this.etcd.getAll().prefix(prefix).minModRevision(since)),
-      ...parts.map(({ prefix }) => countOnly(this.etcd.getAll().prefix(prefix))),
+      etcd.get(keys.cluster()),
+      ...parts.map(({ prefix }) => etcd.getAll().prefix(prefix).minModRevision(since)),
+      ...parts.map(({ prefix }) => countOnly(etcd.getAll().prefix(prefix))),
     ]);
     // A store whose revision went backwards is not the one the base was read from (etcd
     // restored or replaced): start over.
@@ -150,13 +176,13 @@ export class InventoryReader implements InventorySource {
       }
       maps.set(part, added ? sortedByKey(map) : map);
     }
-    return assemble(ranges.revision, cluster as IRangeResponse, maps);
+    return assemble(ranges.revision, (cluster as IRangeResponse).kvs[0], maps);
   }
 
   /** The ids under a prefix at a past revision; null when etcd no longer has that revision. */
   private async keysAt(prefix: string, revision: string): Promise<Set<string> | null> {
     try {
-      const ids = await this.etcd.getAll().prefix(prefix).revision(revision).keys();
+      const ids = await this.etcd!.getAll().prefix(prefix).revision(revision).keys();
       return new Set(ids.map(idOfKey));
     } catch (err) {
       if (err instanceof Error && /compacted/i.test(err.message)) return null;
@@ -170,7 +196,7 @@ export class InventoryReader implements InventorySource {
    */
   private async transaction(ops: () => IOperation[]): Promise<{ revision: string; responses: IRangeResponse[] }> {
     const expected = ops().length;
-    const result = await unconditionalTxn(this.etcd).then(...ops()).commit();
+    const result = await unconditionalTxn(this.etcd!).then(...ops()).commit();
     const responses = result.responses.map((r) => r.response_range);
     if (responses.length !== expected || responses.some((r) => !r)) {
       throw new Error(`inventory transaction returned ${responses.length} responses, expected ${expected} ranges`);
@@ -188,8 +214,7 @@ function countOnly(range: MultiRangeBuilder): IOperation {
   };
 }
 
-function assemble(revision: string, cluster: IRangeResponse, maps: Map<Part, PartMap>): InventorySnapshot {
-  const clusterKv = cluster.kvs[0];
+function assemble(revision: string, clusterKv: IKeyValue | undefined, maps: Map<Part, PartMap>): InventorySnapshot {
   const get = <T>(part: Part) => maps.get(part) as ReadonlyMap<string, Stored<T>>;
   return {
     revision,
@@ -204,6 +229,11 @@ function assemble(revision: string, cluster: IRangeResponse, maps: Map<Part, Par
     nodeCommands: get<NodeCommandRecord>('nodeCommands'),
     nodeRunStates: get<NodeRunStateRecord>('nodeRunStates'),
   };
+}
+
+/** The fields of a key the reader uses, as etcd returns them. */
+function keyValueOf(kv: StoredKey): IKeyValue {
+  return { key: Buffer.from(kv.key), value: kv.value, mod_revision: kv.modRevision, create_revision: kv.createRevision } as IKeyValue;
 }
 
 function stored<T>(kv: IKeyValue): Stored<T> {

@@ -1,6 +1,6 @@
 // etcd writes of the node commands (POST /api/v2/nodes/{UUID}/stop|start|restart|replace):
 // the command record, with its event, in one transaction guarded by what the checks read.
-import type { Etcd3 } from 'etcd3';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { commitTransaction, type Guard } from '../../lib/etcd/transaction.js';
 import type { NodeCommandRecord, NodeRecord } from '../../lib/records.js';
@@ -14,7 +14,7 @@ export interface CheckedNode {
 }
 
 export class NodeCommandsStore {
-  constructor(private readonly etcd: Etcd3) {}
+  constructor(private readonly etcd: KvClient) {}
 
   /**
    * Records `command` for its node, in one transaction with its event (if any), only while

@@ -1,12 +1,12 @@
 // etcd writes of the NVMe devices API: giving a device to a node (POST /api/v2/nvmeDevices).
-import type { Etcd3 } from 'etcd3';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { commitTransaction } from '../../lib/etcd/transaction.js';
 import type { DeviceRecord, NodeRecord, PresenceRecord } from '../../lib/records.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
 import type { Stored } from '../inventory/inventory-reader.js';
 
 export class NvmeDevicesStore {
-  constructor(private readonly etcd: Etcd3) {}
+  constructor(private readonly etcd: KvClient) {}
 
   /**
    * Appends the device to the node's managedDeviceSerials, in one transaction with its event

@@ -3,8 +3,8 @@
 // Guards (lib/etcd/transaction.ts) keep policies and the projects that name them consistent:
 // a scope never names a project deleted concurrently, and a policy is never deleted or narrowed
 // while a project default or a volume is being pointed at it.
-import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { commitTransaction, currentRevision, unchanged, type CommitResult } from '../../lib/etcd/transaction.js';
 import type { ProjectRecord } from '../../lib/records.js';
@@ -13,8 +13,8 @@ import type { PolicyNameRecord, PolicyRecord } from './policy-record.js';
 export class PoliciesStore {
   private readonly records: RecordStore;
 
-  constructor(private readonly etcd: Etcd3) {
-    this.records = new RecordStore(etcd);
+  constructor(client: KvClient) {
+    this.records = new RecordStore(client);
   }
 
   get(uuid: string): Promise<Versioned<PolicyRecord> | null> {
@@ -38,13 +38,13 @@ export class PoliciesStore {
   }
 
   currentRevision(): Promise<string> {
-    return currentRevision(this.etcd);
+    return currentRevision(this.records.kv);
   }
 
   /** Creates the policy if its UUID and name are free and every scoped project is still as read. */
   create(record: PolicyRecord, scopeProjects: readonly Versioned<ProjectRecord>[]): Promise<CommitResult> {
     const index: PolicyNameRecord = { UUID: record.UUID };
-    return commitTransaction(this.etcd, {
+    return commitTransaction(this.records.kv, {
       guards: [{ key: keys.policy(record.UUID), revision: '0' }, { key: keys.policyName(record.name), revision: '0' }, ...scopeProjects.map(unchanged)],
       writes: [
         { put: keys.policy(record.UUID), value: record },
@@ -58,7 +58,7 @@ export class PoliciesStore {
    * project changed since `checkedAt` (the caller checked which projects use it as default).
    */
   update(current: Versioned<PolicyRecord>, record: PolicyRecord, scopeProjects: readonly Versioned<ProjectRecord>[], checkedAt: string): Promise<CommitResult> {
-    return commitTransaction(this.etcd, {
+    return commitTransaction(this.records.kv, {
       guards: [unchanged(current), ...scopeProjects.map(unchanged), { prefix: keys.projectsPrefix(), unchangedSince: checkedAt }],
       writes: [{ put: current.key, value: record }],
     });
@@ -69,7 +69,7 @@ export class PoliciesStore {
    * `checkedAt` (the caller counted the projects and volumes that use it).
    */
   async delete(current: Versioned<PolicyRecord>, checkedAt: string): Promise<boolean> {
-    const result = await commitTransaction(this.etcd, {
+    const result = await commitTransaction(this.records.kv, {
       guards: [unchanged(current), { prefix: keys.projectsPrefix(), unchangedSince: checkedAt }, { prefix: keys.volumesPrefix(), unchangedSince: checkedAt }],
       writes: [{ delete: current.key }, { delete: keys.policyName(current.record.name) }],
     });

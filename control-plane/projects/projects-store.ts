@@ -2,8 +2,8 @@
 // Every write is one guarded transaction (lib/etcd/transaction.ts): a project never refers to a policy
 // that was deleted or narrowed concurrently, and is never deleted while something is being
 // created in it.
-import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { commitTransaction, currentRevision, unchanged, type CommitResult, type Guard } from '../../lib/etcd/transaction.js';
 import type { ProjectRecord, SnapshotRecord } from '../../lib/records.js';
@@ -11,8 +11,8 @@ import type { ProjectRecord, SnapshotRecord } from '../../lib/records.js';
 export class ProjectsStore {
   private readonly records: RecordStore;
 
-  constructor(private readonly etcd: Etcd3) {
-    this.records = new RecordStore(etcd);
+  constructor(client: KvClient) {
+    this.records = new RecordStore(client);
   }
 
   get(name: string): Promise<Versioned<ProjectRecord> | null> {
@@ -25,19 +25,19 @@ export class ProjectsStore {
   }
 
   currentRevision(): Promise<string> {
-    return currentRevision(this.etcd);
+    return currentRevision(this.records.kv);
   }
 
   /** Creates the project if its name is free and each referenced record is still at the revision read. */
   create(record: ProjectRecord, references: readonly Versioned<unknown>[]): Promise<CommitResult> {
-    return commitTransaction(this.etcd, {
+    return commitTransaction(this.records.kv, {
       guards: [{ key: keys.project(record.name), revision: '0' }, ...references.map(unchanged)],
       writes: [{ put: keys.project(record.name), value: record }],
     });
   }
 
   update(current: Versioned<ProjectRecord>, record: ProjectRecord, references: readonly Versioned<unknown>[]): Promise<CommitResult> {
-    return commitTransaction(this.etcd, { guards: [unchanged(current), ...references.map(unchanged)], writes: [{ put: current.key, value: record }] });
+    return commitTransaction(this.records.kv, { guards: [unchanged(current), ...references.map(unchanged)], writes: [{ put: current.key, value: record }] });
   }
 
   /**
@@ -48,7 +48,7 @@ export class ProjectsStore {
   async delete(current: Versioned<ProjectRecord>, checkedAt: string): Promise<boolean> {
     const name = current.record.name;
     const since = (prefix: string): Guard => ({ prefix, unchangedSince: checkedAt });
-    const result = await commitTransaction(this.etcd, {
+    const result = await commitTransaction(this.records.kv, {
       guards: [
         unchanged(current),
         since(keys.volumeNamesPrefix(name)),
@@ -64,12 +64,12 @@ export class ProjectsStore {
   }
 
   async countCredentials(project: string): Promise<number> {
-    return (await this.etcd.getAll().prefix(keys.credentialsPrefix(project)).keys()).length;
+    return this.records.count(keys.credentialsPrefix(project));
   }
 
   /** Trusted hosts of in-band authentication (docs/in-band-auth.md). */
   async countTrustedHosts(project: string): Promise<number> {
-    return (await this.etcd.getAll().prefix(keys.trustedHostsPrefix(project)).keys()).length;
+    return this.records.count(keys.trustedHostsPrefix(project));
   }
 
   /** Snapshots of the project that are not on their way out. */

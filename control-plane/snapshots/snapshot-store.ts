@@ -3,9 +3,9 @@
 // with the record. Also the reads of other resources' records a snapshot needs: its source
 // volume (record and name index) and the cluster id. And (WatchedSnapshots) the snapshots as the
 // process's watched state holds them, which snapshot retention keeps its due times current with.
-import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { idOfKey, keys } from '../../lib/etcd/keys.js';
+import type { Kv, KvClient } from '../../lib/etcd/kv.js';
 import { RecordStore, type Versioned } from '../../lib/etcd/record-store.js';
 import { commitTransaction, unchanged, type Guard, type Write } from '../../lib/etcd/transaction.js';
 import type { ClusterRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
@@ -51,8 +51,8 @@ export class SnapshotStore {
   readonly records: RecordStore;
   private clusterId: string | undefined;
 
-  constructor(readonly etcd: Etcd3) {
-    this.records = new RecordStore(etcd);
+  constructor(client: KvClient) {
+    this.records = new RecordStore(client);
   }
 
   get(uuid: string): Promise<Versioned<SnapshotRecord> | null> {
@@ -60,12 +60,12 @@ export class SnapshotStore {
   }
 
   async nameIndex(project: string, name: string): Promise<NameIndexEntry | null> {
-    return readNameIndex(this.etcd, keys.snapshotName(project, name));
+    return readNameIndex(this.records.kv, keys.snapshotName(project, name));
   }
 
   /** Names in use in a project (snapshots that are not Deleting). */
   async countNames(project: string): Promise<number> {
-    return this.etcd.getAll().prefix(keys.snapshotNamesPrefix(project)).count();
+    return this.records.kv.count(keys.snapshotNamesPrefix(project));
   }
 
   /**
@@ -95,7 +95,7 @@ export class SnapshotStore {
   async create(record: SnapshotRecord, volume: Versioned<VolumeRecord>): Promise<CreateOutcome> {
     const nameKey = keys.snapshotName(record.projectName, record.name);
     const snapshotKey = keys.snapshot(record.UUID);
-    const result = await commitTransaction(this.etcd, {
+    const result = await commitTransaction(this.records.kv, {
       guards: [{ key: nameKey, revision: '0' }, unchanged(volume), { key: snapshotKey, revision: '0' }],
       writes: [
         { put: snapshotKey, value: record },
@@ -121,7 +121,7 @@ export class SnapshotStore {
       guards.push({ key: nameKey, revision: index.revision });
       writes.push({ delete: nameKey });
     }
-    const result = await commitTransaction(this.etcd, { guards, writes });
+    const result = await commitTransaction(this.records.kv, { guards, writes });
     return result.succeeded ? { key: current.key, record, revision: result.revision } : null;
   }
 
@@ -132,7 +132,7 @@ export class SnapshotStore {
   }
 
   async volumeByName(project: string, name: string): Promise<Versioned<VolumeRecord> | null> {
-    const index = await readNameIndex(this.etcd, keys.volumeName(project, name));
+    const index = await readNameIndex(this.records.kv, keys.volumeName(project, name));
     if (!index) return null;
     const volume = await this.getVolume(index.UUID);
     return volume && volume.record.projectName === project && volume.record.name === name ? volume : null;
@@ -187,9 +187,8 @@ export class WatchedSnapshots {
 }
 
 /** Reads a name index key; tolerates a bare UUID string as the value. */
-async function readNameIndex(etcd: Etcd3, key: string): Promise<NameIndexEntry | null> {
-  const res = await etcd.get(key).exec();
-  const kv = res.kvs[0];
+async function readNameIndex(store: Kv, key: string): Promise<NameIndexEntry | null> {
+  const kv = await store.get(key);
   if (!kv) return null;
   const text = kv.value.toString('utf8');
   let UUID = text;
@@ -200,5 +199,5 @@ async function readNameIndex(etcd: Etcd3, key: string): Promise<NameIndexEntry |
   } catch {
     // not JSON: the raw value is the UUID
   }
-  return { UUID, revision: kv.mod_revision };
+  return { UUID, revision: kv.modRevision };
 }

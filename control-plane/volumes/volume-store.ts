@@ -57,7 +57,7 @@ export class VolumeStore {
     const index: VolumeNameIndex = { UUID: record.UUID };
     const projectKey = keys.project(record.projectName);
     const result = await commitTransaction(
-      this.records.etcd,
+      this.records.kv,
       {
         guards: [{ key: indexKey, revision: '0' }, { key: volumeKey, revision: '0' }, { key: projectKey, exists: true }, ...references],
         writes: [{ put: volumeKey, value: record }, { put: indexKey, value: index }, ...(event?.writes ?? [])],

@@ -14,8 +14,8 @@
 //
 // Writes go to etcd as before, guarded by transactions on the revisions read here; a stale
 // read only ever makes a guarded write fail and retry.
-import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { PrefixMirror, lowerBound, type MirroredRecord } from '../../lib/etcd/prefix-mirror.js';
 import type { Versioned } from '../../lib/etcd/record-store.js';
 import type { Logger } from '../../lib/logger.js';
@@ -75,11 +75,12 @@ export class WatchCache {
   private inflight: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
 
+  /** `client`: etcd in the daemons, a test's Kv (test/fakes/memory-etcd.ts) in unit tests. */
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly logger: Logger,
   ) {
-    this.state = new PrefixMirror(etcd, Object.values(PREFIXES), logger, { everyRevision: true });
+    this.state = new PrefixMirror(client, Object.values(PREFIXES), logger, { everyRevision: true });
     this.state.keepSorted(PREFIXES.volumes);
     this.state.addIndex(INDEX_POLICY_NAME, PREFIXES.policies, (_key, record) => (record as NamedRecord).name);
     this.state.addIndex(INDEX_VOLUME_NAME, PREFIXES.volumes, (_key, record) => volumeNameKey((record as VolumeRecord).projectName, (record as VolumeRecord).name));

@@ -4,10 +4,10 @@
 // which keys changed. On a watch failure (e.g. compaction past our revision) it reloads.
 // It knows the revision it has seen up to, so a reader can wait until it holds every write
 // committed before some moment (WatchCache.sync builds linearizable reads on that).
-import type { Etcd3, Watcher } from 'etcd3';
 import type { Logger } from '../logger.js';
 import { retry } from '../retry.js';
-import { parseRecord, unconditionalTxn } from './client.js';
+import { parseRecord } from './client.js';
+import { kvOf, type Kv, type KvClient, type KvWatch } from './kv.js';
 
 export interface MirroredRecord<T> {
   readonly record: T;
@@ -27,7 +27,9 @@ const EMPTY: ReadonlySet<string> = new Set();
 
 export class PrefixMirror {
   private readonly maps = new Map<string, Map<string, MirroredRecord<unknown>>>();
-  private watchers: Watcher[] = [];
+  private watchers: KvWatch[] = [];
+  /** etcd in the daemons; a test's Kv (test/fakes/memory-etcd.ts) in unit tests. */
+  private readonly kv: Kv;
   private stopped = false;
   private readonly abort = new AbortController();
   private readonly listeners = new Set<(changes: MirrorChange[], reloaded: boolean) => void>();
@@ -40,7 +42,7 @@ export class PrefixMirror {
   private waiters: { revision: bigint; resolve: () => void }[] = [];
 
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly prefixes: readonly string[],
     private readonly logger: Logger,
     private readonly options: {
@@ -59,6 +61,7 @@ export class PrefixMirror {
       readonly keepCorrupt?: boolean;
     } = {},
   ) {
+    this.kv = kvOf(client);
     for (const prefix of prefixes) this.maps.set(prefix, new Map());
   }
 
@@ -165,9 +168,9 @@ export class PrefixMirror {
    */
   async catchUp(lagLimitMs = 2000): Promise<void> {
     await this.start();
-    const { header } = await this.etcd.get(this.prefixes[0] ?? '').exec();
-    if (await this.waitForRevision(BigInt(header.revision), lagLimitMs)) return;
-    this.logger.warn({ revision: header.revision, seen: String(this.seenRevision) }, 'the mirror lags etcd; reading everything again');
+    const revision = await this.kv.revision();
+    if (await this.waitForRevision(BigInt(revision), lagLimitMs)) return;
+    this.logger.warn({ revision, seen: String(this.seenRevision) }, 'the mirror lags etcd; reading everything again');
     await this.resync();
   }
 
@@ -194,20 +197,15 @@ export class PrefixMirror {
   }
 
   private async load(): Promise<void> {
-    const [first, ...rest] = this.prefixes;
-    if (!first) return;
+    if (!this.prefixes[0]) return;
     // One transaction: every prefix read at the same revision.
-    const result = await unconditionalTxn(this.etcd)
-      .then(...[first, ...rest].map((p) => this.etcd.getAll().prefix(p)))
-      .commit();
-    const revision = result.header.revision;
-    result.responses.forEach((response, index) => {
+    const { revision, ranges } = await this.kv.snapshot(this.prefixes);
+    ranges.forEach((kvs, index) => {
       const prefix = this.prefixes[index]!;
       const map = new Map<string, MirroredRecord<unknown>>();
-      for (const kv of response.response_range.kvs) {
-        const key = kv.key.toString();
-        const entry = this.entryOf(key, kv.value, kv.mod_revision, kv.create_revision);
-        if (entry) map.set(key, entry);
+      for (const kv of kvs) {
+        const entry = this.entryOf(kv.key, kv.value, kv.modRevision, kv.createRevision);
+        if (entry) map.set(kv.key, entry);
       }
       this.maps.set(prefix, map);
       if (this.sorted.has(prefix)) this.sorted.set(prefix, [...map.keys()].sort(compareKeys));
@@ -221,41 +219,42 @@ export class PrefixMirror {
     // and a controller must never see a volume before the node record written ahead of it.
     const startRevision = String(BigInt(revision) + 1n);
     const range = this.options.everyRevision ? '' : commonPrefix(this.prefixes);
-    const watcher = await this.etcd.watch().prefix(range).startRevision(startRevision).create();
-    watcher.on('data', (res) => {
-      const changes: MirrorChange[] = [];
-      for (const event of res.events) {
-        const key = event.kv.key.toString();
-        const prefix = this.prefixes.find((p) => key.startsWith(p));
-        if (!prefix) continue;
-        const map = this.maps.get(prefix)!;
-        const before = map.get(key);
-        if (before) this.unindex(prefix, key, before.record);
-        if (event.type === 'Delete') {
-          if (before) this.sortedRemove(prefix, key);
-          map.delete(key);
-          changes.push({ prefix, key, deleted: true });
-        } else {
-          const entry = this.entryOf(key, event.kv.value, event.kv.mod_revision, event.kv.create_revision);
-          if (entry) {
-            if (!before) this.sortedInsert(prefix, key);
-            map.set(key, entry);
-            for (const index of this.indexes.values()) if (index.prefix === prefix) this.indexAdd(index, key, entry.record);
-            changes.push({ prefix, key, deleted: false });
+    const watcher = await this.kv.watch(range, startRevision, {
+      events: (events) => {
+        const changes: MirrorChange[] = [];
+        for (const event of events) {
+          const key = event.key;
+          const prefix = this.prefixes.find((p) => key.startsWith(p));
+          if (!prefix) continue;
+          const map = this.maps.get(prefix)!;
+          const before = map.get(key);
+          if (before) this.unindex(prefix, key, before.record);
+          if (event.type === 'delete') {
+            if (before) this.sortedRemove(prefix, key);
+            map.delete(key);
+            changes.push({ prefix, key, deleted: true });
+          } else {
+            const entry = this.entryOf(key, event.value, event.modRevision, event.createRevision);
+            if (entry) {
+              if (!before) this.sortedInsert(prefix, key);
+              map.set(key, entry);
+              for (const index of this.indexes.values()) if (index.prefix === prefix) this.indexAdd(index, key, entry.record);
+              changes.push({ prefix, key, deleted: false });
+            }
           }
         }
-      }
-      for (const event of res.events) {
-        const revision = BigInt(event.kv.mod_revision);
-        if (revision > this.seenRevision) this.seenRevision = revision;
-      }
-      if (changes.length > 0) this.notify(changes, false);
-      this.wakeWaiters();
-    });
-    watcher.on('error', (err) => {
-      if (this.stopped) return;
-      this.logger.warn({ err: err.message }, 'watch failed; reloading the mirror');
-      void this.reload();
+        for (const event of events) {
+          const revision = BigInt(event.modRevision);
+          if (revision > this.seenRevision) this.seenRevision = revision;
+        }
+        if (changes.length > 0) this.notify(changes, false);
+        this.wakeWaiters();
+      },
+      error: (err) => {
+        if (this.stopped) return;
+        this.logger.warn({ err: err.message }, 'watch failed; reloading the mirror');
+        void this.reload();
+      },
     });
     const watchers = [watcher];
     this.watchers = watchers;

@@ -1,9 +1,9 @@
 // Typed JSON records in etcd with compare-and-swap: the building block of every resource
 // store. A record's revision (mod_revision) is its ETag.
-import type { Etcd3 } from 'etcd3';
 import { StrataError } from '../errors.js';
 import { parseRecord } from './client.js';
-import { commitTransaction, prefixEnd, unchanged, type Guard, type Write } from './transaction.js';
+import { kvOf, type Kv, type KvClient, type RangeOptions } from './kv.js';
+import { unchanged, type Guard, type Write } from './transaction.js';
 
 export interface Versioned<T> {
   readonly key: string;
@@ -25,30 +25,29 @@ export interface RecordChange<T> {
 }
 
 export class RecordStore {
-  constructor(readonly etcd: Etcd3) {}
+  /** Where the records are: etcd in the daemons (`EtcdKv`), or a test's Kv. */
+  readonly kv: Kv;
+
+  constructor(client: KvClient) {
+    this.kv = kvOf(client);
+  }
 
   async get<T>(key: string): Promise<Versioned<T> | null> {
-    const res = await this.etcd.get(key).exec();
-    const kv = res.kvs[0];
+    const kv = await this.kv.get(key);
     if (!kv) return null;
     const record = parseRecord<T>(key, kv.value);
-    return record === null ? null : { key, record, revision: kv.mod_revision };
+    return record === null ? null : { key, record, revision: kv.modRevision };
   }
 
   /** Every record under a prefix, in key order; `startAfter` and `limit` page through them. */
-  async list<T>(prefix: string, options: { startAfter?: string; limit?: number } = {}): Promise<Versioned<T>[]> {
-    // From just after startAfter (the NUL byte sorts first) to the end of the prefix.
-    let builder = (
-      options.startAfter === undefined
-        ? this.etcd.getAll().prefix(prefix)
-        : this.etcd.getAll().inRange({ start: `${options.startAfter}\0`, end: prefixEnd(prefix) })
-    ).sort('Key', 'Ascend');
-    if (options.limit !== undefined) builder = builder.limit(options.limit);
-    const res = await builder.exec();
-    return res.kvs.map((kv) => {
-      const key = kv.key.toString();
-      return { key, record: parseRecord<T>(key, kv.value) as T, revision: kv.mod_revision };
-    });
+  async list<T>(prefix: string, options: RangeOptions = {}): Promise<Versioned<T>[]> {
+    const kvs = await this.kv.range(prefix, options);
+    return kvs.map((kv) => ({ key: kv.key, record: parseRecord<T>(kv.key, kv.value) as T, revision: kv.modRevision }));
+  }
+
+  /** How many keys there are under a prefix. */
+  async count(prefix: string): Promise<number> {
+    return (await this.kv.keys(prefix)).length;
   }
 
   /**
@@ -68,7 +67,7 @@ export class RecordStore {
         throw new StrataError('ETAG_MISMATCH', `${key.split('/').slice(-2, -1)[0] ?? 'record'} ${key.split('/').pop()} was modified (ETag mismatch)`);
       }
       const change = await mutate(current);
-      const result = await commitTransaction(this.etcd, {
+      const result = await this.kv.commit({
         guards: [unchanged(current), ...(change.guards ?? [])],
         writes: [{ put: key, value: change.record }, ...(change.writes ?? [])],
       });

@@ -2,7 +2,7 @@
 // place that reads and changes /strata/replica-sets/. Every change is a compare-and-swap on the
 // record's mod_revision that also checks the epoch and primary the caller acts for, so a primary
 // that was replaced behind its back cannot change the set (it learns it is fenced instead).
-import type { Etcd3 } from 'etcd3';
+import type { KvClient } from './kv.js';
 import type { NodeRecord, ReplicaSetRecord } from '../records.js';
 import { keys } from './keys.js';
 import { RecordStore, type Versioned } from './record-store.js';
@@ -38,7 +38,7 @@ export const HANDED_OVER = 'handed over';
 export class ReplicaSetStore implements ReplicaSetWriter {
   private readonly records: RecordStore;
 
-  constructor(private readonly etcd: Etcd3, private readonly now: () => Date = () => new Date()) {
+  constructor(private readonly etcd: KvClient, private readonly now: () => Date = () => new Date()) {
     this.records = new RecordStore(etcd);
   }
 

@@ -1,9 +1,13 @@
 // The one transaction helper against a real etcd: each kind of guard holds and fails as its
 // doc says, writes land together or not at all, and the batcher shares one transaction between
-// same-tick submissions and falls back to committing each alone when the shared one is refused.
+// same-tick submissions and falls back to committing each alone when the shared one is refused;
+// same-tick submissions reaching a common key (on etcd and on the in-memory etcd) each get the
+// outcome they have alone, in submission order.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { etcdForSuite } from '../../test/helpers/etcd.js';
+import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
+import { kvOf, type KvClient } from './kv.js';
 import { commitTransaction, currentRevision, TransactionBatcher, type Transaction, type Write } from './transaction.js';
 
 describe('transaction helper', () => {
@@ -150,4 +154,86 @@ describe('transaction helper', () => {
     const results = await Promise.allSettled([batcher.submit({ guards: [], writes: [] }), batcher.submit({ guards: [], writes: [] })]);
     assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected']);
   });
+
+  batcherOverlapCases('etcd', () => suite.client);
 });
+
+/** Same-tick submissions that reach a common key: each gets the outcome it has alone, in submission order. */
+function batcherOverlapCases(backend: string, clientOf: () => KvClient): void {
+  describe(`the batcher, submissions reaching a common key, on ${backend}`, () => {
+    let n = 0;
+    const fresh = (what: string) => `/strata/test/tx-overlap/${what}-${++n}`;
+    const put = (key: string, value: unknown): Write => ({ put: key, value });
+    const read = async (key: string) => {
+      const stored = await kvOf(clientOf()).get(key);
+      return stored ? (JSON.parse(stored.value.toString()) as unknown) : undefined;
+    };
+    /** A batcher over the client, recording what it commits. */
+    const batcherOn = () => {
+      const commits: Transaction[] = [];
+      const batcher = new TransactionBatcher(async (t) => {
+        commits.push(t);
+        return (await commitTransaction(clientOf(), t)).succeeded;
+      });
+      return { batcher, commits };
+    };
+
+    it('two puts of one key: both commit, in successive transactions, the later value stays; the others share the first', async () => {
+      const { batcher, commits } = batcherOn();
+      const [key, other] = [fresh('same'), fresh('other')];
+      const results = await Promise.all([
+        batcher.submit({ guards: [], writes: [put(key, 'first')] }),
+        batcher.submit({ guards: [], writes: [put(key, 'second')] }),
+        batcher.submit({ guards: [{ key: other, revision: '0' }], writes: [put(other, 'other')] }),
+      ]);
+      assert.deepEqual(results, [true, true, true]);
+      assert.equal(await read(key), 'second');
+      assert.equal(await read(other), 'other');
+      assert.deepEqual(commits.map((t) => t.writes.length), [1, 2], 'the first alone, then the second with the one after it');
+    });
+
+    it('a put under another\'s deletePrefix: the delete, then the put', async () => {
+      const { batcher } = batcherOn();
+      const prefix = `${fresh('dir')}/`;
+      await commitTransaction(clientOf(), { guards: [], writes: [put(`${prefix}old`, 'old')] });
+      const results = await Promise.all([
+        batcher.submit({ guards: [], writes: [{ deletePrefix: prefix }] }),
+        batcher.submit({ guards: [], writes: [put(`${prefix}new`, 'new')] }),
+      ]);
+      assert.deepEqual(results, [true, true]);
+      assert.equal(await read(`${prefix}old`), undefined);
+      assert.equal(await read(`${prefix}new`), 'new');
+    });
+
+    it('a guard on a key written ahead of it is checked after that write: it is refused alone, the others commit', async () => {
+      const { batcher } = batcherOn();
+      const [key, guarded, other] = [fresh('created'), fresh('guarded'), fresh('other')];
+      const results = await Promise.all([
+        batcher.submit({ guards: [{ key, revision: '0' }], writes: [put(key, 'created')] }),
+        batcher.submit({ guards: [{ key, revision: '0' }], writes: [put(guarded, 'stale')] }),
+        batcher.submit({ guards: [], writes: [put(other, 'other')] }),
+      ]);
+      assert.deepEqual(results, [true, false, true]);
+      assert.equal(await read(guarded), undefined);
+      assert.equal(await read(other), 'other');
+    });
+
+    it('a submission that puts a key twice itself fails alone; the others commit', async () => {
+      const { batcher } = batcherOn();
+      const [a, twice, b] = [fresh('a'), fresh('twice'), fresh('b')];
+      const results = await Promise.allSettled([
+        batcher.submit({ guards: [], writes: [put(a, 'a')] }),
+        batcher.submit({ guards: [], writes: [put(twice, 1), put(twice, 2)] }),
+        batcher.submit({ guards: [], writes: [put(b, 'b')] }),
+      ]);
+      assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+      assert.match(String((results[1] as PromiseRejectedResult).reason), /duplicate key/);
+      assert.equal(await read(a), 'a');
+      assert.equal(await read(b), 'b');
+      assert.equal(await read(twice), undefined);
+    });
+  });
+}
+
+const memory = new MemoryEtcd();
+batcherOverlapCases('the in-memory etcd', () => memory);

@@ -14,8 +14,9 @@
 //     between the count and the delete, and a new key is not among the keys a key guard names.
 //     Callers read a revision first, count, then commit with "nothing under these prefixes
 //     changed since"; a conflict retries.
-import { CompareResult, CompareTarget, type Etcd3, type ICompare, type IRequestOp } from 'etcd3';
-import { keys } from './keys.js';
+import { kvOf, type KvClient } from './kv.js';
+
+export { prefixEnd } from './kv.js';
 
 export type Guard =
   /** The key's mod_revision equals `revision`; '0' means the key must not exist. */
@@ -53,20 +54,8 @@ export type Committer = (transaction: Transaction) => Promise<boolean>;
  * transaction when it is refused, so the caller can tell which guard failed (`existing`: those of
  * them that exist at the refusal).
  */
-export async function commitTransaction(etcd: Etcd3, transaction: Transaction, readWhenRefused: readonly string[] = []): Promise<CommitResult & { readonly existing: ReadonlySet<string> }> {
-  // etcd3's builder cannot express a range compare; its KV client takes the raw request.
-  const result = await etcd.kv.txn({
-    compare: transaction.guards.map(compareOf),
-    success: transaction.writes.map(requestOf),
-    failure: readWhenRefused.map((key) => ({ request_range: { key: Buffer.from(key), count_only: true } })),
-  });
-  const existing = new Set<string>();
-  if (!result.succeeded) {
-    readWhenRefused.forEach((key, i) => {
-      if (Number(result.responses[i]?.response_range?.count ?? 0) > 0) existing.add(key);
-    });
-  }
-  return { succeeded: result.succeeded, revision: String(result.header.revision), existing };
+export function commitTransaction(client: KvClient, transaction: Transaction, readWhenRefused: readonly string[] = []): Promise<CommitResult & { readonly existing: ReadonlySet<string> }> {
+  return kvOf(client).commit(transaction, readWhenRefused);
 }
 
 /**
@@ -74,7 +63,7 @@ export async function commitTransaction(etcd: Etcd3, transaction: Transaction, r
  * its term guard) when given, else as a plain transaction. Fenced, the only guard is the term,
  * so a refusal is the term's end, and the fenced commit throws NOT_LEADER for it.
  */
-export async function commitUnguarded(etcd: Etcd3, writes: readonly Write[], fencedCommit?: Committer): Promise<void> {
+export async function commitUnguarded(etcd: KvClient, writes: readonly Write[], fencedCommit?: Committer): Promise<void> {
   const transaction: Transaction = { guards: [], writes };
   if (fencedCommit) await fencedCommit(transaction);
   else await commitTransaction(etcd, transaction);
@@ -95,6 +84,14 @@ interface Submission {
  * submissions arriving in the same tick are committed together. When a shared transaction is
  * refused (one of its guards no longer holds), each submission is committed alone, so one stale
  * record never blocks the others.
+ *
+ * Each submission gets the outcome it would have had committed alone, in submission order: two
+ * submissions share a transaction only when neither writes a key the other writes or guards (a
+ * put and a deletePrefix over it count). Otherwise etcd would refuse the shared transaction with
+ * "duplicate key given in txn request" (an error for all of them), or a guard would be checked
+ * before a write submitted ahead of it. A submission touching such a key starts the next shared
+ * transaction, committed after the previous one has; a submission that writes a key twice itself
+ * goes alone, so its error is its own.
  */
 export class TransactionBatcher {
   private queue: Submission[] = [];
@@ -119,19 +116,25 @@ export class TransactionBatcher {
     this.queue = [];
     const batches: Submission[][] = [];
     let batch: Submission[] = [];
+    let footprint = new Footprint();
     let size = 0;
     for (const submission of queue) {
-      const cost = submission.transaction.guards.length + submission.transaction.writes.length;
-      if (batch.length > 0 && size + cost > MAX_OPS_PER_TXN) {
+      const { transaction } = submission;
+      const cost = transaction.guards.length + transaction.writes.length;
+      const alone = writesOverlap(transaction.writes);
+      if (batch.length > 0 && (alone || size + cost > MAX_OPS_PER_TXN || footprint.conflicts(transaction))) {
         batches.push(batch);
         batch = [];
+        footprint = new Footprint();
         size = 0;
       }
       batch.push(submission);
-      size += cost;
+      footprint.add(transaction);
+      size += alone ? MAX_OPS_PER_TXN : cost;
     }
     if (batch.length > 0) batches.push(batch);
-    await Promise.all(batches.map((b) => this.commitBatch(b)));
+    // In order: a later batch may write what an earlier one writes or guards.
+    for (const b of batches) await this.commitBatch(b);
   }
 
   private async commitBatch(batch: Submission[]): Promise<void> {
@@ -148,6 +151,51 @@ export class TransactionBatcher {
   }
 }
 
+/** The keys and prefixes a transaction reaches: a put or delete names a key, a deletePrefix a prefix. */
+type Span = { readonly key: string } | { readonly prefix: string };
+
+function spanOfWrite(write: Write): Span {
+  if ('put' in write) return { key: write.put };
+  if ('delete' in write) return { key: write.delete };
+  return { prefix: write.deletePrefix };
+}
+
+function spanOfGuard(guard: Guard): Span {
+  return 'prefix' in guard ? { prefix: guard.prefix } : { key: guard.key };
+}
+
+function overlap(a: Span, b: Span): boolean {
+  if ('key' in a && 'key' in b) return a.key === b.key;
+  if ('key' in a) return a.key.startsWith((b as { prefix: string }).prefix);
+  if ('key' in b) return b.key.startsWith(a.prefix);
+  return a.prefix.startsWith(b.prefix) || b.prefix.startsWith(a.prefix);
+}
+
+/** Whether the writes put a key twice or put a key another of them deletes (etcd's duplicate key). */
+function writesOverlap(writes: readonly Write[]): boolean {
+  const spans = writes.map(spanOfWrite);
+  return writes.some((write, i) => 'put' in write && spans.some((other, j) => j !== i && overlap(spans[i]!, other)));
+}
+
+/** What the transactions of a shared one write and guard. */
+class Footprint {
+  private readonly writes: Span[] = [];
+  private readonly guards: Span[] = [];
+
+  add(transaction: Transaction): void {
+    this.writes.push(...transaction.writes.map(spanOfWrite));
+    this.guards.push(...transaction.guards.map(spanOfGuard));
+  }
+
+  /** Whether the transaction writes what these write or guard, or guards what these write. */
+  conflicts(transaction: Transaction): boolean {
+    const writes = transaction.writes.map(spanOfWrite);
+    const guards = transaction.guards.map(spanOfGuard);
+    const hits = (ours: readonly Span[], theirs: readonly Span[]) => ours.some((a) => theirs.some((b) => overlap(a, b)));
+    return hits(writes, this.writes) || hits(writes, this.guards) || hits(guards, this.writes);
+  }
+}
+
 /** One transaction holding every guard and write of the given ones. */
 export function combined(transactions: readonly Transaction[]): Transaction {
   return { guards: transactions.flatMap((t) => t.guards), writes: transactions.flatMap((t) => t.writes) };
@@ -159,44 +207,9 @@ export function unchanged(stored: { readonly key: string; readonly revision: str
 }
 
 /** The store's current revision (any read returns it in its header). */
-export async function currentRevision(etcd: Etcd3): Promise<string> {
-  const result = await etcd.get(keys.cluster()).exec();
-  return String(result.header.revision);
+export function currentRevision(client: KvClient): Promise<string> {
+  return kvOf(client).revision();
 }
 
 /** How many times a guarded write is retried when concurrent changes keep invalidating it. */
 export const GUARDED_ATTEMPTS = 10;
-
-/** The end of a prefix range (etcd's range_end for "every key with this prefix"). */
-export function prefixEnd(prefix: string): Buffer {
-  const end = Buffer.from(prefix);
-  for (let i = end.length - 1; i >= 0; i--) {
-    if (end[i]! < 0xff) {
-      end[i]! += 1;
-      return end.subarray(0, i + 1);
-    }
-  }
-  return Buffer.from([0]);
-}
-
-function compareOf(guard: Guard): ICompare {
-  if ('prefix' in guard) {
-    return {
-      key: Buffer.from(guard.prefix),
-      range_end: prefixEnd(guard.prefix),
-      target: CompareTarget.Mod,
-      result: CompareResult.Less,
-      mod_revision: (BigInt(guard.unchangedSince) + 1n).toString(),
-    };
-  }
-  const key = Buffer.from(guard.key);
-  if ('exists' in guard) return { key, target: CompareTarget.Create, result: CompareResult.Greater, create_revision: '0' };
-  if ('createRevision' in guard) return { key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: guard.createRevision };
-  return { key, target: CompareTarget.Mod, result: CompareResult.Equal, mod_revision: guard.revision };
-}
-
-function requestOf(write: Write): IRequestOp {
-  if ('put' in write) return { request_put: { key: Buffer.from(write.put), value: Buffer.from(JSON.stringify(write.value)) } };
-  if ('delete' in write) return { request_delete_range: { key: Buffer.from(write.delete) } };
-  return { request_delete_range: { key: Buffer.from(write.deletePrefix), range_end: prefixEnd(write.deletePrefix) } };
-}

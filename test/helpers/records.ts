@@ -1,9 +1,10 @@
-// Inventory records for tests, written into a real etcd the way their writers write them:
+// Inventory records for tests, written into a real etcd (or the in-memory one) the way their writers write them:
 // the agent writes its server, node and presence records when it joins (presence is leased in
 // production; tests put and delete it); the control plane writes server facts and devices from
 // agent reports. Also an API harness: a real etcd, a bootstrapped cluster, tokens, and a Koa
 // app on 127.0.0.1 serving the routers under test.
 import { checkAnswer } from './openapi-answers.js';
+import { EtcdKv, kvOf, type KvClient } from '../../lib/etcd/kv.js';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -124,8 +125,11 @@ export function nodePoolRecord(node: NodeRecord, overrides: Partial<NodePoolReco
   };
 }
 
-export async function putRecord(etcd: Etcd3, key: string, record: unknown): Promise<void> {
-  await etcd.put(key).value(JSON.stringify(record)).exec();
+/** Puts the record as JSON: a plain put on etcd, a one-write transaction on another Kv (the in-memory etcd). */
+export async function putRecord(client: KvClient, key: string, record: unknown): Promise<void> {
+  const kv = kvOf(client);
+  if (kv instanceof EtcdKv) await kv.etcd.put(key).value(JSON.stringify(record)).exec();
+  else await kv.commit({ guards: [], writes: [{ put: key, value: record }] });
 }
 
 export interface JoinedServer {
@@ -138,7 +142,7 @@ export interface JoinedServer {
  * hostname and UUID filled in), and its presence listing every node (present = agent alive).
  */
 export async function joinServer(
-  etcd: Etcd3,
+  etcd: KvClient,
   options: { server?: Partial<ServerRecord>; nodes?: readonly Partial<NodeRecord>[]; present?: boolean } = {},
 ): Promise<JoinedServer> {
   const base = serverRecord(options.server);
@@ -151,19 +155,21 @@ export async function joinServer(
 }
 
 /** The agent's presence key (leased in production): these nodes are Active. */
-export async function markPresent(etcd: Etcd3, serverUUID: string, nodeUUIDs: readonly string[], hostname = 'host'): Promise<void> {
+export async function markPresent(etcd: KvClient, serverUUID: string, nodeUUIDs: readonly string[], hostname = 'host'): Promise<void> {
   const presence: PresenceRecord = { serverUUID, nodeUUIDs: [...nodeUUIDs], hostname, agentVersion: '0.1.0', agentInstance: randomUUID(), since: now() };
   await putRecord(etcd, keys.presence(serverUUID), presence);
 }
 
 /** The agent's lease expired: the presence key is gone and the server's nodes are Inactive. */
-export async function markAbsent(etcd: Etcd3, serverUUID: string): Promise<void> {
-  await etcd.delete().key(keys.presence(serverUUID)).exec();
+export async function markAbsent(client: KvClient, serverUUID: string): Promise<void> {
+  const kv = kvOf(client);
+  if (kv instanceof EtcdKv) await kv.etcd.delete().key(keys.presence(serverUUID)).exec();
+  else await kv.commit({ guards: [], writes: [{ delete: keys.presence(serverUUID) }] });
 }
 
 /** What the control plane persists from an agent's inventory report: facts and devices. */
 export async function reportInventory(
-  etcd: Etcd3,
+  etcd: KvClient,
   serverUUID: string,
   report: { facts?: Partial<ServerFactsRecord>; devices?: readonly (Partial<DeviceRecord> & Pick<DeviceRecord, 'serial'>)[] },
 ): Promise<DeviceRecord[]> {

@@ -10,6 +10,8 @@ import type { Etcd3 } from 'etcd3';
 import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
 import { ALLOW_ANY } from '../../lib/contract/acl.js';
 import { keys } from '../../lib/etcd/keys.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
+import { commitTransaction } from '../../lib/etcd/transaction.js';
 import type { CredentialRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
 import { checkAnswer } from '../helpers/openapi-answers.js';
 import { startApiHarness, type ApiHarness } from '../helpers/records.js';
@@ -121,8 +123,8 @@ export function fieldsOf(value: object): string[] {
 
 // ---- volumes and snapshots, as their services write them ----
 
-/** The product's VolumeUsage, over the harness's etcd and watch cache. */
-export function volumeUsage(etcd: Etcd3, cache: WatchCache): VolumeUsage {
+/** The product's VolumeUsage, over the harness's etcd (or a fake's) and watch cache. */
+export function volumeUsage(etcd: KvClient, cache: WatchCache): VolumeUsage {
   return new VolumeUsageCounter(new VolumeStore(new RecordStore(etcd), cache), () => cache.sync());
 }
 
@@ -140,7 +142,7 @@ export function projectAndPolicyRoutes(etcd: Etcd3, auth: Authenticator, cache: 
   };
 }
 
-export async function putVolume(etcd: Etcd3, overrides: Partial<VolumeRecord> & Pick<VolumeRecord, 'projectName'>): Promise<VolumeRecord> {
+export async function putVolume(etcd: KvClient, overrides: Partial<VolumeRecord> & Pick<VolumeRecord, 'projectName'>): Promise<VolumeRecord> {
   const UUID = overrides.UUID ?? randomUUID();
   const volume: VolumeRecord = {
     UUID, name: `vol-${UUID.slice(0, 8)}`, sizeBytes: '1073741824', acl: [ALLOW_ANY], ipAcl: [ALLOW_ANY], compression: false,
@@ -148,36 +150,42 @@ export async function putVolume(etcd: Etcd3, overrides: Partial<VolumeRecord> & 
     sourceSnapshotName: '', encrypted: false, state: 'Available', generation: 1, placement: null, failureReason: '',
     rollbackSnapshotUUID: '', creationTime: new Date().toISOString(), ...overrides,
   };
-  await etcd
-    .if(keys.volume(UUID), 'Create', '==', 0)
-    .then(
-      etcd.put(keys.volume(UUID)).value(JSON.stringify(volume)),
-      etcd.put(keys.volumeName(volume.projectName, volume.name)).value(JSON.stringify({ UUID })),
-    )
-    .commit();
+  await commitTransaction(etcd, {
+    guards: [{ key: keys.volume(UUID), revision: '0' }],
+    writes: [
+      { put: keys.volume(UUID), value: volume },
+      { put: keys.volumeName(volume.projectName, volume.name), value: { UUID } },
+    ],
+  });
   return volume;
 }
 
-export async function removeVolume(etcd: Etcd3, volume: VolumeRecord): Promise<void> {
-  await etcd.delete().key(keys.volume(volume.UUID)).exec();
-  await etcd.delete().key(keys.volumeName(volume.projectName, volume.name)).exec();
+/** Deletes the keys one at a time (two revisions), as a writer outside a transaction would. */
+async function deleteEach(etcd: KvClient, ...keys: string[]): Promise<void> {
+  for (const key of keys) await commitTransaction(etcd, { guards: [], writes: [{ delete: key }] });
 }
 
-export async function putSnapshot(etcd: Etcd3, overrides: Partial<SnapshotRecord> & Pick<SnapshotRecord, 'projectName'>): Promise<SnapshotRecord> {
+async function putEach(etcd: KvClient, ...writes: [string, unknown][]): Promise<void> {
+  for (const [key, value] of writes) await commitTransaction(etcd, { guards: [], writes: [{ put: key, value }] });
+}
+
+export async function removeVolume(etcd: KvClient, volume: VolumeRecord): Promise<void> {
+  await deleteEach(etcd, keys.volume(volume.UUID), keys.volumeName(volume.projectName, volume.name));
+}
+
+export async function putSnapshot(etcd: KvClient, overrides: Partial<SnapshotRecord> & Pick<SnapshotRecord, 'projectName'>): Promise<SnapshotRecord> {
   const UUID = overrides.UUID ?? randomUUID();
   const snapshot: SnapshotRecord = {
     UUID, name: `snap-${UUID.slice(0, 8)}`, description: '', sourceVolumeUUID: randomUUID(), sourceVolumeName: 'v', sizeBytes: '1073741824',
     compression: false, sectorSize: 4096, labels: [], state: 'Available', failureReason: '', retentionSeconds: 0,
     creationTime: new Date().toISOString(), ...overrides,
   };
-  await etcd.put(keys.snapshot(UUID)).value(JSON.stringify(snapshot)).exec();
-  await etcd.put(keys.snapshotName(snapshot.projectName, snapshot.name)).value(JSON.stringify({ UUID })).exec();
+  await putEach(etcd, [keys.snapshot(UUID), snapshot], [keys.snapshotName(snapshot.projectName, snapshot.name), { UUID }]);
   return snapshot;
 }
 
-export async function removeSnapshot(etcd: Etcd3, snapshot: SnapshotRecord): Promise<void> {
-  await etcd.delete().key(keys.snapshot(snapshot.UUID)).exec();
-  await etcd.delete().key(keys.snapshotName(snapshot.projectName, snapshot.name)).exec();
+export async function removeSnapshot(etcd: KvClient, snapshot: SnapshotRecord): Promise<void> {
+  await deleteEach(etcd, keys.snapshot(snapshot.UUID), keys.snapshotName(snapshot.projectName, snapshot.name));
 }
 
 export class CollectingEventRecorder implements EventRecorder {

@@ -1,0 +1,176 @@
+// The narrow seam between the stores (and the watched state, PrefixMirror) and etcd: read a key,
+// read a prefix in key order, commit a transaction (typed guards and writes,
+// lib/etcd/transaction.ts), read the current revision; for the watched state, read several
+// prefixes at one revision and watch changes from a revision on. `EtcdKv` is etcd (what the
+// daemons run); a test may hand a store or the state any other `Kv` with the same semantics
+// instead of a client (test/fakes/memory-etcd.ts, proven against etcd by
+// test/fakes/memory-etcd.test.ts), which is why their constructors take a `KvClient`.
+import { CompareResult, CompareTarget, type Etcd3, type ICompare, type IKeyValue, type IRequestOp } from 'etcd3';
+import { unconditionalTxn } from './client.js';
+import { keys } from './keys.js';
+import type { CommitResult, Guard, Transaction, Write } from './transaction.js';
+
+/** A key as etcd holds it. */
+export interface StoredKey {
+  readonly key: string;
+  readonly value: Buffer;
+  /** The revision of the key's last change (a record's ETag). */
+  readonly modRevision: string;
+  /** The revision the key was created at. */
+  readonly createRevision: string;
+}
+
+export interface RangeOptions {
+  /** Only the keys after this one (paging). */
+  readonly startAfter?: string;
+  readonly limit?: number;
+}
+
+/** A change a watch reports: the key as the change left it (a delete: no value, the delete's revision). */
+export interface KvEvent extends StoredKey {
+  readonly type: 'put' | 'delete';
+}
+
+export interface KvWatchHandlers {
+  /** A batch of changes, in revision order. */
+  events(events: readonly KvEvent[]): void;
+  /** The watch failed (e.g. compacted past its start): nothing more comes; read everything again. */
+  error(err: Error): void;
+}
+
+export interface KvWatch {
+  cancel(): Promise<void>;
+}
+
+export interface Kv {
+  get(key: string): Promise<StoredKey | null>;
+  /** The keys under `prefix`, in etcd's (byte) key order. */
+  range(prefix: string, options?: RangeOptions): Promise<StoredKey[]>;
+  /** The keys under `prefix` alone (etcd: keys_only), in key order. */
+  keys(prefix: string): Promise<string[]>;
+  /** How many keys there are under `prefix` (etcd: count_only). */
+  count(prefix: string): Promise<number>;
+  /** See commitTransaction. */
+  commit(transaction: Transaction, readWhenRefused?: readonly string[]): Promise<CommitResult & { readonly existing: ReadonlySet<string> }>;
+  /** The store's current revision. */
+  revision(): Promise<string>;
+  /** The keys under each prefix, all read at one revision (one etcd transaction). */
+  snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }>;
+  /** Every change under `prefix` from `startRevision` on ('' = every key). */
+  watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch>;
+}
+
+/** What a store is built on: the etcd client (the daemons), or another Kv (tests). */
+export type KvClient = Etcd3 | Kv;
+
+export function kvOf(client: KvClient): Kv {
+  return isKv(client) ? client : new EtcdKv(client);
+}
+
+/** The etcd client has neither method (a check on shape: tests may hand stores a stand-in client). */
+function isKv(client: KvClient): client is Kv {
+  return typeof (client as Partial<Kv>).commit === 'function' && typeof (client as Partial<Kv>).revision === 'function';
+}
+
+export class EtcdKv implements Kv {
+  constructor(readonly etcd: Etcd3) {}
+
+  async get(key: string): Promise<StoredKey | null> {
+    const kv = (await this.etcd.get(key).exec()).kvs[0];
+    return kv ? { key, value: kv.value, modRevision: kv.mod_revision, createRevision: kv.create_revision } : null;
+  }
+
+  async range(prefix: string, options: RangeOptions = {}): Promise<StoredKey[]> {
+    // From just after startAfter (the NUL byte sorts first) to the end of the prefix.
+    let builder = (
+      options.startAfter === undefined
+        ? this.etcd.getAll().prefix(prefix)
+        : this.etcd.getAll().inRange({ start: `${options.startAfter}\0`, end: prefixEnd(prefix) })
+    ).sort('Key', 'Ascend');
+    if (options.limit !== undefined) builder = builder.limit(options.limit);
+    const res = await builder.exec();
+    return res.kvs.map(storedKey);
+  }
+
+  keys(prefix: string): Promise<string[]> {
+    return this.etcd.getAll().prefix(prefix).keys();
+  }
+
+  count(prefix: string): Promise<number> {
+    return this.etcd.getAll().prefix(prefix).count();
+  }
+
+  async commit(transaction: Transaction, readWhenRefused: readonly string[] = []): Promise<CommitResult & { readonly existing: ReadonlySet<string> }> {
+    // etcd3's builder cannot express a range compare; its KV client takes the raw request.
+    const result = await this.etcd.kv.txn({
+      compare: transaction.guards.map(compareOf),
+      success: transaction.writes.map(requestOf),
+      failure: readWhenRefused.map((key) => ({ request_range: { key: Buffer.from(key), count_only: true } })),
+    });
+    const existing = new Set<string>();
+    if (!result.succeeded) {
+      readWhenRefused.forEach((key, i) => {
+        if (Number(result.responses[i]?.response_range?.count ?? 0) > 0) existing.add(key);
+      });
+    }
+    return { succeeded: result.succeeded, revision: String(result.header.revision), existing };
+  }
+
+  async revision(): Promise<string> {
+    // Any read returns the store's revision in its header.
+    const result = await this.etcd.get(keys.cluster()).exec();
+    return String(result.header.revision);
+  }
+
+  async snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
+    const result = await unconditionalTxn(this.etcd)
+      .then(...prefixes.map((p) => this.etcd.getAll().prefix(p)))
+      .commit();
+    return { revision: String(result.header.revision), ranges: result.responses.map((response) => response.response_range.kvs.map(storedKey)) };
+  }
+
+  async watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch> {
+    const watcher = await this.etcd.watch().prefix(prefix).startRevision(startRevision).create();
+    watcher.on('data', (res) => handlers.events(res.events.map((event) => ({ type: event.type === 'Delete' ? 'delete' : 'put', ...storedKey(event.kv) }))));
+    watcher.on('error', (err) => handlers.error(err));
+    return { cancel: () => watcher.cancel() };
+  }
+}
+
+function storedKey(kv: IKeyValue): StoredKey {
+  return { key: kv.key.toString(), value: kv.value, modRevision: kv.mod_revision, createRevision: kv.create_revision };
+}
+
+/** The end of a prefix range (etcd's range_end for "every key with this prefix"). */
+export function prefixEnd(prefix: string): Buffer {
+  const end = Buffer.from(prefix);
+  for (let i = end.length - 1; i >= 0; i--) {
+    if (end[i]! < 0xff) {
+      end[i]! += 1;
+      return end.subarray(0, i + 1);
+    }
+  }
+  return Buffer.from([0]);
+}
+
+function compareOf(guard: Guard): ICompare {
+  if ('prefix' in guard) {
+    return {
+      key: Buffer.from(guard.prefix),
+      range_end: prefixEnd(guard.prefix),
+      target: CompareTarget.Mod,
+      result: CompareResult.Less,
+      mod_revision: (BigInt(guard.unchangedSince) + 1n).toString(),
+    };
+  }
+  const key = Buffer.from(guard.key);
+  if ('exists' in guard) return { key, target: CompareTarget.Create, result: CompareResult.Greater, create_revision: '0' };
+  if ('createRevision' in guard) return { key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: guard.createRevision };
+  return { key, target: CompareTarget.Mod, result: CompareResult.Equal, mod_revision: guard.revision };
+}
+
+function requestOf(write: Write): IRequestOp {
+  if ('put' in write) return { request_put: { key: Buffer.from(write.put), value: Buffer.from(JSON.stringify(write.value)) } };
+  if ('delete' in write) return { request_delete_range: { key: Buffer.from(write.delete) } };
+  return { request_delete_range: { key: Buffer.from(write.deletePrefix), range_end: prefixEnd(write.deletePrefix) } };
+}

@@ -1,0 +1,212 @@
+// An in-memory etcd keyspace behind the stores' seam (lib/etcd/kv.ts), for domain unit tests
+// that need no real etcd. It keeps etcd's revision semantics, which the guards depend on:
+//   - one store revision, starting at 1 (an empty etcd's), bumped once by every committed
+//     transaction that changed at least one key (a transaction whose deletes found nothing, or a
+//     refused one, leaves it as it was);
+//   - each key's create_revision (kept across updates, new after a delete and put) and
+//     mod_revision; an absent key compares as etcd's zero key: mod 0, create 0;
+//   - guards evaluated as etcd evaluates compares: a key's compare on that one key; a prefix
+//     compare ("unchanged since R", mod_revision < R+1 over [prefix, prefixEnd)) on every key
+//     that EXISTS in the range, true over an empty range. Like etcd's, it cannot see a key
+//     deleted after R (a range compare reads only live keys): a guarded prefix that lost a key
+//     still holds;
+//   - writes applied in order at the one new revision; etcd's refusals that are errors, not
+//     failed guards, are errors here too: more than 128 compares or operations (its default
+//     --max-txn-ops) and a key put twice, or put and deleted, in one transaction ("duplicate key
+//     given in txn request").
+// test/fakes/memory-etcd.test.ts runs the same cases against a real etcd and against this fake.
+// Watches replay every change from their start revision (the fake keeps all history: nothing is
+// compacted) and then report each commit's changes as one batch, in a microtask after the commit
+// (etcd's watch is asynchronous too), so PrefixMirror — the watched state, with its indexes and
+// its listeners — runs on the fake unchanged; `failWatches()` stands for a failed watch (a
+// compaction past its revision), which makes the state reload.
+// Not modelled: leases, compaction, reads at a past revision, members, auth, and timing (a
+// change reaches the watches at once, never late).
+import type { Kv, KvEvent, KvWatch, KvWatchHandlers, RangeOptions, StoredKey } from '../../lib/etcd/kv.js';
+import { prefixEnd } from '../../lib/etcd/kv.js';
+import { compareKeys } from '../../lib/etcd/prefix-mirror.js';
+import type { CommitResult, Guard, Transaction, Write } from '../../lib/etcd/transaction.js';
+
+/** etcd's default --max-txn-ops. */
+const MAX_TXN_OPS = 128;
+
+interface Entry {
+  readonly value: Buffer;
+  readonly modRevision: bigint;
+  readonly createRevision: bigint;
+}
+
+export class MemoryEtcd implements Kv {
+  private readonly data = new Map<string, Entry>();
+  private current = 1n;
+  /** Every change ever committed, in revision order (watches replay it from their start). */
+  private readonly history: KvEvent[] = [];
+  private readonly watches = new Set<{ readonly prefix: string; readonly handlers: KvWatchHandlers }>();
+  /** Every transaction committed (guards held), in order: what a test can assert was written. */
+  readonly committed: Transaction[] = [];
+  /**
+   * Runs before each guarded transaction is evaluated: a concurrent writer getting in between
+   * the code's read and its commit (its own commits do not call it again).
+   */
+  interleave: ((transaction: Transaction) => Promise<void> | void) | undefined;
+  private interleaving = false;
+
+  async get(key: string): Promise<StoredKey | null> {
+    const entry = this.data.get(key);
+    return entry ? stored(key, entry) : null;
+  }
+
+  async range(prefix: string, options: RangeOptions = {}): Promise<StoredKey[]> {
+    const after = options.startAfter;
+    const found = this.keysIn(prefix)
+      .filter((key) => after === undefined || compareKeys(key, after) > 0)
+      .map((key) => stored(key, this.data.get(key)!));
+    return options.limit === undefined || options.limit <= 0 ? found : found.slice(0, options.limit);
+  }
+
+  async keys(prefix: string): Promise<string[]> {
+    return this.keysIn(prefix);
+  }
+
+  async count(prefix: string): Promise<number> {
+    return this.keysIn(prefix).length;
+  }
+
+  async revision(): Promise<string> {
+    return String(this.current);
+  }
+
+  async commit(transaction: Transaction, readWhenRefused: readonly string[] = []): Promise<CommitResult & { readonly existing: ReadonlySet<string> }> {
+    if (transaction.guards.length > MAX_TXN_OPS || transaction.writes.length > MAX_TXN_OPS || readWhenRefused.length > MAX_TXN_OPS) {
+      throw new Error('etcdserver: too many operations in txn request');
+    }
+    checkDuplicates(transaction.writes);
+    if (this.interleave && transaction.guards.length > 0 && !this.interleaving) {
+      this.interleaving = true;
+      try {
+        await this.interleave(transaction);
+      } finally {
+        this.interleaving = false;
+      }
+    }
+    if (!transaction.guards.every((guard) => this.holds(guard))) {
+      return { succeeded: false, revision: String(this.current), existing: new Set(readWhenRefused.filter((key) => this.data.has(key))) };
+    }
+    const revision = this.current + 1n;
+    const events: KvEvent[] = [];
+    for (const write of transaction.writes) {
+      if ('put' in write) events.push(this.set(write.put, Buffer.from(JSON.stringify(write.value)), revision));
+      else {
+        for (const key of 'delete' in write ? (this.data.has(write.delete) ? [write.delete] : []) : this.keysIn(write.deletePrefix)) {
+          this.data.delete(key);
+          events.push({ type: 'delete', key, value: Buffer.alloc(0), modRevision: String(revision), createRevision: '0' });
+        }
+      }
+    }
+    this.committed.push(transaction);
+    if (events.length > 0) this.publish(revision, events);
+    return { succeeded: true, revision: String(this.current), existing: new Set() };
+  }
+
+  /** Writes without guards (a test's setup, or another writer racing the code under test). */
+  async put(key: string, value: unknown): Promise<string> {
+    return (await this.commit({ guards: [], writes: [{ put: key, value }] })).revision;
+  }
+
+  async delete(key: string): Promise<string> {
+    return (await this.commit({ guards: [], writes: [{ delete: key }] })).revision;
+  }
+
+  /** Puts raw bytes (a value that is not JSON: a corrupt record). */
+  putRaw(key: string, value: string | Buffer): string {
+    const revision = this.current + 1n;
+    this.publish(revision, [this.set(key, Buffer.from(value), revision)]);
+    return String(revision);
+  }
+
+  async snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
+    return { revision: String(this.current), ranges: await Promise.all(prefixes.map((prefix) => this.range(prefix))) };
+  }
+
+  async watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch> {
+    const watch = { prefix, handlers };
+    const start = BigInt(startRevision);
+    const past = this.history.filter((event) => BigInt(event.modRevision) >= start && event.key.startsWith(prefix));
+    this.watches.add(watch);
+    if (past.length > 0) queueMicrotask(() => this.watches.has(watch) && handlers.events(past));
+    return {
+      cancel: async () => {
+        this.watches.delete(watch);
+      },
+    };
+  }
+
+  /** Fails every open watch (as a compaction past its revision would); their owners read again. */
+  failWatches(err = new Error('etcdserver: mvcc: required revision has been compacted')): void {
+    const failed = [...this.watches];
+    this.watches.clear();
+    for (const watch of failed) watch.handlers.error(err);
+  }
+
+  private set(key: string, value: Buffer, revision: bigint): KvEvent {
+    const entry = { value, modRevision: revision, createRevision: this.data.get(key)?.createRevision ?? revision };
+    this.data.set(key, entry);
+    return { type: 'put', ...stored(key, entry) };
+  }
+
+  /** Makes `revision` current and hands its changes to the watches, in a microtask (in commit order). */
+  private publish(revision: bigint, events: KvEvent[]): void {
+    this.current = revision;
+    this.history.push(...events);
+    for (const watch of this.watches) {
+      const seen = events.filter((event) => event.key.startsWith(watch.prefix));
+      if (seen.length > 0) queueMicrotask(() => this.watches.has(watch) && watch.handlers.events(seen));
+    }
+  }
+
+  private keysIn(prefix: string): string[] {
+    const end = prefixEnd(prefix).toString('latin1');
+    return [...this.data.keys()].filter((key) => inRange(key, prefix, end)).sort(compareKeys);
+  }
+
+  /** etcd's compare: over the one key, or every live key of a range; an absent key is the zero key. */
+  private holds(guard: Guard): boolean {
+    if ('prefix' in guard) {
+      const limit = BigInt(guard.unchangedSince) + 1n;
+      return this.keysIn(guard.prefix).every((key) => this.data.get(key)!.modRevision < limit);
+    }
+    const entry = this.data.get(guard.key);
+    const mod = entry?.modRevision ?? 0n;
+    const create = entry?.createRevision ?? 0n;
+    if ('exists' in guard) return create > 0n;
+    if ('createRevision' in guard) return create === BigInt(guard.createRevision);
+    return mod === BigInt(guard.revision);
+  }
+}
+
+function stored(key: string, entry: Entry): StoredKey {
+  return { key, value: entry.value, modRevision: String(entry.modRevision), createRevision: String(entry.createRevision) };
+}
+
+/** [start, end) in etcd's byte order; an end of "\0" (prefixEnd of an all-0xff prefix) means "to the last key". */
+function inRange(key: string, start: string, end: string): boolean {
+  return compareKeys(key, start) >= 0 && (end === '\0' || compareKeys(Buffer.from(key).toString('latin1'), end) < 0);
+}
+
+/** etcd refuses a transaction that puts a key twice or puts a key it also deletes (an error, not a refusal). */
+function checkDuplicates(writes: readonly Write[]): void {
+  const puts = new Set<string>();
+  const deletes: [string, string | undefined][] = [];
+  for (const write of writes) {
+    if ('put' in write) {
+      if (puts.has(write.put)) throw new Error('etcdserver: duplicate key given in txn request');
+      puts.add(write.put);
+    } else if ('delete' in write) deletes.push([write.delete, undefined]);
+    else deletes.push([write.deletePrefix, prefixEnd(write.deletePrefix).toString('latin1')]);
+  }
+  for (const key of puts) {
+    for (const [start, end] of deletes) {
+      if (end === undefined ? key === start : inRange(key, start, end)) throw new Error('etcdserver: duplicate key given in txn request');
+    }
+  }
+}
