@@ -340,7 +340,20 @@ struct server {
 	bool timer_armed;
 	uint64_t timer_buf, wake_buf;
 	unsigned gone, backing_inflight;
+	uint64_t now;      /* the clock, read once per batch of completions when a limit needs it; 0 = not yet */
 };
+
+/*
+ * The time for the token buckets: read at most once per batch of completions (they all came in
+ * at the same wait), not once per request. A stale `now` credits tokens a little later, never
+ * more: the next refill counts from it. Reset after every wait.
+ */
+static uint64_t batch_now(struct server *s)
+{
+	if (!s->now)
+		s->now = now_ns();
+	return s->now;
+}
 
 static struct io_uring_sqe *get_sqe(struct server *s)
 {
@@ -427,21 +440,28 @@ static uint64_t cost_bytes(const struct tag *t)
 	return t->op == UBLK_IO_OP_READ || t->op == UBLK_IO_OP_WRITE ? t->length : 0;
 }
 
+/* A direction none of whose buckets has a rate: its requests never wait, and need no clock. */
+static bool unlimited(const struct direction *d)
+{
+	return d->ops.rate == 0 && d->bytes.rate == 0;
+}
+
 /*
  * Lets through, in order, the waiting requests of each direction the buckets allow, then arms
  * the timer for the earliest one still waiting.
  */
 static void release_waiting(struct server *s)
 {
-	uint64_t now = now_ns(), earliest = 0;
+	uint64_t earliest = 0;
 	bool drain = atomic_load(&s->stopping) || atomic_load(&s->quit);
 
 	for (int d = 0; d < 2; d++) {
 		struct fifo *q = &s->waiting[d];
+		bool free_pass = drain || unlimited(&s->dirs[d]);
 
 		while (q->head >= 0) {
 			unsigned tag = (unsigned)q->head;
-			uint64_t wait = drain ? 0 : direction_admit(&s->dirs[d], cost_bytes(&s->tags[tag]), now);
+			uint64_t wait = free_pass ? 0 : direction_admit(&s->dirs[d], cost_bytes(&s->tags[tag]), batch_now(s));
 
 			if (wait) {
 				if (!earliest || wait < earliest)
@@ -557,7 +577,8 @@ static void take_new_limits(struct server *s)
 {
 	struct limits l;
 	bool changed;
-	uint64_t now = now_ns();
+	/* The batch's time, as the buckets' other refills: their clock never goes back. */
+	uint64_t now = batch_now(s);
 
 	pthread_mutex_lock(&s->lock);
 	l = s->limits;
@@ -685,6 +706,7 @@ static void *queue_thread(void *arg)
 		unsigned head, seen = 0;
 
 		ret = io_uring_submit_and_wait(&s->ring, 1);
+		s->now = 0; /* time passed in the wait: read the clock again if a limit asks */
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
 			logmsg("queue: io_uring_submit_and_wait: %s", strerror(-ret));
 			s->exit_status = 1;
