@@ -70,6 +70,15 @@
 #define DEFAULT_QUEUE_DEPTH 64
 #define DEFAULT_MAX_IO_BYTES (512 * 1024)
 #define CONTROL_DEVICE "/dev/ublk-control"
+/*
+ * How much of each tag's buffer is registered with the queue's io_uring (READ_FIXED/WRITE_FIXED:
+ * the kernel pins it once instead of at every O_DIRECT transfer). Registering pins the pages,
+ * so only the head of each buffer: 64 tags x 64 KiB = 4 MiB per server, which covers the small
+ * random I/O where the per-request pinning shows; larger transfers go as plain reads and writes.
+ */
+#define FIXED_BUF_BYTES (64 * 1024)
+/* Registered files: the character device and the backing, by index (IOSQE_FIXED_FILE). */
+enum { FIXED_CHAR = 0, FIXED_BACKING = 1 };
 
 static const char *program = "strata-ublk";
 
@@ -340,7 +349,23 @@ struct server {
 	bool timer_armed;
 	uint64_t timer_buf, wake_buf;
 	unsigned gone, backing_inflight;
+	bool fixed_files;  /* char_fd and backing_fd registered (FIXED_CHAR, FIXED_BACKING) */
+	bool ring_fd_registered; /* io_uring_register_ring_fd, by this thread */
+	unsigned fixed_buf_bytes; /* head of each tag's buffer registered as buffer `tag`; 0 = none */
+	uint64_t now;      /* the clock, read once per batch of completions when a limit needs it; 0 = not yet */
 };
+
+/*
+ * The time for the token buckets: read at most once per batch of completions (they all came in
+ * at the same wait), not once per request. A stale `now` credits tokens a little later, never
+ * more: the next refill counts from it. Reset after every wait.
+ */
+static uint64_t batch_now(struct server *s)
+{
+	if (!s->now)
+		s->now = now_ns();
+	return s->now;
+}
 
 static struct io_uring_sqe *get_sqe(struct server *s)
 {
@@ -351,7 +376,6 @@ static struct io_uring_sqe *get_sqe(struct server *s)
 		io_uring_submit(&s->ring);
 		sqe = io_uring_get_sqe(&s->ring);
 	}
-	memset(sqe, 0, sizeof *sqe);
 	return sqe;
 }
 
@@ -360,8 +384,15 @@ static void queue_ublk_command(struct server *s, unsigned tag, uint32_t op, int3
 	struct io_uring_sqe *sqe = get_sqe(s);
 	struct ublksrv_io_cmd *cmd = (struct ublksrv_io_cmd *)sqe->cmd;
 
+	/* The io_uring_prep_* helpers fill every field; a ublk command is put together by hand. */
+	memset(sqe, 0, sizeof *sqe);
 	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = s->char_fd;
+	if (s->fixed_files) {
+		sqe->fd = FIXED_CHAR;
+		sqe->flags = IOSQE_FIXED_FILE;
+	} else {
+		sqe->fd = s->char_fd;
+	}
 	sqe->cmd_op = op;
 	sqe->user_data = USER_DATA(KIND_UBLK, tag);
 	cmd->q_id = 0;
@@ -389,27 +420,39 @@ static void issue_backing(struct server *s, unsigned tag)
 {
 	struct tag *t = &s->tags[tag];
 	struct io_uring_sqe *sqe = get_sqe(s);
+	int fd = s->fixed_files ? FIXED_BACKING : s->backing_fd;
+	/* The transfer lies in the registered head of the tag's buffer: no pinning per request. */
+	bool fixed_buf = s->fixed_buf_bytes && t->length <= s->fixed_buf_bytes;
 
 	switch (t->op) {
 	case UBLK_IO_OP_READ:
-		io_uring_prep_read(sqe, s->backing_fd, (char *)t->buf + t->done, t->length - t->done, t->offset + t->done);
+		if (fixed_buf)
+			io_uring_prep_read_fixed(sqe, fd, (char *)t->buf + t->done, t->length - t->done, t->offset + t->done, (int)tag);
+		else
+			io_uring_prep_read(sqe, fd, (char *)t->buf + t->done, t->length - t->done, t->offset + t->done);
 		break;
 	case UBLK_IO_OP_WRITE:
-		io_uring_prep_write(sqe, s->backing_fd, (char *)t->buf + t->done, t->length - t->done, t->offset + t->done);
+		if (fixed_buf)
+			io_uring_prep_write_fixed(sqe, fd, (char *)t->buf + t->done, t->length - t->done, t->offset + t->done, (int)tag);
+		else
+			io_uring_prep_write(sqe, fd, (char *)t->buf + t->done, t->length - t->done, t->offset + t->done);
 		/* FUA: this write is durable when it completes (the disk says UBLK_ATTR_FUA). */
 		if (t->flags & UBLK_IO_F_FUA)
 			sqe->rw_flags = RWF_DSYNC;
 		break;
 	case UBLK_IO_OP_FLUSH:
-		io_uring_prep_fsync(sqe, s->backing_fd, IORING_FSYNC_DATASYNC);
+		io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
 		break;
 	case UBLK_IO_OP_DISCARD:
-		io_uring_prep_fallocate(sqe, s->backing_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)t->offset, (off_t)t->length);
+		io_uring_prep_fallocate(sqe, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)t->offset, (off_t)t->length);
 		break;
 	case UBLK_IO_OP_WRITE_ZEROES:
-		io_uring_prep_fallocate(sqe, s->backing_fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)t->offset, (off_t)t->length);
+		io_uring_prep_fallocate(sqe, fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)t->offset, (off_t)t->length);
 		break;
 	}
+	/* io_uring_prep_* clears the flags; set after it. */
+	if (s->fixed_files)
+		sqe->flags |= IOSQE_FIXED_FILE;
 	sqe->user_data = USER_DATA(KIND_BACKING, tag);
 	t->state = TAG_BACKING;
 	s->backing_inflight++;
@@ -427,21 +470,28 @@ static uint64_t cost_bytes(const struct tag *t)
 	return t->op == UBLK_IO_OP_READ || t->op == UBLK_IO_OP_WRITE ? t->length : 0;
 }
 
+/* A direction none of whose buckets has a rate: its requests never wait, and need no clock. */
+static bool unlimited(const struct direction *d)
+{
+	return d->ops.rate == 0 && d->bytes.rate == 0;
+}
+
 /*
  * Lets through, in order, the waiting requests of each direction the buckets allow, then arms
  * the timer for the earliest one still waiting.
  */
 static void release_waiting(struct server *s)
 {
-	uint64_t now = now_ns(), earliest = 0;
+	uint64_t earliest = 0;
 	bool drain = atomic_load(&s->stopping) || atomic_load(&s->quit);
 
 	for (int d = 0; d < 2; d++) {
 		struct fifo *q = &s->waiting[d];
+		bool free_pass = drain || unlimited(&s->dirs[d]);
 
 		while (q->head >= 0) {
 			unsigned tag = (unsigned)q->head;
-			uint64_t wait = drain ? 0 : direction_admit(&s->dirs[d], cost_bytes(&s->tags[tag]), now);
+			uint64_t wait = free_pass ? 0 : direction_admit(&s->dirs[d], cost_bytes(&s->tags[tag]), batch_now(s));
 
 			if (wait) {
 				if (!earliest || wait < earliest)
@@ -557,7 +607,8 @@ static void take_new_limits(struct server *s)
 {
 	struct limits l;
 	bool changed;
-	uint64_t now = now_ns();
+	/* The batch's time, as the buckets' other refills: their clock never goes back. */
+	uint64_t now = batch_now(s);
 
 	pthread_mutex_lock(&s->lock);
 	l = s->limits;
@@ -589,6 +640,54 @@ static void drop_sys_admin(void)
 	data[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
 	if (syscall(SYS_capset, &header, data) < 0)
 		logmsg("capset: %s (the kernel will scan the device's partitions)", strerror(errno));
+}
+
+/*
+ * Registers the two files every request uses and the head of each tag's buffer with the ring,
+ * so that a request's SQEs skip the file lookup (fget/fput) and its backing transfer the page
+ * pinning; and the ring's descriptor, looked up at every io_uring_enter otherwise. Each is
+ * optional: a kernel or a memlock limit that refuses keeps the plain way.
+ */
+static void register_with_ring(struct server *s)
+{
+	int files[2] = { s->char_fd, s->backing_fd };
+	struct iovec *iov;
+	unsigned bytes = s->max_io < FIXED_BUF_BYTES ? s->max_io : FIXED_BUF_BYTES;
+	int ret;
+
+	/* The ring's own descriptor too (Linux 5.18+): each io_uring_enter skips its lookup. */
+	if (io_uring_register_ring_fd(&s->ring) == 1)
+		s->ring_fd_registered = true;
+	ret = io_uring_register_files(&s->ring, files, 2);
+	if (ret < 0)
+		logmsg("queue: registering files: %s (plain descriptors)", strerror(-ret));
+	else
+		s->fixed_files = true;
+	iov = calloc(s->depth, sizeof *iov);
+	if (!iov)
+		return;
+	for (unsigned tag = 0; tag < s->depth; tag++)
+		iov[tag] = (struct iovec){ .iov_base = s->tags[tag].buf, .iov_len = bytes };
+	ret = io_uring_register_buffers(&s->ring, iov, s->depth);
+	free(iov);
+	if (ret < 0)
+		logmsg("queue: registering buffers: %s (plain reads and writes)", strerror(-ret));
+	else
+		s->fixed_buf_bytes = bytes;
+}
+
+/* What register_with_ring did, undone by the thread that did it (the ring has one issuer). */
+static void unregister_from_ring(struct server *s)
+{
+	if (s->fixed_buf_bytes)
+		io_uring_unregister_buffers(&s->ring);
+	if (s->fixed_files)
+		io_uring_unregister_files(&s->ring);
+	if (s->ring_fd_registered)
+		io_uring_unregister_ring_fd(&s->ring);
+	s->fixed_buf_bytes = 0;
+	s->fixed_files = false;
+	s->ring_fd_registered = false;
 }
 
 static int queue_setup(struct server *s)
@@ -628,8 +727,10 @@ static int queue_setup(struct server *s)
 		/* O_DIRECT on the backing wants aligned buffers; 4096 covers a 4 KiB-sector device. */
 		if (posix_memalign(&s->tags[tag].buf, 4096, s->max_io))
 			return -ENOMEM;
-		queue_ublk_command(s, tag, UBLK_U_IO_FETCH_REQ, -1);
 	}
+	register_with_ring(s);
+	for (unsigned tag = 0; tag < s->depth; tag++)
+		queue_ublk_command(s, tag, UBLK_U_IO_FETCH_REQ, -1);
 	s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (s->timer_fd < 0)
 		return -errno;
@@ -685,6 +786,7 @@ static void *queue_thread(void *arg)
 		unsigned head, seen = 0;
 
 		ret = io_uring_submit_and_wait(&s->ring, 1);
+		s->now = 0; /* time passed in the wait: read the clock again if a limit asks */
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
 			logmsg("queue: io_uring_submit_and_wait: %s", strerror(-ret));
 			s->exit_status = 1;
@@ -715,6 +817,11 @@ static void *queue_thread(void *arg)
 		}
 		io_uring_cq_advance(&s->ring, seen);
 	}
+	/*
+	 * Let go of the registered files here: the ring would hold the character device (which
+	 * DEL_DEV waits for) until its deferred teardown after io_uring_queue_exit.
+	 */
+	unregister_from_ring(s);
 	/* Wakes the main thread's sigwaitinfo: the queue is done, by request or not. */
 	kill(getpid(), SIGUSR1);
 	return NULL;
@@ -811,10 +918,14 @@ static int open_char_device(struct server *s)
 	char path[64];
 
 	snprintf(path, sizeof path, "/dev/ublkc%u", s->dev_id);
-	/* devtmpfs creates the node when the device is added; allow a udev that still renames it a second. */
-	for (int attempt = 0; attempt < 100; attempt++) {
+	/*
+	 * devtmpfs creates the node when the device is added; allow a udev that still renames it a
+	 * second. EBUSY: the device is still open, in `recover` by a dead server's ring whose
+	 * teardown (which lets go of its registered files) has not finished: allow it three.
+	 */
+	for (int attempt = 0; attempt < 300; attempt++) {
 		s->char_fd = open(path, O_RDWR | O_CLOEXEC);
-		if (s->char_fd >= 0 || errno != ENOENT)
+		if (s->char_fd >= 0 || (errno != ENOENT && errno != EBUSY) || (errno == ENOENT && attempt >= 100))
 			break;
 		usleep(10000);
 	}
