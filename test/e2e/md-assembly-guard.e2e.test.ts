@@ -80,19 +80,28 @@ describe(`e2e: udev's incremental md assembly leaves replicated volumes' devices
     const C = '/sys/kernel/config/nvmet';
     await sh(
       `modprobe nvmet-tcp && modprobe nvme-tcp && mkdir ${C}/subsystems/${REPLICATION_NQN} && echo 1 > ${C}/subsystems/${REPLICATION_NQN}/attr_allow_any_host && ` +
-        `mkdir ${C}/subsystems/${REPLICATION_NQN}/namespaces/1 && echo /tmp/copy.img > ${C}/subsystems/${REPLICATION_NQN}/namespaces/1/device_path && ` +
-        // A file on the guest's tmpfs: no O_DIRECT there.
-        `echo 1 > ${C}/subsystems/${REPLICATION_NQN}/namespaces/1/buffered_io && ` +
+        // Exported through a loop device: a file on the guest's tmpfs reports a 1-byte block size.
+        `E=$(losetup -f --show /tmp/copy.img) && mkdir ${C}/subsystems/${REPLICATION_NQN}/namespaces/1 && echo $E > ${C}/subsystems/${REPLICATION_NQN}/namespaces/1/device_path && ` +
         `echo 1 > ${C}/subsystems/${REPLICATION_NQN}/namespaces/1/enable && mkdir ${C}/ports/1 && echo tcp > ${C}/ports/1/addr_trtype && ` +
         `echo ipv4 > ${C}/ports/1/addr_adrfam && echo 127.0.0.1 > ${C}/ports/1/addr_traddr && echo 4421 > ${C}/ports/1/addr_trsvcid && ` +
         `ln -s ${C}/subsystems/${REPLICATION_NQN} ${C}/ports/1/subsystems/ && nvme connect -t tcp -a 127.0.0.1 -s 4421 -n ${REPLICATION_NQN} && udevadm settle`,
     );
-    const leg = (await sh(`for d in /sys/class/nvme/nvme*; do if [ "$(cat $d/subsysnqn)" = "${REPLICATION_NQN}" ]; then ls $d | grep -m1 '^nvme.*n1$'; fi; done`)).trim()
-      || (await sh(`for s in /sys/class/nvme-subsystem/*; do if [ "$(cat $s/subsysnqn)" = "${REPLICATION_NQN}" ]; then ls $s | grep -m1 'n1$'; fi; done`)).trim();
-    assert.match(leg, /^nvme\d+[c\d]*n1$/, 'the leg did not appear');
+    // The namespace's block device: the subsystem's head with native multipath (nvme0n1; the
+    // controller's own nvme0c0n1 is hidden), else the controller's namespace.
+    const leg =
+      (await sh(`for s in /sys/class/nvme-subsystem/*; do if [ "$(cat $s/subsysnqn)" = "${REPLICATION_NQN}" ]; then ls $s | grep -m1 -E '^nvme[0-9]+n1$'; fi; done`)).trim() ||
+      (await sh(`for d in /sys/class/nvme/nvme*; do if [ "$(cat $d/subsysnqn)" = "${REPLICATION_NQN}" ]; then ls $d | grep -m1 -E '^nvme[0-9]+n1$'; fi; done`)).trim();
+    assert.match(leg, /^nvme\d+n1$/, 'the leg did not appear');
+    // The namespace may be probed while its size is still 0 (the multipath head gets its
+    // capacity from the first live path without an event): a change event, as any later one
+    // (a writer closing it, a rescan), has udev read its superblock.
+    assert.notEqual((await sh(`blockdev --getsize64 /dev/${leg}`)).trim(), '0');
+    await sh(`udevadm trigger --action=change /dev/${leg}; udevadm settle`);
     const local = (await sh('losetup -f --show /tmp/local.img; udevadm settle')).trim();
     assert.deepEqual(await arrays(), [], 'udev assembled an array over the leg or the local loop device');
-    assert.match(await sh(`udevadm info /dev/${leg}`), /SYSTEMD_READY=0/);
+    const legInfo = await sh(`udevadm info /dev/${leg}`);
+    assert.match(legInfo, /ID_FS_TYPE=linux_raid_member/);
+    assert.match(legInfo, /SYSTEMD_READY=0/);
 
     // The agent's assembly (here through mdadm) over the same devices: both legs, running.
     await sh(`mdadm --assemble /dev/md/${ARRAY_NAME} --run ${local} /dev/${leg}`);
