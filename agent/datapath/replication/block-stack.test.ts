@@ -202,6 +202,47 @@ describe('assembling a mirror', () => {
   });
 });
 
+describe('cutting a mirror\'s remote legs off (a hand-over to the one copy left)', () => {
+  function fixture(members: Record<string, string>) {
+    const root = mkdtempSync(join(tmpdir(), 'strata-fail-'));
+    const sys = join(root, 'sys');
+    const md = join(sys, 'block', 'md127', 'md');
+    for (const [member, state] of Object.entries(members)) {
+      mkdirSync(join(md, `dev-${member}`), { recursive: true });
+      writeFileSync(join(md, `dev-${member}`, 'state'), `${state}\n`);
+    }
+    const calls: string[][] = [];
+    const run = async (command: string, args: readonly string[]) => {
+      calls.push([command, ...args]);
+      return { stdout: '', stderr: '' };
+    };
+    const stack = new BlockStack({ run, sysfsRoot: sys, devRoot: '/dev', fenceFile: join(root, 'fence.img'), reconnectDelaySeconds: 1, keepAliveSeconds: 5 });
+    return { stack, md, calls, root };
+  }
+
+  it('marks every member but the local leg faulty through sysfs, and says so once md shows it; no command', async () => {
+    const { stack, md, calls, root } = fixture({ loop2: 'in_sync', nvme3n1: 'in_sync,write_mostly', nvme4n1: 'faulty,write_mostly' });
+    assert.equal(await stack.failLegsBut('md127', 'loop2'), true);
+    assert.equal(readFileSync(join(md, 'dev-loop2', 'state'), 'utf8'), 'in_sync\n', 'the local leg untouched');
+    assert.equal(readFileSync(join(md, 'dev-nvme3n1', 'state'), 'utf8'), 'faulty');
+    assert.equal(readFileSync(join(md, 'dev-nvme4n1', 'state'), 'utf8'), 'faulty,write_mostly\n', 'already faulty: not written');
+    assert.deepEqual(calls, []);
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('false when md does not show a member faulty (it refused), or the local leg is not a member', async () => {
+    const refused = fixture({ loop2: 'in_sync', nvme3n1: 'in_sync,write_mostly' });
+    // md refusing the write: the state file stays as it was (a directory here makes the write fail).
+    rmSync(join(refused.md, 'dev-nvme3n1', 'state'));
+    mkdirSync(join(refused.md, 'dev-nvme3n1', 'state'));
+    assert.equal(await refused.stack.failLegsBut('md127', 'loop2'), false);
+    const other = fixture({ loop5: 'in_sync', nvme3n1: 'in_sync,write_mostly' });
+    assert.equal(await other.stack.failLegsBut('md127', 'loop2'), false);
+    assert.equal(readFileSync(join(other.md, 'dev-nvme3n1', 'state'), 'utf8'), 'in_sync,write_mostly\n', 'nothing written');
+    for (const f of [refused, other]) rmSync(f.root, { recursive: true, force: true });
+  });
+});
+
 describe('bytes written through the host-path device', () => {
   const volume = '0b5c3f52-8e0a-4d5e-9a55-3f1b2c4d5e6f';
   // /sys/block/<dev>/stat: reads, read merges, read sectors, read ticks, writes, write merges,

@@ -731,6 +731,30 @@ export class BlockStack {
     await withDeadline(fs.writeFile(state, 'readonly'), FREEZE_TIMEOUT_MS, `md did not make ${block} read-only within ${FREEZE_TIMEOUT_MS} ms`);
   }
 
+  /**
+   * Marks every member of the running mirror but `keep` faulty (`dev-<member>/state`), one sysfs
+   * write each: md writes nothing more to a faulty member (no superblock, no bitmap page, not
+   * those of its stop), so those copies are cut off from this mirror without waiting for their
+   * connections to go. True when md shows every other member faulty (or no longer a member)
+   * afterwards; md refuses to fail its last in-sync member, which `keep` must then be.
+   */
+  async failLegsBut(block: string, keep: string): Promise<boolean> {
+    const md = join(this.options.sysfsRoot, 'block', block, 'md');
+    const flagsOf = async (member: string) => (await readText(join(md, `dev-${member}`, 'state'))).trim().split(',');
+    const members = (await readDir(md)).filter((e) => e.startsWith('dev-')).map((e) => e.slice('dev-'.length));
+    if (!members.includes(keep)) return false;
+    for (const member of members) {
+      if (member === keep || (await flagsOf(member)).includes('faulty')) continue;
+      await fs.writeFile(join(md, `dev-${member}`, 'state'), 'faulty').catch(() => undefined);
+    }
+    // Read back. A member gone meanwhile is no member: md writes it nothing either.
+    for (const member of members) {
+      if (member === keep || (await flagsOf(member)).includes('faulty')) continue;
+      if (await exists(join(md, `dev-${member}`))) return false;
+    }
+    return true;
+  }
+
   async stopArray(block: string): Promise<void> {
     await this.run('mdadm', ['--stop', join(this.options.devRoot, block)]);
   }
