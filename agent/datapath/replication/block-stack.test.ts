@@ -78,12 +78,15 @@ describe('the fence', () => {
     const { stack, sys, calls } = fixture();
     const file = join(sys, '..', 'grown.raw');
     writeFileSync(file, Buffer.alloc(8192));
-    assert.equal(await stack.ensureLoop(file, false), 'loop4');
-    assert.equal(await stack.ensureLoop(file, false), 'loop4');
+    const laps: string[] = [];
+    const lap = (step: string) => void laps.push(step);
+    assert.equal(await stack.ensureLoop(file, false, lap), 'loop4');
+    assert.equal(await stack.ensureLoop(file, false, lap), 'loop4');
     assert.ok(!calls.some((c) => c.includes('--set-capacity')), 'the size it has');
     writeFileSync(file, Buffer.alloc(16384));
-    assert.equal(await stack.ensureLoop(file, false), 'loop4');
+    assert.equal(await stack.ensureLoop(file, false, lap), 'loop4');
     assert.deepEqual(calls.filter((c) => c.includes('--set-capacity')), [['losetup', '--set-capacity', '/dev/loop4']]);
+    assert.deepEqual(laps, ['loopFind', 'loopAttach', 'loopFind', 'loopSize', 'loopFind', 'loopSize', 'loopGrow'], 'each step timed: made, found, found and grown');
   });
 
   it('is found again by its file, and grown for a volume larger than it', async () => {

@@ -381,17 +381,25 @@ export class BlockStack {
   /**
    * The loop device over the file, made when there is none. One found takes the file's size if
    * the file grew since (a replica's loop is made ahead of a promotion and kept through a resize:
-   * md would not take a leg smaller than the mirror).
+   * md would not take a leg smaller than the mirror). `lap` times its steps (a promotion logs them).
    */
-  async ensureLoop(file: string, bufferedIo: boolean): Promise<string> {
+  async ensureLoop(file: string, bufferedIo: boolean, lap?: (step: string) => void): Promise<string> {
     const existing = await this.loopOf(file);
+    lap?.('loopFind');
     if (existing) {
       const fileBytes = await fs.stat(file).then((st) => (BigInt(st.size) / REPLICATED_BLOCK_BIGINT) * REPLICATED_BLOCK_BIGINT, () => undefined);
-      if (fileBytes !== undefined && (await this.blockBytes(existing)) < fileBytes) await this.growLoop(existing);
+      const grow = fileBytes !== undefined && (await this.blockBytes(existing)) < fileBytes;
+      lap?.('loopSize');
+      if (grow) {
+        await this.growLoop(existing);
+        lap?.('loopGrow');
+      }
       return existing;
     }
     // Direct I/O for NOCOW backings (as nvmet's own file path); compressed ones need the page cache.
-    return this.attachLoop(file, { readOnly: false, directIo: !bufferedIo });
+    const attached = await this.attachLoop(file, { readOnly: false, directIo: !bufferedIo });
+    lap?.('loopAttach');
+    return attached;
   }
 
   /** A new loop device of 4 KiB sectors over the file ("loop3"). */
