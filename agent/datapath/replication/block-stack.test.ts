@@ -78,12 +78,15 @@ describe('the fence', () => {
     const { stack, sys, calls } = fixture();
     const file = join(sys, '..', 'grown.raw');
     writeFileSync(file, Buffer.alloc(8192));
-    assert.equal(await stack.ensureLoop(file, false), 'loop4');
-    assert.equal(await stack.ensureLoop(file, false), 'loop4');
+    const laps: string[] = [];
+    const lap = (step: string) => void laps.push(step);
+    assert.equal(await stack.ensureLoop(file, false, lap), 'loop4');
+    assert.equal(await stack.ensureLoop(file, false, lap), 'loop4');
     assert.ok(!calls.some((c) => c.includes('--set-capacity')), 'the size it has');
     writeFileSync(file, Buffer.alloc(16384));
-    assert.equal(await stack.ensureLoop(file, false), 'loop4');
+    assert.equal(await stack.ensureLoop(file, false, lap), 'loop4');
     assert.deepEqual(calls.filter((c) => c.includes('--set-capacity')), [['losetup', '--set-capacity', '/dev/loop4']]);
+    assert.deepEqual(laps, ['loopFind', 'loopAttach', 'loopFind', 'loopSize', 'loopFind', 'loopSize', 'loopGrow'], 'each step timed: made, found, found and grown');
   });
 
   it('is found again by its file, and grown for a volume larger than it', async () => {
@@ -199,6 +202,47 @@ describe('assembling a mirror', () => {
       assert.match(result.fallback?.message ?? '', state ? /is active/ : /not there/);
       assert.deepEqual(calls[0]?.slice(0, 4), ['mdadm', '--assemble', '/dev/md/strata-0b5c3f528e0a4d5e9a553f1b', '--run']);
     }
+  });
+});
+
+describe('cutting a mirror\'s remote legs off (a hand-over to the one copy left)', () => {
+  function fixture(members: Record<string, string>) {
+    const root = mkdtempSync(join(tmpdir(), 'strata-fail-'));
+    const sys = join(root, 'sys');
+    const md = join(sys, 'block', 'md127', 'md');
+    for (const [member, state] of Object.entries(members)) {
+      mkdirSync(join(md, `dev-${member}`), { recursive: true });
+      writeFileSync(join(md, `dev-${member}`, 'state'), `${state}\n`);
+    }
+    const calls: string[][] = [];
+    const run = async (command: string, args: readonly string[]) => {
+      calls.push([command, ...args]);
+      return { stdout: '', stderr: '' };
+    };
+    const stack = new BlockStack({ run, sysfsRoot: sys, devRoot: '/dev', fenceFile: join(root, 'fence.img'), reconnectDelaySeconds: 1, keepAliveSeconds: 5 });
+    return { stack, md, calls, root };
+  }
+
+  it('marks every member but the local leg faulty through sysfs, and says so once md shows it; no command', async () => {
+    const { stack, md, calls, root } = fixture({ loop2: 'in_sync', nvme3n1: 'in_sync,write_mostly', nvme4n1: 'faulty,write_mostly' });
+    assert.equal(await stack.failLegsBut('md127', 'loop2'), true);
+    assert.equal(readFileSync(join(md, 'dev-loop2', 'state'), 'utf8'), 'in_sync\n', 'the local leg untouched');
+    assert.equal(readFileSync(join(md, 'dev-nvme3n1', 'state'), 'utf8'), 'faulty');
+    assert.equal(readFileSync(join(md, 'dev-nvme4n1', 'state'), 'utf8'), 'faulty,write_mostly\n', 'already faulty: not written');
+    assert.deepEqual(calls, []);
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('false when md does not show a member faulty (it refused), or the local leg is not a member', async () => {
+    const refused = fixture({ loop2: 'in_sync', nvme3n1: 'in_sync,write_mostly' });
+    // md refusing the write: the state file stays as it was (a directory here makes the write fail).
+    rmSync(join(refused.md, 'dev-nvme3n1', 'state'));
+    mkdirSync(join(refused.md, 'dev-nvme3n1', 'state'));
+    assert.equal(await refused.stack.failLegsBut('md127', 'loop2'), false);
+    const other = fixture({ loop5: 'in_sync', nvme3n1: 'in_sync,write_mostly' });
+    assert.equal(await other.stack.failLegsBut('md127', 'loop2'), false);
+    assert.equal(readFileSync(join(other.md, 'dev-nvme3n1', 'state'), 'utf8'), 'in_sync,write_mostly\n', 'nothing written');
+    for (const f of [refused, other]) rmSync(f.root, { recursive: true, force: true });
   });
 });
 

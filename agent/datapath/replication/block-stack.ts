@@ -383,17 +383,25 @@ export class BlockStack {
   /**
    * The loop device over the file, made when there is none. One found takes the file's size if
    * the file grew since (a replica's loop is made ahead of a promotion and kept through a resize:
-   * md would not take a leg smaller than the mirror).
+   * md would not take a leg smaller than the mirror). `lap` times its steps (a promotion logs them).
    */
-  async ensureLoop(file: string, bufferedIo: boolean): Promise<string> {
+  async ensureLoop(file: string, bufferedIo: boolean, lap?: (step: string) => void): Promise<string> {
     const existing = await this.loopOf(file);
+    lap?.('loopFind');
     if (existing) {
       const fileBytes = await fs.stat(file).then((st) => (BigInt(st.size) / REPLICATED_BLOCK_BIGINT) * REPLICATED_BLOCK_BIGINT, () => undefined);
-      if (fileBytes !== undefined && (await this.blockBytes(existing)) < fileBytes) await this.growLoop(existing);
+      const grow = fileBytes !== undefined && (await this.blockBytes(existing)) < fileBytes;
+      lap?.('loopSize');
+      if (grow) {
+        await this.growLoop(existing);
+        lap?.('loopGrow');
+      }
       return existing;
     }
     // Direct I/O for NOCOW backings (as nvmet's own file path); compressed ones need the page cache.
-    return this.attachLoop(file, { readOnly: false, directIo: !bufferedIo });
+    const attached = await this.attachLoop(file, { readOnly: false, directIo: !bufferedIo });
+    lap?.('loopAttach');
+    return attached;
   }
 
   /** A new loop device of 4 KiB sectors over the file ("loop3"). */
@@ -731,6 +739,30 @@ export class BlockStack {
     const state = join(this.options.sysfsRoot, 'block', block, 'md', 'array_state');
     if ((await readText(state)).trim() === 'readonly') return;
     await withDeadline(fs.writeFile(state, 'readonly'), FREEZE_TIMEOUT_MS, `md did not make ${block} read-only within ${FREEZE_TIMEOUT_MS} ms`);
+  }
+
+  /**
+   * Marks every member of the running mirror but `keep` faulty (`dev-<member>/state`), one sysfs
+   * write each: md writes nothing more to a faulty member (no superblock, no bitmap page, not
+   * those of its stop), so those copies are cut off from this mirror without waiting for their
+   * connections to go. True when md shows every other member faulty (or no longer a member)
+   * afterwards; md refuses to fail its last in-sync member, which `keep` must then be.
+   */
+  async failLegsBut(block: string, keep: string): Promise<boolean> {
+    const md = join(this.options.sysfsRoot, 'block', block, 'md');
+    const flagsOf = async (member: string) => (await readText(join(md, `dev-${member}`, 'state'))).trim().split(',');
+    const members = (await readDir(md)).filter((e) => e.startsWith('dev-')).map((e) => e.slice('dev-'.length));
+    if (!members.includes(keep)) return false;
+    for (const member of members) {
+      if (member === keep || (await flagsOf(member)).includes('faulty')) continue;
+      await fs.writeFile(join(md, `dev-${member}`, 'state'), 'faulty').catch(() => undefined);
+    }
+    // Read back. A member gone meanwhile is no member: md writes it nothing either.
+    for (const member of members) {
+      if (member === keep || (await flagsOf(member)).includes('faulty')) continue;
+      if (await exists(join(md, `dev-${member}`))) return false;
+    }
+    return true;
   }
 
   async stopArray(block: string): Promise<void> {

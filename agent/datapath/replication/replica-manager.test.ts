@@ -378,6 +378,10 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
       },
       loopOf: async () => 'loop0',
       freezeArray: async (block: string) => void events.push(`freeze ${block}`),
+      failLegsBut: async (block: string, keep: string) => {
+        events.push(`fail ${block} but ${keep}`);
+        return true;
+      },
       detachLoop: async () => undefined,
       removeDm: async () => void events.push('remove dm'),
     };
@@ -464,12 +468,41 @@ describe('ReplicaManager QoS (the primary serves the host through the QoS server
     assert.deepEqual(events, ['fence', 'qos stop', 'disconnect start', 'disconnect end', 'move']);
   });
 
-  it('a hand-over to the one copy left: no freeze (the new mirror is that copy alone); the connections go before the move', async () => {
-    const { m, events, input } = qosBed();
+  it('a hand-over to the one copy left: no freeze (the new mirror is that copy alone); its leg is marked faulty, then its connection goes while the primary moves', async () => {
+    const { m, events, input, stack } = qosBed();
     await m.serve(input(LIMITS));
     events.length = 0;
+    stack.disconnectAll = slowDisconnect(events);
     await m.handOver(VOLUME);
-    assert.deepEqual(events, ['fence', 'disconnect', 'move']);
+    // md writes nothing to a faulty member: the copy is cut off from this mirror before the move,
+    // and its connection need not be gone first. The fence drained every host write before.
+    assert.deepEqual(events, ['fence', 'fail md127 but loop0', 'disconnect start', 'move', 'disconnect end']);
+  });
+
+  it('a hand-over to the one copy left whose leg md does not mark faulty: the connection is gone before the primary moves', async () => {
+    for (const refusal of ['md refused', 'throws']) {
+      const { m, events, input, stack } = qosBed();
+      await m.serve(input(LIMITS));
+      events.length = 0;
+      stack.failLegsBut = async (block: string, keep: string) => {
+        events.push(`fail ${block} but ${keep}`);
+        if (refusal === 'throws') throw new Error('EBUSY');
+        return false;
+      };
+      stack.disconnectAll = slowDisconnect(events);
+      await m.handOver(VOLUME);
+      assert.deepEqual(events, ['fence', 'fail md127 but loop0', 'disconnect start', 'disconnect end', 'move'], refusal);
+    }
+  });
+
+  it('a hand-over with no in-sync copy to take it: nothing marked faulty, the connections go first', async () => {
+    const { m, events, input, stack } = qosBed();
+    const only = input(LIMITS);
+    await m.serve({ ...only, replication: { ...only.replication, legs: only.replication.legs.map((l) => ({ ...l, inSync: l.nodeUUID === B })) } });
+    events.length = 0;
+    stack.disconnectAll = slowDisconnect(events);
+    await m.handOver(VOLUME);
+    assert.deepEqual(events, ['fence', 'disconnect start', 'disconnect end', 'move']);
   });
 
   it('without ublk in the kernel: served from the array, NotEnforced naming the node and the kernel, and not tried again', async () => {
