@@ -3,8 +3,8 @@
 // reads limited ranges of a span of the log, retention counts and deletes from a boundary to the
 // old end of the prefix. Writes are the event log's (etcd-event-log.ts: an event is committed in
 // its caller's transaction).
-import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
+import { kvOf, type BoundedRange, type Kv, type KvClient } from '../../lib/etcd/kv.js';
 import { prefixEnd } from '../../lib/etcd/transaction.js';
 import { olderThanIdBound } from './event-id.js';
 import type { EventWire } from './event-wire.js';
@@ -30,7 +30,11 @@ export interface EventChunk {
 }
 
 export class EventStore {
-  constructor(private readonly etcd: Etcd3) {}
+  private readonly kv: Kv;
+
+  constructor(client: KvClient) {
+    this.kv = kvOf(client);
+  }
 
   /**
    * The events at or after `since` and before `until` (epoch ns; either open), and only those
@@ -50,10 +54,10 @@ export class EventStore {
   async range(span: EventSpan, limit: number): Promise<EventChunk> {
     const { start, end } = span;
     if (start >= end) return { events: [], more: false, rest: undefined, bytes: 0 };
-    let res;
+    let res: BoundedRange;
     for (let n = limit; ; n = Math.ceil(n / 2)) {
       try {
-        res = await this.etcd.getAll().inRange({ start, end }).limit(n).exec();
+        res = await this.kv.rangeIn({ start, end }, n);
         break;
       } catch (err) {
         // etcd3 spells it GRPCResourceExhastedError: a response over the client's message limit.
@@ -63,30 +67,30 @@ export class EventStore {
     const events: EventWire[] = [];
     let bytes = 0;
     for (const kv of res.kvs) {
-      bytes += kv.key.length + kv.value.length;
+      bytes += Buffer.byteLength(kv.key) + kv.value.length;
       try {
         events.push(JSON.parse(kv.value.toString('utf8')) as EventWire);
       } catch {
         // A corrupt event must not make the log unreadable; it is skipped.
       }
     }
-    const lastKey = res.kvs.at(-1)?.key.toString('utf8');
+    const lastKey = res.kvs.at(-1)?.key;
     return { events, more: res.more, rest: res.more && lastKey !== undefined ? { start: `${lastKey}\0`, end } : undefined, bytes };
   }
 
   /** How many events the log holds. */
   countAll(): Promise<number> {
-    return countRange(this.etcd, eventsRangeStart(), eventsRangeEnd());
+    return countRange(this.kv, eventsRangeStart(), eventsRangeEnd());
   }
 
   /** How many events are older than `ns` (epoch ns). */
   countOlderThan(ns: bigint): Promise<number> {
-    return countRange(this.etcd, timeBoundKey(ns), eventsRangeEnd());
+    return countRange(this.kv, timeBoundKey(ns), eventsRangeEnd());
   }
 
   /** Where the (k+1)-th event older than `ns` is, in key order (newest first); undefined when there are not that many. */
   async positionOlderThan(ns: bigint, k: number): Promise<EventPosition | undefined> {
-    const found = await this.etcd.getAll().inRange({ start: timeBoundKey(ns), end: eventsRangeEnd() }).limit(k + 1).keys();
+    const found = await this.kv.keysIn({ start: timeBoundKey(ns), end: eventsRangeEnd() }, k + 1);
     return found[k];
   }
 
@@ -99,14 +103,13 @@ export class EventStore {
   async deleteFrom(position: EventPosition): Promise<number> {
     const end = eventsRangeEnd();
     if (position >= end) return 0;
-    const res = await this.etcd.delete().inRange({ start: position, end }).exec();
-    return Number(res.deleted);
+    return this.kv.deleteIn({ start: position, end });
   }
 }
 
-async function countRange(etcd: Etcd3, start: string, end: string): Promise<number> {
+async function countRange(kv: Kv, start: string, end: string): Promise<number> {
   if (start >= end) return 0;
-  return etcd.getAll().inRange({ start, end }).count();
+  return kv.countIn({ start, end });
 }
 
 /**

@@ -1,5 +1,6 @@
 // The narrow seam between the stores (and the watched state, PrefixMirror) and etcd: read a key,
-// read a prefix in key order, commit a transaction (typed guards and writes,
+// read a prefix in key order, read, count and delete the keys between two bounds (the event log's
+// spans), commit a transaction (typed guards and writes,
 // lib/etcd/transaction.ts), read the current revision; for the watched state, read several
 // prefixes at one revision and watch changes from a revision on. `EtcdKv` is etcd (what the
 // daemons run); a test may hand a store or the state any other `Kv` with the same semantics
@@ -26,6 +27,19 @@ export interface RangeOptions {
   readonly limit?: number;
 }
 
+/** The keys from `start` (inclusive) to `end` (exclusive), in etcd's byte order. */
+export interface KeyBounds {
+  readonly start: string;
+  readonly end: string;
+}
+
+export interface BoundedRange {
+  /** The keys read, in key order. */
+  readonly kvs: StoredKey[];
+  /** The bounds hold more keys than were read (a limit cut the read short). */
+  readonly more: boolean;
+}
+
 /** A change a watch reports: the key as the change left it (a delete: no value, the delete's revision). */
 export interface KvEvent extends StoredKey {
   readonly type: 'put' | 'delete';
@@ -50,6 +64,14 @@ export interface Kv {
   keys(prefix: string): Promise<string[]>;
   /** How many keys there are under `prefix` (etcd: count_only). */
   count(prefix: string): Promise<number>;
+  /** Up to `limit` keys (0 or absent: every key) of `bounds`, in key order. */
+  rangeIn(bounds: KeyBounds, limit?: number): Promise<BoundedRange>;
+  /** Up to `limit` keys of `bounds` alone (etcd: keys_only), in key order. */
+  keysIn(bounds: KeyBounds, limit?: number): Promise<string[]>;
+  /** How many keys `bounds` holds (etcd: count_only). */
+  countIn(bounds: KeyBounds): Promise<number>;
+  /** Deletes every key of `bounds` (one DeleteRange, outside any transaction); how many went. */
+  deleteIn(bounds: KeyBounds): Promise<number>;
   /** See commitTransaction. */
   commit(transaction: Transaction, readWhenRefused?: readonly string[]): Promise<CommitResult & { readonly existing: ReadonlySet<string> }>;
   /** The store's current revision. */
@@ -98,6 +120,29 @@ export class EtcdKv implements Kv {
 
   count(prefix: string): Promise<number> {
     return this.etcd.getAll().prefix(prefix).count();
+  }
+
+  async rangeIn(bounds: KeyBounds, limit?: number): Promise<BoundedRange> {
+    // etcd's default order (key, ascending); no sort is asked for, as the event store never did.
+    let builder = this.etcd.getAll().inRange(bounds);
+    if (limit !== undefined) builder = builder.limit(limit);
+    const res = await builder.exec();
+    return { kvs: res.kvs.map(storedKey), more: res.more };
+  }
+
+  keysIn(bounds: KeyBounds, limit?: number): Promise<string[]> {
+    let builder = this.etcd.getAll().inRange(bounds);
+    if (limit !== undefined) builder = builder.limit(limit);
+    return builder.keys();
+  }
+
+  countIn(bounds: KeyBounds): Promise<number> {
+    return this.etcd.getAll().inRange(bounds).count();
+  }
+
+  async deleteIn(bounds: KeyBounds): Promise<number> {
+    const res = await this.etcd.delete().inRange(bounds).exec();
+    return Number(res.deleted);
   }
 
   async commit(transaction: Transaction, readWhenRefused: readonly string[] = []): Promise<CommitResult & { readonly existing: ReadonlySet<string> }> {

@@ -204,6 +204,38 @@ function contract(backend: string, kvOf: () => Kv): void {
       );
     });
 
+    it('a read between bounds [start, end) is in key order, stops at its limit and says there is more', async () => {
+      const kv = kvOf();
+      const prefix = `${fresh('bounds')}/`;
+      await write(kv, put(`${prefix}a`, 1), put(`${prefix}b`, 2), put(`${prefix}c`, 3), put(`${prefix}d`, 4));
+      const bounds = { start: `${prefix}b`, end: `${prefix}d` };
+      const all = await kv.rangeIn(bounds);
+      assert.deepEqual(all.kvs.map((k) => [k.key, JSON.parse(k.value.toString())]), [[`${prefix}b`, 2], [`${prefix}c`, 3]]);
+      assert.equal(all.more, false);
+      const one = await kv.rangeIn(bounds, 1);
+      assert.deepEqual(one.kvs.map((k) => k.key), [`${prefix}b`]);
+      assert.equal(one.more, true);
+      const exact = await kv.rangeIn(bounds, 2);
+      assert.equal(exact.more, false, 'a limit the keys fill exactly leaves nothing more');
+      assert.deepEqual((await kv.rangeIn({ start: `${prefix}b\0`, end: `${prefix}z` }, 10)).kvs.map((k) => k.key), [`${prefix}c`, `${prefix}d`], 'after a key: its NUL successor');
+      assert.deepEqual(await kv.keysIn(bounds, 1), [`${prefix}b`]);
+      assert.deepEqual(await kv.keysIn({ start: prefix, end: `${prefix}\xff` }), [`${prefix}a`, `${prefix}b`, `${prefix}c`, `${prefix}d`]);
+      assert.equal(await kv.countIn(bounds), 2);
+      assert.equal(await kv.countIn({ start: `${prefix}e`, end: `${prefix}z` }), 0);
+    });
+
+    it('a ranged delete removes [start, end), says how many went, and makes a revision only when it found keys', async () => {
+      const kv = kvOf();
+      const prefix = `${fresh('delete-bounds')}/`;
+      await write(kv, put(`${prefix}a`, 1), put(`${prefix}b`, 2), put(`${prefix}c`, 3));
+      const before = BigInt(await kv.revision());
+      assert.equal(await kv.deleteIn({ start: `${prefix}b`, end: `${prefix}z` }), 2);
+      assert.equal(BigInt(await kv.revision()), before + 1n);
+      assert.deepEqual(await kv.keys(prefix), [`${prefix}a`]);
+      assert.equal(await kv.deleteIn({ start: `${prefix}b`, end: `${prefix}z` }), 0);
+      assert.equal(BigInt(await kv.revision()), before + 1n, 'nothing found: no revision');
+    });
+
     it('the watched state (PrefixMirror) runs on it: loads, follows, indexes, and is current after catchUp', async () => {
       const kv = kvOf();
       const prefix = `${fresh('state')}/`;

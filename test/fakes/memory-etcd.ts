@@ -10,6 +10,10 @@
 //     that EXISTS in the range, true over an empty range. Like etcd's, it cannot see a key
 //     deleted after R (a range compare reads only live keys): a guarded prefix that lost a key
 //     still holds;
+//   - a read between bounds ([start, end) in byte order; an end of "\0" is "to the last key", an
+//     empty end the start key alone, an end at or below the start nothing) with a limit says
+//     whether more keys were left (etcd's `more`); a ranged delete (a DeleteRange of its own)
+//     makes one revision when it deletes anything, none when it finds nothing;
 //   - writes applied in order at the one new revision; etcd's refusals that are errors, not
 //     failed guards, are errors here too: more than 128 compares or operations (its default
 //     --max-txn-ops) and a key put twice, or put and deleted, in one transaction ("duplicate key
@@ -22,7 +26,7 @@
 // compaction past its revision), which makes the state reload.
 // Not modelled: leases, compaction, reads at a past revision, members, auth, and timing (a
 // change reaches the watches at once, never late).
-import type { Kv, KvEvent, KvWatch, KvWatchHandlers, RangeOptions, StoredKey } from '../../lib/etcd/kv.js';
+import type { BoundedRange, KeyBounds, Kv, KvEvent, KvWatch, KvWatchHandlers, RangeOptions, StoredKey } from '../../lib/etcd/kv.js';
 import { prefixEnd } from '../../lib/etcd/kv.js';
 import { compareKeys } from '../../lib/etcd/prefix-mirror.js';
 import type { CommitResult, Guard, Transaction, Write } from '../../lib/etcd/transaction.js';
@@ -58,18 +62,41 @@ export class MemoryEtcd implements Kv {
 
   async range(prefix: string, options: RangeOptions = {}): Promise<StoredKey[]> {
     const after = options.startAfter;
-    const found = this.keysIn(prefix)
+    const found = this.keysUnder(prefix)
       .filter((key) => after === undefined || compareKeys(key, after) > 0)
       .map((key) => stored(key, this.data.get(key)!));
     return options.limit === undefined || options.limit <= 0 ? found : found.slice(0, options.limit);
   }
 
   async keys(prefix: string): Promise<string[]> {
-    return this.keysIn(prefix);
+    return this.keysUnder(prefix);
   }
 
   async count(prefix: string): Promise<number> {
-    return this.keysIn(prefix).length;
+    return this.keysUnder(prefix).length;
+  }
+
+  async rangeIn(bounds: KeyBounds, limit?: number): Promise<BoundedRange> {
+    const all = this.keysBetween(bounds);
+    const kept = limit === undefined || limit <= 0 ? all : all.slice(0, limit);
+    return { kvs: kept.map((key) => stored(key, this.data.get(key)!)), more: kept.length < all.length };
+  }
+
+  async keysIn(bounds: KeyBounds, limit?: number): Promise<string[]> {
+    return (await this.rangeIn(bounds, limit)).kvs.map((kv) => kv.key);
+  }
+
+  async countIn(bounds: KeyBounds): Promise<number> {
+    return this.keysBetween(bounds).length;
+  }
+
+  async deleteIn(bounds: KeyBounds): Promise<number> {
+    const gone = this.keysBetween(bounds);
+    if (gone.length === 0) return 0;
+    const revision = this.current + 1n;
+    for (const key of gone) this.data.delete(key);
+    this.publish(revision, gone.map((key) => ({ type: 'delete', key, value: Buffer.alloc(0), modRevision: String(revision), createRevision: '0' })));
+    return gone.length;
   }
 
   async revision(): Promise<string> {
@@ -97,7 +124,7 @@ export class MemoryEtcd implements Kv {
     for (const write of transaction.writes) {
       if ('put' in write) events.push(this.set(write.put, Buffer.from(JSON.stringify(write.value)), revision));
       else {
-        for (const key of 'delete' in write ? (this.data.has(write.delete) ? [write.delete] : []) : this.keysIn(write.deletePrefix)) {
+        for (const key of 'delete' in write ? (this.data.has(write.delete) ? [write.delete] : []) : this.keysUnder(write.deletePrefix)) {
           this.data.delete(key);
           events.push({ type: 'delete', key, value: Buffer.alloc(0), modRevision: String(revision), createRevision: '0' });
         }
@@ -164,16 +191,28 @@ export class MemoryEtcd implements Kv {
     }
   }
 
-  private keysIn(prefix: string): string[] {
+  private keysUnder(prefix: string): string[] {
     const end = prefixEnd(prefix).toString('latin1');
     return [...this.data.keys()].filter((key) => inRange(key, prefix, end)).sort(compareKeys);
+  }
+
+  /** The keys of [start, end) in byte order, as etcd reads a range (see the header for the ends). */
+  private keysBetween({ start, end }: KeyBounds): string[] {
+    const from = Buffer.from(start);
+    const to = Buffer.from(end);
+    const within = (key: string): boolean => {
+      const k = Buffer.from(key);
+      if (end === '') return k.equals(from);
+      return Buffer.compare(k, from) >= 0 && (end === '\0' || Buffer.compare(k, to) < 0);
+    };
+    return [...this.data.keys()].filter(within).sort(compareKeys);
   }
 
   /** etcd's compare: over the one key, or every live key of a range; an absent key is the zero key. */
   private holds(guard: Guard): boolean {
     if ('prefix' in guard) {
       const limit = BigInt(guard.unchangedSince) + 1n;
-      return this.keysIn(guard.prefix).every((key) => this.data.get(key)!.modRevision < limit);
+      return this.keysUnder(guard.prefix).every((key) => this.data.get(key)!.modRevision < limit);
     }
     const entry = this.data.get(guard.key);
     const mod = entry?.modRevision ?? 0n;
