@@ -1,7 +1,7 @@
 // Durable file writes: temp file, fsync, rename, fsync the directory. A crash leaves either the
 // old file or the new one, never a torn one.
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { lstat } from 'node:fs/promises';
+import { lstat, stat } from 'node:fs/promises';
 import { dirname, basename, join } from 'node:path';
 
 export function writeFileAtomic(path: string, content: string, mode = 0o644): void {
@@ -29,6 +29,15 @@ export async function pathExists(path: string): Promise<boolean> {
   try {
     await lstat(path);
     return true;
+  } catch {
+    return false;
+  }
+}
+
+/** True when `path` is a directory (following symlinks); false when it is anything else or absent. */
+export async function isDirectory(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isDirectory();
   } catch {
     return false;
   }

@@ -28,6 +28,7 @@ import { ReplicaManager } from './replication/replica-manager.js';
 import { installMdAssemblyGuard, MD_ASSEMBLY_GUARD_RULE, UDEV_RUNTIME_RULES_DIR } from './replication/md-assembly-guard.js';
 import { QosStage } from './kernel/qos-stage.js';
 import { loadNativeAddon } from '../../lib/native-addon.js';
+import { isDirectory } from '../../lib/files.js';
 
 /**
  * The sparse file under the replication fence's loop device (block-stack.ts): on /run (tmpfs),
@@ -217,14 +218,6 @@ export async function findBackend(config: DataPathConfig, run: CommandRunner, lo
   }
   logger.info({ root }, 'driving the kernel NVMe target');
   return { kind: 'nvmet', configfs: new NvmetConfigfs(root) };
-}
-
-async function isDirectory(path: string): Promise<boolean> {
-  try {
-    return (await fs.stat(path)).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 /** The native addon's device-mapper and loop calls, null without them (not built, or built before they existed): dmsetup and losetup then. */

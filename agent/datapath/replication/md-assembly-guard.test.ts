@@ -16,10 +16,7 @@ function globMatches(glob: string, value: string): boolean {
   return glob.split('|').some((alt) => new RegExp(`^${alt.replace(/[.+^${}()[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`).test(value));
 }
 
-async function udevDir(): Promise<string> {
-  const dir = await fs.mkdtemp(join(tmpdir(), 'strata-udev-'));
-  return dir;
-}
+const udevDir = () => fs.mkdtemp(join(tmpdir(), 'strata-udev-'));
 
 function recordingRun(fail = false) {
   const calls: string[] = [];

@@ -21,7 +21,7 @@
 // every agent start writes it again before its first pass.
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
-import { writeFileAtomic } from '../../../lib/files.js';
+import { isDirectory, writeFileAtomic } from '../../../lib/files.js';
 import type { Logger } from '../../../lib/logger.js';
 import type { CommandRunner } from '../pool/storage-pool.js';
 import { MD_NAME_HEX_DIGITS } from './block-stack.js';
@@ -57,8 +57,7 @@ export interface MdAssemblyGuardOptions {
  */
 export async function installMdAssemblyGuard(options: MdAssemblyGuardOptions): Promise<'written' | 'unchanged' | 'no-udev'> {
   const udevRunDir = options.udevRunDir ?? '/run/udev';
-  const udevRuns = await fs.stat(udevRunDir).then((s) => s.isDirectory(), () => false);
-  if (!udevRuns) return 'no-udev';
+  if (!(await isDirectory(udevRunDir))) return 'no-udev';
   const dir = join(udevRunDir, 'rules.d');
   const path = join(dir, MD_ASSEMBLY_GUARD_RULE);
   const current = await fs.readFile(path, 'utf8').catch(() => undefined);
