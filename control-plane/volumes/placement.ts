@@ -11,7 +11,9 @@
 // A node whose pool has not reported yet is not known to lack room: the raw estimate may admit
 // a volume, but when it does not (typically the agent's inventory and pool report are still on
 // their way after it turned Active) and such nodes could make up the shortfall, the volume waits
-// for their reports (up to the creating timeout) instead of failing.
+// for their reports (up to the creating timeout) instead of failing. Likewise a node whose pool
+// reports itself down (Failed: not assembled yet after a reboot, being reassembled, or broken):
+// it offers no room now, but it may once the pool is up again, so its lack of room is not final.
 import type { PlacementRestriction } from '../../lib/records.js';
 
 export interface NodeCandidate {
@@ -28,6 +30,8 @@ export interface NodeCandidate {
    * its capacity is only an estimate, which may admit a volume but never rules one out.
    */
   readonly awaitingPoolReport: boolean;
+  /** The pool reported itself down (state Failed), with why: no room now, perhaps once it is up. */
+  readonly poolDown?: string;
 }
 
 export interface PlacementRequest {
@@ -50,7 +54,13 @@ export type PlacementResult =
       readonly retryable: boolean;
       /** Active nodes without room only because their pool has not reported (what a timeout names). */
       readonly awaitingPoolReport: readonly string[];
+      /** Active nodes without room because their pool is down, and why (what a timeout names). */
+      readonly poolsDown: readonly { readonly UUID: string; readonly reason: string }[];
     };
+
+function poolsDownOf(nodes: readonly NodeCandidate[]): { UUID: string; reason: string }[] {
+  return nodes.map((c) => ({ UUID: c.UUID, reason: c.poolDown ?? '' }));
+}
 
 /** What a node can still take: its unallocated allowance, or its pool's free space when less. */
 export function roomOn(c: NodeCandidate, overcommitRatio: number): bigint {
@@ -68,7 +78,7 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
   const required = (key: string) => restrictions.flatMap((r) => r.labelValueKeyPairs.filter((p) => p.key === key).map((p) => p.value));
   const clusterIds = required('ClusterID');
   if (clusterIds.length > 0 && !clusterIds.includes(request.clusterUUID)) {
-    return { ok: false, reason: `placement restriction ClusterID matches no cluster (this is ${request.clusterUUID})`, retryable: false, awaitingPoolReport: [] };
+    return { ok: false, reason: `placement restriction ClusterID matches no cluster (this is ${request.clusterUUID})`, retryable: false, awaitingPoolReport: [], poolsDown: [] };
   }
   const domains = required('FD');
   const primaryDomains = required('PrimaryFD');
@@ -78,7 +88,7 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
     const order = new Map(request.onlyNodes.map((u, i) => [u, i]));
     pool = pool.filter((c) => order.has(c.UUID)).sort((a, b) => order.get(a.UUID)! - order.get(b.UUID)!);
     if (pool.length < request.replicaCount) {
-      return { ok: false, reason: `a clone needs ${request.replicaCount} nodes holding its snapshot; ${pool.length} do`, retryable: false, awaitingPoolReport: [] };
+      return { ok: false, reason: `a clone needs ${request.replicaCount} nodes holding its snapshot; ${pool.length} do`, retryable: false, awaitingPoolReport: [], poolsDown: [] };
     }
   }
   if (domains.length > 0) pool = pool.filter((c) => c.failureDomains.some((d) => domains.includes(d)));
@@ -87,13 +97,16 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
   const roomy = active.filter((c) => free(c) >= request.sizeBytes);
   // Without room only for want of a pool report: these may have it once they report.
   const unreported = active.filter((c) => c.awaitingPoolReport && free(c) < request.sizeBytes);
+  // Without room because their pool is down: these may have it once it is up again.
+  const down = active.filter((c) => c.poolDown !== undefined && free(c) < request.sizeBytes);
+  const poolsDown = poolsDownOf(down);
   if (roomy.length < request.replicaCount) {
     const why =
       active.length < request.replicaCount
         ? `${request.replicaCount} Active node(s) needed${domains.length ? ` in failure domain(s) ${domains.join(', ')}` : ''}, ${active.length} available`
-        : `not enough free capacity: ${request.replicaCount} node(s) with ${request.sizeBytes} bytes free needed, ${roomy.length} have it`;
-    const mayFitOnceReported = roomy.length + unreported.length >= request.replicaCount;
-    return { ok: false, reason: why, retryable: active.length < pool.length || mayFitOnceReported, awaitingPoolReport: unreported.map((c) => c.UUID) };
+        : `not enough free capacity: ${request.replicaCount} node(s) with ${request.sizeBytes} bytes free needed, ${roomy.length} have it${down.length > 0 ? `; the storage pool of node(s) ${down.map((c) => c.UUID).join(', ')} is down` : ''}`;
+    const mayFitLater = roomy.length + unreported.length + down.length >= request.replicaCount;
+    return { ok: false, reason: why, retryable: active.length < pool.length || mayFitLater, awaitingPoolReport: unreported.map((c) => c.UUID), poolsDown };
   }
 
   const ordered = request.onlyNodes ? roomy : [...roomy].sort((a, b) => (free(b) > free(a) ? 1 : free(b) < free(a) ? -1 : a.UUID.localeCompare(b.UUID)));
@@ -109,7 +122,7 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
     const primary = ordered.find(inPrimaryDomain);
     if (!primary) {
       const reason = `no Active node with room in primary failure domain ${primaryDomains.join(', ')}`;
-      return { ok: false, reason, retryable: true, awaitingPoolReport: unreported.filter(inPrimaryDomain).map((c) => c.UUID) };
+      return { ok: false, reason, retryable: true, awaitingPoolReport: unreported.filter(inPrimaryDomain).map((c) => c.UUID), poolsDown: poolsDownOf(down.filter(inPrimaryDomain)) };
     }
     chosen.push(primary);
   }
@@ -120,7 +133,7 @@ export function chooseNodes(request: PlacementRequest, candidates: readonly Node
   // on the same server as another protects nothing). Only a single copy may go anywhere.
   if (request.replicaCount === 1) pick(() => true);
   if (chosen.length < request.replicaCount) {
-    return { ok: false, reason: `${request.replicaCount} copies need ${request.replicaCount} servers with room, ${new Set(roomy.map((c) => c.serverUUID)).size} have it`, retryable: active.length < pool.length, awaitingPoolReport: [] };
+    return { ok: false, reason: `${request.replicaCount} copies need ${request.replicaCount} servers with room, ${new Set(roomy.map((c) => c.serverUUID)).size} have it`, retryable: active.length < pool.length || down.length > 0, awaitingPoolReport: [], poolsDown };
   }
   return { ok: true, nodeList: chosen.map((c) => c.UUID), primaryNodeUUID: chosen[0]!.UUID };
 }

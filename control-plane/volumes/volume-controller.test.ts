@@ -301,6 +301,42 @@ function controllerSuite(onEtcd: boolean): void {
       }
     });
 
+    it('keeps a volume Creating while a node\'s pool reports itself down (a node just rebooted), places it once the pool is up, and names the pool when it never is', async () => {
+      // Three Active nodes; one's pool is down (Failed, no capacity) as in an agent's first
+      // seconds after a reboot. Its lack of room is not final: a 3-copy volume waits for it.
+      const nodes = [await storageNode(), await storageNode(), await storageNode()];
+      const [up1, up2, rebooted] = nodes.map((n) => n.node);
+      for (const n of [up1!, up2!]) await putRecord(client, keys.nodePool(n.UUID), nodePoolRecord(n, { capacityBytes: String(100n * GiB), freeBytes: String(100n * GiB) }));
+      const downReport = (n: NodeRecord) => nodePoolRecord(n, { state: 'Failed', error: 'the storage pool cannot be brought up: md array not running yet' });
+      await putRecord(client, keys.nodePool(rebooted!.UUID), downReport(rebooted!));
+      await startController();
+      try {
+        const v = volume({ replicaCount: 3 });
+        await putRecord(client, keys.volume(v.UUID), v);
+        const waiting = await until('waitingFor recorded', async () => (await readVolume(v.UUID))?.waitingFor);
+        assert.match(waiting, new RegExp(`storage pool of node\\(s\\) ${rebooted!.UUID} is down`));
+        assert.equal((await readVolume(v.UUID))?.state, 'Creating', 'the down pool may come up');
+        assert.ok(!events.some((e) => e.eventName === 'VolumeFailed'));
+
+        await putRecord(client, keys.nodePool(rebooted!.UUID), nodePoolRecord(rebooted!, { capacityBytes: String(100n * GiB), freeBytes: String(100n * GiB) }));
+        const placed = await until('placement once the pool is up', async () => (await readVolume(v.UUID))?.placement ?? undefined);
+        assert.deepEqual([...placed.nodeList].sort(), [up1!.UUID, up2!.UUID, rebooted!.UUID].sort());
+
+        // A pool that stays down: the timeout names the node and the pool's own reason.
+        const w = volume({ replicaCount: 3, sizeBytes: String(GiB) });
+        await putRecord(client, keys.nodePool(rebooted!.UUID), downReport(rebooted!));
+        await putRecord(client, keys.volume(w.UUID), w);
+        await until('waiting', async () => (await readVolume(w.UUID))?.waitingFor);
+        now.ms += 61_000;
+        await until('timed out', async () => (await readVolume(w.UUID))?.state === 'Failed');
+        const reason = (await readVolume(w.UUID))!.failureReason;
+        assert.match(reason, /^cannot place volume within 60 s: not enough free capacity/);
+        assert.ok(reason.includes(`node ${rebooted!.UUID}: the storage pool cannot be brought up: md array not running yet`), reason);
+      } finally {
+        await stopController();
+      }
+    });
+
     it('waits for nodes while they are inactive, then times out', async () => {
       const { server } = await storageNode();
       await markAbsent(client, server.UUID);

@@ -318,7 +318,8 @@ export class VolumeController {
       if (!result.retryable) return this.fail(volume, fence, `cannot place volume: ${result.reason}`);
       if (this.expired(volume)) {
         const unreported = result.awaitingPoolReport.length > 0 ? `; node(s) ${result.awaitingPoolReport.join(', ')} never reported their storage pool` : '';
-        return this.fail(volume, fence, `cannot place volume within ${this.options.creatingTimeoutMs / 1000} s: ${result.reason}${unreported}`);
+        const down = result.poolsDown.map((d) => `; node ${d.UUID}: ${d.reason}`).join('');
+        return this.fail(volume, fence, `cannot place volume within ${this.options.creatingTimeoutMs / 1000} s: ${result.reason}${unreported}${down}`);
       }
       // Wait for nodes or their pool reports: re-checked when nodes, presence, devices or pools
       // change, and periodically (for the timeout). Why is recorded once, for cluster health.
@@ -900,7 +901,12 @@ export class VolumeController {
       // the managed data devices that are present, an estimate that cannot rule the node out (its
       // devices may not be reported yet either). A node without data devices has no pool to
       // report, ever: its capacity of 0 is known.
-      if (pool) return { ...base, capacityBytes: bytes(pool.capacityBytes), freeBytes: bytes(pool.freeBytes), awaitingPoolReport: false };
+      if (pool) {
+        const measured = { ...base, capacityBytes: bytes(pool.capacityBytes), freeBytes: bytes(pool.freeBytes), awaitingPoolReport: false };
+        // A pool reported down (Failed, no capacity) may be up again soon, e.g. a node's first
+        // seconds after a reboot: placement waits for it rather than failing the volume.
+        return pool.state === 'Failed' ? { ...measured, poolDown: pool.error || 'Failed' } : measured;
+      }
       return {
         ...base,
         awaitingPoolReport: node.managedDeviceSerials.length > 0,

@@ -39,6 +39,8 @@ import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '.
 import { startStorageGuest, storageLogs, type StorageGuest } from './cluster-lab.js';
 import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, prepareLab, startGuest, StepTimer, type Guest } from './lab/index.js';
 import { backingDigest, connectPaths, startAckedWrites } from './replication-host.js';
+import { waitUntil } from '../helpers/wait.js';
+import { volumeFailedError } from './volume-failure.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
@@ -73,20 +75,8 @@ describe(`node stop / start / replace end to end (three storage guests, one init
   const getNode = (uuid: string) => api<NodeWire>('GET', `/nodes/${uuid}`);
   const record = async <T>(key: string): Promise<T | null> => JSON.parse((await client.get(key).string()) ?? 'null') as T | null;
   const agentLogs = () => storageLogs(storage);
-  async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
-    let last: unknown;
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      try {
-        const value = await probe();
-        if (value) return value;
-      } catch (err) {
-        last = err;
-      }
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms (${String(last ?? '')})\n${agentLogs()}`);
-      await sleep(500);
-    }
-  }
+  const until = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> =>
+    waitUntil(probe, () => `${what}\n${agentLogs()}`, timeoutMs, 500);
   const host = (): Guest => {
     assert.ok(initiator, 'the initiator guest did not start');
     return initiator;
@@ -108,7 +98,7 @@ describe(`node stop / start / replace end to end (three storage guests, one init
     const created = await api<Volume>('POST', '/projects/default/volumes', { name, size: `${VOLUME_MIB}MiB`, replicaCount, acl: { values: [HOST] } });
     return until(`volume ${name} Available`, async () => {
       const v = await getVolume(created.UUID);
-      if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+      if (v.state === 'Failed') throw await volumeFailedError(client, v);
       return v.state === 'Available' && ready(v) && v;
     }, 300_000);
   };

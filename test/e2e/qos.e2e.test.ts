@@ -31,6 +31,7 @@ import { storageLogs, type StorageGuest } from './cluster-lab.js';
 import { dmTarget, emptyQosBed, policyLimitBody, qosBedPathPort, runFioUnstalled, startQosBed, ublkDevices, waitEnforced } from './qos-bed.js';
 import { connectPaths } from './replication-host.js';
 import { labKernelLabel, StepTimer, type Guest } from './lab/index.js';
+import { volumeFailedError } from './volume-failure.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const HOST = `nqn.2014-08.org.nvmexpress:uuid:${randomUUID()}`;
@@ -104,7 +105,7 @@ describe(`QoS enforced in the I/O path, through the policy API (two storage gues
   const volumeAvailable = () =>
     until('volume Available', async () => {
       const v = await api<Volume>('GET', `/volumes/${volume.UUID}`);
-      if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+      if (v.state === 'Failed') throw await volumeFailedError(bed.client!, v);
       return v.state === 'Available' && v;
     }, 240_000);
   /** Until the API and the primary's kernel say the policy's limit is what the volume gets; the seconds from `since`. */
@@ -180,7 +181,7 @@ describe(`QoS enforced in the I/O path, through the policy API (two storage gues
     volume = await step('create 2 copies → Available', () =>
       until('volume Available', async () => {
         const v = await api<Volume>('GET', `/volumes/${created.UUID}`);
-        if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+        if (v.state === 'Failed') throw await volumeFailedError(bed.client!, v);
         return v.state === 'Available' && v.protectionState === 'FullyProtected' && v;
       }, 300_000),
     );

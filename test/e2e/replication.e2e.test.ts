@@ -34,6 +34,7 @@ import { waitUntil } from '../helpers/wait.js';
 import { startStorageGuest, storageLogs, type StorageGuest, type StorageGuestOptions } from './cluster-lab.js';
 import { backingDigest as backingDigestOf, connectPaths, killStorageGuest, startAckedWrites } from './replication-host.js';
 import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, nvmeHostArgs, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
+import { volumeFailedError } from './volume-failure.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
 const MiB = 1024 * 1024;
@@ -258,7 +259,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     volume = await step('create 3 copies → Available', () =>
       until('volume Available', async () => {
         const v = await getVolume(created.UUID);
-        if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+        if (v.state === 'Failed') throw await volumeFailedError(client, v);
         return v.state === 'Available' && v.protectionState === 'FullyProtected' && v;
       }, 300_000),
     );
@@ -583,7 +584,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'grown', size: '32MiB', replicaCount: 3, acl: { values: [HOST] } });
     const grown = await until('grown Available', async () => {
       const v = await getVolume(created.UUID);
-      if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+      if (v.state === 'Failed') throw await volumeFailedError(client, v);
       return v.state === 'Available' && v.protectionState === 'FullyProtected' && v;
     }, 300_000);
     const growDevice = await step('connect a path to every node', () => connectAllPaths(grown));
@@ -594,7 +595,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
       await api('PUT', `/volumes/${grown.UUID}`, { size: '64MiB' });
       return until('Available at 64 MiB', async () => {
         const v = await getVolume(grown.UUID);
-        if (v.state === 'Failed') throw new Error(`volume Failed: ${JSON.stringify(v)}`);
+        if (v.state === 'Failed') throw await volumeFailedError(client, v);
         return v.state === 'Available' && v.size === String(64 * MiB) && v;
       }, 300_000);
     });

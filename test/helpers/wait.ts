@@ -1,6 +1,9 @@
 // Polling helper for the agent's tests: waits until a condition holds or fails with a message.
 import { setTimeout as sleep } from 'node:timers/promises';
 
+/** Thrown by a probe when waiting cannot help (a terminal state): waitUntil rethrows it at once. */
+export class FatalWaitError extends Error {}
+
 export async function waitUntil<T>(
   probe: () => T | undefined | false | Promise<T | undefined | false>,
   /** What is awaited; a function is asked at the timeout (to describe the last state seen). */
@@ -15,6 +18,10 @@ export async function waitUntil<T>(
       const value = await probe();
       if (value !== undefined && value !== false) return value;
     } catch (err) {
+      if (err instanceof FatalWaitError) {
+        err.message += `\n(while waiting for ${typeof what === 'function' ? what() : what})`;
+        throw err;
+      }
       lastError = err;
     }
     if (Date.now() > deadline) {
