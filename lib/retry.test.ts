@@ -1,7 +1,7 @@
 // The one retry policy (lib/retry.ts): what is retried, how long it waits, how it stops.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Backoff, DeadlineExceeded, retry, RetryAborted, withDeadline } from './retry.js';
+import { Backoff, DeadlineExceeded, LOST_RACE, retry, RetryAborted, retryLostRaces, withDeadline } from './retry.js';
 
 const failTimes = (n: number, error = () => new Error('not yet')) => {
   let calls = 0;
@@ -73,5 +73,26 @@ describe('retry', () => {
     } finally {
       clearInterval(keepAlive);
     }
+  });
+});
+
+describe('retryLostRaces', () => {
+  it('answers the first attempt that does not lose its race, attempt numbers from 0', async () => {
+    const seen: number[] = [];
+    const result = await retryLostRaces(5, async (n) => {
+      seen.push(n);
+      return n < 2 ? LOST_RACE : `won at ${n}`;
+    }, () => new Error('busy'));
+    assert.equal(result, 'won at 2');
+    assert.deepEqual(seen, [0, 1, 2]);
+  });
+
+  it('rejects with exhausted() after `attempts` lost races, and with what an attempt throws at once', async () => {
+    let calls = 0;
+    await assert.rejects(retryLostRaces(3, async () => { calls++; return LOST_RACE; }, () => new Error('busy record')), /busy record/);
+    assert.equal(calls, 3);
+    calls = 0;
+    await assert.rejects(retryLostRaces(3, async () => { calls++; throw new TypeError('not a race'); }, () => new Error('busy')), TypeError);
+    assert.equal(calls, 1);
   });
 });

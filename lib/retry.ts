@@ -118,3 +118,29 @@ export async function retry<T>(work: () => Promise<T>, options: RetryOptions = {
     return work();
   }, signal);
 }
+
+/** What an optimistic attempt answers when another writer won the race (its guard failed). */
+export const LOST_RACE: unique symbol = Symbol('lost race');
+export type LostRace = typeof LOST_RACE;
+
+class LostRaceSignal extends Error {}
+
+/**
+ * Optimistic concurrency: read, decide, commit guarded; when the guard fails (`attempt` answers
+ * LOST_RACE) read and decide again, at once — the winner's write is already visible, so waiting
+ * gains nothing. After `attempts` lost races, rejects with `exhausted()` (a busy record: the
+ * caller's 409/503). Anything `attempt` throws is thrown as it is, never retried.
+ */
+export async function retryLostRaces<T>(attempts: number, attempt: (n: number) => Promise<T | LostRace>, exhausted: () => Error): Promise<T> {
+  const policy = retryPolicy(handleWhen((err) => err instanceof LostRaceSignal), { maxAttempts: Math.max(0, attempts - 1) });
+  try {
+    return await policy.execute(async ({ attempt: n }) => {
+      const result = await attempt(n);
+      if (result === LOST_RACE) throw new LostRaceSignal();
+      return result;
+    });
+  } catch (err) {
+    if (err instanceof LostRaceSignal) throw exhausted();
+    throw err;
+  }
+}
