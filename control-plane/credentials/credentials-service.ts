@@ -8,6 +8,7 @@ import type { CredentialRecord, ProjectRecord } from '../../lib/records.js';
 import { SYSTEM_PROJECT } from '../auth/permissions.js';
 import { ROOT_CREDENTIAL } from '../bootstrap/bootstrap.js';
 import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 import type { ProjectsStore } from '../projects/projects-store.js';
 import type { CreateCredentialInput } from './credentials-schema.js';
 import type { CredentialRecordsStore } from './credentials-store.js';
@@ -49,14 +50,13 @@ export class CredentialsService {
 
   async create(project: string, input: CreateCredentialInput): Promise<{ credential: CredentialWire; etag: string }> {
     const payload = await normalizeRsaPublicKey(input.payload);
-    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+    return retryLostRaces(GUARDED_ATTEMPTS, async () => {
       const owner = await this.requireProject(project);
       if (await this.store.get(project, input.name)) throw errors.exists('credential', `${project}:${input.name}`);
       const record: CredentialRecord = { project, name: input.name, type: input.type, payload, createdAt: new Date().toISOString() };
       const result = await this.store.create(record, owner);
-      if (result.succeeded) return { credential: credentialToWire(record), etag: result.revision };
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `credential ${project}:${input.name} is being changed by other requests; retry`);
+      return result.succeeded ? { credential: credentialToWire(record), etag: result.revision } : LOST_RACE;
+    }, () => busy(`${project}:${input.name}`));
   }
 
   async delete(project: string, name: string, expectedRevision: string | undefined): Promise<void> {
@@ -64,12 +64,11 @@ export class CredentialsService {
       throw errors.invalid(`credential ${SYSTEM_PROJECT}:${ROOT_CREDENTIAL} is the installation key and cannot be deleted: it would lock the installation out`);
     }
     await this.requireProject(project);
-    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+    await retryLostRaces<void>(GUARDED_ATTEMPTS, async () => {
       const current = await this.require(project, name);
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('credential', `${project}:${name}`);
-      if (await this.store.delete(current)) return;
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `credential ${project}:${name} is being changed by other requests; retry`);
+      if (!(await this.store.delete(current))) return LOST_RACE;
+    }, () => busy(`${project}:${name}`));
   }
 
   private async requireProject(project: string): Promise<Versioned<ProjectRecord>> {
@@ -83,4 +82,8 @@ export class CredentialsService {
     if (!stored) throw errors.notFound('credential', `${project}:${name}`);
     return stored;
   }
+}
+
+function busy(credential: string): StrataError {
+  return new StrataError('OPERATION_IN_PROGRESS', `credential ${credential} is being changed by other requests; retry`);
 }

@@ -9,6 +9,7 @@
 // (control-plane/in-band-auth/), with its checks; without that service it cannot be enabled
 // (400), since nothing would authenticate hosts. Disabling always works.
 import { StrataError, errors } from '../../lib/errors.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import { FEATURE_FLAG_NAMES, type FeatureFlagName, type FeatureFlagReader } from '../volumes/volume-dependencies.js';
 import type { FeatureFlagRecord, FeatureFlagsStore } from './feature-flags-store.js';
@@ -75,17 +76,14 @@ export class FeatureFlagsService implements FeatureFlagReader {
     }
     const unavailable = UNAVAILABLE_FLAGS[name];
     if (enabled && unavailable) throw errors.invalid(`feature flag ${name} cannot be enabled: ${unavailable}`);
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    await retryLostRaces<void>(ATTEMPTS, async () => {
       const current = await this.store.get(name);
       const was = current?.record.enabled ?? FEATURE_FLAG_DEFAULTS[name];
       if (was === enabled) return;
       const record: FeatureFlagRecord = { name, enabled, updatedAt: new Date().toISOString(), updatedBy: actor };
-      if (await this.store.put(record, current?.revision ?? '0')) {
-        await this.recordChange(name, enabled, actor);
-        return;
-      }
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `feature flag ${name} is being changed by other requests; retry`);
+      if (!(await this.store.put(record, current?.revision ?? '0'))) return LOST_RACE;
+      await this.recordChange(name, enabled, actor);
+    }, () => new StrataError('OPERATION_IN_PROGRESS', `feature flag ${name} is being changed by other requests; retry`));
   }
 
   /** The Cluster event of a flag change. */

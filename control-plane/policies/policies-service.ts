@@ -7,6 +7,7 @@ import { StrataError, errors } from '../../lib/errors.js';
 import type { Versioned } from '../../lib/etcd/record-store.js';
 import type { ProjectRecord } from '../../lib/records.js';
 import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 import type { ProjectsStore } from '../projects/projects-store.js';
 import { scopeIncludes, type ReadScope } from '../projects/read-scope.js';
 import type { VolumeUsage } from '../volumes/volume-dependencies.js';
@@ -82,7 +83,7 @@ export class PoliciesService {
 
   async create(input: CreatePolicyInput): Promise<PolicyWithEtag> {
     const qos = resolveQos(input.qos);
-    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+    return retryLostRaces(GUARDED_ATTEMPTS, async () => {
       if (await this.store.nameTaken(input.name)) throw errors.exists('policy', input.name);
       const scopeProjects = await this.requireProjects(qos.projectsNamesScope);
       const record: PolicyRecord = {
@@ -96,14 +97,13 @@ export class PoliciesService {
         createdAt: new Date().toISOString(),
       };
       const result = await this.store.create(record, scopeProjects);
-      if (result.succeeded) return { ...policyToWire(record, true), ETag: result.revision };
-    }
-    throw busy(input.name);
+      return result.succeeded ? { ...policyToWire(record, true), ETag: result.revision } : LOST_RACE;
+    }, () => busy(input.name));
   }
 
   /** Applies description and/or QoS settings; returns the new ETag. */
   async update(uuid: string, input: UpdatePolicyInput, expectedRevision: string | undefined): Promise<string> {
-    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+    return retryLostRaces(GUARDED_ATTEMPTS, async () => {
       const current = await this.require(uuid, expectedRevision);
       const qos = input.qos ? resolveQos(input.qos, current.record) : current.record;
       const record: PolicyRecord = {
@@ -124,13 +124,12 @@ export class PoliciesService {
         );
       }
       const result = await this.store.update(current, record, scopeProjects, checkedAt);
-      if (result.succeeded) return result.revision;
-    }
-    throw busy(uuid);
+      return result.succeeded ? result.revision : LOST_RACE;
+    }, () => busy(uuid));
   }
 
   async delete(uuid: string, expectedRevision: string | undefined): Promise<void> {
-    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+    await retryLostRaces<void>(GUARDED_ATTEMPTS, async () => {
       const current = await this.require(uuid, expectedRevision);
       const checkedAt = await this.store.currentRevision();
       const [volumes, projects] = await Promise.all([this.volumes.countUsingPolicy(uuid), this.projectsDefaultingTo(uuid)]);
@@ -141,9 +140,8 @@ export class PoliciesService {
       if (users.length > 0) {
         throw new StrataError('INVALID_STATE', `policy ${current.record.name} cannot be deleted: it is used by ${users.join(' and ')}`);
       }
-      if (await this.store.delete(current, checkedAt)) return;
-    }
-    throw busy(uuid);
+      if (!(await this.store.delete(current, checkedAt))) return LOST_RACE;
+    }, () => busy(uuid));
   }
 
   private async require(uuid: string, expectedRevision: string | undefined): Promise<Versioned<PolicyRecord>> {

@@ -11,6 +11,7 @@ import { isVisibleTo } from '../policies/policy-record.js';
 import type { PoliciesStore } from '../policies/policies-store.js';
 import type { VolumeUsage } from '../volumes/volume-dependencies.js';
 import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 import { type CreateProjectInput, type DefaultPolicyInput, type UpdateProjectInput } from './projects-schema.js';
 import type { ProjectsStore } from './projects-store.js';
 import { scopeIncludes, type ReadScope } from './read-scope.js';
@@ -53,7 +54,7 @@ export class ProjectsService {
   }
 
   async create(input: CreateProjectInput): Promise<ProjectWire> {
-    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+    return retryLostRaces(GUARDED_ATTEMPTS, async () => {
       if (await this.store.get(input.name)) throw errors.exists('project', input.name);
       const referenced = await this.defaultPolicies(input.name, input.defaultPolicies);
       const record: ProjectRecord = {
@@ -65,14 +66,13 @@ export class ProjectsService {
         createdAt: new Date().toISOString(),
       };
       const result = await this.store.create(record, referenced);
-      if (result.succeeded) return projectToWire({ key: '', record, revision: result.revision });
-    }
-    throw busy('project', input.name);
+      return result.succeeded ? projectToWire({ key: '', record, revision: result.revision }) : LOST_RACE;
+    }, () => busy('project', input.name));
   }
 
   /** Updates description and/or default policies; returns the new ETag. */
   async update(name: string, input: UpdateProjectInput, expectedRevision: string | undefined): Promise<string> {
-    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+    return retryLostRaces(GUARDED_ATTEMPTS, async () => {
       const current = await this.require(name);
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('project', name);
       const referenced = input.defaultPolicies === undefined ? [] : await this.defaultPolicies(name, input.defaultPolicies);
@@ -87,13 +87,12 @@ export class ProjectsService {
       // Nothing to change: no write, so the ETag stays (a retried PUT is a no-op).
       if (JSON.stringify(record) === JSON.stringify(current.record)) return current.revision;
       const result = await this.store.update(current, record, referenced);
-      if (result.succeeded) return result.revision;
-    }
-    throw busy('project', name);
+      return result.succeeded ? result.revision : LOST_RACE;
+    }, () => busy('project', name));
   }
 
   async delete(name: string, expectedRevision: string | undefined): Promise<void> {
-    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+    await retryLostRaces<void>(GUARDED_ATTEMPTS, async () => {
       const current = await this.require(name);
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('project', name);
       if (current.record.builtIn) throw errors.invalid(`project ${name} is built in and cannot be deleted`);
@@ -116,9 +115,8 @@ export class ProjectsService {
       if (remains.length > 0) {
         throw new StrataError('INVALID_STATE', `project ${name} cannot be deleted: it still has ${remains.join(', ')}; remove them first`);
       }
-      if (await this.store.delete(current, checkedAt)) return;
-    }
-    throw busy('project', name);
+      if (!(await this.store.delete(current, checkedAt))) return LOST_RACE;
+    }, () => busy('project', name));
   }
 
   private async require(name: string): Promise<Versioned<ProjectRecord>> {

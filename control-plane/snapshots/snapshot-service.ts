@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { StrataError, errors } from '../../lib/errors.js';
 import type { Versioned } from '../../lib/etcd/record-store.js';
 import type { Logger } from '../../lib/logger.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 import type { SnapshotRecord, VolumeRecord } from '../../lib/records.js';
 import type { EventInput, EventRecorder } from '../events/event-recorder.js';
 import type { ProjectDirectory, SnapshotDirectory, SnapshotRef, VolumeUsage } from '../volumes/volume-dependencies.js';
@@ -38,7 +39,7 @@ export class SnapshotService {
   async create(project: string, input: CreateSnapshotInput): Promise<SnapshotWire> {
     await this.deps.projects.require(project);
     const { store } = this.deps;
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    return retryLostRaces(ATTEMPTS, async () => {
       const volume = await this.sourceVolume(project, input);
       assertCanSnapshot(volume.record);
       const v = volume.record;
@@ -60,12 +61,10 @@ export class SnapshotService {
       };
       const outcome = await store.create(record, volume);
       if (outcome.kind === 'name-taken') throw errors.exists(`snapshot ${input.name} in project`, project);
-      if (outcome.kind === 'created') {
-        await this.record(snapshotEvent('SnapshotCreated', 'API', 'Info', record, `snapshot ${record.name} (${record.UUID}) of volume ${v.name} requested`));
-        return snapshotToWire(outcome.snapshot, v, await store.clusterUUID());
-      }
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `volume ${input.sourceVolumeUUID ?? input.sourceVolumeName} keeps changing; retry`);
+      if (outcome.kind !== 'created') return LOST_RACE;
+      await this.record(snapshotEvent('SnapshotCreated', 'API', 'Info', record, `snapshot ${record.name} (${record.UUID}) of volume ${v.name} requested`));
+      return snapshotToWire(outcome.snapshot, v, await store.clusterUUID());
+    }, () => new StrataError('OPERATION_IN_PROGRESS', `volume ${input.sourceVolumeUUID ?? input.sourceVolumeName} keeps changing; retry`));
   }
 
   async get(project: string, address: SnapshotAddress): Promise<SnapshotWire> {
@@ -105,7 +104,7 @@ export class SnapshotService {
   /** DELETE: the snapshot goes Deleting and its name is free at once; `{}` on the wire. */
   async delete(project: string, address: SnapshotAddress, expectedRevision?: string): Promise<void> {
     await this.deps.projects.require(project);
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    await retryLostRaces<void>(ATTEMPTS, async () => {
       // By name, a Deleting snapshot no longer owns the name: 404, as for any free name.
       const current = await this.find(project, address, { includeDeleting: 'UUID' in address });
       if (expectedRevision !== undefined && current.revision !== expectedRevision) throw errors.etagMismatch('snapshot', current.record.UUID);
@@ -116,8 +115,8 @@ export class SnapshotService {
         return;
       }
       if (outcome.kind !== 'changed') throw deletionRefusal(outcome, current.record);
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', 'the snapshot keeps changing; retry');
+      return LOST_RACE;
+    }, () => new StrataError('OPERATION_IN_PROGRESS', 'the snapshot keeps changing; retry'));
   }
 
   /** The snapshot an address names in the project; NOT_FOUND otherwise. */
