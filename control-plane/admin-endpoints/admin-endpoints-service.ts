@@ -5,6 +5,7 @@
 // the data path's own rules.
 import { StrataError, errors } from '../../lib/errors.js';
 import type { Versioned } from '../../lib/etcd/record-store.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 import type { AdminEndpointInput } from './admin-endpoints-schema.js';
 import type { AdminEndpointRecord, AdminEndpointsStore } from './admin-endpoints-store.js';
 
@@ -53,24 +54,22 @@ export class AdminEndpointsService {
   }
 
   async update(port: number, ips: readonly string[], expectedRevision: string | undefined): Promise<AdminEndpointWire> {
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    return retryLostRaces(ATTEMPTS, async () => {
       const current = await this.require(port);
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('admin endpoint on port', String(port));
       if (JSON.stringify(current.record.ips) === JSON.stringify(ips)) return adminEndpointToWire(current);
       const record: AdminEndpointRecord = { ...current.record, ips: [...ips] };
       const result = await this.store.put(record, current.revision);
-      if (result.succeeded) return adminEndpointToWire({ key: current.key, record, revision: result.revision });
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `the admin endpoint on port ${port} is being changed by other requests; retry`);
+      return result.succeeded ? adminEndpointToWire({ key: current.key, record, revision: result.revision }) : LOST_RACE;
+    }, () => busy(port));
   }
 
   async delete(port: number, expectedRevision: string | undefined): Promise<void> {
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    await retryLostRaces<void>(ATTEMPTS, async () => {
       const current = await this.require(port);
       if (expectedRevision !== undefined && expectedRevision !== current.revision) throw errors.etagMismatch('admin endpoint on port', String(port));
-      if (await this.store.delete(current)) return;
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `the admin endpoint on port ${port} is being changed by other requests; retry`);
+      if (!(await this.store.delete(current))) return LOST_RACE;
+    }, () => busy(port));
   }
 
   private async require(port: number): Promise<Versioned<AdminEndpointRecord>> {
@@ -78,4 +77,8 @@ export class AdminEndpointsService {
     if (!stored) throw errors.notFound('admin endpoint on port', String(port));
     return stored;
   }
+}
+
+function busy(port: number): StrataError {
+  return new StrataError('OPERATION_IN_PROGRESS', `the admin endpoint on port ${port} is being changed by other requests; retry`);
 }

@@ -12,6 +12,7 @@ import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
 import { GUARDED_ATTEMPTS } from '../../lib/etcd/transaction.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 import { nameSome, type NodeCopiesSource } from './node-copies.js';
 import type { CheckedNode, NodeCommandsStore } from './node-commands-store.js';
 import { nodeETag, nodeStateAndInfo } from './nodes-service.js';
@@ -129,7 +130,7 @@ export class NodeCommandsService {
     expectedETag: string | undefined,
     check: (view: InventoryView, node: Stored<NodeRecord>) => Promise<Pick<NodeCommandRecord, 'desired' | 'force' | 'considerBackend' | 'targetNodeUUID'> & { checked: CheckedNode[] }>,
   ): Promise<void> {
-    for (let attempt = 0; attempt < GUARDED_ATTEMPTS; attempt++) {
+    await retryLostRaces<void>(GUARDED_ATTEMPTS, async () => {
       const view = new InventoryView(await this.deps.inventory.read());
       const node = view.snapshot.nodes.get(nodeUUID);
       if (!node) throw errors.notFound('node', nodeUUID);
@@ -158,9 +159,8 @@ export class NodeCommandsService {
         }),
       );
       const checkedNodes = [{ node, command: current }, ...checked];
-      if (await this.deps.store.record(command, checkedNodes, prepared, view.snapshot.revision)) return;
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `node commands kept changing while the ${kind} command for node ${nodeUUID} was being recorded; retry`);
+      if (!(await this.deps.store.record(command, checkedNodes, prepared, view.snapshot.revision))) return LOST_RACE;
+    }, () => new StrataError('OPERATION_IN_PROGRESS', `node commands kept changing while the ${kind} command for node ${nodeUUID} was being recorded; retry`));
   }
 }
 

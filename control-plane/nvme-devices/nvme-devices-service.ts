@@ -3,6 +3,7 @@
 // node's storage pool reports; and giving a device to a node (POST), which the node's agent
 // then adds to the node's pool (docs/datapath.md, "Adding a device").
 import { StrataError, errors } from '../../lib/errors.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 import type { DeviceRecord, NodePoolRecord, NodeRecord } from '../../lib/records.js';
 import type { EventPreparer } from '../events/etcd-event-log.js';
 import { catalogued } from '../events/event-catalogue.js';
@@ -105,8 +106,9 @@ export class NvmeDevicesService {
    * Healthy. Giving a device to the node that already has it succeeds and changes nothing.
    */
   async attach(input: AttachNvmeDeviceInput, expectedETag?: string): Promise<void> {
-    if (!this.writes) throw errors.internal('this NvmeDevicesService cannot write');
-    for (let attempt = 0; attempt < ATTACH_ATTEMPTS; attempt++) {
+    const writes = this.writes;
+    if (!writes) throw errors.internal('this NvmeDevicesService cannot write');
+    await retryLostRaces<void>(ATTACH_ATTEMPTS, async () => {
       const view = new InventoryView(await this.inventory.read());
       const device = view.snapshot.devices.get(input.serialNumber);
       if (!device || !isListed(view, device.record)) throw errors.notFound('NVMe device', input.serialNumber);
@@ -117,15 +119,14 @@ export class NvmeDevicesService {
       if (assignment?.nodeUUID === node.record.UUID && assignment.usage === 'Data') return;
       const presence = view.snapshot.presence.get(node.record.serverUUID);
       attachProblem(view, device.record, node.record, assignment, presence !== undefined);
-      const prepared = await this.writes.events.prepare(
+      const prepared = await writes.events.prepare(
         catalogued('NVMeSSDAttachedToNode', {
           component: { kind: 'nvmeSsd', ID: device.record.serial, Name: device.record.controller ?? '' },
           description: `NVMe device ${device.record.serial} (${device.record.sizeBytes} bytes) was given to node ${node.record.name} (${node.record.UUID}) as a data device; its storage pool grows`,
         }),
       );
-      if (await this.writes.store.attach(node, device, presence!, prepared)) return;
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `node ${input.nodeUUID} or device ${input.serialNumber} kept changing while the device was being added; retry`);
+      if (!(await writes.store.attach(node, device, presence!, prepared))) return LOST_RACE;
+    }, () => new StrataError('OPERATION_IN_PROGRESS', `node ${input.nodeUUID} or device ${input.serialNumber} kept changing while the device was being added; retry`));
   }
 
   /**
