@@ -9,6 +9,7 @@ import type { Etcd3, Lease } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import type { NodeRecord, PresenceRecord, ServerRecord } from '../../lib/records.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 
 export interface RegistrationFacts {
   readonly serverUUID: string;
@@ -160,7 +161,7 @@ export async function upsertRecord<T extends object>(
   merge: (existing: T) => T,
   maxAttempts = 10,
 ): Promise<UpsertOutcome> {
-  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+  return retryLostRaces<UpsertOutcome>(maxAttempts, async () => {
     const response = await etcd.get(key).exec();
     const kv = response.kvs[0];
     if (!kv) {
@@ -168,8 +169,7 @@ export async function upsertRecord<T extends object>(
         .if(key, 'Create', '==', 0)
         .then(etcd.put(key).value(JSON.stringify(create())))
         .commit();
-      if (result.succeeded) return 'created';
-      continue;
+      return result.succeeded ? 'created' : LOST_RACE;
     }
     const existing = parseRecord<T>(key, kv.value);
     if (existing === null) throw new Error(`record at ${key} is empty`);
@@ -179,9 +179,8 @@ export async function upsertRecord<T extends object>(
       .if(key, 'Mod', '==', kv.mod_revision)
       .then(etcd.put(key).value(JSON.stringify(merged)))
       .commit();
-    if (result.succeeded) return 'updated';
-  }
-  throw new Error(`${key} kept changing under ${maxAttempts} attempts to update it`);
+    return result.succeeded ? 'updated' : LOST_RACE;
+  }, () => new Error(`${key} kept changing under ${maxAttempts} attempts to update it`));
 }
 
 function sameJson(a: unknown, b: unknown): boolean {

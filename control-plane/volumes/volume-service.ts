@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { StrataError, errors } from '../../lib/errors.js';
 import type { VolumeRecord, VolumeState } from '../../lib/records.js';
+import { LOST_RACE, retryLostRaces, type LostRace } from '../../lib/retry.js';
 import { DEFAULT_PROJECT } from '../auth/permissions.js';
 import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { EventRecorder } from '../events/event-recorder.js';
@@ -83,14 +84,10 @@ export class VolumeService {
   async create(body: CreateVolumeBody): Promise<VolumeWire> {
     // A referenced snapshot or policy that changes between the checks and the commit (deleted,
     // going Deleting) refuses the commit: check again with what is there now.
-    for (let attempt = 1; ; attempt++) {
-      const created = await this.createOnce(body);
-      if (created !== 'references-changed') return created;
-      if (attempt === 5) throw new StrataError('OPERATION_IN_PROGRESS', 'the snapshot or policy the volume refers to keeps changing; retry');
-    }
+    return retryLostRaces(5, () => this.createOnce(body), () => new StrataError('OPERATION_IN_PROGRESS', 'the snapshot or policy the volume refers to keeps changing; retry'));
   }
 
-  private async createOnce(body: CreateVolumeBody): Promise<VolumeWire | 'references-changed'> {
+  private async createOnce(body: CreateVolumeBody): Promise<VolumeWire | LostRace> {
     const { projects, replicaLimits, store } = this.deps;
     const projectName = body.projectName ?? DEFAULT_PROJECT;
     // Independent reads: one round trip of waiting, not two.
@@ -162,7 +159,7 @@ export class VolumeService {
     // volume without its event or event without its volume.
     const event = await this.preparedEvent('VolumeCreated', record, `volume ${record.name} (${record.UUID}) created in project ${projectName}`);
     const created = await store.create(record, references, event);
-    if (created === 'references-changed') return created;
+    if (created === 'references-changed') return LOST_RACE;
     if (created === 'name-taken') throw errors.exists('volume', `${record.name} in project ${projectName}`);
     if (created === 'project-missing') throw errors.notFound('project', projectName);
     const [wire] = await this.toWire([created]);

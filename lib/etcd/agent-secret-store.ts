@@ -7,6 +7,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import { errors, StrataError } from '../errors.js';
 import type { AgentSecret, AgentSecretRecord } from '../records.js';
+import { LOST_RACE, retryLostRaces } from '../retry.js';
 import { parseRecord } from './client.js';
 import { keys } from './keys.js';
 
@@ -44,16 +45,16 @@ export class AgentSecretStore {
    */
   async rotate(): Promise<AgentSecretRecord> {
     const key = keys.agentSecret();
-    for (let attempt = 0; attempt < 5; attempt++) {
+    return retryLostRaces(5, async () => {
       const existing = await this.read();
       if (!existing) {
+        // None yet: make one, then rotate it on the next attempt.
         await this.ensure();
-        continue;
+        return LOST_RACE;
       }
       const rotated: AgentSecretRecord = { current: newAgentSecret(), previous: existing.record.current };
       const result = await this.etcd.if(key, 'Mod', '==', existing.revision).then(this.etcd.put(key).value(JSON.stringify(rotated))).commit();
-      if (result.succeeded) return rotated;
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', 'the agent secret kept changing while it was being rotated; try again');
+      return result.succeeded ? rotated : LOST_RACE;
+    }, () => new StrataError('OPERATION_IN_PROGRESS', 'the agent secret kept changing while it was being rotated; try again'));
   }
 }

@@ -1,6 +1,7 @@
 // Typed JSON records in etcd with compare-and-swap: the building block of every resource
 // store. A record's revision (mod_revision) is its ETag.
 import { StrataError } from '../errors.js';
+import { LOST_RACE, retryLostRaces } from '../retry.js';
 import { parseRecord } from './client.js';
 import { kvOf, type Kv, type KvClient, type RangeOptions } from './kv.js';
 import { unchanged, type Guard, type Write } from './transaction.js';
@@ -60,7 +61,7 @@ export class RecordStore {
     mutate: (current: Versioned<T>) => Promise<RecordChange<T>> | RecordChange<T>,
     options: { expectedRevision?: string; notFound: () => StrataError; attempts?: number },
   ): Promise<Versioned<T>> {
-    for (let attempt = 0; attempt < (options.attempts ?? 20); attempt++) {
+    return retryLostRaces(options.attempts ?? 20, async () => {
       const current = await this.get<T>(key);
       if (!current) throw options.notFound();
       if (options.expectedRevision !== undefined && options.expectedRevision !== current.revision) {
@@ -72,12 +73,14 @@ export class RecordStore {
         writes: [{ put: key, value: change.record }, ...(change.writes ?? [])],
       });
       if (result.succeeded) return { key, record: change.record, revision: result.revision };
+      // Lost to another writer: with If-Match, the record it holds now decides between 404, 412
+      // and another attempt (a guard on one of the other keys failed).
       if (options.expectedRevision !== undefined) {
         const now = await this.get<T>(key);
         if (!now) throw options.notFound();
         if (now.revision !== options.expectedRevision) throw new StrataError('ETAG_MISMATCH', `${key.split('/').pop()} was modified (ETag mismatch)`);
       }
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `${key.split('/').pop()} is being changed by other requests; retry`);
+      return LOST_RACE;
+    }, () => new StrataError('OPERATION_IN_PROGRESS', `${key.split('/').pop()} is being changed by other requests; retry`));
   }
 }

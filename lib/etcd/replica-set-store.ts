@@ -4,6 +4,7 @@
 // that was replaced behind its back cannot change the set (it learns it is fenced instead).
 import type { KvClient } from './kv.js';
 import type { NodeRecord, ReplicaSetRecord } from '../records.js';
+import { LOST_RACE, retryLostRaces } from '../retry.js';
 import { keys } from './keys.js';
 import { RecordStore, type Versioned } from './record-store.js';
 import { commitTransaction, unchanged } from './transaction.js';
@@ -61,7 +62,7 @@ export class ReplicaSetStore implements ReplicaSetWriter {
   async handOver(volumeUUID: string, epoch: number, primaryNodeUUID: string, candidates: readonly string[]): Promise<HandOverOutcome> {
     const key = keys.replicaSet(volumeUUID);
     const dead = new Set<string>();
-    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+    return retryLostRaces<HandOverOutcome>(CAS_ATTEMPTS, async () => {
       const stored = await this.get(volumeUUID);
       if (!stored || stored.record.epoch !== epoch || stored.record.primaryNodeUUID !== primaryNodeUUID) return { outcome: 'fenced' };
       const candidate = candidates.find((n) => n !== primaryNodeUUID && !dead.has(n) && stored.record.inSync.includes(n));
@@ -69,7 +70,7 @@ export class ReplicaSetStore implements ReplicaSetWriter {
       const node = await this.records.get<NodeRecord>(keys.node(candidate));
       if (!node) {
         dead.add(candidate);
-        continue;
+        return LOST_RACE;
       }
       const why = `${HANDED_OVER} to in-sync copy on ${candidate} by primary ${primaryNodeUUID}`;
       const record: ReplicaSetRecord = {
@@ -90,8 +91,8 @@ export class ReplicaSetStore implements ReplicaSetWriter {
       if (result.succeeded) return { outcome: 'moved', primaryNodeUUID: candidate, epoch: epoch + 1 };
       const again = await this.get(volumeUUID);
       if (again?.revision === stored.revision) dead.add(candidate); // the set held: the candidate's server is gone
-    }
-    throw new Error(`the replica set of volume ${volumeUUID} kept changing under ${CAS_ATTEMPTS} attempts`);
+      return LOST_RACE;
+    }, () => changing(volumeUUID));
   }
 
   /**
@@ -100,16 +101,19 @@ export class ReplicaSetStore implements ReplicaSetWriter {
    */
   private async change(volumeUUID: string, epoch: number, primaryNodeUUID: string, next: (set: ReplicaSetRecord) => ReplicaSetRecord): Promise<ReplicaSetChange> {
     const key = keys.replicaSet(volumeUUID);
-    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+    return retryLostRaces<ReplicaSetChange>(CAS_ATTEMPTS, async () => {
       const stored = await this.get(volumeUUID);
       if (!stored || stored.record.epoch !== epoch || stored.record.primaryNodeUUID !== primaryNodeUUID) return 'fenced';
       const changed = next(stored.record);
       if (sameMembers(changed.inSync, stored.record.inSync) && changed.hostSizeBytes === stored.record.hostSizeBytes) return 'done';
       const record: ReplicaSetRecord = { ...changed, updatedAt: this.now().toISOString() };
-      if ((await commitTransaction(this.etcd, { guards: [unchanged(stored)], writes: [{ put: key, value: record }] })).succeeded) return 'done';
-    }
-    throw new Error(`the replica set of volume ${volumeUUID} kept changing under ${CAS_ATTEMPTS} attempts`);
+      return (await commitTransaction(this.etcd, { guards: [unchanged(stored)], writes: [{ put: key, value: record }] })).succeeded ? 'done' : LOST_RACE;
+    }, () => changing(volumeUUID));
   }
+}
+
+function changing(volumeUUID: string): Error {
+  return new Error(`the replica set of volume ${volumeUUID} kept changing under ${CAS_ATTEMPTS} attempts`);
 }
 
 function sameMembers(a: readonly string[], b: readonly string[]): boolean {

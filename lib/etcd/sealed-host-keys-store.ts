@@ -10,6 +10,7 @@
 import type { Etcd3 } from 'etcd3';
 import { StrataError } from '../errors.js';
 import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../records.js';
+import { LOST_RACE, retryLostRaces } from '../retry.js';
 import { seal } from '../sealed-box.js';
 import { keys } from './keys.js';
 import { RecordStore, type Versioned } from './record-store.js';
@@ -133,7 +134,7 @@ export class SealedHostKeysStore<H> {
    */
   async change(decide: (s: SealedSnapshot<H>) => Promise<SealedOutcome<H> | undefined>): Promise<void> {
     const keyGuard = await this.keyGuard();
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    await retryLostRaces<void>(ATTEMPTS, async () => {
       const s = await this.snapshot();
       const outcome = await decide(s);
       if (!outcome) return;
@@ -150,9 +151,8 @@ export class SealedHostKeysStore<H> {
         { put: this.layout.generationKey, value: Date.now() },
       ];
       const result = await commitTransaction(this.etcd, { guards: [{ key: this.layout.generationKey, revision: s.generation }, keyGuard], writes });
-      if (result.succeeded) return;
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', `${this.layout.what} is being changed by other requests; retry`);
+      if (!result.succeeded) return LOST_RACE;
+    }, () => new StrataError('OPERATION_IN_PROGRESS', `${this.layout.what} is being changed by other requests; retry`));
   }
 
   /** `change` for one host added, replaced or removed, or the switch (undefined from `decide`: nothing to do). */
@@ -199,14 +199,15 @@ export class SealedHostKeysStore<H> {
 
   /** Makes sure etcd names this control plane's key as the cluster's (the first one to write wins). */
   private async keyGuard(): Promise<Guard> {
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    return retryLostRaces(ATTEMPTS, async () => {
       const stored = await this.records.get<{ kid: string }>(keys.hostSecretKeyId());
       if (stored) {
         if (stored.record.kid !== this.key.kid) throw this.key.otherKey(stored.record.kid);
         return { key: keys.hostSecretKeyId(), revision: stored.revision };
       }
+      // Written or not (another control plane's key may have won), the guard is what is read next.
       await commitTransaction(this.etcd, { guards: [{ key: keys.hostSecretKeyId(), revision: '0' }], writes: [{ put: keys.hostSecretKeyId(), value: { kid: this.key.kid } }] });
-    }
-    throw new StrataError('OPERATION_IN_PROGRESS', 'the host-secret key is being registered; retry');
+      return LOST_RACE;
+    }, () => new StrataError('OPERATION_IN_PROGRESS', 'the host-secret key is being registered; retry'));
   }
 }
