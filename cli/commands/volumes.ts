@@ -11,6 +11,7 @@ import { formatTime, list, type Printer } from '../output.js';
 import { listPages, parsePageLimit } from '../paging.js';
 import { aclAdmits, ALLOW_ANY, ALLOW_NONE, isAclPseudoValue } from '../../lib/contract/acl.js';
 import { isUuid } from '../../lib/contract/uuid.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 import { DEFAULT_PROJECT, parseResourceRef, type ResourceRef } from '../resource-ref.js';
 import { parseDurationMs, parseSize } from '../units.js';
 import { waitFor } from '../wait.js';
@@ -356,9 +357,14 @@ function printVolume(print: Printer, v: Volume): void {
  * PUT a 412 instead of being overwritten; then the volume is read again and the change re-applied
  * once. Answers the volume as read after the change.
  */
-async function changeAcl({ client, print }: CommandContext, ref: ResourceRef, action: 'add' | 'remove', hostNqn: string): Promise<Volume> {
+export async function changeAcl({ client, print }: CommandContext, ref: ResourceRef, action: 'add' | 'remove', hostNqn: string): Promise<Volume> {
   let volume = await fetchVolume(client, ref);
-  for (let attempt = 1; ; attempt++) {
+  let lost: ApiError | undefined;
+  return retryLostRaces(2, async (attempt) => {
+    if (attempt > 0) {
+      print.note(`strata: ${label(volume)} changed meanwhile (ETag ${volume.ETag}); reading it again`);
+      volume = await client.get<Volume>(volumePath(volume));
+    }
     const next = nextAcl(volume, action, hostNqn);
     if (next === undefined) {
       print.note(`strata: ${hostNqn} is ${action === 'add' ? 'already' : 'not'} in the ACL of ${label(volume)}; nothing to change`);
@@ -368,11 +374,11 @@ async function changeAcl({ client, print }: CommandContext, ref: ResourceRef, ac
       await client.put(volumePath(volume), { acl: { values: next } }, volume.ETag);
       return await client.get<Volume>(volumePath(volume));
     } catch (err) {
-      if (!(err instanceof ApiError && err.status === 412) || attempt >= 2) throw err;
-      print.note(`strata: ${label(volume)} changed meanwhile (ETag ${volume.ETag}); reading it again`);
-      volume = await client.get<Volume>(volumePath(volume));
+      if (!(err instanceof ApiError && err.status === 412)) throw err;
+      lost = err;
+      return LOST_RACE;
     }
-  }
+  }, () => lost!);
 }
 
 /** The ACL after the change, or undefined when there is nothing to change. */
