@@ -69,6 +69,7 @@ export class ReplicaSetStore implements ReplicaSetWriter {
       if (!candidate) return { outcome: 'none' };
       const node = await this.records.get<NodeRecord>(keys.node(candidate));
       if (!node) {
+        // A dead candidate costs an attempt too: the next one is tried with the set read again.
         dead.add(candidate);
         return LOST_RACE;
       }
