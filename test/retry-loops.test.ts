@@ -19,16 +19,11 @@ const ROOTS = ['control-plane', 'agent', 'lib', 'cli'];
 /** A loop over an attempt counter, or such a counter stepped by hand. */
 const HAND_WRITTEN_ATTEMPTS = [/\bfor\s*\(\s*let\s+\w*(attempt|retr|tries|tried)\w*\b/i, /\b\w*(attempt|retr|tries|tried)\w*\s*(\+\+|\+=\s*1\b)/i];
 
-const BEING_CONVERTED = 'a lost-race loop, being converted to retryLostRaces on its own branch (issue 14 item 5)';
-
 /** Files that still count attempts by hand: how many such lines, and why. */
 const ALLOWED: Readonly<Record<string, { readonly lines: number; readonly why: string }>> = {
   'lib/retry.ts': { lines: 1, why: 'the policy itself: Backoff counts the attempts its delay grows with' },
   'agent/control-plane-session/control-plane-session.ts': { lines: 1, why: 'reconnects for as long as the agent runs, round-robin over the endpoints with Backoff: no last attempt, nothing to give up on' },
   'lib/ports.ts': { lines: 2, why: 'test port probing: a random port that is taken is not a failure to retry but a reason to try another, and the last resort is a kernel-picked port, not an error' },
-  'control-plane/agents/inventory-store.ts': { lines: 1, why: BEING_CONVERTED },
-  'control-plane/agents/node-pool-store.ts': { lines: 1, why: BEING_CONVERTED },
-  'control-plane/agents/volume-status-store.ts': { lines: 1, why: BEING_CONVERTED },
 };
 
 function* sources(dir: string): Generator<string> {

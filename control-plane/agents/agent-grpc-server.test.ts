@@ -1,6 +1,7 @@
 // The control plane's side of the agent channel, over a real gRPC connection and a real etcd:
 // inventory persisted then acked, stale reports ignored, commands round-trip, bad sessions refused,
-// and the agent tokens every call must carry (docs/agent-auth.md).
+// and the agent tokens every call must carry (docs/agent-auth.md). The stores behind the reports
+// have their own cases, on etcd and on the in-memory fake: report-stores.test.ts.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -257,19 +258,6 @@ describe('agent gRPC service', () => {
     } finally {
       s.close();
     }
-  });
-
-  it('two reports of one node racing (an agent between two control planes) lose no count and count none twice', async () => {
-    const [node, volume] = [randomUUID(), randomUUID()];
-    const store = new VolumeStatusStore(client);
-    const status = (bytes: string, device: string) => ({
-      volumeUUID: volume, nodeUUID: node, generation: 1, state: 'Served' as const, error: '', snapshots: [], connectedHosts: [],
-      logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(), written: { bytes, device },
-    });
-    await store.save([status('1000', 'd1')], undefined);
-    await Promise.all([store.save([status('10', 'd2')], undefined), store.save([status('20', 'd2')], new Set([node]))]);
-    const c = parseRecord<VolumeStatusRecord>('', await client.get(keys.volumeStatus(volume, node)).string())?.userWritten;
-    assert.deepEqual(c && { base: c.base, last: c.last, retired: c.retired }, { base: '1000', last: '20', retired: ['d1'] });
   });
 
   it('persists pool reports of the agent\'s own nodes with each device\'s history, drops stale ones, deletes pools no longer reported', async () => {

@@ -1,9 +1,10 @@
 // Persists the storage pools agents report: /strata/node-pools/<nodeUUID> (docs/etcd-keys.md).
-import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import { commitTransaction, type Guard, type Write } from '../../lib/etcd/transaction.js';
+import { kvOf, type Kv, type KvClient } from '../../lib/etcd/kv.js';
+import type { Guard, Write } from '../../lib/etcd/transaction.js';
 import type { NodePoolRecord } from '../../lib/records.js';
+import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 
 /** A reported pool before the store adds what it derives from the previous record. */
 export type ReportedPool = Omit<NodePoolRecord, 'devices'> & {
@@ -11,7 +12,11 @@ export type ReportedPool = Omit<NodePoolRecord, 'devices'> & {
 };
 
 export class NodePoolStore {
-  constructor(private readonly etcd: Etcd3) {}
+  private readonly kv: Kv;
+
+  constructor(client: KvClient) {
+    this.kv = kvOf(client);
+  }
 
   /**
    * Writes the pools of an agent's nodes in one transaction: the reported ones (only when more
@@ -20,27 +25,30 @@ export class NodePoolStore {
    * so two reports racing (an agent failing over between control planes) never interleave.
    */
   async save(agentNodes: readonly string[], reported: readonly ReportedPool[]): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const current = await Promise.all(agentNodes.map((node) => this.etcd.get(keys.nodePool(node)).exec()));
-      const guards: Guard[] = [];
-      const writes: Write[] = [];
-      agentNodes.forEach((node, i) => {
-        const kv = current[i]?.kvs[0];
-        const key = keys.nodePool(node);
-        guards.push({ key, revision: kv?.mod_revision ?? '0' });
-        const before = kv ? parseRecord<NodePoolRecord>(key, kv.value) : null;
-        const pool = reported.find((p) => p.nodeUUID === node);
-        if (!pool) {
-          if (kv) writes.push({ delete: key });
-          return;
-        }
-        const next = withDeviceHistory(pool, before);
-        if (!before || !samePool(before, next)) writes.push({ put: key, value: next });
-      });
-      if (writes.length === 0) return;
-      if ((await commitTransaction(this.etcd, { guards, writes })).succeeded) return;
-    }
-    throw new Error(`the pools of nodes ${agentNodes.join(', ')} kept changing under concurrent writes`);
+    await retryLostRaces(
+      5,
+      async () => {
+        const current = await Promise.all(agentNodes.map((node) => this.kv.get(keys.nodePool(node))));
+        const guards: Guard[] = [];
+        const writes: Write[] = [];
+        agentNodes.forEach((node, i) => {
+          const stored = current[i];
+          const key = keys.nodePool(node);
+          guards.push({ key, revision: stored?.modRevision ?? '0' });
+          const before = stored ? parseRecord<NodePoolRecord>(key, stored.value) : null;
+          const pool = reported.find((p) => p.nodeUUID === node);
+          if (!pool) {
+            if (stored) writes.push({ delete: key });
+            return;
+          }
+          const next = withDeviceHistory(pool, before);
+          if (!before || !samePool(before, next)) writes.push({ put: key, value: next });
+        });
+        if (writes.length === 0) return undefined;
+        return (await this.kv.commit({ guards, writes })).succeeded ? undefined : LOST_RACE;
+      },
+      () => new Error(`the pools of nodes ${agentNodes.join(', ')} kept changing under concurrent writes`),
+    );
   }
 }
 

@@ -1,9 +1,9 @@
 // Persists the volume states agents report: /strata/volume-status/<volume>/<node>.
-import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
 import { parseRecord } from '../../lib/etcd/client.js';
-import { commitTransaction } from '../../lib/etcd/transaction.js';
+import { kvOf, type Kv, type KvClient } from '../../lib/etcd/kv.js';
 import type { VolumeStatusRecord } from '../../lib/records.js';
+import { LOST_RACE, retryLostRaces, type LostRace } from '../../lib/retry.js';
 import { withWrittenReport, type WrittenReport } from '../volumes/user-written.js';
 
 /** etcd refuses transactions with more than 128 operations (--max-txn-ops). */
@@ -13,7 +13,11 @@ const OPS_PER_TXN = 100;
 export type ReportedVolumeStatus = Omit<VolumeStatusRecord, 'userWritten'> & { written?: WrittenReport };
 
 export class VolumeStatusStore {
-  constructor(private readonly etcd: Etcd3) {}
+  private readonly kv: Kv;
+
+  constructor(client: KvClient) {
+    this.kv = kvOf(client);
+  }
 
   /**
    * Writes the reported records that changed (ignoring reportedAt, so an unchanged volume costs
@@ -24,27 +28,23 @@ export class VolumeStatusStore {
    * planes) never lose a count or count one twice; the loser reads again.
    */
   async save(reported: readonly ReportedVolumeStatus[], completeFor: ReadonlySet<string> | undefined): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      if (await this.trySave(reported, completeFor)) return;
-    }
-    throw new Error('volume states kept changing under concurrent writes');
+    await retryLostRaces(5, () => this.trySave(reported, completeFor), () => new Error('volume states kept changing under concurrent writes'));
   }
 
-  private async trySave(reported: readonly ReportedVolumeStatus[], completeFor: ReadonlySet<string> | undefined): Promise<boolean> {
+  private async trySave(reported: readonly ReportedVolumeStatus[], completeFor: ReadonlySet<string> | undefined): Promise<void | LostRace> {
     const stored = new Map<string, { record: VolumeStatusRecord; revision: string }>();
     if (completeFor) {
-      for (const kv of (await this.etcd.getAll().prefix(keys.volumeStatusPrefix()).exec()).kvs) {
-        const key = kv.key.toString();
-        const record = parseRecord<VolumeStatusRecord>(key, kv.value);
-        if (record && completeFor.has(record.nodeUUID)) stored.set(key, { record, revision: kv.mod_revision });
+      for (const { key, value, modRevision } of await this.kv.range(keys.volumeStatusPrefix())) {
+        const record = parseRecord<VolumeStatusRecord>(key, value);
+        if (record && completeFor.has(record.nodeUUID)) stored.set(key, { record, revision: modRevision });
       }
     } else {
-      const read = await Promise.all(reported.map((r) => this.etcd.get(keys.volumeStatus(r.volumeUUID, r.nodeUUID)).exec()));
+      const read = await Promise.all(reported.map((r) => this.kv.get(keys.volumeStatus(r.volumeUUID, r.nodeUUID))));
       reported.forEach((r, i) => {
-        const kv = read[i]?.kvs[0];
+        const kv = read[i];
         const key = keys.volumeStatus(r.volumeUUID, r.nodeUUID);
         const record = kv ? parseRecord<VolumeStatusRecord>(key, kv.value) : null;
-        if (kv && record) stored.set(key, { record, revision: kv.mod_revision });
+        if (kv && record) stored.set(key, { record, revision: kv.modRevision });
       });
     }
     const writes: { key: string; value: VolumeStatusRecord }[] = [];
@@ -65,13 +65,13 @@ export class VolumeStatusStore {
     for (let i = 0; i < writes.length; i += OPS_PER_TXN) {
       const chunk = writes.slice(i, i + OPS_PER_TXN);
       // A key read absent is guarded at revision '0': made meanwhile, it fails the transaction too.
-      const result = await commitTransaction(this.etcd, {
+      const result = await this.kv.commit({
         guards: chunk.map((w) => ({ key: w.key, revision: stored.get(w.key)?.revision ?? '0' })),
         writes: chunk.map((w) => ({ put: w.key, value: w.value })),
       });
-      if (!result.succeeded) return false;
+      if (!result.succeeded) return LOST_RACE;
     }
-    return true;
+    return undefined;
   }
 }
 
