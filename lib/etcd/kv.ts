@@ -2,11 +2,13 @@
 // read a prefix in key order, read, count and delete the keys between two bounds (the event log's
 // spans), commit a transaction (typed guards and writes,
 // lib/etcd/transaction.ts), read the current revision; for the watched state, read several
-// prefixes at one revision and watch changes from a revision on. `EtcdKv` is etcd (what the
+// prefixes at one revision and watch changes from a revision on; for a reader that keeps what it
+// read last (InventoryReader), one key with several prefixes at one revision, what changed in
+// them after a revision (and their counts), and a prefix's keys at a past revision. `EtcdKv` is etcd (what the
 // daemons run); a test may hand a store or the state any other `Kv` with the same semantics
 // instead of a client (test/fakes/memory-etcd.ts, proven against etcd by
 // test/fakes/memory-etcd.test.ts), which is why their constructors take a `KvClient`.
-import { CompareResult, CompareTarget, type Etcd3, type ICompare, type IKeyValue, type IRequestOp } from 'etcd3';
+import { CompareResult, CompareTarget, type Etcd3, type ICompare, type IKeyValue, type IOperation, type IRangeResponse, type IRequestOp, type MultiRangeBuilder } from 'etcd3';
 import { unconditionalTxn } from './client.js';
 import { keys } from './keys.js';
 import type { CommitResult, Guard, Transaction, Write } from './transaction.js';
@@ -80,6 +82,34 @@ export interface Kv {
   snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }>;
   /** Every change under `prefix` from `startRevision` on ('' = every key). */
   watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch>;
+
+  // --- A reader that keeps what it read last (InventoryReader): see "Reads of what changed" below. ---
+  /** One key and the keys under each prefix, all at one revision (one etcd transaction). */
+  readKeyAndPrefixes(key: string, prefixes: readonly string[]): Promise<KeyAndPrefixes>;
+  /** At one revision: one key, each prefix's keys modified after `after`, and each prefix's key count. */
+  changesAfter(key: string, prefixes: readonly string[], after: string): Promise<PrefixChanges>;
+  /** The keys under `prefix` at a past `revision`, alone (etcd: keys_only); null when compacted away. */
+  keysAt(prefix: string, revision: string): Promise<string[] | null>;
+}
+
+// --- Reads of what changed (InventoryReader's incremental reads) ---
+
+export interface KeyAndPrefixes {
+  readonly revision: string;
+  /** The key alone; null when absent. */
+  readonly key: StoredKey | null;
+  /** Per prefix, its keys in key order. */
+  readonly ranges: readonly StoredKey[][];
+}
+
+export interface PrefixChanges {
+  readonly revision: string;
+  /** The key alone; null when absent. */
+  readonly key: StoredKey | null;
+  /** Per prefix, in key order, the keys whose mod_revision is above `after` (a delete shows in `counts` only). */
+  readonly changed: readonly StoredKey[][];
+  /** Per prefix, how many keys it holds. */
+  readonly counts: readonly number[];
 }
 
 /** What a store is built on: the etcd client (the daemons), or another Kv (tests). */
@@ -180,6 +210,68 @@ export class EtcdKv implements Kv {
     watcher.on('error', (err) => handlers.error(err));
     return { cancel: () => watcher.cancel() };
   }
+
+  // --- Reads of what changed: the requests InventoryReader made of etcd itself ---
+
+  async readKeyAndPrefixes(key: string, prefixes: readonly string[]): Promise<KeyAndPrefixes> {
+    const { revision, responses } = await this.readTogether([this.etcd.get(key), ...prefixes.map((p) => this.etcd.getAll().prefix(p))]);
+    const [single, ...ranges] = responses;
+    return { revision, key: firstKey(single!), ranges: ranges.map((r) => r.kvs.map(storedKey)) };
+  }
+
+  async changesAfter(key: string, prefixes: readonly string[], after: string): Promise<PrefixChanges> {
+    // etcd's filter is inclusive: "after R" is a min_mod_revision of R + 1.
+    const min = (BigInt(after) + 1n).toString();
+    const { revision, responses } = await this.readTogether([
+      this.etcd.get(key),
+      ...prefixes.map((p) => this.etcd.getAll().prefix(p).minModRevision(min)),
+      ...prefixes.map((p) => countOnly(this.etcd.getAll().prefix(p))),
+    ]);
+    const [single, ...rest] = responses;
+    return {
+      revision,
+      key: firstKey(single!),
+      changed: rest.slice(0, prefixes.length).map((r) => r.kvs.map(storedKey)),
+      counts: rest.slice(prefixes.length).map((r) => Number(r.count)),
+    };
+  }
+
+  async keysAt(prefix: string, revision: string): Promise<string[] | null> {
+    try {
+      return await this.etcd.getAll().prefix(prefix).revision(revision).keys();
+    } catch (err) {
+      if (err instanceof Error && /compacted/i.test(err.message)) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Read-only ranges in one transaction (one revision). A transaction needs a compare; the same
+   * reads go in both branches, so they run whatever it says.
+   */
+  private async readTogether(ops: readonly IOperation[]): Promise<{ revision: string; responses: IRangeResponse[] }> {
+    const result = await unconditionalTxn(this.etcd).then(...ops).commit();
+    const responses = result.responses.map((r) => r.response_range);
+    if (responses.length !== ops.length || responses.some((r) => !r)) {
+      throw new Error(`read transaction returned ${responses.length} responses, expected ${ops.length} ranges`);
+    }
+    return { revision: String(result.header.revision), responses };
+  }
+}
+
+function firstKey(range: IRangeResponse): StoredKey | null {
+  const kv = range.kvs[0];
+  return kv ? storedKey(kv) : null;
+}
+
+/** A range that answers with its count alone (the builder has no count_only for a transaction's op). */
+function countOnly(range: MultiRangeBuilder): IOperation {
+  return {
+    async op(): Promise<IRequestOp> {
+      const op = await range.op();
+      return { request_range: { ...op.request_range, count_only: true } };
+    },
+  };
 }
 
 function storedKey(kv: IKeyValue): StoredKey {

@@ -236,6 +236,47 @@ function contract(backend: string, kvOf: () => Kv): void {
       assert.equal(BigInt(await kv.revision()), before + 1n, 'nothing found: no revision');
     });
 
+    // --- Reads of what changed (InventoryReader's incremental reads) ---
+
+    it('one key and several prefixes at one revision: the key alone (null when absent), each prefix in key order', async () => {
+      const kv = kvOf();
+      const [key, p, q] = [fresh('single'), `${fresh('with')}/`, `${fresh('with')}/`];
+      const at = await write(kv, put(key, 'k'), put(`${key}-beside`, 'not the key'), put(`${p}b`, 2), put(`${p}a`, 1));
+      const read = await kv.readKeyAndPrefixes(key, [p, q]);
+      assert.equal(read.revision, at);
+      assert.deepEqual([read.key?.key, JSON.parse(read.key!.value.toString()), read.key?.modRevision], [key, 'k', at]);
+      assert.deepEqual(read.ranges.map((r) => r.map((k) => k.key)), [[`${p}a`, `${p}b`], []]);
+      assert.equal((await kv.readKeyAndPrefixes(fresh('absent'), [])).key, null);
+    });
+
+    it('what changed after R, at one revision: per prefix the keys modified after R in key order, and every key counted; a delete shows in the count alone', async () => {
+      const kv = kvOf();
+      const [key, p, q] = [fresh('cluster'), `${fresh('changes')}/`, `${fresh('changes')}/`];
+      await write(kv, put(`${p}a`, 1), put(`${p}b`, 1), put(`${q}a`, 1));
+      const checkedAt = await write(kv, put(key, 'k'));
+      const updated = await write(kv, put(`${p}c`, 2), put(`${p}a`, 2));
+      const deleted = await write(kv, { delete: `${q}a` });
+      const changes = await kv.changesAfter(key, [p, q], checkedAt);
+      assert.equal(changes.revision, deleted);
+      assert.equal(changes.key?.modRevision, checkedAt, 'the key is read whatever its revision');
+      assert.deepEqual(changes.changed.map((r) => r.map((k) => [k.key, k.modRevision])), [[[`${p}a`, updated], [`${p}c`, updated]], []]);
+      assert.deepEqual(changes.counts, [3, 0]);
+      const none = await kv.changesAfter(key, [p, q], deleted);
+      assert.deepEqual([none.changed, none.counts], [[[], []], [3, 0]]);
+    });
+
+    it('a prefix\'s keys at a past revision: as they were then, whatever was created or deleted since; a revision not reached yet is an error', async () => {
+      const kv = kvOf();
+      const prefix = `${fresh('past')}/`;
+      await write(kv, put(`${prefix}b`, 1), put(`${prefix}a`, 1), put(`${prefix.slice(0, -1)}-beside`, 0));
+      const then = await write(kv, put(`${prefix}c`, 1), { delete: `${prefix}b` });
+      await write(kv, put(`${prefix}d`, 1), { delete: `${prefix}a` });
+      await write(kv, put(`${prefix}b`, 2));
+      assert.deepEqual(await kv.keysAt(prefix, then), [`${prefix}a`, `${prefix}c`]);
+      assert.deepEqual(await kv.keysAt(prefix, await kv.revision()), [`${prefix}b`, `${prefix}c`, `${prefix}d`]);
+      await assert.rejects(kv.keysAt(prefix, String(BigInt(await kv.revision()) + 1n)), /future revision/);
+    });
+
     it('the watched state (PrefixMirror) runs on it: loads, follows, indexes, and is current after catchUp', async () => {
       const kv = kvOf();
       const prefix = `${fresh('state')}/`;

@@ -24,9 +24,11 @@
 // (etcd's watch is asynchronous too), so PrefixMirror — the watched state, with its indexes and
 // its listeners — runs on the fake unchanged; `failWatches()` stands for a failed watch (a
 // compaction past its revision), which makes the state reload.
-// Not modelled: leases, compaction, reads at a past revision, members, auth, and timing (a
+// The one read at a past revision, a prefix's keys (keysAt, after a read of what changed), is
+// replayed from the same history.
+// Not modelled: leases, compaction, other reads at a past revision, members, auth, and timing (a
 // change reaches the watches at once, never late).
-import type { BoundedRange, KeyBounds, Kv, KvEvent, KvWatch, KvWatchHandlers, RangeOptions, StoredKey } from '../../lib/etcd/kv.js';
+import type { BoundedRange, KeyAndPrefixes, KeyBounds, Kv, KvEvent, KvWatch, KvWatchHandlers, PrefixChanges, RangeOptions, StoredKey } from '../../lib/etcd/kv.js';
 import { prefixEnd } from '../../lib/etcd/kv.js';
 import { compareKeys } from '../../lib/etcd/prefix-mirror.js';
 import type { CommitResult, Guard, Transaction, Write } from '../../lib/etcd/transaction.js';
@@ -173,6 +175,41 @@ export class MemoryEtcd implements Kv {
     const failed = [...this.watches];
     this.watches.clear();
     for (const watch of failed) watch.handlers.error(err);
+  }
+
+  // --- Reads of what changed (InventoryReader's incremental reads) ---
+
+  async readKeyAndPrefixes(key: string, prefixes: readonly string[]): Promise<KeyAndPrefixes> {
+    return { revision: String(this.current), key: await this.get(key), ranges: prefixes.map((prefix) => this.storedUnder(prefix)) };
+  }
+
+  async changesAfter(key: string, prefixes: readonly string[], after: string): Promise<PrefixChanges> {
+    const since = BigInt(after);
+    const ranges = prefixes.map((prefix) => this.storedUnder(prefix));
+    return {
+      revision: String(this.current),
+      key: await this.get(key),
+      changed: ranges.map((range) => range.filter((kv) => BigInt(kv.modRevision) > since)),
+      counts: ranges.map((range) => range.length),
+    };
+  }
+
+  /** From the history (never compacted here, so never null); etcd's error for a revision not reached yet. */
+  async keysAt(prefix: string, revision: string): Promise<string[] | null> {
+    const at = BigInt(revision);
+    if (at > this.current) throw new Error('etcdserver: mvcc: required revision is a future revision');
+    const live = new Set<string>();
+    for (const event of this.history) {
+      if (BigInt(event.modRevision) > at) break;
+      if (event.type === 'put') live.add(event.key);
+      else live.delete(event.key);
+    }
+    const end = prefixEnd(prefix).toString('latin1');
+    return [...live].filter((key) => inRange(key, prefix, end)).sort(compareKeys);
+  }
+
+  private storedUnder(prefix: string): StoredKey[] {
+    return this.keysUnder(prefix).map((key) => stored(key, this.data.get(key)!));
   }
 
   private set(key: string, value: Buffer, revision: bigint): KvEvent {
