@@ -18,13 +18,13 @@
 // for 2,400 devices), plus a ~2 ms round trip; the inventory-reader test logs the figures.
 // Going lower means a watch-fed in-memory mirror.
 //
-// It takes a KvClient like the other stores: on etcd (the daemons; an EtcdKv) it reads as above;
-// on another Kv (the in-memory etcd of the domain's unit tests) every read is a full one through
-// Kv.snapshot, the same records at one revision.
-import type { Etcd3, IKeyValue, IRangeResponse, IRequestOp, IOperation, MultiRangeBuilder } from 'etcd3';
+// It takes a KvClient like the other stores and reads only through the Kv (a full read:
+// Kv.readKeyAndPrefixes; what changed: Kv.changesAfter, then Kv.keysAt for a prefix that lost
+// keys), so it reads the same way on etcd (the daemons) and on the in-memory etcd of the
+// domain's unit tests.
 import { keys, idOfKey } from '../../lib/etcd/keys.js';
-import { parseRecord, unconditionalTxn } from '../../lib/etcd/client.js';
-import { EtcdKv, kvOf, type Kv, type KvClient, type StoredKey } from '../../lib/etcd/kv.js';
+import { parseRecord } from '../../lib/etcd/client.js';
+import { kvOf, type Kv, type KvClient, type StoredKey } from '../../lib/etcd/kv.js';
 import type {
   ClusterRecord,
   ControlPlaneRecord,
@@ -93,22 +93,18 @@ const parts: readonly { readonly part: Part; readonly prefix: string }[] = [
   { part: 'nodeCommands', prefix: keys.nodeCommandsPrefix() },
   { part: 'nodeRunStates', prefix: keys.nodeRunStatesPrefix() },
 ];
+const prefixes = parts.map(({ prefix }) => prefix);
 
 export class InventoryReader implements InventorySource {
   /** The newest snapshot read so far: the base of the next incremental read. */
   private latest: InventorySnapshot | null = null;
-
-  /** The etcd client when on etcd: its incremental reads; else the Kv, read in full. */
-  private readonly etcd: Etcd3 | null;
   private readonly kv: Kv;
 
   constructor(client: KvClient) {
     this.kv = kvOf(client);
-    this.etcd = this.kv instanceof EtcdKv ? this.kv.etcd : null;
   }
 
   async read(): Promise<InventorySnapshot> {
-    if (!this.etcd) return this.readSnapshot();
     const base = this.latest;
     const snapshot = (base && (await this.readChanges(base))) ?? (await this.readAll());
     // Concurrent reads may finish out of order: keep the newest as the base.
@@ -116,52 +112,31 @@ export class InventoryReader implements InventorySource {
     return snapshot;
   }
 
-  /** Every record, in one transaction. */
+  /** Every record, at one revision. */
   async readAll(): Promise<InventorySnapshot> {
-    const etcd = this.etcd;
-    if (!etcd) return this.readSnapshot();
-    const ranges = await this.transaction(() => [etcd.get(keys.cluster()), ...parts.map(({ prefix }) => etcd.getAll().prefix(prefix))]);
-    const [cluster, ...prefixes] = ranges.responses;
+    const { revision, key: cluster, ranges } = await this.kv.readKeyAndPrefixes(keys.cluster(), prefixes);
     const maps = new Map<Part, PartMap>();
-    parts.forEach(({ part }, i) => maps.set(part, byId((prefixes[i] as IRangeResponse).kvs)));
-    return assemble(ranges.revision, (cluster as IRangeResponse).kvs[0], maps);
-  }
-
-  /** Every record, through the Kv (not etcd): the cluster key is read as a prefix and kept alone. */
-  private async readSnapshot(): Promise<InventorySnapshot> {
-    const { revision, ranges } = await this.kv.snapshot([keys.cluster(), ...parts.map(({ prefix }) => prefix)]);
-    const [cluster, ...prefixes] = ranges;
-    const maps = new Map<Part, PartMap>();
-    parts.forEach(({ part }, i) => maps.set(part, byId(prefixes[i]!.map(keyValueOf))));
-    const clusterKey = cluster!.find((kv) => kv.key === keys.cluster());
-    return assemble(revision, clusterKey && keyValueOf(clusterKey), maps);
+    parts.forEach(({ part }, i) => maps.set(part, byId(ranges[i]!)));
+    return assemble(revision, cluster, maps);
   }
 
   /** What changed since `base`, applied to it; null when only a full read will do. */
   private async readChanges(base: InventorySnapshot): Promise<InventorySnapshot | null> {
-    const etcd = this.etcd!;
-    const since = (BigInt(base.revision) + 1n).toString();
-    const ranges = await this.transaction(() => [
-      etcd.get(keys.cluster()),
-      ...parts.map(({ prefix }) => etcd.getAll().prefix(prefix).minModRevision(since)),
-      ...parts.map(({ prefix }) => countOnly(etcd.getAll().prefix(prefix))),
-    ]);
+    const { revision, key: cluster, changed, counts } = await this.kv.changesAfter(keys.cluster(), prefixes, base.revision);
     // A store whose revision went backwards is not the one the base was read from (etcd
     // restored or replaced): start over.
-    if (BigInt(ranges.revision) < BigInt(base.revision)) return null;
-    const [cluster, ...rest] = ranges.responses;
+    if (BigInt(revision) < BigInt(base.revision)) return null;
     const maps = new Map<Part, PartMap>();
     for (const [i, { part, prefix }] of parts.entries()) {
-      const changed = (rest[i] as IRangeResponse).kvs;
-      const count = Number((rest[parts.length + i] as IRangeResponse).count);
+      const count = counts[i]!;
       const previous = base[part] as PartMap;
-      if (changed.length === 0 && count === previous.size) {
+      if (changed[i]!.length === 0 && count === previous.size) {
         maps.set(part, previous);
         continue;
       }
       const map = new Map(previous);
       let added = false;
-      for (const kv of changed) {
+      for (const kv of changed[i]!) {
         const entry = stored<unknown>(kv);
         const id = idOfKey(entry.key);
         if (!map.has(id)) added = true;
@@ -169,52 +144,19 @@ export class InventoryReader implements InventorySource {
       }
       if (map.size !== count) {
         // Keys were deleted: list the prefix's keys at the same revision and drop the others.
-        const present = await this.keysAt(prefix, ranges.revision);
+        const present = await this.kv.keysAt(prefix, revision);
         if (present === null) return null;
-        for (const id of [...map.keys()]) if (!present.has(id)) map.delete(id);
+        const ids = new Set(present.map(idOfKey));
+        for (const id of [...map.keys()]) if (!ids.has(id)) map.delete(id);
         if (map.size !== count) return null;
       }
       maps.set(part, added ? sortedByKey(map) : map);
     }
-    return assemble(ranges.revision, (cluster as IRangeResponse).kvs[0], maps);
-  }
-
-  /** The ids under a prefix at a past revision; null when etcd no longer has that revision. */
-  private async keysAt(prefix: string, revision: string): Promise<Set<string> | null> {
-    try {
-      const ids = await this.etcd!.getAll().prefix(prefix).revision(revision).keys();
-      return new Set(ids.map(idOfKey));
-    } catch (err) {
-      if (err instanceof Error && /compacted/i.test(err.message)) return null;
-      throw err;
-    }
-  }
-
-  /**
-   * Runs read-only range operations in one transaction. A transaction needs a compare; the
-   * same reads go in both branches, so they run whatever it says.
-   */
-  private async transaction(ops: () => IOperation[]): Promise<{ revision: string; responses: IRangeResponse[] }> {
-    const expected = ops().length;
-    const result = await unconditionalTxn(this.etcd!).then(...ops()).commit();
-    const responses = result.responses.map((r) => r.response_range);
-    if (responses.length !== expected || responses.some((r) => !r)) {
-      throw new Error(`inventory transaction returned ${responses.length} responses, expected ${expected} ranges`);
-    }
-    return { revision: result.header.revision, responses };
+    return assemble(revision, cluster, maps);
   }
 }
 
-function countOnly(range: MultiRangeBuilder): IOperation {
-  return {
-    async op(): Promise<IRequestOp> {
-      const op = await range.op();
-      return { request_range: { ...op.request_range, count_only: true } };
-    },
-  };
-}
-
-function assemble(revision: string, clusterKv: IKeyValue | undefined, maps: Map<Part, PartMap>): InventorySnapshot {
+function assemble(revision: string, clusterKv: StoredKey | null, maps: Map<Part, PartMap>): InventorySnapshot {
   const get = <T>(part: Part) => maps.get(part) as ReadonlyMap<string, Stored<T>>;
   return {
     revision,
@@ -231,19 +173,13 @@ function assemble(revision: string, clusterKv: IKeyValue | undefined, maps: Map<
   };
 }
 
-/** The fields of a key the reader uses, as etcd returns them. */
-function keyValueOf(kv: StoredKey): IKeyValue {
-  return { key: Buffer.from(kv.key), value: kv.value, mod_revision: kv.modRevision, create_revision: kv.createRevision } as IKeyValue;
-}
-
-function stored<T>(kv: IKeyValue): Stored<T> {
-  const key = kv.key.toString('utf8');
+function stored<T>({ key, value, modRevision }: StoredKey): Stored<T> {
   // parseRecord returns null only for a null value, which a range never yields.
-  return { record: parseRecord<T>(key, kv.value) as T, key, modRevision: kv.mod_revision };
+  return { record: parseRecord<T>(key, value) as T, key, modRevision };
 }
 
 /** Records by the last segment of their key (the id; device keys are URI-encoded serials). */
-function byId<T>(kvs: readonly IKeyValue[]): Map<string, Stored<T>> {
+function byId<T>(kvs: readonly StoredKey[]): Map<string, Stored<T>> {
   const map = new Map<string, Stored<T>>();
   for (const kv of kvs) {
     const entry = stored<T>(kv);
