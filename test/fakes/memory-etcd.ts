@@ -64,9 +64,7 @@ export class MemoryEtcd implements Kv {
 
   async range(prefix: string, options: RangeOptions = {}): Promise<StoredKey[]> {
     const after = options.startAfter;
-    const found = this.keysUnder(prefix)
-      .filter((key) => after === undefined || compareKeys(key, after) > 0)
-      .map((key) => stored(key, this.data.get(key)!));
+    const found = this.storedUnder(prefix).filter((kv) => after === undefined || compareKeys(kv.key, after) > 0);
     return options.limit === undefined || options.limit <= 0 ? found : found.slice(0, options.limit);
   }
 
@@ -154,7 +152,7 @@ export class MemoryEtcd implements Kv {
   }
 
   async snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
-    return { revision: String(this.current), ranges: await Promise.all(prefixes.map((prefix) => this.range(prefix))) };
+    return { revision: String(this.current), ranges: prefixes.map((prefix) => this.storedUnder(prefix)) };
   }
 
   async watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch> {
@@ -204,8 +202,7 @@ export class MemoryEtcd implements Kv {
       if (event.type === 'put') live.add(event.key);
       else live.delete(event.key);
     }
-    const end = prefixEnd(prefix).toString('latin1');
-    return [...live].filter((key) => inRange(key, prefix, end)).sort(compareKeys);
+    return this.keysUnder(prefix, live);
   }
 
   private storedUnder(prefix: string): StoredKey[] {
@@ -228,9 +225,10 @@ export class MemoryEtcd implements Kv {
     }
   }
 
-  private keysUnder(prefix: string): string[] {
+  /** The keys under `prefix` (of the live ones, or of `among`), in key order. */
+  private keysUnder(prefix: string, among: Iterable<string> = this.data.keys()): string[] {
     const end = prefixEnd(prefix).toString('latin1');
-    return [...this.data.keys()].filter((key) => inRange(key, prefix, end)).sort(compareKeys);
+    return [...among].filter((key) => inRange(key, prefix, end)).sort(compareKeys);
   }
 
   /** The keys of [start, end) in byte order, as etcd reads a range (see the header for the ends). */
