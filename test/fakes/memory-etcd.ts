@@ -58,8 +58,7 @@ export class MemoryEtcd implements Kv {
   private interleaving = false;
 
   async get(key: string): Promise<StoredKey | null> {
-    const entry = this.data.get(key);
-    return entry ? stored(key, entry) : null;
+    return this.storedKey(key);
   }
 
   async range(prefix: string, options: RangeOptions = {}): Promise<StoredKey[]> {
@@ -178,7 +177,7 @@ export class MemoryEtcd implements Kv {
   // --- Reads of what changed (InventoryReader's incremental reads) ---
 
   async readKeyAndPrefixes(key: string, prefixes: readonly string[]): Promise<KeyAndPrefixes> {
-    return { revision: String(this.current), key: await this.get(key), ranges: prefixes.map((prefix) => this.storedUnder(prefix)) };
+    return { revision: String(this.current), key: this.storedKey(key), ranges: prefixes.map((prefix) => this.storedUnder(prefix)) };
   }
 
   async changesAfter(key: string, prefixes: readonly string[], after: string): Promise<PrefixChanges> {
@@ -186,7 +185,7 @@ export class MemoryEtcd implements Kv {
     const ranges = prefixes.map((prefix) => this.storedUnder(prefix));
     return {
       revision: String(this.current),
-      key: await this.get(key),
+      key: this.storedKey(key),
       changed: ranges.map((range) => range.filter((kv) => BigInt(kv.modRevision) > since)),
       counts: ranges.map((range) => range.length),
     };
@@ -203,6 +202,12 @@ export class MemoryEtcd implements Kv {
       else live.delete(event.key);
     }
     return this.keysUnder(prefix, live);
+  }
+
+  /** Read without an await, so that reads of several keys are of one revision. */
+  private storedKey(key: string): StoredKey | null {
+    const entry = this.data.get(key);
+    return entry ? stored(key, entry) : null;
   }
 
   private storedUnder(prefix: string): StoredKey[] {
