@@ -10,6 +10,7 @@ import { startTcpProxy, type TcpProxy } from '../../test/helpers/tcp-proxy.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { Membership } from './membership.js';
+import { PresenceStore } from './presence-store.js';
 import { RegistrationStore, type RegistrationFacts } from './registration-store.js';
 
 // 4 s, not the agent's minimum of 2: the fencing test restores the link between the fence (65% of the
@@ -50,6 +51,7 @@ describe('Membership (real etcd)', () => {
   function membership(client: Etcd3, facts: RegistrationFacts): Membership {
     const m = new Membership({
       store: new RegistrationStore(client),
+      presence: new PresenceStore(client),
       facts,
       leaseTtlSeconds: TTL,
       agentVersion: '0.1.0-test',
