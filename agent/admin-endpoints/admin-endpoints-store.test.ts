@@ -3,29 +3,21 @@
 // the real control plane and nft, is admin-endpoints-enforcer.test.ts's (etcd only).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import { EtcdKv, kvOf, type KvClient } from '../../lib/etcd/kv.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import type { AdminEndpointRecord } from '../../lib/records.js';
-import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
-import { startEtcd } from '../../test/helpers/etcd.js';
+import { etcdBackend, memoryBackend, putText, type KvBackend } from '../../test/helpers/kv-backends.js';
 import { putRecord } from '../../test/helpers/records.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { WatchedStates } from '../../test/helpers/watched-state.js';
 import { AdminEndpointRecordsStore } from './admin-endpoints-store.js';
 
-/** Where the cases run: the store client, and how to stop it. */
-interface Backend {
-  readonly client: KvClient;
-  close(): Promise<void>;
-}
-
 const endpoint = (port: number, ips: string[]): AdminEndpointRecord => ({ port, ips, createdAt: new Date().toISOString() });
 
-function adminEndpointCases(name: string, open: () => Promise<Backend>): void {
+function adminEndpointCases(name: string, open: () => Promise<KvBackend>): void {
   describe(`admin endpoint records store on ${name}`, () => {
     let client: KvClient;
-    let close: Backend['close'] = async () => {};
+    let close: KvBackend['close'] = async () => {};
     const states = new WatchedStates();
     before(async () => ({ client, close } = await open()));
     after(async () => {
@@ -54,24 +46,11 @@ function adminEndpointCases(name: string, open: () => Promise<Backend>): void {
       assert.equal(changes, loaded + 1, 'the flag is not an admin endpoint');
       await watch.cancel();
 
-      const kv = kvOf(client);
-      if (kv instanceof EtcdKv) await kv.etcd.put(keys.adminEndpoint(2222)).value('{');
-      else (kv as MemoryEtcd).putRaw(keys.adminEndpoint(2222), '{');
+      await putText(client, keys.adminEndpoint(2222), '{');
       await assert.rejects(store.list(), /corrupt record/);
     });
   });
 }
 
-adminEndpointCases('etcd', async () => {
-  const testEtcd = await startEtcd();
-  const etcd = createEtcdClient([testEtcd.endpoint]);
-  return {
-    client: etcd,
-    async close() {
-      etcd.close();
-      await testEtcd.stop();
-    },
-  };
-});
-
-adminEndpointCases('the in-memory fake', async () => ({ client: new MemoryEtcd(), close: async () => {} }));
+adminEndpointCases('etcd', etcdBackend);
+adminEndpointCases('the in-memory fake', memoryBackend);

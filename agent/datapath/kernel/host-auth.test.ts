@@ -8,14 +8,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { createEtcdClient, parseRecord } from '../../../lib/etcd/client.js';
+import { parseRecord } from '../../../lib/etcd/client.js';
 import { ClusterStore, type ClusterReader } from '../../../lib/etcd/cluster-store.js';
 import { keys } from '../../../lib/etcd/keys.js';
 import { kvOf, type KvClient } from '../../../lib/etcd/kv.js';
 import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../../../lib/records.js';
 import { newBoxKeyPair, seal } from '../../../lib/sealed-box.js';
-import { MemoryEtcd } from '../../../test/fakes/memory-etcd.js';
-import { startEtcd } from '../../../test/helpers/etcd.js';
+import { etcdBackend, memoryBackend, type KvBackend } from '../../../test/helpers/kv-backends.js';
 import { putRecord } from '../../../test/helpers/records.js';
 import { WatchedStates } from '../../../test/helpers/watched-state.js';
 import { silentLogger } from '../../../test/helpers/silent-logger.js';
@@ -26,12 +25,8 @@ import { HostAuthStore } from './host-auth-store.js';
 const SERVER = 'c0ffee00-0000-4000-8000-000000000001';
 const HOST = 'nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-00000000000a';
 
-/** Where the case runs: the store client, the cluster record's reader, and how to stop them. */
-interface Backend {
-  readonly client: KvClient;
-  readonly cluster: ClusterReader;
-  close(): Promise<void>;
-}
+/** Where the case runs, and the cluster record's reader there. */
+type Backend = KvBackend & { readonly cluster: ClusterReader };
 
 function hostAuthCases(name: string, open: () => Promise<Backend>): void {
   describe(`EtcdHostAuth on ${name}`, () => {
@@ -90,18 +85,9 @@ function hostAuthCases(name: string, open: () => Promise<Backend>): void {
 }
 
 hostAuthCases('etcd', async () => {
-  const testEtcd = await startEtcd();
-  const etcd = createEtcdClient([testEtcd.endpoint]);
-  return {
-    client: etcd,
-    cluster: new ClusterStore(etcd),
-    async close() {
-      etcd.close();
-      await testEtcd.stop();
-    },
-  };
+  const backend = await etcdBackend();
+  return { ...backend, cluster: new ClusterStore(backend.client) };
 });
-
 // No cluster record on either (the TLS keyring has nothing to do); the cluster store is still on
-// the etcd client, so the fake answers its read itself.
-hostAuthCases('the in-memory fake', async () => ({ client: new MemoryEtcd(), cluster: { read: async () => null }, close: async () => {} }));
+// the etcd client, so on the fake the case answers its read itself.
+hostAuthCases('the in-memory fake', async () => ({ ...(await memoryBackend()), cluster: { read: async () => null } }));
