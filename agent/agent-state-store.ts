@@ -6,8 +6,8 @@
 // lent it and keep their domain-typed APIs; agent/agent.ts makes it once and stops it last.
 // Lease keep-alives are not watches; writes, and reads that must see this agent's own last write
 // or etcd's word at one moment (fencing), still go to etcd.
-import type { Etcd3 } from 'etcd3';
 import { keys } from '../lib/etcd/keys.js';
+import type { KvClient } from '../lib/etcd/kv.js';
 import { PrefixMirror } from '../lib/etcd/prefix-mirror.js';
 import { SEALED_FEATURES } from '../lib/etcd/sealed-host-keys-store.js';
 import type { Logger } from '../lib/logger.js';
@@ -17,7 +17,7 @@ import type { Logger } from '../lib/logger.js';
  * records with `corrupt` set): a reader tells "cannot be read" from "absent". Readers that
  * read etcd before read it after catchUp(): as fresh as etcd, one cheap read instead of a range.
  */
-export function agentWatchedState(etcd: Etcd3, serverUUID: string, logger: Logger): PrefixMirror {
+export function agentWatchedState(client: KvClient, serverUUID: string, logger: Logger): PrefixMirror {
   const prefixes = [
     // The cluster record: the reconciler, pools, host keys, tokens, discovery.
     keys.cluster(),
@@ -35,5 +35,5 @@ export function agentWatchedState(etcd: Etcd3, serverUUID: string, logger: Logge
     ...Object.values(SEALED_FEATURES).flatMap((f) => [f.switchKey, f.serverRecord(serverUUID)]),
   ];
   // Every revision, so catchUp() can wait for any (Strata's etcd holds only Strata's keys).
-  return new PrefixMirror(etcd, prefixes, logger, { everyRevision: true, keepCorrupt: true });
+  return new PrefixMirror(client, prefixes, logger, { everyRevision: true, keepCorrupt: true });
 }

@@ -37,6 +37,7 @@ import { probeKernelCapabilities } from './inventory/kernel-capabilities.js';
 import { EtcdHostAuth } from './datapath/kernel/host-auth.js';
 import { HostAuthStore } from './datapath/kernel/host-auth-store.js';
 import { Membership } from './membership/membership.js';
+import { PresenceStore } from './membership/presence-store.js';
 import { RegistrationStore } from './membership/registration-store.js';
 import { NodeCommandStore } from '../lib/etcd/node-command-store.js';
 import { NodeOperations } from './node-ops/node-operations.js';
@@ -117,6 +118,7 @@ export async function startAgent(config: AgentConfig, logger: Logger, options: S
   });
   const membership = new Membership({
     store: new RegistrationStore(etcd),
+    presence: new PresenceStore(etcd),
     facts: {
       serverUUID: identity.serverUUID,
       nodeUUIDs: identity.nodeUUIDs,

@@ -2,26 +2,29 @@
 // control plane's control-plane/admin-endpoints/admin-endpoints-store.ts): every record, and the
 // prefix followed in the agent's watched state (agent/agent-state-store.ts), which only says
 // "something changed" (the enforcer re-reads them all).
-import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { kvOf, type Kv, type KvClient } from '../../lib/etcd/kv.js';
 import { loadInBackground, requireMirrored } from '../../lib/etcd/mirror-follower.js';
 import type { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
 import type { StoreWatch } from '../../lib/etcd/record-store.js';
 import type { AdminEndpointRecord } from '../../lib/records.js';
 
 export class AdminEndpointRecordsStore {
+  private readonly kv: Kv;
+
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly state: PrefixMirror,
   ) {
+    this.kv = kvOf(client);
     requireMirrored(state, [keys.adminEndpointsPrefix()], 'the admin endpoints store');
   }
 
   /** Every record by its key, as parsed; rejects when one is not JSON, like every record read. */
   async list(): Promise<{ key: string; record: AdminEndpointRecord | null }[]> {
-    const raw = await this.etcd.getAll().prefix(keys.adminEndpointsPrefix()).strings();
-    return Object.entries(raw).map(([key, value]) => ({ key, record: parseRecord<AdminEndpointRecord>(key, value) }));
+    const stored = await this.kv.range(keys.adminEndpointsPrefix());
+    return stored.map(({ key, value }) => ({ key, record: parseRecord<AdminEndpointRecord>(key, value) }));
   }
 
   /**

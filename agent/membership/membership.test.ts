@@ -4,33 +4,19 @@ import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { NodeRecord, PresenceRecord, ServerRecord } from '../../lib/records.js';
+import type { PresenceRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { assertFirstRegistration, assertReRegistered, editAsControlPlane, movedFacts, registrationFacts } from '../../test/helpers/registration.js';
 import { startTcpProxy, type TcpProxy } from '../../test/helpers/tcp-proxy.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
 import { Membership } from './membership.js';
+import { PresenceStore } from './presence-store.js';
 import { RegistrationStore, type RegistrationFacts } from './registration-store.js';
 
 // 4 s, not the agent's minimum of 2: the fencing test restores the link between the fence (65% of the
 // TTL) and the expiry, a window of 0.35 × TTL, which a loaded host missed at 2 s (0.7 s).
 const TTL = 4;
-
-function factsFor(overrides: Partial<RegistrationFacts> = {}): RegistrationFacts {
-  return {
-    serverUUID: randomUUID(),
-    nodeUUIDs: [randomUUID()],
-    hostname: 'storage-1',
-    advertiseAddress: '10.0.0.1',
-    nvmePort: 4420,
-    discoveryPort: 8009,
-    failureDomain: 'rack-1',
-    maxNvmeDevices: 32,
-    dataDevices: ['SER-A', 'SER-B'],
-    journalDevice: 'SER-J',
-    ...overrides,
-  };
-}
 
 describe('Membership (real etcd)', () => {
   let etcd: TestEtcd;
@@ -50,6 +36,7 @@ describe('Membership (real etcd)', () => {
   function membership(client: Etcd3, facts: RegistrationFacts): Membership {
     const m = new Membership({
       store: new RegistrationStore(client),
+      presence: new PresenceStore(client),
       facts,
       leaseTtlSeconds: TTL,
       agentVersion: '0.1.0-test',
@@ -69,7 +56,7 @@ describe('Membership (real etcd)', () => {
     parseRecord<PresenceRecord>('presence', await observer.get(keys.presence(serverUUID)).string());
 
   it('registers: presence bound to a lease, server and node records created', async () => {
-    const facts = factsFor({ nodeUUIDs: [randomUUID(), randomUUID()] });
+    const facts = registrationFacts({ nodeUUIDs: [randomUUID(), randomUUID()] });
     const m = membership(client(), facts);
     await m.start();
     assert.equal(m.state().registered, true);
@@ -81,33 +68,11 @@ describe('Membership (real etcd)', () => {
     const leaseId = (await observer.get(keys.presence(facts.serverUUID)).exec()).kvs[0]?.lease;
     assert.equal(leaseId, m.state().leaseId);
 
-    const server = parseRecord<ServerRecord>('s', await observer.get(keys.server(facts.serverUUID)).string());
-    assert.deepEqual({ ...server, createdAt: undefined }, {
-      UUID: facts.serverUUID,
-      name: 'storage-1',
-      hostname: 'storage-1',
-      nodeUUIDs: facts.nodeUUIDs,
-      endpoints: ['10.0.0.1'],
-      createdAt: undefined,
-    });
-    const [first, second] = await Promise.all(
-      facts.nodeUUIDs.map(async (u) => parseRecord<NodeRecord>('n', await observer.get(keys.node(u)).string())),
-    );
-    assert.equal(first?.serverUUID, facts.serverUUID);
-    assert.equal(first?.name, 'storage-1-0');
-    assert.equal(first?.nvmeEndpoint, '10.0.0.1:4420');
-    assert.equal(first?.discoveryEndpoint, '10.0.0.1:8009');
-    assert.deepEqual(first?.failureDomains, ['rack-1']);
-    assert.deepEqual(first?.managedDeviceSerials, ['SER-A', 'SER-B']);
-    assert.equal(first?.journalDeviceSerial, 'SER-J');
-    assert.equal(first?.maxNvmeDevices, 32);
-    assert.equal(first?.ec, false);
-    assert.deepEqual(second?.managedDeviceSerials, [], 'a device belongs to one node: the first');
-    assert.equal(second?.name, 'storage-1-1');
+    await assertFirstRegistration(observer, facts);
   });
 
   it('stop() revokes the lease: presence disappears at once', async () => {
-    const facts = factsFor();
+    const facts = registrationFacts();
     const m = membership(client(), facts);
     await m.start();
     assert.ok(await presenceOf(facts.serverUUID));
@@ -117,35 +82,15 @@ describe('Membership (real etcd)', () => {
   });
 
   it('re-registration updates only the agent-owned fields and keeps the control plane’s', async () => {
-    const facts = factsFor();
+    const facts = registrationFacts();
     const m1 = membership(client(), facts);
     await m1.start();
     await m1.stop();
-    const nodeKey = keys.node(facts.nodeUUIDs[0] as string);
-    const created = parseRecord<NodeRecord>(nodeKey, await observer.get(nodeKey).string()) as NodeRecord;
-    // The control plane reassigns devices, renames and enables ec.
-    await observer.put(nodeKey).value(JSON.stringify({ ...created, name: 'renamed', managedDeviceSerials: ['SER-Z'], ec: true }));
+    const created = await editAsControlPlane(observer, facts);
 
-    const m2 = membership(
-      client(),
-      factsFor({ ...facts, hostname: 'storage-1b', advertiseAddress: '10.0.0.2', failureDomain: 'rack-2', dataDevices: ['SER-Q'] }),
-    );
+    const m2 = membership(client(), movedFacts(facts));
     await m2.start();
-    const updated = parseRecord<NodeRecord>(nodeKey, await observer.get(nodeKey).string());
-    assert.deepEqual(updated, {
-      ...created,
-      name: 'renamed',
-      managedDeviceSerials: ['SER-Z'],
-      ec: true,
-      hostname: 'storage-1b',
-      nvmeEndpoint: '10.0.0.2:4420',
-      discoveryEndpoint: '10.0.0.2:8009',
-      failureDomains: ['rack-2'],
-    });
-    const server = parseRecord<ServerRecord>('s', await observer.get(keys.server(facts.serverUUID)).string());
-    assert.equal(server?.hostname, 'storage-1b');
-    assert.equal(server?.name, 'storage-1', 'name is kept after creation');
-    assert.deepEqual(server?.endpoints, ['10.0.0.2']);
+    await assertReRegistered(observer, facts, created);
   });
 
   describe('cut off from etcd longer than the TTL', () => {
@@ -158,7 +103,7 @@ describe('Membership (real etcd)', () => {
     });
 
     it('presence goes away, and comes back with the same UUIDs once etcd is reachable again', async () => {
-      const facts = factsFor();
+      const facts = registrationFacts();
       const m = membership(client(proxy.endpoint), facts);
       const lost: Error[] = [];
       m.on('lost', (err) => lost.push(err));
@@ -203,7 +148,7 @@ describe('Membership (real etcd)', () => {
     });
 
     it('says renewalOverdue while the presence key still exists (before etcd can expire it), then renewed after a short cut', async () => {
-      const facts = factsFor();
+      const facts = registrationFacts();
       const m = membership(client(proxy.endpoint), facts);
       const seen: string[] = [];
       let presentWhenOverdue: boolean | undefined;
@@ -235,7 +180,7 @@ describe('Membership (real etcd)', () => {
     const proxy = await startTcpProxy('127.0.0.1', etcd.clientPort);
     cleanups.push(() => proxy.close());
     proxy.cut();
-    const facts = factsFor();
+    const facts = registrationFacts();
     const m = membership(client(proxy.endpoint), facts);
     const started = m.start();
     await new Promise((r) => setTimeout(r, 800));

@@ -7,11 +7,14 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from '../../lib/logger.js';
 import type { PresenceRecord } from '../../lib/records.js';
 import { retry, RetryAborted, sleep, type BackoffOptions } from '../../lib/retry.js';
-import type { PresenceLease, RegistrationFacts, RegistrationStore } from './registration-store.js';
+import type { PresenceLease, PresenceStore } from './presence-store.js';
+import type { RegistrationFacts, RegistrationStore } from './registration-store.js';
 
 export interface MembershipOptions {
-  /** The server and node records, and presence under a lease (registration-store.ts). */
+  /** The server and node records (registration-store.ts). */
   readonly store: RegistrationStore;
+  /** The lease and the presence key under it (presence-store.ts). */
+  readonly presence: PresenceStore;
   readonly facts: RegistrationFacts;
   readonly leaseTtlSeconds: number;
   readonly agentVersion: string;
@@ -169,7 +172,7 @@ export class Membership extends EventEmitter<MembershipEvents> {
   /** One attempt: a new lease, the server and node records, the presence key. */
   private async register(): Promise<void> {
     const { store, facts, logger } = this.options;
-    const lease = store.lease(this.options.leaseTtlSeconds);
+    const lease = this.options.presence.lease(this.options.leaseTtlSeconds);
     lease.onLost((err) => this.onLeaseLost(lease, err));
     try {
       const leaseId = await lease.grant();

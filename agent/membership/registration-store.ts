@@ -1,14 +1,14 @@
-// etcd writes of the agent's join: the persistent server and node records, and the presence key
-// under the agent's lease (RegistrationStore). Both records are
-// shared with the control plane, which owns some of their fields (names, device assignment,
-// ec, createdAt). The agent creates a record when absent and afterwards rewrites only the
-// fields it owns, with a compare on mod_revision so a concurrent control-plane edit is never
-// overwritten: on conflict it re-reads and merges again.
+// etcd writes of the agent's join: the persistent server and node records (RegistrationStore; the
+// presence key under the agent's lease is presence-store.ts's). Both records are shared with the
+// control plane, which owns some of their fields (names, device assignment, ec, createdAt). The
+// agent creates a record when absent and afterwards rewrites only the fields it owns, with a
+// compare on mod_revision so a concurrent control-plane edit is never overwritten: on conflict it
+// re-reads and merges again.
 import { hostPort } from '../../lib/endpoints.js';
-import type { Etcd3, Lease } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { NodeRecord, PresenceRecord, ServerRecord } from '../../lib/records.js';
+import { kvOf, type Kv, type KvClient } from '../../lib/etcd/kv.js';
+import type { NodeRecord, ServerRecord } from '../../lib/records.js';
 import { LOST_RACE, retryLostRaces } from '../../lib/retry.js';
 
 export interface RegistrationFacts {
@@ -32,63 +32,30 @@ export interface RegistrationFacts {
 
 export type UpsertOutcome = 'created' | 'updated' | 'unchanged';
 
-/**
- * One etcd lease of the agent and the presence key bound to it (etcd3's Lease: it keeps itself
- * alive; `lost` when etcd ends it or it could not be renewed within the TTL).
- */
-export interface PresenceLease {
-  /** Grants the lease; its ID (a decimal string). */
-  grant(): Promise<string>;
-  /** Writes the server's presence key under this lease. */
-  putPresence(record: PresenceRecord): Promise<void>;
-  /** Whether the lease was revoked or lost. */
-  revoked(): boolean;
-  /** Revokes the lease (its presence key goes at once); rejects past `deadline` (epoch ms). */
-  revoke(deadline: number): Promise<void>;
-  /** Stops keeping it alive without revoking it (it expires with the TTL). */
-  release(): void;
-  onLost(listener: (err: Error) => void): void;
-  /** Every acknowledged keep-alive. */
-  onRenewed(listener: () => void): void;
-}
-
-/** What Membership writes: the server and node records, and presence under a lease. */
+/** What Membership writes besides presence (presence-store.ts): the server and node records. */
 export class RegistrationStore {
-  constructor(private readonly etcd: Etcd3) {}
+  private readonly kv: Kv;
 
-  lease(ttlSeconds: number): PresenceLease {
-    return presenceLease(this.etcd.lease(ttlSeconds));
+  constructor(client: KvClient) {
+    this.kv = kvOf(client);
   }
 
   registerServer(facts: RegistrationFacts): Promise<UpsertOutcome> {
-    return registerServerRecord(this.etcd, facts);
+    return registerServerRecord(this.kv, facts);
   }
 
   registerNodes(facts: RegistrationFacts): Promise<UpsertOutcome[]> {
-    return registerNodeRecords(this.etcd, facts);
+    return registerNodeRecords(this.kv, facts);
   }
 }
-
-function presenceLease(lease: Lease): PresenceLease {
-  return {
-    grant: () => lease.grant(),
-    putPresence: async (record) => void (await lease.put(keys.presence(record.serverUUID)).value(JSON.stringify(record))),
-    revoked: () => lease.revoked(),
-    revoke: (deadline) => lease.revoke({ deadline }),
-    release: () => lease.release(),
-    onLost: (listener) => void lease.on('lost', listener),
-    onRenewed: (listener) => void lease.on('keepaliveSucceeded', () => listener()),
-  };
-}
-
 
 export function nodeName(hostname: string, index: number, nodeCount: number): string {
   return nodeCount === 1 ? hostname : `${hostname}-${index}`;
 }
 
-export async function registerServerRecord(etcd: Etcd3, facts: RegistrationFacts, now = new Date()): Promise<UpsertOutcome> {
+async function registerServerRecord(kv: Kv, facts: RegistrationFacts, now = new Date()): Promise<UpsertOutcome> {
   return upsertRecord<ServerRecord>(
-    etcd,
+    kv,
     keys.server(facts.serverUUID),
     () => ({
       UUID: facts.serverUUID,
@@ -111,10 +78,11 @@ export async function registerServerRecord(etcd: Etcd3, facts: RegistrationFacts
   );
 }
 
-export async function registerNodeRecords(etcd: Etcd3, facts: RegistrationFacts, now = new Date()): Promise<UpsertOutcome[]> {
+async function registerNodeRecords(kv: Kv, facts: RegistrationFacts, now = new Date()): Promise<UpsertOutcome[]> {
   const outcomes: UpsertOutcome[] = [];
   // A server added with extendCluster false (POST /api/v2/servers): its nodes join Unattached.
-  const server = parseRecord<ServerRecord>(keys.server(facts.serverUUID), (await etcd.get(keys.server(facts.serverUUID)).string()) ?? null);
+  const serverKey = keys.server(facts.serverUUID);
+  const server = parseRecord<ServerRecord>(serverKey, (await kv.get(serverKey))?.value ?? null);
   const unattached = server?.added?.extendCluster === false;
   for (const [index, nodeUUID] of facts.nodeUUIDs.entries()) {
     const agentOwned = {
@@ -129,7 +97,7 @@ export async function registerNodeRecords(etcd: Etcd3, facts: RegistrationFacts,
     };
     outcomes.push(
       await upsertRecord<NodeRecord>(
-        etcd,
+        kv,
         keys.node(nodeUUID),
         () => ({
           UUID: nodeUUID,
@@ -152,33 +120,26 @@ export async function registerNodeRecords(etcd: Etcd3, facts: RegistrationFacts,
 
 /**
  * Creates the record at `key` when absent, else replaces it with merge(existing) when that
- * differs. Compare-and-swap on create_revision / mod_revision; retried on conflict.
+ * differs. Compare-and-swap on the key's mod_revision ('0': still absent); retried on conflict.
  */
-export async function upsertRecord<T extends object>(
-  etcd: Etcd3,
+async function upsertRecord<T extends object>(
+  kv: Kv,
   key: string,
   create: () => T,
   merge: (existing: T) => T,
   maxAttempts = 10,
 ): Promise<UpsertOutcome> {
   return retryLostRaces<UpsertOutcome>(maxAttempts, async () => {
-    const response = await etcd.get(key).exec();
-    const kv = response.kvs[0];
-    if (!kv) {
-      const result = await etcd
-        .if(key, 'Create', '==', 0)
-        .then(etcd.put(key).value(JSON.stringify(create())))
-        .commit();
+    const stored = await kv.get(key);
+    if (!stored) {
+      const result = await kv.commit({ guards: [{ key, revision: '0' }], writes: [{ put: key, value: create() }] });
       return result.succeeded ? 'created' : LOST_RACE;
     }
-    const existing = parseRecord<T>(key, kv.value);
+    const existing = parseRecord<T>(key, stored.value);
     if (existing === null) throw new Error(`record at ${key} is empty`);
     const merged = merge(existing);
     if (sameJson(existing, merged)) return 'unchanged';
-    const result = await etcd
-      .if(key, 'Mod', '==', kv.mod_revision)
-      .then(etcd.put(key).value(JSON.stringify(merged)))
-      .commit();
+    const result = await kv.commit({ guards: [{ key, revision: stored.modRevision }], writes: [{ put: key, value: merged }] });
     return result.succeeded ? 'updated' : LOST_RACE;
   }, () => new Error(`${key} kept changing under ${maxAttempts} attempts to update it`));
 }

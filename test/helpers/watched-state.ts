@@ -1,7 +1,7 @@
 // The agent's watched state (agent/agent-state-store.ts) for tests that lend it to a store
 // themselves, as agent/agent.ts does: made on demand, stopped together at the end.
-import type { Etcd3 } from 'etcd3';
 import { agentWatchedState } from '../../agent/agent-state-store.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import type { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
 import { silentLogger } from './silent-logger.js';
 
@@ -12,7 +12,7 @@ export class WatchedStates {
   private readonly made: PrefixMirror[] = [];
 
   /** A new watched state over `client` (it loads when a store first reads it). */
-  of(client: Etcd3, serverUUID = TEST_SERVER): PrefixMirror {
+  of(client: KvClient, serverUUID = TEST_SERVER): PrefixMirror {
     const state = agentWatchedState(client, serverUUID, silentLogger('watched-state'));
     this.made.push(state);
     return state;

@@ -3,13 +3,14 @@
 // and for each sealed feature its switch and the record sealed to this server (the layout is
 // lib/etcd/sealed-host-keys-store.ts's SEALED_FEATURES), with those four keys followed in the
 // agent's watched state (agent/agent-state-store.ts).
-import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../../lib/etcd/client.js';
 import { keys } from '../../../lib/etcd/keys.js';
+import { kvOf, type Kv, type KvClient } from '../../../lib/etcd/kv.js';
 import { requireMirrored } from '../../../lib/etcd/mirror-follower.js';
 import type { PrefixMirror } from '../../../lib/etcd/prefix-mirror.js';
 import type { StoreWatch } from '../../../lib/etcd/record-store.js';
 import { SEALED_FEATURES } from '../../../lib/etcd/sealed-host-keys-store.js';
+import { commitUnguarded } from '../../../lib/etcd/transaction.js';
 import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../../../lib/records.js';
 
 export type SealedFeature = keyof typeof SEALED_FEATURES;
@@ -23,33 +24,35 @@ export interface SealedForServer {
 export class HostAuthStore {
   /** The switches and this server's sealed records: the keys followed. */
   private readonly followed: readonly string[];
+  private readonly kv: Kv;
 
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly serverUUID: string,
     private readonly state: PrefixMirror,
   ) {
+    this.kv = kvOf(client);
     this.followed = Object.values(SEALED_FEATURES).flatMap((f) => [f.serverRecord(serverUUID), f.switchKey]);
     requireMirrored(state, this.followed, 'the host-auth store');
   }
 
   async publishedBoxKey(): Promise<ServerBoxKeyRecord | null> {
     const key = keys.serverBoxKey(this.serverUUID);
-    return parseRecord<ServerBoxKeyRecord>(key, await this.etcd.get(key).string());
+    return parseRecord<ServerBoxKeyRecord>(key, (await this.kv.get(key))?.value ?? null);
   }
 
   async publishBoxKey(record: ServerBoxKeyRecord): Promise<void> {
-    await this.etcd.put(keys.serverBoxKey(this.serverUUID)).value(JSON.stringify(record));
+    await commitUnguarded(this.kv, [{ put: keys.serverBoxKey(this.serverUUID), value: record }]);
   }
 
   /** The feature's switch and this server's sealed record, read together. */
   async sealed(feature: SealedFeature): Promise<SealedForServer> {
     const layout = SEALED_FEATURES[feature];
     const recordKey = layout.serverRecord(this.serverUUID);
-    const [switchText, recordText] = await Promise.all([this.etcd.get(layout.switchKey).string(), this.etcd.get(recordKey).string()]);
+    const [switchKv, recordKv] = await Promise.all([this.kv.get(layout.switchKey), this.kv.get(recordKey)]);
     return {
-      switchEnabled: parseRecord<{ enabled: boolean }>(layout.switchKey, switchText)?.enabled ?? false,
-      record: parseRecord<ServerHostKeysRecord>(recordKey, recordText),
+      switchEnabled: parseRecord<{ enabled: boolean }>(layout.switchKey, switchKv?.value ?? null)?.enabled ?? false,
+      record: parseRecord<ServerHostKeysRecord>(recordKey, recordKv?.value ?? null),
     };
   }
 
