@@ -16,7 +16,7 @@ import { ClusterCaStore } from '../../lib/etcd/cluster-ca-store.js';
 import { newClusterCa } from '../../lib/tls/cluster-ca.js';
 import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { startEtcd, startEtcdWithClient, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess } from '../../test/helpers/processes.js';
 import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster } from './bootstrap.js';
 import { BootstrapStore } from './bootstrap-store.js';
@@ -85,17 +85,7 @@ describe('cluster bootstrap', () => {
       const client = createEtcdClient([etcd.endpoint]);
       return { client, close: async () => client.close() };
     },
-    fresh: async () => {
-      const scratch = await startEtcd();
-      const client = createEtcdClient([scratch.endpoint]);
-      return {
-        client,
-        close: async () => {
-          client.close();
-          await scratch.stop();
-        },
-      };
-    },
+    fresh: startEtcdWithClient,
   });
 });
 

@@ -13,14 +13,14 @@ import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { randomDhchapSecret } from '../../lib/contract/dhchap.js';
 import { randomTlsPsk } from '../../lib/contract/nvme-tls-psk.js';
-import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
+import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { kvOf, type KvClient } from '../../lib/etcd/kv.js';
 import type { ServerHostKeysRecord } from '../../lib/records.js';
 import { newBoxKeyPair, open } from '../../lib/sealed-box.js';
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
 import { refuses } from '../../test/fakes/domain-helpers.js';
-import { startEtcd } from '../../test/helpers/etcd.js';
+import { startEtcdWithClient } from '../../test/helpers/etcd.js';
 import type { KernelCapabilitiesService } from '../kernel-capabilities/kernel-capabilities-service.js';
 import { NvmeTcpTlsService } from '../nvme-tcp-tls/nvme-tcp-tls-service.js';
 import { TlsHostStore } from '../nvme-tcp-tls/tls-host-store.js';
@@ -190,17 +190,7 @@ function sealedHostCases(name: string, openBackend: () => Promise<Backend>): voi
   });
 }
 
-sealedHostCases('etcd', async () => {
-  const etcd = await startEtcd();
-  const client = createEtcdClient([etcd.endpoint]);
-  return {
-    client,
-    close: async () => {
-      client.close();
-      await etcd.stop();
-    },
-  };
-});
+sealedHostCases('etcd', startEtcdWithClient);
 
 sealedHostCases('the in-memory etcd', async () => ({ client: new MemoryEtcd(), close: async () => {} }));
 

@@ -8,10 +8,9 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { NodeCommandRecord, NodeRunStateRecord } from '../records.js';
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
-import { startEtcd } from '../../test/helpers/etcd.js';
+import { startEtcdWithClient } from '../../test/helpers/etcd.js';
 import { silentLogger } from '../../test/helpers/silent-logger.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import { createEtcdClient } from './client.js';
 import { keys } from './keys.js';
 import { kvOf, type KvClient } from './kv.js';
 import { NodeCommandStore } from './node-command-store.js';
@@ -92,16 +91,8 @@ function nodeCommandCases(name: string, open: () => Promise<Backend>): void {
 }
 
 nodeCommandCases('etcd', async () => {
-  const etcd = await startEtcd();
-  const client = createEtcdClient([etcd.endpoint]);
-  return {
-    client,
-    putRaw: async (key, value) => void (await client.put(key).value(value)),
-    close: async () => {
-      client.close();
-      await etcd.stop();
-    },
-  };
+  const { client, close } = await startEtcdWithClient();
+  return { client, putRaw: async (key, value) => void (await client.put(key).value(value)), close };
 });
 
 nodeCommandCases('the in-memory etcd', async () => {
