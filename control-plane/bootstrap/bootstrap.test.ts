@@ -1,3 +1,7 @@
+// Cluster bootstrap: three control plane processes racing on an empty etcd (etcd alone), and what
+// bootstrap does with its store (joining, finishing a crashed bootstrap, the CA) on a real etcd
+// and on the in-memory fake (test/fakes/memory-etcd.ts), where a bootstrap losing its race to
+// another one let in before its commit (MemoryEtcd.interleave) runs too.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate, createPrivateKey } from 'node:crypto';
@@ -7,10 +11,12 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { kvOf, type KvClient } from '../../lib/etcd/kv.js';
 import { ClusterCaStore } from '../../lib/etcd/cluster-ca-store.js';
 import { newClusterCa } from '../../lib/tls/cluster-ca.js';
 import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/records.js';
-import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
+import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
+import { startEtcd, startEtcdWithClient, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess } from '../../test/helpers/processes.js';
 import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster } from './bootstrap.js';
 import { BootstrapStore } from './bootstrap-store.js';
@@ -74,82 +80,129 @@ describe('cluster bootstrap', () => {
     }
   });
 
-  it('a restart joins the existing cluster and keeps its identity', async () => {
-    const client = createEtcdClient([etcd.endpoint]);
-    const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
-    try {
-      const before = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
-      const again = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'other', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
-      assert.equal(again.created, false);
-      assert.equal(again.cluster.UUID, before.cluster.UUID);
-      assert.equal(again.cluster.clusterName, before.cluster.clusterName, 'clusterName is fixed at bootstrap');
-    } finally {
-      client.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    }
+  bootstrapStoreCases('etcd', {
+    shared: async () => {
+      const client = createEtcdClient([etcd.endpoint]);
+      return { client, close: async () => client.close() };
+    },
+    fresh: startEtcdWithClient,
   });
+});
 
-  it('finishes a bootstrap that crashed between the etcd transaction and the key files', async () => {
-    const scratch = await startEtcd();
-    const client = createEtcdClient([scratch.endpoint]);
-    const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+const inMemory = async (): Promise<Store> => ({ client: new MemoryEtcd(), close: async () => {} });
+bootstrapStoreCases('the in-memory etcd', { shared: inMemory, fresh: inMemory });
+
+describe('bootstrap on the in-memory etcd, a lost race', () => {
+  it('a bootstrap whose transaction another one beat joins the winner\'s cluster and keeps no key', async () => {
+    const memory = new MemoryEtcd();
+    const [stateDir, winnerDir] = [mkdtempSync(join(tmpdir(), 'strata-bootstrap-')), mkdtempSync(join(tmpdir(), 'strata-bootstrap-'))];
+    const options = { logger, clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', adminTokenTtlDays: 1 };
     try {
-      const options = { store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 };
-      const first = await bootstrapCluster(options);
-      assert.equal(first.created, true);
-      // The state right after the transaction committed: key still pending, no token.
-      renameSync(join(stateDir, ROOT_KEY_FILE), join(stateDir, `${ROOT_KEY_FILE}.pending`));
-      rmSync(join(stateDir, ADMIN_TOKEN_FILE));
-      const second = await bootstrapCluster(options);
-      assert.equal(second.created, false);
-      assert.equal(second.adminTokenPath, join(stateDir, ADMIN_TOKEN_FILE));
-      assert.ok(existsSync(join(stateDir, ROOT_KEY_FILE)));
-      assert.ok(!existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)));
-
-      // A pending key that does not match the stored credential (a lost race) is discarded.
-      const otherDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
-      const scratch2 = await startEtcd();
-      const client2 = createEtcdClient([scratch2.endpoint]);
-      try {
-        await bootstrapCluster({ ...options, store: new BootstrapStore(client2), stateDir: otherDir });
-        renameSync(join(otherDir, ROOT_KEY_FILE), join(stateDir, `${ROOT_KEY_FILE}.pending`));
-        await bootstrapCluster(options);
-        assert.ok(!existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)));
-      } finally {
-        client2.close();
-        await scratch2.stop();
-        rmSync(otherDir, { recursive: true, force: true });
-      }
+      let winner: Awaited<ReturnType<typeof bootstrapCluster>> | undefined;
+      memory.interleave = async () => {
+        memory.interleave = undefined;
+        winner = await bootstrapCluster({ ...options, store: new BootstrapStore(memory), instanceId: 'b', stateDir: winnerDir });
+      };
+      const loser = await bootstrapCluster({ ...options, store: new BootstrapStore(memory), instanceId: 'a', stateDir });
+      assert.equal(winner?.created, true);
+      assert.equal(loser.created, false);
+      assert.equal(loser.cluster.UUID, winner.cluster.UUID);
+      assert.equal(loser.adminTokenPath, undefined, 'no admin token for the loser');
+      assert.equal(existsSync(join(stateDir, ROOT_KEY_FILE)), false, 'losers keep no key');
+      assert.equal(existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)), false, 'no pending key left behind');
     } finally {
-      client.close();
-      await scratch.stop();
       rmSync(stateDir, { recursive: true, force: true });
-    }
-  });
-
-  it('creates the cluster CA in the bootstrap transaction; an older cluster without one gets exactly one from racing control planes', async () => {
-    const scratch = await startEtcd();
-    const client = createEtcdClient([scratch.endpoint]);
-    const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
-    try {
-      const created = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
-      const clusterKv = (await client.get(keys.cluster()).exec()).kvs[0]!;
-      const caKv = (await client.get(keys.clusterCa()).exec()).kvs[0]!;
-      assert.equal(caKv.create_revision, clusterKv.create_revision, 'the CA was written in the same transaction as the cluster record');
-      const ca = (await new ClusterCaStore(client).read())!;
-      assert.match(new X509Certificate(ca.certificate).subject, new RegExp(created.cluster.UUID));
-      assert.ok(new X509Certificate(ca.certificate).ca);
-      assert.ok(new X509Certificate(ca.certificate).checkPrivateKey(createPrivateKey(ca.privateKey)));
-
-      // A cluster bootstrapped before the CA existed: racing creators agree on one.
-      await client.delete().key(keys.clusterCa());
-      const raced = await Promise.all([0, 1, 2].map(() => new ClusterCaStore(client).ensure(() => newClusterCa(created.cluster.UUID))));
-      assert.equal(new Set(raced.map((r) => r.certificate)).size, 1);
-      assert.equal((await new ClusterCaStore(client).read())!.certificate, raced[0]!.certificate);
-    } finally {
-      client.close();
-      await scratch.stop();
-      rmSync(stateDir, { recursive: true, force: true });
+      rmSync(winnerDir, { recursive: true, force: true });
     }
   });
 });
+
+/** A store the cases bootstrap on, and how to let it go. */
+interface Store {
+  readonly client: KvClient;
+  close(): Promise<void>;
+}
+
+/** Where the cases run: `shared`, the suite's store (on etcd, the one three control planes bootstrapped); `fresh`, an empty one. */
+interface Backend {
+  shared(): Promise<Store>;
+  fresh(): Promise<Store>;
+}
+
+/** What bootstrap does with its store alone (no control plane process): on etcd and on the fake. */
+function bootstrapStoreCases(name: string, backend: Backend): void {
+  describe(`bootstrap on ${name}`, () => {
+    it('a restart joins the existing cluster and keeps its identity', async () => {
+      const { client, close } = await backend.shared();
+      const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+      try {
+        const before = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+        const again = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'other', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+        assert.equal(again.created, false);
+        assert.equal(again.cluster.UUID, before.cluster.UUID);
+        assert.equal(again.cluster.clusterName, before.cluster.clusterName, 'clusterName is fixed at bootstrap');
+      } finally {
+        await close();
+        rmSync(stateDir, { recursive: true, force: true });
+      }
+    });
+
+    it('finishes a bootstrap that crashed between the etcd transaction and the key files', async () => {
+      const { client, close } = await backend.fresh();
+      const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+      try {
+        const options = { store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 };
+        const first = await bootstrapCluster(options);
+        assert.equal(first.created, true);
+        // The state right after the transaction committed: key still pending, no token.
+        renameSync(join(stateDir, ROOT_KEY_FILE), join(stateDir, `${ROOT_KEY_FILE}.pending`));
+        rmSync(join(stateDir, ADMIN_TOKEN_FILE));
+        const second = await bootstrapCluster(options);
+        assert.equal(second.created, false);
+        assert.equal(second.adminTokenPath, join(stateDir, ADMIN_TOKEN_FILE));
+        assert.ok(existsSync(join(stateDir, ROOT_KEY_FILE)));
+        assert.ok(!existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)));
+
+        // A pending key that does not match the stored credential (a lost race) is discarded.
+        const otherDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+        const { client: client2, close: close2 } = await backend.fresh();
+        try {
+          await bootstrapCluster({ ...options, store: new BootstrapStore(client2), stateDir: otherDir });
+          renameSync(join(otherDir, ROOT_KEY_FILE), join(stateDir, `${ROOT_KEY_FILE}.pending`));
+          await bootstrapCluster(options);
+          assert.ok(!existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)));
+        } finally {
+          await close2();
+          rmSync(otherDir, { recursive: true, force: true });
+        }
+      } finally {
+        await close();
+        rmSync(stateDir, { recursive: true, force: true });
+      }
+    });
+
+    it('creates the cluster CA in the bootstrap transaction; an older cluster without one gets exactly one from racing control planes', async () => {
+      const { client, close } = await backend.fresh();
+      const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+      try {
+        const created = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+        const clusterKv = (await kvOf(client).get(keys.cluster()))!;
+        const caKv = (await kvOf(client).get(keys.clusterCa()))!;
+        assert.equal(caKv.createRevision, clusterKv.createRevision, 'the CA was written in the same transaction as the cluster record');
+        const ca = (await new ClusterCaStore(client).read())!;
+        assert.match(new X509Certificate(ca.certificate).subject, new RegExp(created.cluster.UUID));
+        assert.ok(new X509Certificate(ca.certificate).ca);
+        assert.ok(new X509Certificate(ca.certificate).checkPrivateKey(createPrivateKey(ca.privateKey)));
+
+        // A cluster bootstrapped before the CA existed: racing creators agree on one.
+        await kvOf(client).commit({ guards: [], writes: [{ delete: keys.clusterCa() }] });
+        const raced = await Promise.all([0, 1, 2].map(() => new ClusterCaStore(client).ensure(() => newClusterCa(created.cluster.UUID))));
+        assert.equal(new Set(raced.map((r) => r.certificate)).size, 1);
+        assert.equal((await new ClusterCaStore(client).read())!.certificate, raced[0]!.certificate);
+      } finally {
+        await close();
+        rmSync(stateDir, { recursive: true, force: true });
+      }
+    });
+  });
+}

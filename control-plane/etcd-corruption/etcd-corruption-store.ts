@@ -3,9 +3,9 @@
 // the result written with its events in one transaction, fenced by the leader's term when the
 // composition root gives the fenced commit. The service and the scanner see requests and results;
 // the scanner learns of new requests from the process's watched state (WatchCache.state).
-import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { kvOf, type Kv, type KvClient } from '../../lib/etcd/kv.js';
 import { commitUnguarded, type Committer, type Write } from '../../lib/etcd/transaction.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
 import type { WatchCache } from '../watch-cache/watch-cache.js';
@@ -41,23 +41,27 @@ export interface EtcdCorruptionStoreOptions {
 }
 
 export class EtcdCorruptionStore {
+  private readonly kv: Kv;
+
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly options: EtcdCorruptionStoreOptions = {},
-  ) {}
+  ) {
+    this.kv = kvOf(client);
+  }
 
   async putRequest(request: EtcdCorruptionScanRequest): Promise<void> {
-    await this.etcd.put(keys.etcdCorruptionScanRequest()).value(JSON.stringify(request));
+    await commitUnguarded(this.kv, [{ put: keys.etcdCorruptionScanRequest(), value: request }]);
   }
 
   async request(): Promise<EtcdCorruptionScanRequest | null> {
     const key = keys.etcdCorruptionScanRequest();
-    return parseRecord<EtcdCorruptionScanRequest>(key, await this.etcd.get(key).string());
+    return parseRecord<EtcdCorruptionScanRequest>(key, (await this.kv.get(key))?.value ?? null);
   }
 
   async status(): Promise<EtcdCorruptionStatus | null> {
     const key = keys.etcdCorruptionStatus();
-    return parseRecord<EtcdCorruptionStatus>(key, await this.etcd.get(key).string());
+    return parseRecord<EtcdCorruptionStatus>(key, (await this.kv.get(key))?.value ?? null);
   }
 
   /** `requested` whenever a scan request is recorded (or the state was read again: it may have been). */
@@ -75,6 +79,6 @@ export class EtcdCorruptionStore {
   async commit(status: EtcdCorruptionStatus | null, events: readonly PreparedEvent[]): Promise<void> {
     const writes: Write[] = [...(status ? [{ put: keys.etcdCorruptionStatus(), value: status }] : []), ...events.flatMap((e) => e.writes)];
     if (writes.length === 0) return;
-    await commitUnguarded(this.etcd, writes, this.options.fencedCommit);
+    await commitUnguarded(this.kv, writes, this.options.fencedCommit);
   }
 }

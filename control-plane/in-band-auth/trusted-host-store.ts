@@ -2,8 +2,8 @@
 // index by host NQN (each NQN in one project), changed with in-band authentication's sealed
 // records in one transaction (lib/etcd/sealed-host-keys-store.ts). The service sees trusted host
 // records, revisions and the changes it decides.
-import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import type { RecordStore, Versioned } from '../../lib/etcd/record-store.js';
 import { type KeyHolder, SEALED_FEATURES, type SealedHostChange, type SealedHostsView, SealedHostKeysStore } from '../../lib/etcd/sealed-host-keys-store.js';
 import type { TrustedHostRecord } from '../../lib/records.js';
@@ -16,8 +16,8 @@ export class TrustedHostStore {
   private readonly records: RecordStore;
 
   /** `open` decrypts a host's secrets for the records sealed to each server. */
-  constructor(etcd: Etcd3, key: KeyHolder, open: (record: TrustedHostRecord) => { secret: string; ctrlSecret: string }) {
-    this.sealed = new SealedHostKeysStore(etcd, SEALED_FEATURES.inBandAuth, key, (hosts) => {
+  constructor(client: KvClient, key: KeyHolder, open: (record: TrustedHostRecord) => { secret: string; ctrlSecret: string }) {
+    this.sealed = new SealedHostKeysStore(client, SEALED_FEATURES.inBandAuth, key, (hosts) => {
       // What each server's box holds: every trusted host's keys by NQN.
       const map: Record<string, { key: string; ctrlKey: string }> = {};
       for (const host of hosts) {

@@ -3,9 +3,9 @@
 // the event that reported it (fenced by the leader's term when the composition root gives the
 // fenced commit); and the changes of the records those events derive from (presence, nodes,
 // servers, devices), as the process's watched state (WatchCache.state) sees them.
-import type { Etcd3 } from 'etcd3';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { kvOf, type Kv, type KvClient } from '../../lib/etcd/kv.js';
 import { commitUnguarded, type Committer, type Write } from '../../lib/etcd/transaction.js';
 import type { PreparedEvent } from '../events/event-log-store.js';
 import type { WatchCache } from '../watch-cache/watch-cache.js';
@@ -64,17 +64,20 @@ export interface MembershipWatch {
 const DERIVED_FROM = [keys.presencePrefix(), keys.nodesPrefix(), keys.serversPrefix(), keys.devicesPrefix()];
 
 export class MembershipEventsStore {
+  private readonly kv: Kv;
+
   /** `cache`: the process's watched state, started. Without `fencedCommit` (LeaderElection.fencedCommit), writes are plain transactions (tests). */
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly cache: WatchCache,
     private readonly fencedCommit?: Committer,
-  ) {}
+  ) {
+    this.kv = kvOf(client);
+  }
 
   async loadReported(): Promise<Reported> {
-    const all = await this.etcd.getAll().prefix(membershipKeys.prefix()).strings();
     const reported: Reported = { nodes: new Map(), servers: new Map(), devices: new Map() };
-    for (const [key, value] of Object.entries(all)) {
+    for (const { key, value } of await this.kv.range(membershipKeys.prefix())) {
       const record = parseRecord<Record<string, unknown>>(key, value);
       if (!record) continue;
       if (key.startsWith(membershipKeys.node(''))) reported.nodes.set(String(record['nodeUUID']), record as unknown as ReportedNodeState);
@@ -104,6 +107,6 @@ export class MembershipEventsStore {
       const key = membershipKeys[kind](id);
       all.push(reported ? { put: key, value: reported } : { delete: key });
     }
-    await commitUnguarded(this.etcd, all, this.fencedCommit);
+    await commitUnguarded(this.kv, all, this.fencedCommit);
   }
 }

@@ -1,8 +1,8 @@
 // Where TLS hosts live in etcd (docs/etcd-keys.md): a record per host name and an index by host
 // NQN, changed with the feature's sealed records in one transaction
 // (lib/etcd/sealed-host-keys-store.ts). The service sees TLS host records and revisions only.
-import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import type { RecordStore, Versioned } from '../../lib/etcd/record-store.js';
 import { type KeyHolder, SEALED_FEATURES, type SealedHostChange, type SealedHostsView, SealedHostKeysStore } from '../../lib/etcd/sealed-host-keys-store.js';
 import type { TlsHostRecord } from '../../lib/records.js';
@@ -15,8 +15,8 @@ export class TlsHostStore {
   private readonly records: RecordStore;
 
   /** `open` decrypts a host's PSK for the records sealed to each server. */
-  constructor(etcd: Etcd3, key: KeyHolder, open: (record: TlsHostRecord) => string) {
-    this.sealed = new SealedHostKeysStore(etcd, SEALED_FEATURES.nvmeTcpTls, key, (hosts) => Object.fromEntries(hosts.map((h) => [h.hostNQN, open(h)])));
+  constructor(client: KvClient, key: KeyHolder, open: (record: TlsHostRecord) => string) {
+    this.sealed = new SealedHostKeysStore(client, SEALED_FEATURES.nvmeTcpTls, key, (hosts) => Object.fromEntries(hosts.map((h) => [h.hostNQN, open(h)])));
     this.records = this.sealed.records;
   }
 

@@ -4,25 +4,29 @@
 // does not exist", so concurrent starters agree on one secret and no install step has to make it;
 // a rotation compares the record's revision.
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Etcd3 } from 'etcd3';
 import { errors, StrataError } from '../errors.js';
 import type { AgentSecret, AgentSecretRecord } from '../records.js';
 import { LOST_RACE, retryLostRaces } from '../retry.js';
 import { parseRecord } from './client.js';
 import { keys } from './keys.js';
+import { kvOf, type Kv, type KvClient } from './kv.js';
 
 export function newAgentSecret(now = new Date()): AgentSecret {
   return { id: randomUUID(), key: randomBytes(32).toString('base64url'), createdAt: now.toISOString() };
 }
 
 export class AgentSecretStore {
-  constructor(private readonly etcd: Etcd3) {}
+  private readonly kv: Kv;
+
+  constructor(client: KvClient) {
+    this.kv = kvOf(client);
+  }
 
   async read(): Promise<{ record: AgentSecretRecord; revision: string } | null> {
-    const kv = (await this.etcd.get(keys.agentSecret()).exec()).kvs[0];
-    if (!kv) return null;
-    const record = parseRecord<AgentSecretRecord>(keys.agentSecret(), kv.value);
-    return record ? { record, revision: kv.mod_revision } : null;
+    const stored = await this.kv.get(keys.agentSecret());
+    if (!stored) return null;
+    const record = parseRecord<AgentSecretRecord>(keys.agentSecret(), stored.value);
+    return record ? { record, revision: stored.modRevision } : null;
   }
 
   /** The agent secret, created if there is none yet; concurrent callers all get the one that won. */
@@ -31,11 +35,12 @@ export class AgentSecretStore {
     if (existing) return existing.record;
     const created: AgentSecretRecord = { current: newAgentSecret() };
     const key = keys.agentSecret();
-    const result = await this.etcd.if(key, 'Create', '==', 0).then(this.etcd.put(key).value(JSON.stringify(created))).else(this.etcd.get(key)).commit();
+    const result = await this.kv.commit({ guards: [{ key, revision: '0' }], writes: [{ put: key, value: created }] });
     if (result.succeeded) return created;
-    const winner = parseRecord<AgentSecretRecord>(key, result.responses[0]?.response_range.kvs[0]?.value ?? null);
+    // Another starter's secret won; a transaction's result carries no value, so it is read after.
+    const winner = await this.read();
     if (!winner) throw errors.internal('the agent secret vanished while it was being created');
-    return winner;
+    return winner.record;
   }
 
   /**
@@ -53,7 +58,7 @@ export class AgentSecretStore {
         return LOST_RACE;
       }
       const rotated: AgentSecretRecord = { current: newAgentSecret(), previous: existing.record.current };
-      const result = await this.etcd.if(key, 'Mod', '==', existing.revision).then(this.etcd.put(key).value(JSON.stringify(rotated))).commit();
+      const result = await this.kv.commit({ guards: [{ key, revision: existing.revision }], writes: [{ put: key, value: rotated }] });
       return result.succeeded ? rotated : LOST_RACE;
     }, () => new StrataError('OPERATION_IN_PROGRESS', 'the agent secret kept changing while it was being rotated; try again'));
   }

@@ -2,10 +2,10 @@
 // transaction (control-plane/bootstrap/bootstrap-store.ts), and read by both daemons: the
 // control plane at start, the agent for the cluster's UUID and subsystem NQN (token audience,
 // data path, pools, host keys).
-import type { Etcd3 } from 'etcd3';
 import type { ClusterRecord } from '../records.js';
 import { parseRecord } from './client.js';
 import { keys } from './keys.js';
+import { kvOf, type Kv, type KvClient } from './kv.js';
 import { recordOf, requireMirrored } from './mirror-follower.js';
 import type { PrefixMirror } from './prefix-mirror.js';
 
@@ -15,16 +15,19 @@ export interface ClusterReader {
 }
 
 export class ClusterStore implements ClusterReader {
+  private readonly kv: Kv;
+
   /** `state`: the process's watched state (the agent's), read instead of etcd. */
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly state?: PrefixMirror,
   ) {
+    this.kv = kvOf(client);
     if (state) requireMirrored(state, [keys.cluster()], 'the cluster store');
   }
 
   async read(): Promise<ClusterRecord | null> {
-    if (!this.state) return parseRecord<ClusterRecord>(keys.cluster(), await this.etcd.get(keys.cluster()).string());
+    if (!this.state) return parseRecord<ClusterRecord>(keys.cluster(), (await this.kv.get(keys.cluster()))?.value ?? null);
     await this.state.catchUp();
     return recordOf<ClusterRecord>(this.state.get(keys.cluster(), keys.cluster()));
   }

@@ -2,12 +2,13 @@
 // (/strata/node-commands/<node>, written by the control plane) and what the node's agent did about
 // it (/strata/node-run-states/<node>, written by the agent). The one place both daemons read and
 // write these keys through.
-import type { Etcd3 } from 'etcd3';
 import type { NodeCommandRecord, NodeRunStateRecord } from '../records.js';
 import { keys, idOfKey } from './keys.js';
+import type { KvClient } from './kv.js';
 import { followKeys, readKeys, recordOf, requireMirrored, seenAfter, type KeysRead } from './mirror-follower.js';
 import type { MirroredRecord, PrefixMirror } from './prefix-mirror.js';
 import { RecordStore, type StoreWatch, type Versioned } from './record-store.js';
+import { commitUnguarded } from './transaction.js';
 
 /** Whether the agent has done what the command asks (its run state answers it, finally), or it failed. */
 export function commandDone(command: NodeCommandRecord, run: NodeRunStateRecord | undefined): boolean {
@@ -46,10 +47,10 @@ export class NodeCommandStore {
 
   /** `state`: the agent's watched state, which the commands are read and followed from. */
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly state: PrefixMirror,
   ) {
-    this.records = new RecordStore(etcd);
+    this.records = new RecordStore(client);
     requireMirrored(state, [keys.nodeCommandsPrefix()], 'the node command store');
   }
 
@@ -63,7 +64,7 @@ export class NodeCommandStore {
 
   /** The agent's answer (a plain put: only the node's agent writes it). */
   async putRunState(record: NodeRunStateRecord): Promise<void> {
-    await this.etcd.put(keys.nodeRunState(record.nodeUUID)).value(JSON.stringify(record));
+    await commitUnguarded(this.records.kv, [{ put: keys.nodeRunState(record.nodeUUID), value: record }]);
   }
 
   /**

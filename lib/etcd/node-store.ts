@@ -2,10 +2,10 @@
 // pools (and a watch of its own nodes' records: devices added, ec), the control plane's agent
 // authenticator (which server a node belongs to). The agent writes them at registration
 // (agent/membership/registration-store.ts); the control plane's writes are its stores'.
-import type { Etcd3 } from 'etcd3';
 import type { NodeRecord } from '../records.js';
 import { parseRecord } from './client.js';
 import { keys } from './keys.js';
+import { kvOf, type Kv, type KvClient } from './kv.js';
 import { followPuts, requireMirrored } from './mirror-follower.js';
 import type { PrefixMirror } from './prefix-mirror.js';
 import type { StoreWatch } from './record-store.js';
@@ -16,16 +16,19 @@ export interface NodeReader {
 }
 
 export class NodeStore implements NodeReader {
+  private readonly kv: Kv;
+
   /** `state`: the process's watched state (the agent's), which watchPuts follows. */
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly state?: PrefixMirror,
   ) {
+    this.kv = kvOf(client);
     if (state) requireMirrored(state, [keys.nodesPrefix()], 'the node store');
   }
 
   async read(nodeUUID: string): Promise<NodeRecord | null> {
-    return parseRecord<NodeRecord>(keys.node(nodeUUID), await this.etcd.get(keys.node(nodeUUID)).string());
+    return parseRecord<NodeRecord>(keys.node(nodeUUID), (await this.kv.get(keys.node(nodeUUID)))?.value ?? null);
   }
 
   /**

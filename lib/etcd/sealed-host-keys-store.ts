@@ -7,12 +7,12 @@
 // the switch, and a fresh record sealed to every server, so agents never see half a change and
 // etcd never holds a secret in the clear. Both features' secrets are encrypted with the same
 // host-secret key, whose id etcd names (the first control plane to write wins).
-import type { Etcd3 } from 'etcd3';
 import { StrataError } from '../errors.js';
 import type { ServerBoxKeyRecord, ServerHostKeysRecord } from '../records.js';
 import { LOST_RACE, retryLostRaces } from '../retry.js';
 import { seal } from '../sealed-box.js';
 import { keys } from './keys.js';
+import type { KvClient } from './kv.js';
 import { RecordStore, type Versioned } from './record-store.js';
 import { commitTransaction, type Guard, type Write } from './transaction.js';
 
@@ -105,13 +105,13 @@ export class SealedHostKeysStore<H> {
   readonly records: RecordStore;
 
   constructor(
-    private readonly etcd: Etcd3,
+    client: KvClient,
     private readonly layout: SealedFeatureLayout,
     private readonly key: KeyHolder,
     /** What each server's box holds for these hosts (decrypted secrets: only ever sealed). */
     private readonly boxOf: (hosts: readonly H[]) => Record<string, unknown>,
   ) {
-    this.records = new RecordStore(etcd);
+    this.records = new RecordStore(client);
   }
 
   async isEnabled(): Promise<boolean> {
@@ -120,7 +120,7 @@ export class SealedHostKeysStore<H> {
 
   async snapshot(): Promise<SealedSnapshot<H>> {
     const [generation, sw, hosts, boxKeys] = await Promise.all([
-      this.etcd.get(this.layout.generationKey).exec().then((r) => r.kvs[0]?.mod_revision ?? '0'),
+      this.records.kv.get(this.layout.generationKey).then((stored) => stored?.modRevision ?? '0'),
       this.records.get<SwitchRecord>(this.layout.switchKey),
       this.records.list<H>(this.layout.hostsPrefix),
       this.records.list<ServerBoxKeyRecord>(keys.serverBoxKeysPrefix()),
@@ -150,7 +150,7 @@ export class SealedHostKeysStore<H> {
         // The value is only a marker (its JSON is the decimal string it always was): the key's revision is the generation.
         { put: this.layout.generationKey, value: Date.now() },
       ];
-      const result = await commitTransaction(this.etcd, { guards: [{ key: this.layout.generationKey, revision: s.generation }, keyGuard], writes });
+      const result = await commitTransaction(this.records.kv, { guards: [{ key: this.layout.generationKey, revision: s.generation }, keyGuard], writes });
       if (!result.succeeded) return LOST_RACE;
     }, () => new StrataError('OPERATION_IN_PROGRESS', `${this.layout.what} is being changed by other requests; retry`));
   }
@@ -206,7 +206,7 @@ export class SealedHostKeysStore<H> {
         return { key: keys.hostSecretKeyId(), revision: stored.revision };
       }
       // Written or not (another control plane's key may have won), the guard is what is read next.
-      await commitTransaction(this.etcd, { guards: [{ key: keys.hostSecretKeyId(), revision: '0' }], writes: [{ put: keys.hostSecretKeyId(), value: { kid: this.key.kid } }] });
+      await commitTransaction(this.records.kv, { guards: [{ key: keys.hostSecretKeyId(), revision: '0' }], writes: [{ put: keys.hostSecretKeyId(), value: { kid: this.key.kid } }] });
       return LOST_RACE;
     }, () => new StrataError('OPERATION_IN_PROGRESS', 'the host-secret key is being registered; retry'));
   }

@@ -76,3 +76,16 @@ export function etcdForSuite(): { readonly etcd: TestEtcd; readonly client: Etcd
   });
   return suite;
 }
+
+/** A private etcd and a client of it, for a test or a backend that starts its own: `close` closes the client, then stops the etcd. */
+export async function startEtcdWithClient(): Promise<{ readonly client: Etcd3; close(): Promise<void> }> {
+  const etcd = await startEtcd();
+  const client = createEtcdClient([etcd.endpoint]);
+  return {
+    client,
+    close: async () => {
+      client.close();
+      await etcd.stop();
+    },
+  };
+}
