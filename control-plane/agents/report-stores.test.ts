@@ -6,23 +6,17 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { createEtcdClient, parseRecord } from '../../lib/etcd/client.js';
+import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { kvOf, type KvClient } from '../../lib/etcd/kv.js';
 import type { DeviceRecord, NodePoolRecord, ServerFactsRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
-import { startEtcd } from '../../test/helpers/etcd.js';
+import { etcdBackend, memoryBackend, racing, type KvBackend } from '../../test/helpers/kv-backends.js';
 import { deviceRecord, factsRecord, joinServer, markAbsent, nodePoolRecord, nodeRecord, putRecord, volumeRecord } from '../../test/helpers/records.js';
 import { ConnectedHostsStore } from '../connected-hosts/connected-hosts-store.js';
 import { InventoryStore } from './inventory-store.js';
 import { NodePoolStore, type ReportedPool } from './node-pool-store.js';
 import { VolumeStatusStore, type ReportedVolumeStatus } from './volume-status-store.js';
-
-/** Where the cases run: the store client, and how to stop it. */
-interface Backend {
-  readonly client: KvClient;
-  close(): Promise<void>;
-}
 
 const read = async <T>(client: KvClient, key: string): Promise<(T & { revision: string }) | null> => {
   const stored = await kvOf(client).get(key);
@@ -55,10 +49,10 @@ function volumeStatus(volumeUUID: string, nodeUUID: string, written?: { bytes: s
   };
 }
 
-function reportStoreCases(name: string, open: () => Promise<Backend>): void {
+function reportStoreCases(name: string, open: () => Promise<KvBackend>): void {
   describe(`report stores on ${name}`, () => {
     let client: KvClient;
-    let close: Backend['close'] = async () => {};
+    let close: KvBackend['close'] = async () => {};
     before(async () => ({ client, close } = await open()));
     after(() => close());
 
@@ -141,30 +135,10 @@ function reportStoreCases(name: string, open: () => Promise<Backend>): void {
   });
 }
 
-reportStoreCases('etcd', async () => {
-  const testEtcd = await startEtcd();
-  const etcd = createEtcdClient([testEtcd.endpoint]);
-  return {
-    client: etcd,
-    async close() {
-      etcd.close();
-      await testEtcd.stop();
-    },
-  };
-});
-
-reportStoreCases('the in-memory fake', async () => ({ client: new MemoryEtcd(), close: async () => {} }));
+reportStoreCases('etcd', etcdBackend);
+reportStoreCases('the in-memory fake', memoryBackend);
 
 describe('report stores losing races (in-memory fake)', () => {
-  /** Lets a concurrent writer in before each of the first `times` guarded commits; counts the commits it saw. */
-  function racing(kv: MemoryEtcd, times: number, write: (n: number) => Promise<unknown>): { commits: () => number } {
-    let commits = 0;
-    kv.interleave = async () => {
-      commits += 1;
-      if (commits <= times) await write(commits);
-    };
-    return { commits: () => commits };
-  }
 
   test('inventory: a concurrent report of the server makes the first commit lose; the save reads again and lands; after 5 lost races it fails', async () => {
     const kv = new MemoryEtcd();
