@@ -72,7 +72,9 @@ const apiPort = await freePort();
 const plane = spawn(
   process.execPath,
   [...(process.env['STRATA_BENCH_CPU_PROF'] ? ['--cpu-prof', `--cpu-prof-dir=${process.env['STRATA_BENCH_CPU_PROF']}`] : []), join(packageRoot, 'dist/control-plane/main.js'), '--etcd-endpoints', etcd.endpoint, '--api-port', String(apiPort), '--grpc-port', String(await freePort()),
-    '--state-dir', join(home, 'cp'), '--log-level', process.env['STRATA_BENCH_LOG'] ?? 'warn'],
+    '--state-dir', join(home, 'cp'), '--log-level', process.env['STRATA_BENCH_LOG'] ?? 'warn',
+    // Plain HTTP on loopback, as the tests' control planes: the API's TLS is not what is measured.
+    '--api-insecure-http', 'true'],
   { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NOTIFY_SOCKET: '' } },
 );
 const base = `http://127.0.0.1:${apiPort}/api/v2`;
