@@ -198,10 +198,8 @@ export class EtcdKv implements Kv {
   }
 
   async snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
-    const result = await unconditionalTxn(this.etcd)
-      .then(...prefixes.map((p) => this.etcd.getAll().prefix(p)))
-      .commit();
-    return { revision: String(result.header.revision), ranges: result.responses.map((response) => response.response_range.kvs.map(storedKey)) };
+    const { revision, responses } = await this.readTogether(prefixes.map((p) => this.etcd.getAll().prefix(p)));
+    return { revision, ranges: responses.map((r) => r.kvs.map(storedKey)) };
   }
 
   async watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch> {
@@ -211,7 +209,7 @@ export class EtcdKv implements Kv {
     return { cancel: () => watcher.cancel() };
   }
 
-  // --- Reads of what changed: the requests InventoryReader made of etcd itself ---
+  // --- Reads of what changed: the requests InventoryReader made of etcd itself (readTogether, as snapshot) ---
 
   async readKeyAndPrefixes(key: string, prefixes: readonly string[]): Promise<KeyAndPrefixes> {
     const { revision, responses } = await this.readTogether([this.etcd.get(key), ...prefixes.map((p) => this.etcd.getAll().prefix(p))]);
