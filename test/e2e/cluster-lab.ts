@@ -99,6 +99,8 @@ export interface StorageGuest {
    * after the options' flags (a flag given again there wins, e.g. --lease-ttl-seconds).
    */
   startAgent(options?: { timeoutMs?: number; extraArgs?: readonly string[] }): Promise<void>;
+  /** Signals the agent and returns at once (stopAgent() waits for it to go). */
+  signalAgent(signal: 'TERM' | 'KILL'): Promise<void>;
   /** Signals the agent and waits until its process is gone. */
   stopAgent(signal?: 'TERM' | 'KILL', timeoutMs?: number): Promise<void>;
   /** Resolves when the agent process started last exits (with its exit code). */
@@ -194,9 +196,12 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
         await sleep(250);
       }
     },
+    async signalAgent(signal) {
+      await guest.run(['sh', '-c', `kill -${signal} "$(cat ${pidFile})"`], { timeoutMs: 15_000 });
+    },
     async stopAgent(signal = 'TERM', timeoutMs = 60_000) {
       if (!running) return;
-      await guest.run(['sh', '-c', `kill -${signal} "$(cat ${pidFile})"`], { timeoutMs: 15_000 });
+      await storageGuest.signalAgent(signal);
       const deadline = Date.now() + timeoutMs;
       while (running || (await agentRunning())) {
         if (Date.now() > deadline) throw new Error(`${options.name}: the agent did not exit within ${timeoutMs} ms after SIG${signal}`);

@@ -102,11 +102,11 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
   const pathPort = (i: number, port: number) => portMin + i * VOLUME_PORTS + (port - portMin);
   const nqnOf = (uuid: string) => volumeSubsystemNQN(subsystemNQN, uuid);
 
-  /** Forwards the volume's port of every node and connects the host to each path. */
+  /** Forwards the volume's port of every node that serves it (every node in nodeList) and connects the host to each path. */
   async function connectAllPaths(volume: Volume): Promise<string> {
     const port = (JSON.parse((await client.get(keys.volume(volume.UUID)).string())!) as { placement: { port: number } }).placement.port;
     volumePort = port;
-    const nodes = storage.map((s, index) => ({ index, guest: s.guest }));
+    const nodes = storage.map((s, index) => ({ index, guest: s.guest })).filter(({ index }) => volume.nodeList.includes(storage[index]!.nodeUUID()));
     return connectPaths({ host: host(), nodes, port, subsystemNQN: nqnOf(volume.UUID), volumeUUID: volume.UUID, hostNQN: HOST, pathPort });
   }
   /** ANA state of the host's path to each node, by the node's index (from the path's port). */
@@ -626,5 +626,116 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     assert.deepEqual(await Promise.all(v.nodeList.map((n) => backingDigestOf(storageOf(n), grown.UUID, 8, 40))), v.nodeList.map(() => sha256(tail)), 'the new tail on all three backings');
     assert.deepEqual(await Promise.all(v.nodeList.map((n) => backingDigest(n, grown.UUID, 8))), v.nodeList.map(() => sha256(head)), 'the old data kept');
     await until('FullyProtected', async () => (await getVolume(grown.UUID)).protectionState === 'FullyProtected', 120_000);
+  });
+
+  /**
+   * A planned stop of a 2-copy volume's primary fences the host path, marks the copy's leg faulty
+   * in md, then moves the primary in etcd (replica-manager.ts handOver). The primary's etcd is
+   * held (a partition: the move's request neither arrives nor fails), so its agent is stuck at the
+   * move, and it is killed there (kill -9): the state a crash between the two steps leaves. Host
+   * writes run throughout. Returns with etcd reachable again and the agent dead.
+   */
+  async function killMidHandOver(uuid: string, writes: { acked(): Promise<number> }): Promise<{ set: ReplicaSetRecord; primary: string; copy: string; i: number; stoppedAt: number }> {
+    const set = await replicaSet(uuid);
+    assert.equal(set.inSync.length, 2, `starts FullyProtected: ${JSON.stringify(set)}`);
+    const primary = set.primaryNodeUUID;
+    const copy = set.inSync.find((n) => n !== primary)!;
+    const i = indexOf(primary);
+    /** The members of the volume's mirror on the primary, and md's flags for each (`loop3 in_sync`, `nvme2n1 faulty`). */
+    const mirrorMembers = async () =>
+      (await sh(storage[i]!.guest, `for l in /sys/block/loop*; do case "$(cat $l/loop/backing_file 2>/dev/null)" in */${uuid}.*) for d in $l/holders/md*/md/dev-*; do [ -e "$d/state" ] && echo "\${d##*/dev-} $(cat $d/state)"; done;; esac; done; true`))
+        .split('\n')
+        .filter(Boolean);
+    const remote = (members: string[]) => members.filter((m) => !m.startsWith('loop'));
+    const before = await mirrorMembers();
+    assert.ok(remote(before).some((m) => m.includes('in_sync')), `the copy's leg is in the mirror: ${before.join(', ')}`);
+    assert.ok((await writes.acked()) > 0);
+    proxies[i]!.etcd.hold();
+    try {
+      await storage[i]!.signalAgent('TERM');
+      const stoppedAt = Date.now() / 1000;
+      const members = await step("the copy's leg faulty in the primary's mirror", () =>
+        until('no remote member in sync', async () => {
+          const now = await mirrorMembers();
+          return now.some((m) => m.startsWith('loop')) && remote(now).length > 0 && remote(now).every((m) => m.includes('faulty')) && now;
+        }, 60_000),
+      );
+      await step("kill -9 the primary's agent", () => storage[i]!.stopAgent('KILL', 30_000));
+      console.log(`# mid hand-over: killed with the mirror at ${members.join(', ')}`);
+      return { set, primary, copy, i, stoppedAt };
+    } finally {
+      proxies[i]!.etcd.restore();
+    }
+  }
+
+  let halfway: Volume | undefined;
+  let halfwayDevice = '';
+
+  it('the primary\'s agent killed (kill -9) mid hand-over (its copy\'s leg faulty, the primary not moved yet) and kept down: the leader promotes the copy once; no acknowledged write lost; the volume is FullyProtected again', async () => {
+    await step('three nodes Active', () =>
+      until('three nodes Active', async () => (await api<{ nodes: NodeWire[] }>('GET', '/nodes')).nodes.every((n) => n.state === 'Active'), 300_000),
+    );
+    const created = await api<Volume>('POST', '/projects/default/volumes', { name: 'halfway', size: '32MiB', replicaCount: 2, acl: { values: [HOST] } });
+    const v = await until('halfway Available', async () => {
+      const got = await getVolume(created.UUID);
+      if (got.state === 'Failed') throw await volumeFailedError(client, got);
+      return got.state === 'Available' && got.protectionState === 'FullyProtected' && got;
+    }, 300_000);
+    halfway = v;
+    halfwayDevice = await step('connect a path to every node', () => connectAllPaths(v));
+    const writes = await ackedWrites(halfwayDevice, 'halfway-down');
+    const { set, primary, copy, i, stoppedAt } = await killMidHandOver(v.UUID, writes);
+    const unmoved = await replicaSet(v.UUID);
+    assert.equal(unmoved.epoch, set.epoch, `the primary had not moved when its agent was killed: ${JSON.stringify(unmoved)}`);
+    assert.equal(unmoved.primaryNodeUUID, primary);
+    const next = await step('the leader promotes the copy once the lease is gone', () => promotedAfter(v.UUID, set.epoch, 180_000));
+    assert.equal(next.primaryNodeUUID, copy, 'the in-sync copy');
+    assert.equal(next.epoch, set.epoch + 1, 'promoted once');
+    assert.ok(!next.inSync.includes(primary), 'the killed primary recorded out of sync before the new one served');
+    await step('host I/O resumes on the new primary', () => writes.resumed(stoppedAt));
+    const states = await pathStates(v.UUID);
+    assert.deepEqual([...states].filter(([, st]) => st.endsWith('/optimized')).map(([n]) => n), [indexOf(copy)], `one optimized path, the new primary's: ${[...states].join(' ')}`);
+    await writes.noneLost();
+    await step('the killed agent starts again', () => storage[i]!.startAgent({ timeoutMs: 240_000 }));
+    // The old primary's copy resyncs and rejoins; or, when its node was down longer than the
+    // permanent-failure timeout (20 s in this suite), the copy was re-created on the spare node
+    // and the old one is removed (the scenario "a node down for good"). Either way: two equal copies.
+    await step('two copies in sync again', () => until('2 in sync', async () => (await replicaSet(v.UUID)).inSync.length === 2, 300_000));
+    const fully = await until('FullyProtected', async () => {
+      const got = await getVolume(v.UUID);
+      return got.protectionState === 'FullyProtected' && got;
+    }, 120_000);
+    assert.equal(fully.primaryNodeUUID, copy, 'the primary stayed');
+    console.log(`# mid hand-over, kept down: the old primary's copy ${fully.nodeList.includes(primary) ? 'resynced and rejoined' : 're-created on the spare node'}`);
+    assert.equal(new Set(await Promise.all(fully.nodeList.map((n) => backingDigest(n, v.UUID, 32)))).size, 1, 'the two copies are equal');
+  });
+
+  it('the primary\'s agent killed (kill -9) mid hand-over and started again before its lease expires: it records the faulty copy out of sync before serving, no acknowledged write lost, the copy resyncs', async () => {
+    assert.ok(halfway, 'the scenario before created the volume');
+    const uuid = halfway.UUID;
+    const writes = await ackedWrites(halfwayDevice, 'halfway-back');
+    const { set, primary, copy, i, stoppedAt } = await killMidHandOver(uuid, writes);
+    // systemd restarts a killed agent within seconds: it registers again with a new lease and
+    // presence, before the old lease (20 s here) expires, so nothing fails over.
+    await step('the killed agent starts again at once', () => storage[i]!.startAgent({ timeoutMs: 240_000 }));
+    // Its mirror still has the copy's leg faulty: the copy leaves the in-sync set (same epoch),
+    // and only then does the host path reach the mirror again.
+    const out = await step('the faulty copy recorded out of sync', () =>
+      until('the copy out of the in-sync set', async () => {
+        const s = await replicaSet(uuid);
+        return !s.inSync.includes(copy) && s;
+      }, 120_000),
+    );
+    assert.equal(out.epoch, set.epoch, `no promotion: ${JSON.stringify(out)}`);
+    assert.equal(out.primaryNodeUUID, primary, 'the primary stayed');
+    assert.match(out.reason ?? '', /^not in the mirror when volume .* started on its primary$/, `recorded by the restarted primary's check: ${JSON.stringify(out)}`);
+    await step('host I/O resumes on the same primary', () => writes.resumed(stoppedAt));
+    await step('the copy resyncs and rejoins', () => until('2 in sync', async () => (await replicaSet(uuid)).inSync.length === 2, 300_000));
+    const final = await replicaSet(uuid);
+    assert.equal(final.epoch, set.epoch, 'never promoted');
+    assert.equal(final.primaryNodeUUID, primary);
+    await writes.noneLost();
+    await until('FullyProtected', async () => (await getVolume(uuid)).protectionState === 'FullyProtected', 120_000);
+    assert.equal(new Set(await Promise.all([primary, copy].map((n) => backingDigest(n, uuid, 32)))).size, 1, 'the two copies are equal again');
   });
 });
