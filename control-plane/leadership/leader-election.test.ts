@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { StrataError } from '../../lib/errors.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { LeaderStore } from '../../lib/etcd/leader-store.js';
 import { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
@@ -72,8 +73,8 @@ describe('active cluster manager election', () => {
     const stateB = new PrefixMirror(clientB, [keys.leader()], logger);
     await stateA.start();
     await stateB.start();
-    const a = new LeaderElection(clientA, stateA, 'a', logger);
-    const b = new LeaderElection(clientB, stateB, 'b', logger);
+    const a = new LeaderElection(new LeaderStore(clientA, stateA), 'a', logger);
+    const b = new LeaderElection(new LeaderStore(clientB, stateB), 'b', logger);
     try {
       await clientA.delete().key(keys.leader());
       await a.start(clientA.lease(TTL));
