@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { StrataError, toStrataError } from '../lib/errors.js';
 import { createEtcdClient, etcdTlsOf } from '../lib/etcd/client.js';
 import { KeptLease } from '../lib/etcd/lease.js';
+import { LeaderStore } from '../lib/etcd/leader-store.js';
+import { readMemberStatus } from '../lib/etcd/member-status.js';
 import { startMetricsServer } from '../lib/metrics.js';
 import type { Logger } from '../lib/logger.js';
 import { productVersion } from '../lib/paths.js';
@@ -28,6 +30,7 @@ import { bootstrapCluster, type BootstrapResult } from './bootstrap/bootstrap.js
 import { BootstrapStore } from './bootstrap/bootstrap-store.js';
 import { ControlPlaneStore } from './control-planes/control-plane-store.js';
 import { instanceIdOf, type ControlPlaneConfig } from './config.js';
+import { EtcdCorruptionStore } from './etcd-corruption/etcd-corruption-store.js';
 import { createHttpApp } from './http/app.js';
 import { createApiServer } from './http/server.js';
 import { writeError } from '../lib/http-errors.js';
@@ -126,7 +129,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
   // The process's one watched state: the API, leadership and the leader's tasks all read it.
   const cache = new WatchCache(etcd, child('watch-cache'));
   await untilEtcdAnswers(logger, () => cache.start());
-  const election = new LeaderElection(etcd, cache.state, instanceId, child('leadership'));
+  const election = new LeaderElection(new LeaderStore(etcd, cache.state), instanceId, child('leadership'));
   const auth = new Authenticator(cache);
   const resources = buildResources({
     etcd,
@@ -166,7 +169,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     onLost: () => election.leaseLost(),
   });
   await lease.start();
-  const unobserve = observeControlPlane({ cache, inventory: new InventoryReader(etcd), sessions, election, etcd });
+  const unobserve = observeControlPlane({ cache, inventory: new InventoryReader(etcd), sessions, election, etcdStatus: () => readMemberStatus(etcd), corruption: new EtcdCorruptionStore(etcd) });
   const metrics = await startMetricsServer(config.metricsHost, config.metricsPort, child('metrics'));
   logger.info(
     { instanceId, api: `${tls.rest ? 'https' : 'http'}://${config.apiHost}:${apiPort}`, caFile: tls.caPath, grpc: `${config.grpcHost}:${grpcPort}`, clusterUUID: bootstrap.cluster.UUID },

@@ -4,6 +4,10 @@
 import type Router from '@koa/router';
 import { hostname } from 'node:os';
 import type { Etcd3 } from 'etcd3';
+import { hashMembers } from '../lib/etcd/hash-scan.js';
+import { clusterKeyDump } from '../lib/etcd/key-dump.js';
+import { EtcdMembers } from '../lib/etcd/members.js';
+import { EtcdMembership } from '../lib/etcd/membership.js';
 import { RecordStore } from '../lib/etcd/record-store.js';
 import type { Logger } from '../lib/logger.js';
 import type { ClusterRecord } from '../lib/records.js';
@@ -65,9 +69,7 @@ import { WatchedProjectDirectory } from './projects/project-directory.js';
 import { ProjectsService } from './projects/projects-service.js';
 import { ProjectsStore } from './projects/projects-store.js';
 import { createProjectsRoutes } from './projects/projects-routes.js';
-import { EtcdMembers } from './servers/etcd-members.js';
 import { startEtcdMemberPromotion } from './servers/etcd-member-promotion.js';
-import { EtcdMembership } from './servers/etcd-membership.js';
 import { ServerAdder } from './servers/server-add.js';
 import { ServersService } from './servers/servers-service.js';
 import { ServersStore } from './servers/servers-store.js';
@@ -215,7 +217,7 @@ export function buildResources(ctx: ResourceContext): Resources {
         inventory,
         sessions: ctx.sessions,
         routing: ctx.routing,
-        dumpEtcd: (file) => writeEtcdDump(etcd, file),
+        dumpEtcd: (file) => writeEtcdDump(clusterKeyDump(etcd), file),
         api: { endpoint: ownApiEndpoint(config, ctx.ports.api, ctx.apiCaFile !== undefined), caFile: ctx.apiCaFile },
         hostname: hostname(),
         logger: logger.child({ component: 'diagnostics' }),
@@ -240,7 +242,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     },
     {
       name: 'etcd corruption scan',
-      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, { fencedCommit: (transaction) => ctx.election.fencedCommit(transaction), cache }), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(etcd), logger: child('etcd-corruption') }),
+      start: () => startEtcdCorruptionScanner({ store: new EtcdCorruptionStore(etcd, { fencedCommit: (transaction) => ctx.election.fencedCommit(transaction), cache }), events, cluster: ctx.cluster, scan: () => scanEtcdHashes(() => hashMembers(etcd)), logger: child('etcd-corruption') }),
     },
     { name: 'snapshot retention', start: async () => startSnapshotRetention({ store: snapshotStore, watched: new WatchedSnapshots(cache), logger: child('snapshot-retention'), events, clones: volumeUsage }) },
     {

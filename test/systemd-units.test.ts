@@ -27,6 +27,15 @@ it('both units notify readiness, restart on failure, log to the journal and use 
     assert.ok(d.get('ExecStart')?.[0]?.includes(`dist/${unit.replace('strata-', '').replace('.service', '')}/main.js`), `${unit} runs the right daemon`);
   }
   const agent = directives('strata-agent.service');
+  // The exit fence runs after the agent however it ended, from a file the build makes, with the
+  // agent's own settings.
+  const stopPost = agent.get('ExecStopPost') ?? [];
+  assert.equal(stopPost.length, 1, 'the agent unit runs one ExecStopPost');
+  const [nodeBinary, script, ...stopPostArgs] = stopPost[0]!.split(/\s+/);
+  assert.equal(nodeBinary, agent.get('ExecStart')?.[0]?.split(/\s+/)[0], 'the exit fence runs on the same node binary as the agent');
+  assert.equal(script, '/opt/strata/dist/agent/exit-fence.js');
+  assert.ok(existsSync(join(packageRoot, script!.replace('/opt/strata/', ''))), `${script} is built`);
+  assert.deepEqual(stopPostArgs, agent.get('ExecStart')?.[0]?.split(/\s+/).slice(2), 'the exit fence reads the agent\'s configuration');
   assert.ok(agent.get('ReadWritePaths')?.join(' ').includes('/sys/kernel/config'), 'the agent may write configfs');
   assert.ok(!agent.has('PrivateDevices') || agent.get('PrivateDevices')?.[0] === 'no', 'the agent sees block devices');
 });

@@ -4,11 +4,14 @@ import { pino } from 'pino';
 import { StrataError } from '../../lib/errors.js';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { LeaderStore } from '../../lib/etcd/leader-store.js';
 import { PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
+import type { Transaction } from '../../lib/etcd/transaction.js';
+import type { LeaderRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess, type ControlPlaneProcess } from '../../test/helpers/processes.js';
 import { waitUntil } from '../../test/helpers/wait.js';
-import { LeaderElection } from './leader-election.js';
+import { LeaderElection, type LeaderKey } from './leader-election.js';
 
 const logger = pino({ level: 'silent' });
 const TTL = 2;
@@ -72,8 +75,8 @@ describe('active cluster manager election', () => {
     const stateB = new PrefixMirror(clientB, [keys.leader()], logger);
     await stateA.start();
     await stateB.start();
-    const a = new LeaderElection(clientA, stateA, 'a', logger);
-    const b = new LeaderElection(clientB, stateB, 'b', logger);
+    const a = new LeaderElection(new LeaderStore(clientA, stateA), 'a', logger);
+    const b = new LeaderElection(new LeaderStore(clientB, stateB), 'b', logger);
     try {
       await clientA.delete().key(keys.leader());
       await a.start(clientA.lease(TTL));
@@ -108,5 +111,78 @@ describe('active cluster manager election', () => {
       clientA.close();
       clientB.close();
     }
+  });
+});
+
+describe('the election on its LeaderKey interface (no etcd)', () => {
+  /** The leader key in memory: one holder at a time, the term a counter, guards by term only. */
+  function memoryLeaderKey() {
+    let held: { record: LeaderRecord; term: string } | undefined;
+    let revision = 0;
+    const listeners = new Set<() => void>();
+    const changed = () => {
+      for (const l of listeners) l();
+    };
+    const committed: Transaction[] = [];
+    const key: LeaderKey = {
+      watched: () => held,
+      onChange: (listener) => {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
+      current: async () => held?.record ?? null,
+      claim: async (record) => {
+        if (held) return undefined;
+        held = { record, term: String(++revision) };
+        return held.term;
+      },
+      commitInTerm: async (term, transaction) => {
+        if (held?.term !== term || transaction.guards.length > 0) return false;
+        committed.push(transaction);
+        return true;
+      },
+      currentTerm: async () => held?.term,
+      resign: async (term) => {
+        if (held?.term === term) held = undefined;
+      },
+    };
+    return {
+      key,
+      committed,
+      take: (instanceId: string) => {
+        held = { record: { instanceId, since: new Date().toISOString() }, term: String(++revision) };
+        changed();
+      },
+      drop: () => {
+        held = undefined;
+        changed();
+      },
+    };
+  }
+  const lease = { grant: async () => '1' };
+  const write = { guards: [], writes: [{ put: '/strata/test/fenced', value: 'x' }] };
+
+  it('wins the free key, fences its commits by its term, steps down when another term holds the key, and campaigns again when it is gone', async () => {
+    const memory = memoryLeaderKey();
+    const election = new LeaderElection(memory.key, 'a', logger);
+    const seen: boolean[] = [];
+    election.onChange((isLeader) => seen.push(isLeader));
+    await election.start(lease);
+    assert.equal(election.isLeader, true);
+    assert.equal((await election.currentLeader())?.instanceId, 'a');
+    assert.equal(await election.fencedCommit(write), true);
+    assert.equal(await election.fencedCommit({ guards: [{ key: '/strata/test/fenced', revision: '0' }], writes: write.writes }), false, 'a guard of its own failed: false, still leader');
+    assert.equal(election.isLeader, true);
+
+    memory.take('b');
+    assert.equal(election.isLeader, false, 'another term holds the key: stepped down');
+    await assert.rejects(election.fencedCommit(write), (err: unknown) => err instanceof StrataError && err.code === 'NOT_LEADER');
+    assert.equal(memory.committed.length, 1);
+
+    memory.drop();
+    await waitUntil(async () => (election.isLeader ? true : undefined), 'campaigns again', 1000);
+    assert.deepEqual(seen, [true, false, true]);
+    await election.stop();
+    assert.equal(await memory.key.current(), null, 'stopping resigns the term');
   });
 });

@@ -8,29 +8,52 @@
 // A deposed leader's fenced commit fails even if it has not noticed yet; it then steps down.
 // It learns of the leader key's changes from the process's watched state (WatchCache.state),
 // not from a watch of its own: one watch per process.
-import type { Etcd3, Lease } from 'etcd3';
+//
+// Split in two: the key, the lease binding, the compare and the guard are etcd mechanism and live
+// in lib/etcd/leader-store.ts; this file keeps what the control plane decides with them (one
+// campaign at a time, when a term begins and ends, who is told) and takes the store as the
+// LeaderKey interface below. The election is the control plane's, not etcd's: moving it whole
+// under lib/etcd/ would put the term's life cycle and its listeners in the driver layer.
 import { StrataError } from '../../lib/errors.js';
-import { keys } from '../../lib/etcd/keys.js';
-import { parseRecord } from '../../lib/etcd/client.js';
-import type { MirrorChange, PrefixMirror } from '../../lib/etcd/prefix-mirror.js';
-import { commitTransaction, type Guard, type Transaction } from '../../lib/etcd/transaction.js';
+import type { Transaction } from '../../lib/etcd/transaction.js';
 import type { Logger } from '../../lib/logger.js';
 import type { LeaderRecord } from '../../lib/records.js';
 
 export type LeadershipListener = (isLeader: boolean) => void;
 
+/** What the election does with the leader key (lib/etcd/leader-store.ts, `LeaderStore`). */
+export interface LeaderKey {
+  /** The key as the process's watched state holds it: its record and term, undefined when absent. */
+  watched(): { readonly record: LeaderRecord; readonly term: string } | undefined;
+  /** Calls `changed` when the key changed (or may have); returns the unsubscribe. */
+  onChange(changed: () => void): () => void;
+  /** Who leads now, from etcd. */
+  current(): Promise<LeaderRecord | null>;
+  /** Creates the key bound to the lease if it is absent: the new term, or undefined. */
+  claim(record: LeaderRecord, leaseId: string): Promise<string | undefined>;
+  /** Commits the transaction guarded on the term too: false when one of its guards failed. */
+  commitInTerm(term: string, transaction: Transaction): Promise<boolean>;
+  /** The term the key holds now, from etcd. */
+  currentTerm(): Promise<string | undefined>;
+  /** Deletes the key if it is still the term's. */
+  resign(term: string): Promise<void>;
+}
+
+/** The instance's lease, as the election uses it: granted (again) for each campaign. */
+export interface LeadershipLease {
+  grant(): Promise<string>;
+}
+
 export class LeaderElection {
   private term: string | undefined;
-  private lease: Lease | undefined;
+  private lease: LeadershipLease | undefined;
   private unsubscribe: (() => void) | undefined;
   private readonly listeners = new Set<LeadershipListener>();
   private stopped = false;
   private campaigning: Promise<void> | undefined;
 
-  /** `state`: the process's watched state, started; it must hold the leader key (keys.leader()). */
   constructor(
-    private readonly etcd: Etcd3,
-    private readonly state: PrefixMirror,
+    private readonly leaderKey: LeaderKey,
     private readonly instanceId: string,
     private readonly logger: Logger,
   ) {}
@@ -45,25 +68,23 @@ export class LeaderElection {
   }
 
   /** Starts campaigning with the instance's lease; call again with each re-granted lease. */
-  async start(lease: Lease): Promise<void> {
+  async start(lease: LeadershipLease): Promise<void> {
     this.lease = lease;
-    this.unsubscribe ??= this.state.onChange((changes, reloaded) => {
-      if (reloaded || changes.some(isLeaderKey)) this.leaderKeyChanged();
-    });
+    this.unsubscribe ??= this.leaderKey.onChange(() => this.leaderKeyChanged());
     await this.campaign();
   }
 
   /** The leader key changed (or may have): campaign when it is gone, step down when another term holds it. */
   private leaderKeyChanged(): void {
-    const leader = this.state.get<LeaderRecord>(keys.leader(), keys.leader());
+    const leader = this.leaderKey.watched();
     if (!leader) {
       void this.campaign();
       return;
     }
     const term = this.term;
     // The watch may still deliver a key older than the term this instance just won: it says nothing about that term.
-    if (term === undefined || BigInt(leader.createRevision) < BigInt(term)) return;
-    if (leader.record.instanceId !== this.instanceId || leader.createRevision !== term) this.stepDown('the leader key now belongs to another term');
+    if (term === undefined || BigInt(leader.term) < BigInt(term)) return;
+    if (leader.record.instanceId !== this.instanceId || leader.term !== term) this.stepDown('the leader key now belongs to another term');
   }
 
   /** The lease behind leadership was lost: we are no longer leader, whatever etcd says later. */
@@ -73,8 +94,8 @@ export class LeaderElection {
   }
 
   /** Who leads now, from etcd (for the API and tests). */
-  async currentLeader(): Promise<LeaderRecord | null> {
-    return parseRecord<LeaderRecord>(keys.leader(), await this.etcd.get(keys.leader()).string());
+  currentLeader(): Promise<LeaderRecord | null> {
+    return this.leaderKey.current();
   }
 
   /**
@@ -86,19 +107,12 @@ export class LeaderElection {
   async fencedCommit(transaction: Transaction): Promise<boolean> {
     const term = this.term;
     if (term === undefined) throw new StrataError('NOT_LEADER', 'this control plane is not the active cluster manager');
-    const result = await commitTransaction(this.etcd, { guards: [termGuard(term), ...transaction.guards], writes: transaction.writes });
-    if (result.succeeded) return true;
-    const leader = await this.etcd.get(keys.leader()).exec();
-    if (leader.kvs[0]?.create_revision !== term) {
+    if (await this.leaderKey.commitInTerm(term, transaction)) return true;
+    if ((await this.leaderKey.currentTerm()) !== term) {
       this.stepDown('fenced write refused: leadership term ended');
       throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
     }
     return false;
-  }
-
-  /** Deletes the leader key if it is still this term's. */
-  private async resign(term: string): Promise<void> {
-    await commitTransaction(this.etcd, { guards: [termGuard(term)], writes: [{ delete: keys.leader() }] });
   }
 
   async stop(): Promise<void> {
@@ -109,7 +123,7 @@ export class LeaderElection {
     this.unsubscribe = undefined;
     if (term !== undefined) {
       // Resign at once so another instance takes over without waiting for the TTL.
-      await this.resign(term).catch(() => undefined);
+      await this.leaderKey.resign(term).catch(() => undefined);
     }
   }
 
@@ -121,16 +135,11 @@ export class LeaderElection {
       const record: LeaderRecord = { instanceId: this.instanceId, since: new Date().toISOString() };
       try {
         const leaseId = await lease.grant();
-        const result = await this.etcd
-          .if(keys.leader(), 'Create', '==', 0)
-          .then(this.etcd.put(keys.leader()).value(JSON.stringify(record)).lease(leaseId))
-          .else(this.etcd.get(keys.leader()))
-          .commit();
-        if (!result.succeeded) return;
-        // The txn created the key, so its revision is the key's create_revision: the term.
-        this.term = result.header.revision;
+        const term = await this.leaderKey.claim(record, leaseId);
+        if (term === undefined) return;
+        this.term = term;
         if (this.stopped || this.lease !== lease) {
-          await this.resign(this.term);
+          await this.leaderKey.resign(this.term);
           this.term = undefined;
           return;
         }
@@ -161,13 +170,4 @@ export class LeaderElection {
       }
     }
   }
-}
-
-function isLeaderKey(change: MirrorChange): boolean {
-  return change.key === keys.leader();
-}
-
-/** The leader-term guard: the leader key is still the one created when the term was won. */
-function termGuard(term: string): Guard {
-  return { key: keys.leader(), createRevision: term };
 }

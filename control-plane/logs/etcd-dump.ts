@@ -1,16 +1,14 @@
-// The diagnostic bundle's etcd dump (store layer): every key of the cluster's prefix at one
-// revision, one JSON line each, read in pages and written to a file as read (never the whole
-// store in memory), with every secret redacted before it is written: the agent secret's HMAC
-// keys, credentials' key material, and any field or value that is a secret by its name
-// (secret, token, password, private key, ...) or by its shape (a PEM block, a JWT).
+// The diagnostic bundle's etcd dump: every key of the cluster's prefix at one revision, one JSON
+// line each, read in pages (lib/etcd/key-dump.ts, the etcd driver) and written to a file as read
+// (never the whole store in memory), with every secret redacted before it is written: the agent
+// secret's HMAC keys, credentials' key material, and any field or value that is a secret by its
+// name (secret, token, password, private key, ...) or by its shape (a PEM block, a JWT).
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
-import type { Etcd3 } from 'etcd3';
-import { ROOT } from '../../lib/etcd/keys.js';
+import type { KeyDumpSource } from '../../lib/etcd/key-dump.js';
 
 export const REDACTED = '<redacted>';
 
-const PAGE = 500;
 /** Field names whose string values are secrets wherever they appear. */
 const SECRET_FIELD = /secret|token|passw|passphrase|private|jwt|chap|psk|payload|pem$|Key$|^key$/i;
 const PEM_BLOCK = /-----BEGIN [A-Z0-9 ]+-----[\s\S]*?(-----END [A-Z0-9 ]+-----|$)/g;
@@ -37,46 +35,32 @@ export function redact(value: unknown, path: readonly string[] = []): unknown {
   return value;
 }
 
-/** Writes the redacted dump to `file`; resolves with the revision and the number of keys. */
-export async function writeEtcdDump(etcd: Etcd3, file: string): Promise<{ revision: string; keys: number }> {
-  const prefix = Buffer.from(ROOT);
-  const end = prefixEnd(prefix);
+/** Writes the redacted dump of `source` (lib/etcd/key-dump.ts) to `file`; resolves with the revision and the number of keys. */
+export async function writeEtcdDump(source: KeyDumpSource, file: string): Promise<{ revision: string; keys: number }> {
   const out = createWriteStream(file);
   let revision = '0';
   let count = 0;
   try {
-    let from = prefix;
-    for (;;) {
-      const page = await etcd.kv.range({ key: from, range_end: end, limit: PAGE, ...(revision !== '0' ? { revision } : {}) });
+    for await (const page of source.pages()) {
       if (revision === '0') {
-        revision = String(page.header.revision);
-        out.write(`${JSON.stringify({ dump: 'strata etcd keys', prefix: ROOT, revision, redacted: 'secrets (agent secret keys, credentials key material, tokens, passwords, PEM blocks, JWTs) are replaced by <redacted>' })}\n`);
+        revision = page.revision;
+        out.write(`${JSON.stringify({ dump: 'strata etcd keys', prefix: source.prefix, revision, redacted: 'secrets (agent secret keys, credentials key material, tokens, passwords, PEM blocks, JWTs) are replaced by <redacted>' })}\n`);
       }
-      for (const kv of page.kvs) {
-        const key = kv.key.toString();
-        const text = kv.value.toString();
+      for (const kv of page.keys) {
         let value: unknown;
         try {
-          value = JSON.parse(text);
+          value = JSON.parse(kv.value);
         } catch {
-          value = text;
+          value = kv.value;
         }
-        const line = JSON.stringify({ key, createRevision: kv.create_revision, modRevision: kv.mod_revision, version: kv.version, lease: kv.lease, value: redact(value) });
+        const line = JSON.stringify({ key: kv.key, createRevision: kv.createRevision, modRevision: kv.modRevision, version: kv.version, lease: kv.lease, value: redact(value) });
         if (!out.write(`${line}\n`)) await once(out, 'drain');
         count += 1;
       }
-      if (!page.more || page.kvs.length === 0) break;
-      from = Buffer.concat([(page.kvs.at(-1) as { key: Buffer }).key, Buffer.alloc(1)]);
     }
   } finally {
     out.end();
     await once(out, 'close');
   }
   return { revision, keys: count };
-}
-
-function prefixEnd(prefix: Buffer): Buffer {
-  const end = Buffer.from(prefix);
-  end[end.length - 1] = (end[end.length - 1] as number) + 1;
-  return end;
 }

@@ -2,12 +2,12 @@
 // are incremented where the work happens (the API middleware, the volume controller); gauges of
 // cluster state are computed at scrape time from what the API itself answers from (the watch
 // cache, the inventory, etcd), so a scrape never shows a state the API would not.
-import { AlarmAction, AlarmType, type Etcd3 } from 'etcd3';
 import { Gauge } from 'prom-client';
+import type { MemberStatus } from '../../lib/etcd/member-status.js';
 import { counter, gauge, histogram, registry } from '../../lib/metrics.js';
 import type { VolumeRecord } from '../../lib/records.js';
 import type { AgentSessions } from '../agents/agent-sessions.js';
-import { EtcdCorruptionStore } from '../etcd-corruption/etcd-corruption-store.js';
+import type { EtcdCorruptionStore } from '../etcd-corruption/etcd-corruption-store.js';
 import type { InventorySource } from '../inventory/inventory-reader.js';
 import type { LeaderElection } from '../leadership/leader-election.js';
 import type { ProtectionState } from '../volumes/protection.js';
@@ -43,7 +43,10 @@ export interface ControlPlaneMetricsSources {
   readonly inventory: InventorySource;
   readonly sessions: AgentSessions;
   readonly election: LeaderElection;
-  readonly etcd: Etcd3;
+  /** etcd's Status and alarms (lib/etcd/member-status.ts: `() => readMemberStatus(etcd)`). */
+  readonly etcdStatus: () => Promise<MemberStatus>;
+  /** Where the etcd corruption scan's last result is read from. */
+  readonly corruption: Pick<EtcdCorruptionStore, 'status'>;
 }
 
 let sources: ControlPlaneMetricsSources | undefined;
@@ -133,18 +136,13 @@ gauge('strata_control_plane_leader', '1 while this control plane is the active c
 });
 
 // etcd's own view, read at scrape time from the member this client talks to.
-const etcdStatus = perScrape(async ({ etcd }) => {
-  const [status, alarms] = await Promise.all([etcd.maintenance.status(), etcd.maintenance.alarm({ action: AlarmAction.Get, memberID: '0', alarm: AlarmType.None })]);
-  // The enum arrives as its proto name (NOSPACE), etcd3's TypeScript name (Nospace) or number.
-  const names: Record<string, string> = { '1': 'NOSPACE', '2': 'CORRUPT' };
-  return { status, alarms: alarms.alarms.map((a: { alarm: unknown }) => names[String(a.alarm)] ?? String(a.alarm).toUpperCase()) };
-});
+const etcdStatus = perScrape((running) => running.etcdStatus());
 let lastEtcdLeader: string | undefined;
 counter('strata_etcd_leader_changes_total', 'etcd leader changes seen by this control plane (the leader id compared between scrapes)', [], async function () {
   const read = await etcdStatus();
-  if (read && read.status.leader !== '0') {
-    if (lastEtcdLeader !== undefined && read.status.leader !== lastEtcdLeader) this.inc();
-    lastEtcdLeader = read.status.leader;
+  if (read && read.leader !== '0') {
+    if (lastEtcdLeader !== undefined && read.leader !== lastEtcdLeader) this.inc();
+    lastEtcdLeader = read.leader;
   }
 }).inc(0);
 gauge('strata_etcd_up', '1 when etcd answered this scrape\'s status request, else 0', [], async function () {
@@ -152,15 +150,15 @@ gauge('strata_etcd_up', '1 when etcd answered this scrape\'s status request, els
 });
 gauge('strata_etcd_has_leader', '1 when etcd reports a leader, else 0', [], async function () {
   const read = await etcdStatus();
-  this.set(read && read.status.leader !== '0' ? 1 : 0);
+  this.set(read && read.leader !== '0' ? 1 : 0);
 });
 gauge('strata_etcd_raft_term', 'etcd\'s raft term (rises with every election)', [], async function () {
   const read = await etcdStatus();
-  if (read) this.set(Number(read.status.raftTerm));
+  if (read) this.set(Number(read.raftTerm));
 });
 gauge('strata_etcd_db_size_bytes', 'Size of the etcd member\'s database file', [], async function () {
   const read = await etcdStatus();
-  if (read) this.set(Number(read.status.dbSize));
+  if (read) this.set(Number(read.dbSize));
 });
 gauge('strata_etcd_alarms', 'Active etcd alarms by type (CORRUPT: a member\'s data diverged; NOSPACE: its space quota is exhausted)', ['alarm'], async function () {
   const read = await etcdStatus();
@@ -170,7 +168,7 @@ gauge('strata_etcd_alarms', 'Active etcd alarms by type (CORRUPT: a member\'s da
 // The etcd corruption scan's last result (issue 15 item 6; docs/api.md), as every control plane
 // reads it from etcd.
 /** The last scan's result as etcd has it; throws when etcd does not answer. */
-const readCorruptionStatus = async () => (sources ? new EtcdCorruptionStore(sources.etcd).status() : null);
+const readCorruptionStatus = async () => (sources ? sources.corruption.status() : null);
 const corruptionStatus = () => readCorruptionStatus().catch(() => null);
 /** A gauge without labels that has no sample at all while `read` answers undefined. */
 function optionalGauge(name: string, help: string, read: () => Promise<number | undefined>): void {

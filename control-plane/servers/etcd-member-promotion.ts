@@ -3,8 +3,8 @@
 // (found by peer URL, or added when a control plane died between the record and the member
 // add); a learner is promoted once etcd says it caught up with the leader (etcd refuses before),
 // and the record then carries promotedAt, which makes the server Enabled once its agent joined.
+import type { EtcdMembership } from '../../lib/etcd/membership.js';
 import type { Logger } from '../../lib/logger.js';
-import type { EtcdMembership } from './etcd-membership.js';
 import type { ServersStore } from './servers-store.js';
 
 export interface MemberPromotionDeps {

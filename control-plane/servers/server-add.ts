@@ -6,12 +6,12 @@
 // killed in between left (a record without its member), and promotes the learner once it caught
 // up. The server's agent, started with `serverUUID` set to the same UUID, then joins the record;
 // its nodes join Active with extendCluster, Unattached without (agent/membership).
+import { addressOf } from '../../lib/endpoints.js';
 import { StrataError, toStrataError } from '../../lib/errors.js';
+import type { EtcdMembership } from '../../lib/etcd/membership.js';
 import { retry } from '../../lib/retry.js';
 import type { ServerRecord } from '../../lib/records.js';
 import type { InventorySource } from '../inventory/inventory-reader.js';
-import { addressOf } from './etcd-members.js';
-import type { EtcdMembership } from './etcd-membership.js';
 import type { AddServerInput } from './servers-schema.js';
 import type { ServersStore } from './servers-store.js';
 

@@ -1,12 +1,13 @@
 // Servers (spec 2.16, 4.12): the 17 fields of a server, from its record (written by its agent
 // at join), its facts (reported over gRPC), its presence (the agent's lease) and the
 // control-plane instances running on the same host; etcdMemberInfo from etcd's members.
+import type { EtcdMember } from '../../lib/etcd/members.js';
 import { errors } from '../../lib/errors.js';
 import type { ServerRecord } from '../../lib/records.js';
 import type { InventorySource, Stored } from '../inventory/inventory-reader.js';
 import { InventoryView } from '../inventory/inventory-view.js';
 import { etagOf, noUpgrade, type LastUpgradeWire } from '../inventory/wire.js';
-import { UNKNOWN_MEMBER, membersOfServers, type EtcdMember, type EtcdMemberInfoWire, type EtcdMemberSource } from './etcd-members.js';
+import { UNKNOWN_MEMBER, membersOfServers, type EtcdMemberInfoWire, type EtcdMemberSource } from './etcd-members.js';
 import type { ReplicationRisk, ReplicationRiskSource } from './replication-risk.js';
 
 export type { EtcdMemberInfoWire } from './etcd-members.js';

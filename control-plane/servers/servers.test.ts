@@ -16,7 +16,7 @@ import {
 } from '../../test/helpers/records.js';
 import { InventoryReader } from '../inventory/inventory-reader.js';
 import { createServersRoutes } from './servers-routes.js';
-import { EtcdMembers } from './etcd-members.js';
+import { EtcdMembers } from '../../lib/etcd/members.js';
 import { ServersService } from './servers-service.js';
 import { WatchedReplicationRisk } from './replication-risk.js';
 import type { ReplicaSetRecord } from '../../lib/records.js';

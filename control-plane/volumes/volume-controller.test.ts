@@ -12,6 +12,7 @@ import { kvOf, type Kv, type KvClient } from '../../lib/etcd/kv.js';
 import { commitTransaction, type Committer } from '../../lib/etcd/transaction.js';
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { LeaderStore } from '../../lib/etcd/leader-store.js';
 import type { NodeCommandRecord, NodeRecord, ProjectRecord, ReplicaSetRecord, SnapshotRecord, VolumeAssignment, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { startEtcd, type TestEtcd } from '../../test/helpers/etcd.js';
 import { joinServer, markAbsent, markPresent, nodePoolRecord, putRecord, reportInventory } from '../../test/helpers/records.js';
@@ -51,7 +52,7 @@ function controllerSuite(onEtcd: boolean): void {
     async function startController(): Promise<void> {
       let fencedCommit: Committer = async (transaction) => (await commitTransaction(kv, transaction)).succeeded;
       if (etcdClient) {
-        const leader = new LeaderElection(etcdClient, state.state, `cp-${randomUUID()}`, logger);
+        const leader = new LeaderElection(new LeaderStore(etcdClient, state.state), `cp-${randomUUID()}`, logger);
         election = leader;
         await leader.start(etcdClient.lease(5));
         assert.ok(leader.isLeader);

@@ -212,6 +212,7 @@ export async function applyTarget(ctx: PassContext, pass: PassScope, exports: Ex
       stateChanged = true;
     }
   }
+  if (pruneReplicatedPorts(ctx, pass, after)) stateChanged = true;
   for (const [volumeUUID, mark] of [...state.rollbacksDone]) {
     const stillPending = pass.entries.some((e) => e.volumeUUID === volumeUUID && e.assignment && `${e.assignment.generation}:${e.assignment.rollbackSnapshotUUID}` === mark);
     if (!stillPending) {
@@ -258,6 +259,54 @@ function nqnsOf(observed: WorkTree, volumeUUID: string, prefix: string, desired:
   for (const d of desired) if (d.volumeUUID === volumeUUID) nqns.add(d.nqn);
   for (const nqn of observed.subsystems.keys()) if (volumeOfNqn(nqn, prefix) === volumeUUID) nqns.add(nqn);
   return [...nqns];
+}
+
+/**
+ * The ports of this pass's replicated volumes' assignments (in the agent's volume port range,
+ * whatever their role: a replica's port turns optimized the moment it is promoted).
+ */
+function replicatedPortsOf(ctx: PassContext, pass: PassScope): Set<number> {
+  const { portIdMin, portIdMax } = ctx.options.settings;
+  const ports = new Set<number>();
+  for (const e of pass.entries) {
+    const port = e.assignment?.replication ? e.assignment.port : undefined;
+    if (port !== undefined && Number.isSafeInteger(port) && port >= portIdMin && port <= portIdMax) ports.add(port);
+  }
+  return ports;
+}
+
+/**
+ * First thing of every pass, before any step that can make a host path ANA-optimized (the
+ * promotion's early write in the backings phase, the plan): the ports of replicated volumes go
+ * into DataPathState, saved at once. They are what the exit fence turns inaccessible once the
+ * agent process has ended (agent/exit-fence.ts): a primary's kernel would otherwise keep serving
+ * after its agent died, beside the copy promoted when its lease expired.
+ */
+export function recordReplicatedPorts(ctx: PassContext, pass: PassScope): void {
+  ctx.options.state.recordReplicatedPorts(replicatedPortsOf(ctx, pass));
+}
+
+/**
+ * After applying: a recorded port leaves DataPathState once no replicated volume's assignment
+ * wants it and the kernel serves nothing of a replicated volume there any more (the port is gone,
+ * or links only single copies' host paths: a port handed to a new single-copy volume, which the
+ * exit fence must not cut off). A port the kernel may still serve a replicated volume on stays
+ * listed: listing one too many costs nothing, missing one leaves a dead agent's path optimized.
+ * True when something was dropped (not saved yet).
+ */
+function pruneReplicatedPorts(ctx: PassContext, pass: PassScope, after: NvmetTree): boolean {
+  const { replicatedPorts } = ctx.options.state;
+  const wanted = replicatedPortsOf(ctx, pass);
+  const singleCopies = new Set(pass.entries.filter((e) => e.assignment && !e.assignment.replication).map((e) => `${pass.prefix}${e.volumeUUID}`));
+  let dropped = false;
+  for (const id of [...replicatedPorts]) {
+    if (wanted.has(id)) continue;
+    const port = after.ports.get(id);
+    if (port && port.subsystems.some((nqn) => !singleCopies.has(nqn))) continue;
+    replicatedPorts.delete(id);
+    dropped = true;
+  }
+  return dropped;
 }
 
 /**

@@ -242,6 +242,15 @@ describe('DataPathReconciler crash safety', () => {
     await cleanup.reconcileNow();
     await cleanup.stop();
   }
+  /** A process with the replica manager given that dies (kill -9) at its pass's first configfs operation. */
+  async function dieBeforeApplying(replicas: ReplicaManager): Promise<void> {
+    const dying = configfsAt();
+    dying.dieAfter = 0;
+    const doomed = await reconciler(dying, undefined, undefined, replicas);
+    void doomed.reconcileNow();
+    await waitUntil(() => dying.died, 'the apply to die');
+    void doomed.stop(); // its pass never ends; this only cancels its watch
+  }
   const revalidates = (ops: NvmetOp[]) => ops.map(describeOp).filter((op) => op.endsWith('revalidate_size'));
 
   it('a replica grown: its replication export re-reads the grown backing and its host namespace the grown fence, even when it died right after', async () => {
@@ -253,12 +262,7 @@ describe('DataPathReconciler crash safety', () => {
     await first.stop();
 
     await put(replicated(OTHER, { generation: 2, sizeBytes: String(16 * 1024 * 1024) }));
-    const dying = configfsAt();
-    dying.dieAfter = 0;
-    const doomed = await reconciler(dying, undefined, undefined, replicas);
-    void doomed.reconcileNow();
-    await waitUntil(() => dying.died, 'the apply to die');
-    void doomed.stop();
+    await dieBeforeApplying(replicas);
     assert.deepEqual(bed.calls, [`grow ${16 * 1024 * 1024}`], 'the fence grew before the apply died');
     const survivor = configfsAt();
     const next = await reconciler(survivor, undefined, undefined, replicas);
@@ -345,6 +349,37 @@ describe('DataPathReconciler crash safety', () => {
     assert.equal(status()?.generation, 2);
     await growing.stop();
     await removeV2(replicas);
+  });
+
+  it('lists a replicated volume\'s port for the exit fence before the first configfs operation that serves it, never a single copy\'s, and drops it once a single copy has the port', async () => {
+    const { replicas } = fakeReplicas();
+    const listed = () => DataPathState.readReplicatedPorts(join(work, 'state'));
+    // V1, a single copy on port 20001, is still assigned from the tests above.
+    await put(replicated(OTHER, { generation: 1 }));
+    await dieBeforeApplying(replicas);
+    assert.deepEqual(await listed(), [20002], 'on disk before the plan applied anything');
+
+    // Promoted here: the port turns optimized, and stays listed.
+    await put(replicated(NODE, { generation: 2, replication: { ...replicated(NODE).replication!, epoch: 2 } }));
+    const primary = configfsAt();
+    const serving = await reconciler(primary, undefined, undefined, replicas);
+    await serving.reconcileNow();
+    const tree = await configfsAt().read();
+    assert.deepEqual([tree.ports.get(20002)?.anaGroups.get(1), tree.ports.get(20001)?.anaGroups.get(1)], ['optimized', 'optimized']);
+    assert.deepEqual(await listed(), [20002]);
+    await serving.stop();
+
+    // The volume goes and its port goes to a new single copy in the same pass: no longer listed.
+    const V3 = '33333333-3333-4333-8333-333333333333';
+    await writer.delete().key(keys.assignment(NODE, V2));
+    await put(assignment({ volumeUUID: V3, subsystemNQN: `${CLUSTER.subsystemNQN}:vol:${V3}`, port: 20002 }));
+    const reused = await reconciler(configfsAt(), undefined, undefined, replicas);
+    await reused.reconcileNow();
+    assert.deepEqual((await configfsAt().read()).ports.get(20002)?.subsystems, [`${CLUSTER.subsystemNQN}:vol:${V3}`]);
+    assert.deepEqual(await listed(), []);
+    await writer.delete().key(keys.assignment(NODE, V3));
+    await reused.reconcileNow();
+    await reused.stop();
   });
 
   it('converges after dying at any point of a first export and of a teardown', async () => {

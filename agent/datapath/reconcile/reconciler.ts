@@ -26,7 +26,7 @@ import type { ClusterFacts } from '../pool/node-pools.js';
 import type { StoragePool } from '../pool/storage-pool.js';
 import type { AssignmentKey, AssignmentStore } from './assignment-store.js';
 import { prepareBackings } from './pass-backings.js';
-import { applyTarget, enforceIpAcls, readTarget, type TargetRead } from './pass-kernel.js';
+import { applyTarget, enforceIpAcls, readTarget, recordReplicatedPorts, type TargetRead } from './pass-kernel.js';
 import { statusesOf } from './pass-statuses.js';
 import { tearDown } from './pass-teardown.js';
 import { verify } from './pass-verify.js';
@@ -577,6 +577,8 @@ export class DataPathReconciler implements VolumeReportSource {
     }
     const pass: PassScope = { full, cluster, prefix: volumeNqnPrefix(cluster.subsystemNQN), configfs: backend.configfs, entries, timer: new PhaseTimer() };
     const { timer } = pass;
+    // Before anything of the pass can make a host path optimized: the exit fence's list.
+    recordReplicatedPorts(this.context, pass);
 
     // 1. Backings. A periodic full pass gives way to assignment changes that arrive before it
     // changes anything (while it checks backings or reads the tree, its long steps): the watch

@@ -1,8 +1,10 @@
 // etcd membership changes for adding servers (spec 4.12 POST /servers): list, add (as a learner
-// where the etcd version has learners, 3.4 and later), promote. Errors keep etcd's message; the
-// callers map the ones that mean a conflict.
+// where the etcd version has learners, 3.4 and later), promote. An etcd driver: the servers
+// resource (control-plane/servers/server-add.ts, etcd-member-promotion.ts) decides when. Errors
+// keep etcd's message; the refusals that mean a conflict or an unready cluster get their code here,
+// where etcd's wording is known.
 import type { Etcd3 } from 'etcd3';
-import { StrataError, toStrataError } from '../../lib/errors.js';
+import { StrataError, toStrataError } from '../errors.js';
 
 export interface MembershipMember {
   readonly ID: string;
