@@ -671,7 +671,24 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
   let halfway: Volume | undefined;
   let halfwayDevice = '';
 
-  it('the primary\'s agent killed (kill -9) mid hand-over (its copy\'s leg faulty, the primary not moved yet) and kept down: the leader promotes the copy once; no acknowledged write lost; the volume is FullyProtected again', async () => {
+  /**
+   * After the old primary's agent starts again: its copy resyncs and rejoins or, when its node was
+   * down longer than the permanent-failure timeout (20 s in this suite), was re-created on the
+   * spare node, the old one removed (the scenario "a node down for good"). Either way the volume
+   * ends FullyProtected, on `primary`, with equal copies.
+   */
+  async function protectedAgain(uuid: string, oldPrimary: string, primary: string, tag: string): Promise<void> {
+    await step('two copies in sync again', () => until('2 in sync', async () => (await replicaSet(uuid)).inSync.length === 2, 300_000));
+    const fully = await until('FullyProtected', async () => {
+      const got = await getVolume(uuid);
+      return got.protectionState === 'FullyProtected' && got;
+    }, 120_000);
+    assert.equal(fully.primaryNodeUUID, primary, 'the primary stayed');
+    console.log(`# ${tag}: the old primary's copy ${fully.nodeList.includes(oldPrimary) ? 'resynced and rejoined' : 're-created on the spare node'}`);
+    assert.equal(new Set(await Promise.all(fully.nodeList.map((n) => backingDigest(n, uuid, 32)))).size, 1, 'the two copies are equal');
+  }
+
+  it('the primary\'s agent killed (kill -9) while serving and kept down: the exit fence turns its path inaccessible before the leader promotes the copy; never two optimized paths; no acknowledged write lost', async () => {
     await step('three nodes Active', () =>
       until('three nodes Active', async () => (await api<{ nodes: NodeWire[] }>('GET', '/nodes')).nodes.every((n) => n.state === 'Active'), 300_000),
     );
@@ -683,6 +700,48 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     }, 300_000);
     halfway = v;
     halfwayDevice = await step('connect a path to every node', () => connectAllPaths(v));
+    const set = await replicaSet(v.UUID);
+    const primary = set.primaryNodeUUID;
+    const copy = set.inSync.find((n) => n !== primary)!;
+    const i = indexOf(primary);
+    const writes = await ackedWrites(halfwayDevice, 'halfway-crash');
+    const logBefore = storage[i]!.agentLogTail(10_000_000).length;
+    // The agent dies; its kernel target would go on serving (systemd's ExecStopPost, which the
+    // lab's runner mirrors, runs the exit fence).
+    await step("kill -9 the primary's agent", () => storage[i]!.stopAgent('KILL', 30_000));
+    const killedAt = Date.now();
+    let fencedAt = 0;
+    let promotedAt = 0;
+    let twoOptimized = 0;
+    const samples: string[] = [];
+    while (Date.now() - killedAt < 120_000 && !(fencedAt && promotedAt)) {
+      const states = await pathStates(v.UUID);
+      const optimized = [...states].filter(([, st]) => st.endsWith('/optimized')).map(([n]) => n);
+      samples.push(`${Date.now() - killedAt}ms:${[...states].map(([n, st]) => `${n}=${st}`).join(',')}`);
+      if (optimized.length > 1) twoOptimized += 1;
+      if (!fencedAt && !optimized.includes(i)) fencedAt = Date.now();
+      if (!promotedAt && (await replicaSet(v.UUID)).epoch > set.epoch) promotedAt = Date.now();
+      await sleep(200);
+    }
+    const fenceLine = storage[i]!.agentLogTail(10_000_000).slice(logBefore).split('\n').find((l) => l.includes('"event":"agent.exitFence"'));
+    assert.ok(fenceLine, 'the exit fence ran after the agent died');
+    assert.ok(fencedAt > 0, `the dead agent's path left the optimized state: ${samples.join(' ')}`);
+    assert.ok(promotedAt > 0, 'the copy was promoted');
+    assert.ok(fencedAt <= promotedAt, `fenced ${fencedAt - killedAt} ms after the kill, promoted at ${promotedAt - killedAt} ms`);
+    assert.equal(twoOptimized, 0, `never two optimized paths: ${samples.join(' ')}`);
+    console.log(`# agent killed while serving: fenced ${fencedAt - killedAt} ms after the kill (${fenceLine}), promoted at ${promotedAt - killedAt} ms`);
+    const next = await replicaSet(v.UUID);
+    assert.equal(next.primaryNodeUUID, copy, 'the in-sync copy');
+    assert.equal(next.epoch, set.epoch + 1, 'promoted once');
+    await step('host I/O resumes on the new primary', () => writes.resumed(killedAt / 1000));
+    await writes.noneLost();
+    await step('the killed agent starts again', () => storage[i]!.startAgent({ timeoutMs: 240_000 }));
+    await protectedAgain(v.UUID, primary, copy, 'agent killed while serving');
+  });
+
+  it('the primary\'s agent killed (kill -9) mid hand-over (its copy\'s leg faulty, the primary not moved yet) and kept down: the leader promotes the copy once; no acknowledged write lost; the volume is FullyProtected again', async () => {
+    assert.ok(halfway, 'the scenario before created the volume');
+    const v = halfway;
     const writes = await ackedWrites(halfwayDevice, 'halfway-down');
     const { set, primary, copy, i, stoppedAt } = await killMidHandOver(v.UUID, writes);
     const unmoved = await replicaSet(v.UUID);
@@ -697,17 +756,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     assert.deepEqual([...states].filter(([, st]) => st.endsWith('/optimized')).map(([n]) => n), [indexOf(copy)], `one optimized path, the new primary's: ${[...states].join(' ')}`);
     await writes.noneLost();
     await step('the killed agent starts again', () => storage[i]!.startAgent({ timeoutMs: 240_000 }));
-    // The old primary's copy resyncs and rejoins; or, when its node was down longer than the
-    // permanent-failure timeout (20 s in this suite), the copy was re-created on the spare node
-    // and the old one is removed (the scenario "a node down for good"). Either way: two equal copies.
-    await step('two copies in sync again', () => until('2 in sync', async () => (await replicaSet(v.UUID)).inSync.length === 2, 300_000));
-    const fully = await until('FullyProtected', async () => {
-      const got = await getVolume(v.UUID);
-      return got.protectionState === 'FullyProtected' && got;
-    }, 120_000);
-    assert.equal(fully.primaryNodeUUID, copy, 'the primary stayed');
-    console.log(`# mid hand-over, kept down: the old primary's copy ${fully.nodeList.includes(primary) ? 'resynced and rejoined' : 're-created on the spare node'}`);
-    assert.equal(new Set(await Promise.all(fully.nodeList.map((n) => backingDigest(n, v.UUID, 32)))).size, 1, 'the two copies are equal');
+    await protectedAgain(v.UUID, primary, copy, 'mid hand-over, kept down');
   });
 
   it('the primary\'s agent killed (kill -9) mid hand-over and started again before its lease expires: it records the faulty copy out of sync before serving, no acknowledged write lost, the copy resyncs', async () => {
