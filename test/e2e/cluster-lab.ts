@@ -175,15 +175,15 @@ export async function startStorageGuest(options: StorageGuestOptions): Promise<S
       await guest.runOk(['date', '-u', '-s', `@${(Date.now() / 1000).toFixed(3)}`], { timeoutMs: 15_000 });
       running = true;
       // As systemd runs it (systemd/strata-agent.service): the exit fence after the agent process
-      // ends, however it ended, with the agent's own flags. The pid file holds node's pid (the
+      // ends, however it ended, on the agent's state dir. The pid file holds node's pid (the
       // background job's, a simple command the forked shell execs), so stopAgent's signal reaches
       // the agent itself, never the shell; the job ends (and stopAgent returns) only after the
       // fence ran. The agent's exit status is the job's.
-      const runner = `node "$0" "$@" >> "$LOG" 2>&1 & agent=$!; echo $agent > ${pidFile}; wait $agent; rc=$?; node "$EXIT_FENCE" "$@" >> "$LOG" 2>&1; exit $rc`;
+      const runner = `node "$0" "$@" >> "$LOG" 2>&1 & agent=$!; echo $agent > ${pidFile}; wait $agent; rc=$?; sh "$EXIT_FENCE" ${GUEST_STATE_DIR} >> "$LOG" 2>&1; exit $rc`;
       exited = guest
         .run(['sh', '-c', runner, `${repoRoot}/dist/agent/main.js`, ...args, ...extraArgs], {
           timeoutMs: FOREVER_MS,
-          env: { LOG: guestLogFile, EXIT_FENCE: `${repoRoot}/dist/agent/exit-fence.js` },
+          env: { LOG: guestLogFile, EXIT_FENCE: `${repoRoot}/systemd/strata-agent-exit-fence` },
         })
         .then((r) => r.code, () => -1)
         .finally(() => {

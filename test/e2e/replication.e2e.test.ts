@@ -33,7 +33,7 @@ import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitUntil } from '../helpers/wait.js';
 import { startStorageGuest, storageLogs, type StorageGuest, type StorageGuestOptions } from './cluster-lab.js';
 import { backingDigest as backingDigestOf, connectPaths, killStorageGuest, startAckedWrites } from './replication-host.js';
-import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, nvmeHostArgs, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
+import { freeLoopbackPort, freeLoopbackPortRange, labKernelLabel, labKernelSuite, nvmeHostArgs, prepareLab, script, startGuest, StepTimer, type Guest } from './lab/index.js';
 import { volumeFailedError } from './volume-failure.js';
 
 const skip = process.env['STRATA_E2E'] === '0' ? 'STRATA_E2E=0' : false;
@@ -45,6 +45,12 @@ const DRIVE_MIB = 384;
 const VOLUME_MIB = 64;
 const NAMES = ['rep-a', 'rep-b', 'rep-c'] as const;
 const PERMANENT_FAILURE_S = 20;
+/**
+ * The agent-kill scenarios at the end run on Debian 13's 6.12 only: what they exercise is the
+ * agent's sequence (hand-over, exit fence, restart) over sysfs and configfs interfaces both
+ * kernels share, and at about a minute each they would push CI's run past its hour on both.
+ */
+const AGENT_KILLS_SKIP = labKernelSuite() === 'bookworm' ? "the agent-kill scenarios run on 6.12 only (CI's time; the kernel interfaces are the same on 6.1)" : false;
 
 describe(`replication end to end (three storage guests, one initiator, QEMU, ${labKernelLabel()})`, { timeout: 1_500_000, skip }, () => {
   let etcd: TestEtcd;
@@ -670,6 +676,8 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
 
   let halfway: Volume | undefined;
   let halfwayDevice = '';
+  /** The nodes the host has a path to the volume `halfway` on. */
+  const halfwayPaths = new Set<string>();
 
   /**
    * After the old primary's agent starts again: its copy resyncs and rejoins or, when its node was
@@ -684,11 +692,19 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
       return got.protectionState === 'FullyProtected' && got;
     }, 120_000);
     assert.equal(fully.primaryNodeUUID, primary, 'the primary stayed');
+    // The host's paths follow the copies (the next scenario's promotion may land on a new one).
+    const fresh = fully.nodeList.filter((n) => !halfwayPaths.has(n));
+    if (fresh.length > 0) {
+      await step('connect the host to the new copy', () =>
+        connectPaths({ host: host(), nodes: fresh.map((n) => ({ index: indexOf(n), guest: storageOf(n).guest })), port: volumePort, subsystemNQN: nqnOf(uuid), volumeUUID: uuid, hostNQN: HOST, pathPort }),
+      );
+      for (const n of fresh) halfwayPaths.add(n);
+    }
     console.log(`# ${tag}: the old primary's copy ${fully.nodeList.includes(oldPrimary) ? 'resynced and rejoined' : 're-created on the spare node'}`);
     assert.equal(new Set(await Promise.all(fully.nodeList.map((n) => backingDigest(n, uuid, 32)))).size, 1, 'the two copies are equal');
   }
 
-  it('the primary\'s agent killed (kill -9) while serving and kept down: the exit fence turns its path inaccessible before the leader promotes the copy; never two optimized paths; no acknowledged write lost', async () => {
+  it('the primary\'s agent killed (kill -9) while serving and kept down: the exit fence turns its path inaccessible before the leader promotes the copy; never two optimized paths; no acknowledged write lost', { skip: AGENT_KILLS_SKIP }, async () => {
     await step('three nodes Active', () =>
       until('three nodes Active', async () => (await api<{ nodes: NodeWire[] }>('GET', '/nodes')).nodes.every((n) => n.state === 'Active'), 300_000),
     );
@@ -700,6 +716,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     }, 300_000);
     halfway = v;
     halfwayDevice = await step('connect a path to every node', () => connectAllPaths(v));
+    for (const n of v.nodeList) halfwayPaths.add(n);
     const set = await replicaSet(v.UUID);
     const primary = set.primaryNodeUUID;
     const copy = set.inSync.find((n) => n !== primary)!;
@@ -707,9 +724,9 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     const writes = await ackedWrites(halfwayDevice, 'halfway-crash');
     const logBefore = storage[i]!.agentLogTail(10_000_000).length;
     // The agent dies; its kernel target would go on serving (systemd's ExecStopPost, which the
-    // lab's runner mirrors, runs the exit fence).
-    await step("kill -9 the primary's agent", () => storage[i]!.stopAgent('KILL', 30_000));
+    // lab's runner mirrors, runs the exit fence). The host's paths are watched from the kill on.
     const killedAt = Date.now();
+    await storage[i]!.signalAgent('KILL');
     let fencedAt = 0;
     let promotedAt = 0;
     let twoOptimized = 0;
@@ -723,6 +740,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
       if (!promotedAt && (await replicaSet(v.UUID)).epoch > set.epoch) promotedAt = Date.now();
       await sleep(200);
     }
+    await storage[i]!.stopAgent('KILL', 30_000);
     const fenceLine = storage[i]!.agentLogTail(10_000_000).slice(logBefore).split('\n').find((l) => l.includes('"event":"agent.exitFence"'));
     assert.ok(fenceLine, 'the exit fence ran after the agent died');
     assert.ok(fencedAt > 0, `the dead agent's path left the optimized state: ${samples.join(' ')}`);
@@ -739,7 +757,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     await protectedAgain(v.UUID, primary, copy, 'agent killed while serving');
   });
 
-  it('the primary\'s agent killed (kill -9) mid hand-over (its copy\'s leg faulty, the primary not moved yet) and kept down: the leader promotes the copy once; no acknowledged write lost; the volume is FullyProtected again', async () => {
+  it('the primary\'s agent killed (kill -9) mid hand-over (its copy\'s leg faulty, the primary not moved yet) and kept down: the leader promotes the copy once; no acknowledged write lost; the volume is FullyProtected again', { skip: AGENT_KILLS_SKIP }, async () => {
     assert.ok(halfway, 'the scenario before created the volume');
     const v = halfway;
     const writes = await ackedWrites(halfwayDevice, 'halfway-down');
@@ -759,7 +777,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     await protectedAgain(v.UUID, primary, copy, 'mid hand-over, kept down');
   });
 
-  it('the primary\'s agent killed (kill -9) mid hand-over and started again before its lease expires: it records the faulty copy out of sync before serving, no acknowledged write lost, the copy resyncs', async () => {
+  it('the primary\'s agent killed (kill -9) mid hand-over and started again before its lease expires: it records the faulty copy out of sync before serving, no acknowledged write lost, the copy resyncs', { skip: AGENT_KILLS_SKIP }, async () => {
     assert.ok(halfway, 'the scenario before created the volume');
     const uuid = halfway.UUID;
     const writes = await ackedWrites(halfwayDevice, 'halfway-back');

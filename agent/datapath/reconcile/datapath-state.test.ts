@@ -1,5 +1,6 @@
 // <stateDir>/datapath.json: a file written before replicatedPorts existed loads, the ports are
-// written at once when one is new, and the exit fence's read-only look creates nothing.
+// written at once when one is new (to exit-fence-ports first, the exit fence's list), and the
+// exit fence's read-only look creates nothing.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,5 +42,14 @@ it('reads no ports from a state dir that does not exist, without creating it; a 
   const corrupt = join(work, 'corrupt');
   mkdirSync(corrupt);
   writeFileSync(join(corrupt, 'datapath.json'), JSON.stringify({ ...DataPathState.empty(), replicatedPorts: [-1] }));
-  await assert.rejects(DataPathState.readReplicatedPorts(corrupt), /corrupt data path state/);
+  await assert.rejects(DataPathState.load(corrupt), /corrupt data path state/);
+});
+
+it('writes the exit fence\'s list on load from a datapath.json that had ports but no list', async () => {
+  const dir = join(work, 'upgraded');
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'datapath.json'), JSON.stringify({ ...DataPathState.empty(), replicatedPorts: [20005, 20001] }));
+  assert.equal(existsSync(join(dir, 'exit-fence-ports')), false);
+  await DataPathState.load(dir);
+  assert.equal(readFileSync(join(dir, 'exit-fence-ports'), 'utf8'), '20001\n20005\n');
 });

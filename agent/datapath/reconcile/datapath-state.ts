@@ -7,10 +7,13 @@
 // - rollbacks done (volume → "generation:snapshot"), so a restart does not roll back again over
 //   data written since;
 // - the volume ports that may serve a replicated volume's host path here (written ahead of any
-//   change that can make one ANA-optimized): what the exit fence (agent/exit-fence.ts, run by
-//   systemd once the agent process has ended, however it ended) turns inaccessible, since a dead
-//   agent cannot fence them when its lease expires and another copy is promoted.
-// <stateDir>/datapath.json, written atomically after every change.
+//   change that can make one ANA-optimized): what the exit fence (systemd/strata-agent-exit-fence,
+//   run by systemd once the agent process has ended, however it ended) turns inaccessible, since a
+//   dead agent cannot fence them when its lease expires and another copy is promoted.
+// <stateDir>/datapath.json, written atomically after every change. The ports are also written,
+// one per line and first, to <stateDir>/exit-fence-ports: the fence is a shell script (it must
+// act within the lease, where node's start took 9-26 s on the lab's emulated guests), and a
+// listed port too many is harmless where one missing is not.
 //
 // replicatedPorts is optional and the version stays 1: a file written before it existed loads
 // (no port listed: the first pass lists them before it changes anything), and an older agent
@@ -35,6 +38,11 @@ type StateFile = z.infer<typeof stateSchema>;
 /** <stateDir>/datapath.json. */
 export function dataPathStateFile(stateDir: string): string {
   return join(stateDir, 'datapath.json');
+}
+
+/** <stateDir>/exit-fence-ports: the replicated ports, one per line, for the exit fence. */
+export function exitFencePortsFile(stateDir: string): string {
+  return join(stateDir, 'exit-fence-ports');
 }
 
 /** The file's content, undefined when there is none; throws when it is corrupt. */
@@ -64,9 +72,13 @@ export class DataPathState {
    */
   readonly replicatedPorts: Set<number>;
 
+  /** What exit-fence-ports holds (written when it changes). */
+  private fencePortsWritten: string | undefined;
+
   private constructor(
     private readonly path: string | undefined,
     data: StateFile,
+    private readonly fencePortsPath?: string,
   ) {
     this.ownedHosts = new Set(data.ownedHosts);
     this.pendingRelink = new Set(data.pendingRelink);
@@ -83,17 +95,25 @@ export class DataPathState {
   static async load(stateDir: string): Promise<DataPathState> {
     await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
     const path = dataPathStateFile(stateDir);
-    return new DataPathState(path, (await readStateFile(path)) ?? DataPathState.empty());
+    const state = new DataPathState(path, (await readStateFile(path)) ?? DataPathState.empty(), exitFencePortsFile(stateDir));
+    // A datapath.json written before exit-fence-ports existed: the fence's list from its ports now.
+    state.writeFencePorts();
+    return state;
   }
 
   /**
-   * The replicated ports recorded in <stateDir>/datapath.json, read only (nothing is created):
-   * for the exit fence, which runs after the agent. Empty when there is no file; throws when it
-   * is corrupt.
+   * The ports <stateDir>/exit-fence-ports lists, as the exit fence reads them (lines of digits;
+   * anything else skipped), read only: nothing is created. Empty when there is no file.
    */
   static async readReplicatedPorts(stateDir: string): Promise<number[]> {
-    const data = await readStateFile(dataPathStateFile(stateDir));
-    return [...new Set(data?.replicatedPorts ?? [])].sort((a, b) => a - b);
+    let raw: string;
+    try {
+      raw = await fs.readFile(exitFencePortsFile(stateDir), 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+    return raw.split('\n').filter((l) => /^[0-9]+$/.test(l)).map(Number);
   }
 
   /** Adds ports to replicatedPorts and saves at once when one is new: before anything may make it optimized. True when it saved. */
@@ -115,6 +135,8 @@ export class DataPathState {
 
   save(): void {
     if (!this.path) return;
+    // The fence's list first: a crash between the two writes leaves it listing more, never less.
+    this.writeFencePorts();
     const data: StateFile = {
       version: 1,
       ownedHosts: [...this.ownedHosts].sort(),
@@ -124,5 +146,13 @@ export class DataPathState {
       replicatedPorts: [...this.replicatedPorts].sort((a, b) => a - b),
     };
     writeFileAtomic(this.path, `${JSON.stringify(data, null, 2)}\n`, 0o600);
+  }
+
+  private writeFencePorts(): void {
+    if (!this.fencePortsPath) return;
+    const content = [...this.replicatedPorts].sort((a, b) => a - b).map((p) => `${p}\n`).join('');
+    if (content === this.fencePortsWritten) return;
+    writeFileAtomic(this.fencePortsPath, content, 0o600);
+    this.fencePortsWritten = content;
   }
 }

@@ -279,7 +279,7 @@ function replicatedPortsOf(ctx: PassContext, pass: PassScope): Set<number> {
  * First thing of every pass, before any step that can make a host path ANA-optimized (the
  * promotion's early write in the backings phase, the plan): the ports of replicated volumes go
  * into DataPathState, saved at once. They are what the exit fence turns inaccessible once the
- * agent process has ended (agent/exit-fence.ts): a primary's kernel would otherwise keep serving
+ * agent process has ended (systemd/strata-agent-exit-fence): a primary's kernel would otherwise keep serving
  * after its agent died, beside the copy promoted when its lease expired.
  */
 export function recordReplicatedPorts(ctx: PassContext, pass: PassScope): void {
