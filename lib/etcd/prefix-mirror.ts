@@ -4,6 +4,9 @@
 // which keys changed. On a watch failure (e.g. compaction past our revision) it reloads.
 // It knows the revision it has seen up to, so a reader can wait until it holds every write
 // committed before some moment (WatchCache.sync builds linearizable reads on that).
+// Besides prefixes it can hold single keys, each alone: a key that begins other keys is not their
+// prefix (/strata/cluster, the cluster record, begins /strata/cluster-ca, which holds the CA's
+// private key and must not sit in every process's memory because the cluster record is read).
 import type { Logger } from '../logger.js';
 import { retry } from '../retry.js';
 import { parseRecord } from './client.js';
@@ -39,6 +42,11 @@ export class PrefixMirror {
   private readonly sorted = new Map<string, string[]>();
   /** Every event up to this revision has been applied (etcd sends a watch's events in revision order). */
   private seenRevision = 0n;
+  /** Per prefix, how many times its records changed (and were loaded): see changeCount(). */
+  private readonly changes = new Map<string, number>();
+  /** The prefixes, then the single keys: what a range read at load asks for. */
+  private readonly ranges: readonly string[];
+  private readonly singleKeys: ReadonlySet<string>;
   private waiters: { revision: bigint; resolve: () => void }[] = [];
 
   constructor(
@@ -59,10 +67,36 @@ export class PrefixMirror {
        * cannot be read is not an unassigned volume) sees it.
        */
       readonly keepCorrupt?: boolean;
+      /**
+       * Keys mirrored alone, beside `prefixes`: only the key itself, never the longer keys it
+       * begins. Read as `get(key, key)`; wherever a prefix is named (get, all, mirrors), so is it.
+       */
+      readonly singleKeys?: readonly string[];
     } = {},
   ) {
     this.kv = kvOf(client);
-    for (const prefix of prefixes) this.maps.set(prefix, new Map());
+    this.singleKeys = new Set(options.singleKeys);
+    this.ranges = [...prefixes, ...this.singleKeys];
+    for (const range of this.ranges) this.maps.set(range, new Map());
+  }
+
+  /** The prefix (or single key) `key` belongs to; undefined when it is not mirrored. */
+  private rangeOf(key: string): string | undefined {
+    if (this.singleKeys.has(key)) return key;
+    return this.prefixes.find((p) => key.startsWith(p));
+  }
+
+  /**
+   * A count that moves whenever a record under `prefix` (or the single key) changes, and when
+   * the mirror reads everything again: a reader that built something from its records builds it
+   * again only when the count moved (InventoryReader keeps its maps of unchanged prefixes).
+   */
+  changeCount(prefix: string): number {
+    return this.changes.get(prefix) ?? 0;
+  }
+
+  private changed(prefix: string): void {
+    this.changes.set(prefix, this.changeCount(prefix) + 1);
   }
 
   /**
@@ -197,13 +231,17 @@ export class PrefixMirror {
   }
 
   private async load(): Promise<void> {
-    if (!this.prefixes[0]) return;
-    // One transaction: every prefix read at the same revision.
-    const { revision, ranges } = await this.kv.snapshot(this.prefixes);
+    if (!this.ranges[0]) return;
+    // One transaction: every prefix read at the same revision. A single key is read as a prefix
+    // (Kv reads prefixes), and only the key itself is kept.
+    const { revision, ranges } = await this.kv.snapshot(this.ranges);
     ranges.forEach((kvs, index) => {
-      const prefix = this.prefixes[index]!;
+      const prefix = this.ranges[index]!;
+      const single = this.singleKeys.has(prefix);
       const map = new Map<string, MirroredRecord<unknown>>();
+      this.changed(prefix);
       for (const kv of kvs) {
+        if (single && kv.key !== prefix) continue;
         const entry = this.entryOf(kv.key, kv.value, kv.modRevision, kv.createRevision);
         if (entry) map.set(kv.key, entry);
       }
@@ -218,20 +256,21 @@ export class PrefixMirror {
     // ONE watch over the range covering every prefix: etcd orders events only within a watch,
     // and a controller must never see a volume before the node record written ahead of it.
     const startRevision = String(BigInt(revision) + 1n);
-    const range = this.options.everyRevision ? '' : commonPrefix(this.prefixes);
+    const range = this.options.everyRevision ? '' : commonPrefix(this.ranges);
     const watcher = await this.kv.watch(range, startRevision, {
       events: (events) => {
         const changes: MirrorChange[] = [];
         for (const event of events) {
           const key = event.key;
-          const prefix = this.prefixes.find((p) => key.startsWith(p));
-          if (!prefix) continue;
+          const prefix = this.rangeOf(key);
+          if (prefix === undefined) continue;
           const map = this.maps.get(prefix)!;
           const before = map.get(key);
           if (before) this.unindex(prefix, key, before.record);
           if (event.type === 'delete') {
             if (before) this.sortedRemove(prefix, key);
             map.delete(key);
+            this.changed(prefix);
             changes.push({ prefix, key, deleted: true });
           } else {
             const entry = this.entryOf(key, event.value, event.modRevision, event.createRevision);
@@ -239,6 +278,7 @@ export class PrefixMirror {
               if (!before) this.sortedInsert(prefix, key);
               map.set(key, entry);
               for (const index of this.indexes.values()) if (index.prefix === prefix) this.indexAdd(index, key, entry.record);
+              this.changed(prefix);
               changes.push({ prefix, key, deleted: false });
             }
           }

@@ -301,6 +301,38 @@ function contract(backend: string, kvOf: () => Kv): void {
         await state.stop();
       }
     });
+
+    it('the watched state holds a single key alone, never the keys it begins (the cluster record, not the cluster CA beside it); a change count moves per prefix', async () => {
+      const kv = kvOf();
+      const [single, prefix] = [fresh('record'), `${fresh('others')}/`];
+      await write(kv, put(single, { name: 'held' }), put(`${single}-ca`, { privateKey: 'never held' }), put(`${prefix}a`, 1));
+      const state = new PrefixMirror(kv, [prefix], silentLogger(), { everyRevision: true, singleKeys: [single] });
+      await state.start();
+      try {
+        assert.ok(state.mirrors(single));
+        assert.deepEqual([...state.all(single).keys()], [single], 'the load keeps the key alone');
+        assert.deepEqual(state.get(single, single)?.record, { name: 'held' });
+        const [singleLoaded, prefixLoaded] = [state.changeCount(single), state.changeCount(prefix)];
+        assert.ok(singleLoaded > 0 && prefixLoaded > 0, 'the load counts as a change');
+        await write(kv, put(`${single}-ca`, { privateKey: 'rotated' }), put(`${single}/below`, 2));
+        await state.catchUp();
+        assert.deepEqual([...state.all(single).keys()], [single], 'the watch keeps the key alone');
+        assert.equal(state.changeCount(single), singleLoaded, 'keys beside it change nothing');
+        const updated = await write(kv, put(single, { name: 'renamed' }));
+        await state.catchUp();
+        assert.equal(state.get(single, single)?.revision, updated);
+        assert.equal(state.changeCount(single), singleLoaded + 1);
+        assert.equal(state.changeCount(prefix), prefixLoaded, 'another prefix\'s count stays');
+        await write(kv, { delete: `${prefix}a` });
+        await state.catchUp();
+        assert.equal(state.changeCount(prefix), prefixLoaded + 1, 'a delete moves it');
+        await write(kv, { delete: single });
+        await state.catchUp();
+        assert.equal(state.get(single, single), undefined);
+      } finally {
+        await state.stop();
+      }
+    });
   });
 }
 
