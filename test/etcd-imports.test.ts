@@ -33,13 +33,11 @@ const ETCD_DRIVER = 'talks to etcd itself, not to records (members, HashKV, alar
 /** Files that still import etcd or its keys outside the stores, and why (issue 14 items 1-3). */
 const ALLOWED: Readonly<Record<string, { readonly imports: readonly Forbidden[]; readonly why: string }>> = {
   'control-plane/etcd-corruption/etcd-hash-scan.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
-  'control-plane/inventory/inventory-reader.ts': { imports: ['keys'], why: 'one of the views of etcd in the process (item 1): to read the one watched state' },
   'control-plane/leadership/leader-election.ts': { imports: ['etcd3', 'keys'], why: 'the leader key and the fence: part of the one transaction helper (item 2)' },
   'control-plane/logs/etcd-dump.ts': { imports: ['etcd3', 'keys'], why: ETCD_DRIVER },
   'control-plane/metrics/control-plane-metrics.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/servers/etcd-members.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
   'control-plane/servers/etcd-membership.ts': { imports: ['etcd3'], why: ETCD_DRIVER },
-  'control-plane/watch-cache/watch-cache.ts': { imports: ['keys'], why: 'the one watched state of the process and the API\'s view of it (item 1): its prefixes and reads, to move under lib/etcd/' },
 };
 
 function* sources(dir: string): Generator<string> {
