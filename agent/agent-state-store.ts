@@ -7,20 +7,21 @@
 // Lease keep-alives are not watches; writes, and reads that must see this agent's own last write
 // or etcd's word at one moment (fencing), still go to etcd.
 import { keys } from '../lib/etcd/keys.js';
-import type { KvClient } from '../lib/etcd/kv.js';
+import type { KvClient, PrefixOrKey } from '../lib/etcd/kv.js';
 import { PrefixMirror } from '../lib/etcd/prefix-mirror.js';
 import { SEALED_FEATURES } from '../lib/etcd/sealed-host-keys-store.js';
 import type { Logger } from '../lib/logger.js';
 
 /**
- * The mirror of everything `serverUUID`'s agent follows. Corrupt records are kept (as null
- * records with `corrupt` set): a reader tells "cannot be read" from "absent". Readers that
- * read etcd before read it after catchUp(): as fresh as etcd, one cheap read instead of a range.
+ * What `serverUUID`'s agent follows: prefixes, and single records as exact keys (`{ key }`, never
+ * as prefixes: /strata/cluster as a prefix would also bring /strata/cluster-ca, the cluster CA's
+ * private key, into every agent; a record key is read alone whether or not another key starts
+ * with it today).
  */
-export function agentWatchedState(client: KvClient, serverUUID: string, logger: Logger): PrefixMirror {
-  const prefixes = [
+export function agentWatchedRanges(serverUUID: string): PrefixOrKey[] {
+  return [
     // The cluster record: the reconciler, pools, host keys, tokens, discovery.
-    keys.cluster(),
+    { key: keys.cluster() },
     // Discovery: who serves which volume where.
     keys.serversPrefix(),
     keys.nodesPrefix(),
@@ -32,8 +33,18 @@ export function agentWatchedState(client: KvClient, serverUUID: string, logger: 
     keys.nodeCommandsPrefix(),
     keys.adminEndpointsPrefix(),
     // The sealed features' switches (TLS's also read by discovery) and this server's records.
-    ...Object.values(SEALED_FEATURES).flatMap((f) => [f.switchKey, f.serverRecord(serverUUID)]),
+    ...Object.values(SEALED_FEATURES).flatMap((f) => [{ key: f.switchKey }, { key: f.serverRecord(serverUUID) }]),
   ];
-  // Every revision, so catchUp() can wait for any (Strata's etcd holds only Strata's keys).
-  return new PrefixMirror(client, prefixes, logger, { everyRevision: true, keepCorrupt: true });
+}
+
+/**
+ * The mirror of everything `serverUUID`'s agent follows. Corrupt records are kept (as null
+ * records with `corrupt` set): a reader tells "cannot be read" from "absent". Readers that
+ * read etcd before read it after catchUp(): as fresh as etcd, one cheap read instead of a range.
+ */
+export function agentWatchedState(client: KvClient, serverUUID: string, logger: Logger): PrefixMirror {
+  // Every revision, so catchUp() can wait for any (Strata's etcd holds only Strata's keys). The
+  // watch then brings every key's changes, the CA's too, into the process: the mirror drops those
+  // of keys it does not mirror as they arrive, and stores none of them.
+  return new PrefixMirror(client, agentWatchedRanges(serverUUID), logger, { everyRevision: true, keepCorrupt: true });
 }

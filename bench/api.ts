@@ -12,27 +12,38 @@
 // node and a large data device), so creates pass the replica limit and the controller places
 // every volume — but no agent serves them: this measures the API, its store and the
 // controller's load on etcd, not the data path (bench/datapath does that).
-import { spawn } from 'node:child_process';
+// Both children (etcd, the control plane) are stopped on every way out: the end, a throw at any
+// step (the control plane not starting included), Ctrl-C or a SIGTERM; a crash of this process
+// takes them along (pdeathsig), so no control plane is left serving after a failed run.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { stopChild } from '../lib/child-process.js';
 import { ALLOW_ANY } from '../lib/contract/acl.js';
 import { createEtcdClient, unconditionalTxn } from '../lib/etcd/client.js';
-import { startLocalEtcd } from '../lib/etcd/local-etcd.js';
+import { startLocalEtcd, type LocalEtcd } from '../lib/etcd/local-etcd.js';
 import { freePort } from '../lib/ports.js';
 import { packageRoot } from '../lib/paths.js';
 import { joinServer, reportInventory } from '../test/helpers/records.js';
 import { keys } from '../lib/etcd/keys.js';
 import type { VolumeRecord, VolumeStatusRecord } from '../lib/records.js';
+import type { Etcd3 } from 'etcd3';
 
 const { values } = parseArgs({
   options: {
     volumes: { type: 'string', default: '10000' },
     concurrency: { type: 'string', default: '16' },
     samples: { type: 'string', default: '500' },
+    help: { type: 'boolean', default: false },
   },
 });
+if (values.help) {
+  console.log('usage: npm run bench:api [-- --volumes 10000 --concurrency 16 --samples 500]\n' +
+    'Starts a private etcd and a control plane, creates the volumes through the API and prints its latencies beside raw etcd\'s.');
+  process.exit(0);
+}
 const VOLUMES = Number(values.volumes);
 const CONCURRENCY = Number(values.concurrency);
 const SAMPLES = Number(values.samples);
@@ -67,40 +78,70 @@ async function load(count: number, concurrency: number, op: (i: number) => Promi
 }
 
 const home = mkdtempSync(join(tmpdir(), 'strata-bench-api-'));
-const etcd = await startLocalEtcd({ dataDir: join(home, 'etcd'), clientPort: await freePort(), peerPort: await freePort() });
-const apiPort = await freePort();
-const plane = spawn(
-  process.execPath,
-  [...(process.env['STRATA_BENCH_CPU_PROF'] ? ['--cpu-prof', `--cpu-prof-dir=${process.env['STRATA_BENCH_CPU_PROF']}`] : []), join(packageRoot, 'dist/control-plane/main.js'), '--etcd-endpoints', etcd.endpoint, '--api-port', String(apiPort), '--grpc-port', String(await freePort()),
-    '--state-dir', join(home, 'cp'), '--log-level', process.env['STRATA_BENCH_LOG'] ?? 'warn',
-    // Plain HTTP on loopback, as the tests' control planes: the API's TLS is not what is measured.
-    '--api-insecure-http', 'true'],
-  { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, NOTIFY_SOCKET: '' } },
-);
-const base = `http://127.0.0.1:${apiPort}/api/v2`;
-for (let i = 0; ; i++) {
-  try {
-    if ((await fetch(`http://127.0.0.1:${apiPort}/healthz`)).ok && existsSync(join(home, 'cp', 'admin.jwt'))) break;
-  } catch {
-    // not up yet
-  }
-  if (i > 300) throw new Error('control plane did not start');
-  await new Promise((r) => setTimeout(r, 100));
+// What the run has started so far, stopped by stopAll() (once, however many ways out ask).
+let etcd: LocalEtcd | undefined;
+let plane: ChildProcess | undefined;
+let etcdClient: Etcd3 | undefined;
+let stopping: Promise<void> | undefined;
+function stopAll(): Promise<void> {
+  stopping ??= (async () => {
+    etcdClient?.close();
+    // SIGTERM: the control plane stops cleanly (and writes its CPU profile when asked).
+    if (plane) await stopChild(plane, 10_000);
+    await etcd?.stop();
+    rmSync(home, { recursive: true, force: true });
+  })();
+  return stopping;
 }
-const token = readFileSync(join(home, 'cp', 'admin.jwt'), 'utf8').trim();
-const headers = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' };
-async function call(method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await fetch(`${base}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return JSON.parse(text) as unknown;
+// A signal's default action would end this process at once, with its children still running
+// (Ctrl-C reaches the control plane too, a SIGTERM or a timeout's kill only this process).
+for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  process.once(signal, () => {
+    console.error(`bench/api: ${signal}, stopping the control plane and etcd`);
+    void stopAll().finally(() => process.exit(code));
+  });
 }
 
-const raw = createEtcdClient([etcd.endpoint]);
-const { server } = await joinServer(raw, { nodes: [{ managedDeviceSerials: ['BENCH-0'] }] });
-await reportInventory(raw, server.UUID, { devices: [{ serial: 'BENCH-0', sizeBytes: String(2n ** 60n), present: true }] });
-const sampleValue = JSON.stringify({ UUID: '00000000-0000-0000-0000-000000000000', name: 'x'.repeat(16), sizeBytes: '1073741824', acl: [ALLOW_ANY], labels: [], state: 'Creating' });
 try {
+  etcd = await startLocalEtcd({ dataDir: join(home, 'etcd'), clientPort: await freePort(), peerPort: await freePort() });
+  const apiPort = await freePort();
+  const planeArgs = [
+    ...(process.env['STRATA_BENCH_CPU_PROF'] ? ['--cpu-prof', `--cpu-prof-dir=${process.env['STRATA_BENCH_CPU_PROF']}`] : []), join(packageRoot, 'dist/control-plane/main.js'), '--etcd-endpoints', etcd.endpoint, '--api-port', String(apiPort), '--grpc-port', String(await freePort()),
+    '--state-dir', join(home, 'cp'), '--log-level', process.env['STRATA_BENCH_LOG'] ?? 'warn',
+    // Plain HTTP on loopback, as the tests' control planes: the API's TLS is not what is measured.
+    '--api-insecure-http', 'true',
+  ];
+  // Under setpriv --pdeathsig, as local-etcd.ts runs etcd: it dies with this process even on a
+  // SIGKILL or a crash, which no handler here sees. setpriv execs node: the PID is the control plane's.
+  const planeOptions = { stdio: ['ignore', 'ignore', 'inherit'] as ['ignore', 'ignore', 'inherit'], env: { ...process.env, NOTIFY_SOCKET: '' } };
+  plane = existsSync('/usr/bin/setpriv')
+    ? spawn('/usr/bin/setpriv', ['--pdeathsig', 'SIGKILL', '--', process.execPath, ...planeArgs], planeOptions)
+    : spawn(process.execPath, planeArgs, planeOptions);
+  const base = `http://127.0.0.1:${apiPort}/api/v2`;
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${apiPort}/healthz`)).ok && existsSync(join(home, 'cp', 'admin.jwt'))) break;
+    } catch {
+      // not up yet
+    }
+    if (plane.exitCode !== null || plane.signalCode !== null) throw new Error(`control plane exited during start (${plane.exitCode ?? plane.signalCode})`);
+    if (i > 300) throw new Error('control plane did not start');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const token = readFileSync(join(home, 'cp', 'admin.jwt'), 'utf8').trim();
+  const headers = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' };
+  const call = async (method: string, path: string, body?: unknown): Promise<unknown> => {
+    const res = await fetch(`${base}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+    return JSON.parse(text) as unknown;
+  };
+
+  const raw = createEtcdClient([etcd.endpoint]);
+  etcdClient = raw;
+  const { server } = await joinServer(raw, { nodes: [{ managedDeviceSerials: ['BENCH-0'] }] });
+  await reportInventory(raw, server.UUID, { devices: [{ serial: 'BENCH-0', sizeBytes: String(2n ** 60n), present: true }] });
+  const sampleValue = JSON.stringify({ UUID: '00000000-0000-0000-0000-000000000000', name: 'x'.repeat(16), sizeBytes: '1073741824', acl: [ALLOW_ANY], labels: [], state: 'Creating' });
   console.log(`bench/api: ${VOLUMES} volumes; latencies from one sequential client (${SAMPLES} samples); throughput at concurrency ${CONCURRENCY}`);
 
   // Creates: the population itself, through the API.
@@ -202,9 +243,5 @@ try {
   const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
   console.log(`target p99 GET < 20 ms: ${verdict(stats(gets.latencies).p99 < 20)}; list page p99 < 100 ms: ${verdict(stats(pages).p99 < 100)}; creates >= 300/s: ${verdict(createRate >= 300)}`);
 } finally {
-  raw.close();
-  plane.kill('SIGTERM');
-  await new Promise((r) => plane.once('exit', r));
-  await etcd.stop();
-  rmSync(home, { recursive: true, force: true });
+  await stopAll();
 }

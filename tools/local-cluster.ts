@@ -21,6 +21,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, Option } from 'commander';
 import type { Etcd3 } from 'etcd3';
+import { stopChild } from '../lib/child-process.js';
 import { send } from '../lib/http-transport.js';
 import { volumeSubsystemNQN } from '../lib/contract/nqn.js';
 import { createEtcdClient, parseRecord } from '../lib/etcd/client.js';
@@ -450,14 +451,7 @@ async function stopAll(reason: string, exitCode = 0): Promise<void> {
   // by their PIDs (a power cut for them: md and btrfs come back at the next run, and what hosts
   // flushed is on the drive images).
   await Promise.all(nodes.map((node) => node.storage?.stop().catch(() => undefined)));
-  for (const child of [...children].reverse()) {
-    if (child.exitCode !== null || child.signalCode !== null) continue;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
-  }
+  for (const child of [...children].reverse()) await stopChild(child, 10_000);
   etcdClient?.close();
   await etcd?.stop();
   say('stopped');

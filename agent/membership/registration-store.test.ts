@@ -5,77 +5,68 @@
 // (presence-store.ts) are membership.test.ts's, on etcd.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
-import { kvOf, type KvClient } from '../../lib/etcd/kv.js';
+import { kvOf } from '../../lib/etcd/kv.js';
 import type { NodeRecord, ServerRecord } from '../../lib/records.js';
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
-import { etcdBackend, memoryBackend, putText, racing, type KvBackend } from '../../test/helpers/kv-backends.js';
+import { describeOnEveryBackend, putText, racing } from '../../test/helpers/kv-backends.js';
 import { putRecord, serverRecord } from '../../test/helpers/records.js';
 import { assertFirstRegistration, assertReRegistered, editAsControlPlane, movedFacts, readRecord, registrationFacts } from '../../test/helpers/registration.js';
 import { RegistrationStore } from './registration-store.js';
 
-function registrationCases(name: string, open: () => Promise<KvBackend>): void {
-  describe(`registration store on ${name}`, () => {
-    let client: KvClient;
-    let close: KvBackend['close'] = async () => {};
-    before(async () => ({ client, close } = await open()));
-    after(() => close());
+describeOnEveryBackend('registration store', (suite) => {
 
-    test('creates the server and node records; a device belongs to the first node', async () => {
-      const facts = registrationFacts({ nodeUUIDs: [randomUUID(), randomUUID()] });
-      const store = new RegistrationStore(client);
-      assert.equal(await store.registerServer(facts), 'created');
-      assert.deepEqual(await store.registerNodes(facts), ['created', 'created']);
-      await assertFirstRegistration(client, facts);
-      assert.equal((await readRecord<NodeRecord>(client, keys.node(facts.nodeUUIDs[0]!)))?.unattached, undefined);
-    });
-
-    test('registering again rewrites only the agent-owned fields and keeps the control plane\'s; the same facts change nothing', async () => {
-      const facts = registrationFacts();
-      const store = new RegistrationStore(client);
-      await store.registerServer(facts);
-      await store.registerNodes(facts);
-      const created = await editAsControlPlane(client, facts);
-
-      const moved = movedFacts(facts);
-      assert.equal(await store.registerServer(moved), 'updated');
-      assert.deepEqual(await store.registerNodes(moved), ['updated']);
-      await assertReRegistered(client, facts, created);
-
-      const nodeKey = keys.node(facts.nodeUUIDs[0]!);
-      const revision = (await kvOf(client).get(nodeKey))?.modRevision;
-      assert.equal(await store.registerServer(moved), 'unchanged');
-      assert.deepEqual(await store.registerNodes(moved), ['unchanged']);
-      assert.equal((await kvOf(client).get(nodeKey))?.modRevision, revision, 'not rewritten');
-    });
-
-    test('a server added without extending the cluster: named by its agent, its nodes join Unattached; a node it knows is never forgotten', async () => {
-      const facts = registrationFacts();
-      const known = randomUUID();
-      await putRecord(client, keys.server(facts.serverUUID), serverRecord({
-        UUID: facts.serverUUID, name: '', nodeUUIDs: [known],
-        added: { etcdPeerURL: '', etcdMemberID: '', extendCluster: false, promotedAt: '' },
-      }));
-      const store = new RegistrationStore(client);
-      assert.equal(await store.registerServer(facts), 'updated');
-      const server = await readRecord<ServerRecord>(client, keys.server(facts.serverUUID));
-      assert.equal(server?.name, 'storage-1');
-      assert.deepEqual(server?.nodeUUIDs, [known, ...facts.nodeUUIDs]);
-      await store.registerNodes(facts);
-      assert.equal((await readRecord<NodeRecord>(client, keys.node(facts.nodeUUIDs[0]!)))?.unattached, true);
-    });
-
-    test('a record that is not JSON fails the registration', async () => {
-      const facts = registrationFacts();
-      await putText(client, keys.server(facts.serverUUID), '{');
-      await assert.rejects(new RegistrationStore(client).registerServer(facts), /corrupt record/);
-    });
+  test('creates the server and node records; a device belongs to the first node', async () => {
+    const facts = registrationFacts({ nodeUUIDs: [randomUUID(), randomUUID()] });
+    const store = new RegistrationStore(suite.client);
+    assert.equal(await store.registerServer(facts), 'created');
+    assert.deepEqual(await store.registerNodes(facts), ['created', 'created']);
+    await assertFirstRegistration(suite.client, facts);
+    assert.equal((await readRecord<NodeRecord>(suite.client, keys.node(facts.nodeUUIDs[0]!)))?.unattached, undefined);
   });
-}
 
-registrationCases('etcd', etcdBackend);
-registrationCases('the in-memory fake', memoryBackend);
+  test('registering again rewrites only the agent-owned fields and keeps the control plane\'s; the same facts change nothing', async () => {
+    const facts = registrationFacts();
+    const store = new RegistrationStore(suite.client);
+    await store.registerServer(facts);
+    await store.registerNodes(facts);
+    const created = await editAsControlPlane(suite.client, facts);
+
+    const moved = movedFacts(facts);
+    assert.equal(await store.registerServer(moved), 'updated');
+    assert.deepEqual(await store.registerNodes(moved), ['updated']);
+    await assertReRegistered(suite.client, facts, created);
+
+    const nodeKey = keys.node(facts.nodeUUIDs[0]!);
+    const revision = (await kvOf(suite.client).get(nodeKey))?.modRevision;
+    assert.equal(await store.registerServer(moved), 'unchanged');
+    assert.deepEqual(await store.registerNodes(moved), ['unchanged']);
+    assert.equal((await kvOf(suite.client).get(nodeKey))?.modRevision, revision, 'not rewritten');
+  });
+
+  test('a server added without extending the cluster: named by its agent, its nodes join Unattached; a node it knows is never forgotten', async () => {
+    const facts = registrationFacts();
+    const known = randomUUID();
+    await putRecord(suite.client, keys.server(facts.serverUUID), serverRecord({
+      UUID: facts.serverUUID, name: '', nodeUUIDs: [known],
+      added: { etcdPeerURL: '', etcdMemberID: '', extendCluster: false, promotedAt: '' },
+    }));
+    const store = new RegistrationStore(suite.client);
+    assert.equal(await store.registerServer(facts), 'updated');
+    const server = await readRecord<ServerRecord>(suite.client, keys.server(facts.serverUUID));
+    assert.equal(server?.name, 'storage-1');
+    assert.deepEqual(server?.nodeUUIDs, [known, ...facts.nodeUUIDs]);
+    await store.registerNodes(facts);
+    assert.equal((await readRecord<NodeRecord>(suite.client, keys.node(facts.nodeUUIDs[0]!)))?.unattached, true);
+  });
+
+  test('a record that is not JSON fails the registration', async () => {
+    const facts = registrationFacts();
+    await putText(suite.client, keys.server(facts.serverUUID), '{');
+    await assert.rejects(new RegistrationStore(suite.client).registerServer(facts), /corrupt record/);
+  });
+});
 
 describe('registration store losing races (in-memory fake)', () => {
   test('a control-plane edit before the commit makes it lose; the upsert reads again and keeps the edit; after 10 lost races it fails', async () => {

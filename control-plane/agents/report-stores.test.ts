@@ -5,13 +5,13 @@
 // The gRPC side of the reports (agent-grpc-server.test.ts) stays on etcd.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { parseRecord } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { kvOf, type KvClient } from '../../lib/etcd/kv.js';
 import type { DeviceRecord, NodePoolRecord, ServerFactsRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
-import { etcdBackend, memoryBackend, racing, type KvBackend } from '../../test/helpers/kv-backends.js';
+import { describeOnEveryBackend, racing } from '../../test/helpers/kv-backends.js';
 import { deviceRecord, factsRecord, joinServer, markAbsent, nodePoolRecord, nodeRecord, putRecord, volumeRecord } from '../../test/helpers/records.js';
 import { ConnectedHostsStore } from '../connected-hosts/connected-hosts-store.js';
 import { InventoryStore } from './inventory-store.js';
@@ -49,94 +49,85 @@ function volumeStatus(volumeUUID: string, nodeUUID: string, written?: { bytes: s
   };
 }
 
-function reportStoreCases(name: string, open: () => Promise<KvBackend>): void {
-  describe(`report stores on ${name}`, () => {
-    let client: KvClient;
-    let close: KvBackend['close'] = async () => {};
-    before(async () => ({ client, close } = await open()));
-    after(() => close());
+describeOnEveryBackend('report stores', (suite) => {
 
-    test('inventory: facts and devices saved; a later report marks the server\'s vanished devices not present, leaves other servers\' alone, and does not rewrite an unchanged device', async () => {
-      const [serverUUID, otherServer] = [randomUUID(), randomUUID()];
-      const store = new InventoryStore(client);
-      await putRecord(client, keys.device(`${otherServer}-X`), deviceRecord({ serial: `${otherServer}-X`, serverUUID: otherServer }));
-      const [sn1, sn2] = [`${serverUUID}-1`, `${serverUUID}-2`];
-      await store.save(serverUUID, { facts: factsRecord({ serverUUID, hostname: 'h1' }), devices: [deviceRecord({ serial: sn1, serverUUID }), deviceRecord({ serial: sn2, serverUUID })] });
-      assert.equal((await read<ServerFactsRecord>(client, keys.serverFacts(serverUUID)))?.hostname, 'h1');
-      assert.deepEqual((await devicesOf(client, serverUUID)).map((d) => [d.serial, d.present]), [[sn1, true], [sn2, true]]);
+  test('inventory: facts and devices saved; a later report marks the server\'s vanished devices not present, leaves other servers\' alone, and does not rewrite an unchanged device', async () => {
+    const [serverUUID, otherServer] = [randomUUID(), randomUUID()];
+    const store = new InventoryStore(suite.client);
+    await putRecord(suite.client, keys.device(`${otherServer}-X`), deviceRecord({ serial: `${otherServer}-X`, serverUUID: otherServer }));
+    const [sn1, sn2] = [`${serverUUID}-1`, `${serverUUID}-2`];
+    await store.save(serverUUID, { facts: factsRecord({ serverUUID, hostname: 'h1' }), devices: [deviceRecord({ serial: sn1, serverUUID }), deviceRecord({ serial: sn2, serverUUID })] });
+    assert.equal((await read<ServerFactsRecord>(suite.client, keys.serverFacts(serverUUID)))?.hostname, 'h1');
+    assert.deepEqual((await devicesOf(suite.client, serverUUID)).map((d) => [d.serial, d.present]), [[sn1, true], [sn2, true]]);
 
-      const later = factsRecord({ serverUUID, hostname: 'h1', reportedAt: new Date(Date.now() + 1000).toISOString() });
-      await store.save(serverUUID, { facts: later, devices: [deviceRecord({ serial: sn1, serverUUID, sizeBytes: '2000' })] });
-      assert.deepEqual((await devicesOf(client, serverUUID)).map((d) => [d.serial, d.present, d.sizeBytes]), [[sn1, true, '2000'], [sn2, false, '1000204886016']]);
-      assert.equal((await read<DeviceRecord>(client, keys.device(sn2)))?.reportedAt, later.reportedAt, 'found missing at the report\'s time');
-      assert.equal((await read<DeviceRecord>(client, keys.device(`${otherServer}-X`)))?.present, true, 'another server\'s device is not this report\'s');
+    const later = factsRecord({ serverUUID, hostname: 'h1', reportedAt: new Date(Date.now() + 1000).toISOString() });
+    await store.save(serverUUID, { facts: later, devices: [deviceRecord({ serial: sn1, serverUUID, sizeBytes: '2000' })] });
+    assert.deepEqual((await devicesOf(suite.client, serverUUID)).map((d) => [d.serial, d.present, d.sizeBytes]), [[sn1, true, '2000'], [sn2, false, '1000204886016']]);
+    assert.equal((await read<DeviceRecord>(suite.client, keys.device(sn2)))?.reportedAt, later.reportedAt, 'found missing at the report\'s time');
+    assert.equal((await read<DeviceRecord>(suite.client, keys.device(`${otherServer}-X`)))?.present, true, 'another server\'s device is not this report\'s');
 
-      const before = (await read<DeviceRecord>(client, keys.device(sn1)))?.revision;
-      await store.save(serverUUID, { facts: later, devices: [deviceRecord({ serial: sn1, serverUUID, sizeBytes: '2000' })] });
-      assert.equal((await read<DeviceRecord>(client, keys.device(sn1)))?.revision, before, 'unchanged but for reportedAt: its ETag is stable');
-    });
-
-    test('pools: each device\'s history kept, a pool the agent no longer reports deleted, one changed only in its times not rewritten', async () => {
-      const [node, otherNode] = [randomUUID(), randomUUID()];
-      const store = new NodePoolStore(client);
-      const growing = reportedPool(node, { P1: 'Healthy', P2: 'Adding' }, { state: 'Growing' });
-      await store.save([node, otherNode], [growing, reportedPool(otherNode, {})]);
-      const first = await read<NodePoolRecord>(client, keys.nodePool(node));
-      assert.deepEqual(first?.devices.map((d) => [d.serial, d.state, d.stateSince, d.rebuildCompletedAt]), [['P1', 'Healthy', growing.reportedAt, ''], ['P2', 'Adding', growing.reportedAt, '']]);
-      assert.ok(await read(client, keys.nodePool(otherNode)));
-
-      const ready = reportedPool(node, { P1: 'Healthy', P2: 'Healthy' }, { reportedAt: new Date(Date.now() + 1000).toISOString() });
-      await store.save([node, otherNode], [ready]);
-      const second = await read<NodePoolRecord>(client, keys.nodePool(node));
-      assert.equal(second?.devices.find((d) => d.serial === 'P2')?.rebuildCompletedAt, ready.reportedAt, 'Adding → Healthy: the time it finished');
-      assert.equal(second?.devices.find((d) => d.serial === 'P1')?.stateSince, growing.reportedAt, 'unchanged state keeps its time');
-      assert.equal(await read(client, keys.nodePool(otherNode)), null, 'a pool the agent no longer reports is gone');
-
-      await store.save([node, otherNode], [{ ...ready, measuredAt: 'later', reportedAt: 'later still' }]);
-      assert.equal((await read<NodePoolRecord>(client, keys.nodePool(node)))?.revision, second?.revision, 'only the times changed: not rewritten');
-    });
-
-    test('volume states: a complete report marks the node\'s unlisted volumes Absent (not other nodes\'), an unchanged one is not rewritten', async () => {
-      const [node, otherNode, volumeA, volumeB] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
-      const store = new VolumeStatusStore(client);
-      await store.save([volumeStatus(volumeA, node), volumeStatus(volumeB, node), volumeStatus(volumeB, otherNode)], undefined);
-      const served = await read<VolumeStatusRecord>(client, keys.volumeStatus(volumeA, node));
-      assert.equal(served?.state, 'Served');
-
-      await store.save([volumeStatus(volumeA, node)], new Set([node]));
-      assert.equal((await read<VolumeStatusRecord>(client, keys.volumeStatus(volumeB, node)))?.state, 'Absent', 'not listed in a complete report: absent');
-      assert.equal((await read<VolumeStatusRecord>(client, keys.volumeStatus(volumeB, otherNode)))?.state, 'Served', 'another node\'s record is not this report\'s');
-      assert.equal((await read<VolumeStatusRecord>(client, keys.volumeStatus(volumeA, node)))?.revision, served?.revision, 'unchanged but for reportedAt: not rewritten');
-    });
-
-    test('two reports of one node racing (an agent between two control planes) lose no count and count none twice', async () => {
-      const [node, volume] = [randomUUID(), randomUUID()];
-      const store = new VolumeStatusStore(client);
-      await store.save([volumeStatus(volume, node, { bytes: '1000', device: 'd1' })], undefined);
-      await Promise.all([store.save([volumeStatus(volume, node, { bytes: '10', device: 'd2' })], undefined), store.save([volumeStatus(volume, node, { bytes: '20', device: 'd2' })], new Set([node]))]);
-      const c = (await read<VolumeStatusRecord>(client, keys.volumeStatus(volume, node)))?.userWritten;
-      assert.deepEqual(c && { base: c.base, last: c.last, retired: c.retired }, { base: '1000', last: '20', retired: ['d1'] });
-    });
-
-    test('connected hosts read the volume states, the volumes and which nodes are active, at one revision', async () => {
-      const live = await joinServer(client);
-      const gone = await joinServer(client);
-      const [liveNode, goneNode] = [live.nodes[0]!.UUID, gone.nodes[0]!.UUID];
-      const volume = volumeRecord([liveNode, goneNode]);
-      await putRecord(client, keys.volume(volume.UUID), volume);
-      await new VolumeStatusStore(client).save([volumeStatus(volume.UUID, liveNode), volumeStatus(volume.UUID, goneNode)], undefined);
-      await markAbsent(client, gone.server.UUID);
-      const snapshot = await new ConnectedHostsStore(client).read();
-      assert.deepEqual(snapshot.statuses.filter((s) => s.volumeUUID === volume.UUID).map((s) => s.nodeUUID).sort(), [liveNode, goneNode].sort());
-      assert.deepEqual(snapshot.volumes.get(volume.UUID)?.placement?.nodeList, [liveNode, goneNode]);
-      assert.equal(snapshot.activeNodes.has(liveNode), true);
-      assert.equal(snapshot.activeNodes.has(goneNode), false, 'its presence is gone');
-    });
+    const before = (await read<DeviceRecord>(suite.client, keys.device(sn1)))?.revision;
+    await store.save(serverUUID, { facts: later, devices: [deviceRecord({ serial: sn1, serverUUID, sizeBytes: '2000' })] });
+    assert.equal((await read<DeviceRecord>(suite.client, keys.device(sn1)))?.revision, before, 'unchanged but for reportedAt: its ETag is stable');
   });
-}
 
-reportStoreCases('etcd', etcdBackend);
-reportStoreCases('the in-memory fake', memoryBackend);
+  test('pools: each device\'s history kept, a pool the agent no longer reports deleted, one changed only in its times not rewritten', async () => {
+    const [node, otherNode] = [randomUUID(), randomUUID()];
+    const store = new NodePoolStore(suite.client);
+    const growing = reportedPool(node, { P1: 'Healthy', P2: 'Adding' }, { state: 'Growing' });
+    await store.save([node, otherNode], [growing, reportedPool(otherNode, {})]);
+    const first = await read<NodePoolRecord>(suite.client, keys.nodePool(node));
+    assert.deepEqual(first?.devices.map((d) => [d.serial, d.state, d.stateSince, d.rebuildCompletedAt]), [['P1', 'Healthy', growing.reportedAt, ''], ['P2', 'Adding', growing.reportedAt, '']]);
+    assert.ok(await read(suite.client, keys.nodePool(otherNode)));
+
+    const ready = reportedPool(node, { P1: 'Healthy', P2: 'Healthy' }, { reportedAt: new Date(Date.now() + 1000).toISOString() });
+    await store.save([node, otherNode], [ready]);
+    const second = await read<NodePoolRecord>(suite.client, keys.nodePool(node));
+    assert.equal(second?.devices.find((d) => d.serial === 'P2')?.rebuildCompletedAt, ready.reportedAt, 'Adding → Healthy: the time it finished');
+    assert.equal(second?.devices.find((d) => d.serial === 'P1')?.stateSince, growing.reportedAt, 'unchanged state keeps its time');
+    assert.equal(await read(suite.client, keys.nodePool(otherNode)), null, 'a pool the agent no longer reports is gone');
+
+    await store.save([node, otherNode], [{ ...ready, measuredAt: 'later', reportedAt: 'later still' }]);
+    assert.equal((await read<NodePoolRecord>(suite.client, keys.nodePool(node)))?.revision, second?.revision, 'only the times changed: not rewritten');
+  });
+
+  test('volume states: a complete report marks the node\'s unlisted volumes Absent (not other nodes\'), an unchanged one is not rewritten', async () => {
+    const [node, otherNode, volumeA, volumeB] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const store = new VolumeStatusStore(suite.client);
+    await store.save([volumeStatus(volumeA, node), volumeStatus(volumeB, node), volumeStatus(volumeB, otherNode)], undefined);
+    const served = await read<VolumeStatusRecord>(suite.client, keys.volumeStatus(volumeA, node));
+    assert.equal(served?.state, 'Served');
+
+    await store.save([volumeStatus(volumeA, node)], new Set([node]));
+    assert.equal((await read<VolumeStatusRecord>(suite.client, keys.volumeStatus(volumeB, node)))?.state, 'Absent', 'not listed in a complete report: absent');
+    assert.equal((await read<VolumeStatusRecord>(suite.client, keys.volumeStatus(volumeB, otherNode)))?.state, 'Served', 'another node\'s record is not this report\'s');
+    assert.equal((await read<VolumeStatusRecord>(suite.client, keys.volumeStatus(volumeA, node)))?.revision, served?.revision, 'unchanged but for reportedAt: not rewritten');
+  });
+
+  test('two reports of one node racing (an agent between two control planes) lose no count and count none twice', async () => {
+    const [node, volume] = [randomUUID(), randomUUID()];
+    const store = new VolumeStatusStore(suite.client);
+    await store.save([volumeStatus(volume, node, { bytes: '1000', device: 'd1' })], undefined);
+    await Promise.all([store.save([volumeStatus(volume, node, { bytes: '10', device: 'd2' })], undefined), store.save([volumeStatus(volume, node, { bytes: '20', device: 'd2' })], new Set([node]))]);
+    const c = (await read<VolumeStatusRecord>(suite.client, keys.volumeStatus(volume, node)))?.userWritten;
+    assert.deepEqual(c && { base: c.base, last: c.last, retired: c.retired }, { base: '1000', last: '20', retired: ['d1'] });
+  });
+
+  test('connected hosts read the volume states, the volumes and which nodes are active, at one revision', async () => {
+    const live = await joinServer(suite.client);
+    const gone = await joinServer(suite.client);
+    const [liveNode, goneNode] = [live.nodes[0]!.UUID, gone.nodes[0]!.UUID];
+    const volume = volumeRecord([liveNode, goneNode]);
+    await putRecord(suite.client, keys.volume(volume.UUID), volume);
+    await new VolumeStatusStore(suite.client).save([volumeStatus(volume.UUID, liveNode), volumeStatus(volume.UUID, goneNode)], undefined);
+    await markAbsent(suite.client, gone.server.UUID);
+    const snapshot = await new ConnectedHostsStore(suite.client).read();
+    assert.deepEqual(snapshot.statuses.filter((s) => s.volumeUUID === volume.UUID).map((s) => s.nodeUUID).sort(), [liveNode, goneNode].sort());
+    assert.deepEqual(snapshot.volumes.get(volume.UUID)?.placement?.nodeList, [liveNode, goneNode]);
+    assert.equal(snapshot.activeNodes.has(liveNode), true);
+    assert.equal(snapshot.activeNodes.has(goneNode), false, 'its presence is gone');
+  });
+});
 
 describe('report stores losing races (in-memory fake)', () => {
 

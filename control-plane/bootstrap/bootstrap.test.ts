@@ -18,7 +18,7 @@ import type { ClusterRecord, CredentialRecord, ProjectRecord } from '../../lib/r
 import { MemoryEtcd } from '../../test/fakes/memory-etcd.js';
 import { startEtcd, startEtcdWithClient, type TestEtcd } from '../../test/helpers/etcd.js';
 import { removeDir, startControlPlaneProcess } from '../../test/helpers/processes.js';
-import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster } from './bootstrap.js';
+import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster, type BootstrapOptions } from './bootstrap.js';
 import { BootstrapStore } from './bootstrap-store.js';
 
 const logger = pino({ level: 'silent' });
@@ -133,25 +133,18 @@ interface Backend {
 function bootstrapStoreCases(name: string, backend: Backend): void {
   describe(`bootstrap on ${name}`, () => {
     it('a restart joins the existing cluster and keeps its identity', async () => {
-      const { client, close } = await backend.shared();
-      const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
-      try {
-        const before = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
-        const again = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'other', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+      await onStore(backend.shared, async (options) => {
+        const before = await bootstrapCluster(options);
+        const again = await bootstrapCluster({ ...options, clusterName: 'other' });
         assert.equal(again.created, false);
         assert.equal(again.cluster.UUID, before.cluster.UUID);
         assert.equal(again.cluster.clusterName, before.cluster.clusterName, 'clusterName is fixed at bootstrap');
-      } finally {
-        await close();
-        rmSync(stateDir, { recursive: true, force: true });
-      }
+      });
     });
 
     it('finishes a bootstrap that crashed between the etcd transaction and the key files', async () => {
-      const { client, close } = await backend.fresh();
-      const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
-      try {
-        const options = { store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 };
+      await onStore(backend.fresh, async (options) => {
+        const { stateDir } = options;
         const first = await bootstrapCluster(options);
         assert.equal(first.created, true);
         // The state right after the transaction committed: key still pending, no token.
@@ -164,28 +157,18 @@ function bootstrapStoreCases(name: string, backend: Backend): void {
         assert.ok(!existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)));
 
         // A pending key that does not match the stored credential (a lost race) is discarded.
-        const otherDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
-        const { client: client2, close: close2 } = await backend.fresh();
-        try {
-          await bootstrapCluster({ ...options, store: new BootstrapStore(client2), stateDir: otherDir });
-          renameSync(join(otherDir, ROOT_KEY_FILE), join(stateDir, `${ROOT_KEY_FILE}.pending`));
+        await onStore(backend.fresh, async (other) => {
+          await bootstrapCluster(other);
+          renameSync(join(other.stateDir, ROOT_KEY_FILE), join(stateDir, `${ROOT_KEY_FILE}.pending`));
           await bootstrapCluster(options);
           assert.ok(!existsSync(join(stateDir, `${ROOT_KEY_FILE}.pending`)));
-        } finally {
-          await close2();
-          rmSync(otherDir, { recursive: true, force: true });
-        }
-      } finally {
-        await close();
-        rmSync(stateDir, { recursive: true, force: true });
-      }
+        });
+      });
     });
 
     it('creates the cluster CA in the bootstrap transaction; an older cluster without one gets exactly one from racing control planes', async () => {
-      const { client, close } = await backend.fresh();
-      const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
-      try {
-        const created = await bootstrapCluster({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 });
+      await onStore(backend.fresh, async (options, client) => {
+        const created = await bootstrapCluster(options);
         const clusterKv = (await kvOf(client).get(keys.cluster()))!;
         const caKv = (await kvOf(client).get(keys.clusterCa()))!;
         assert.equal(caKv.createRevision, clusterKv.createRevision, 'the CA was written in the same transaction as the cluster record');
@@ -199,10 +182,22 @@ function bootstrapStoreCases(name: string, backend: Backend): void {
         const raced = await Promise.all([0, 1, 2].map(() => new ClusterCaStore(client).ensure(() => newClusterCa(created.cluster.UUID))));
         assert.equal(new Set(raced.map((r) => r.certificate)).size, 1);
         assert.equal((await new ClusterCaStore(client).read())!.certificate, raced[0]!.certificate);
-      } finally {
-        await close();
-        rmSync(stateDir, { recursive: true, force: true });
-      }
+      });
     });
   });
+}
+
+/**
+ * Runs `body` with the bootstrap options of instance 'a' on a store `open` gives and on a fresh
+ * state directory; lets both go after, whatever `body` did.
+ */
+async function onStore(open: () => Promise<Store>, body: (options: BootstrapOptions, client: KvClient) => Promise<void>): Promise<void> {
+  const { client, close } = await open();
+  const stateDir = mkdtempSync(join(tmpdir(), 'strata-bootstrap-'));
+  try {
+    await body({ store: new BootstrapStore(client), logger, instanceId: 'a', clusterName: 'x', subsystemNqnPrefix: 'nqn.2024-01.io.strata', stateDir, adminTokenTtlDays: 1 }, client);
+  } finally {
+    await close();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
 }

@@ -142,7 +142,7 @@ export class WatchedStateStore {
 
   /** `client`: etcd in the daemons, a test's Kv (test/fakes/memory-etcd.ts) in unit tests. */
   constructor(client: KvClient, logger: Logger) {
-    this.state = new PrefixMirror(client, Object.values(PREFIXES), logger, { everyRevision: true, singleKeys: Object.values(SINGLE_KEYS) });
+    this.state = new PrefixMirror(client, [...Object.values(PREFIXES), ...Object.values(SINGLE_KEYS).map((key) => ({ key }))], logger, { everyRevision: true });
     this.state.keepSorted(PREFIXES.volumes);
     // The inventory lists in etcd key order, as a range read would.
     for (const prefix of Object.values(INVENTORY)) this.state.keepSorted(prefix);

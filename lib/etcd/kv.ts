@@ -42,6 +42,13 @@ export interface BoundedRange {
   readonly more: boolean;
 }
 
+/**
+ * What a snapshot reads: a string is a prefix (every key under it), `{ key }` that key alone. A
+ * key that is also the start of other keys (/strata/cluster, /strata/cluster-ca) must be read as
+ * `{ key }`: as a prefix it would bring the others along.
+ */
+export type PrefixOrKey = string | { readonly key: string };
+
 /** A change a watch reports: the key as the change left it (a delete: no value, the delete's revision). */
 export interface KvEvent extends StoredKey {
   readonly type: 'put' | 'delete';
@@ -78,8 +85,8 @@ export interface Kv {
   commit(transaction: Transaction, readWhenRefused?: readonly string[]): Promise<CommitResult & { readonly existing: ReadonlySet<string> }>;
   /** The store's current revision. */
   revision(): Promise<string>;
-  /** The keys under each prefix, all read at one revision (one etcd transaction). */
-  snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }>;
+  /** The keys of each range (every key under a prefix, or one exact key: none or it), all read at one revision (one etcd transaction). */
+  snapshot(ranges: readonly PrefixOrKey[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }>;
   /** Every change under `prefix` from `startRevision` on ('' = every key). */
   watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch>;
 
@@ -197,8 +204,8 @@ export class EtcdKv implements Kv {
     return String(result.header.revision);
   }
 
-  async snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
-    const { revision, responses } = await this.readTogether(prefixes.map((p) => this.etcd.getAll().prefix(p)));
+  async snapshot(ranges: readonly PrefixOrKey[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
+    const { revision, responses } = await this.readTogether(ranges.map((r) => (typeof r === 'string' ? this.etcd.getAll().prefix(r) : this.etcd.get(r.key))));
     return { revision, ranges: responses.map((r) => r.kvs.map(storedKey)) };
   }
 

@@ -1,16 +1,21 @@
-// An in-memory mirror of some etcd prefixes: loaded in one transaction (one revision), then kept
+// An in-memory mirror of some etcd prefixes and keys: loaded in one transaction (one revision), then kept
 // current by watches started from the next revision, so no change is missed between the read
 // and the watch. Controllers read the mirror instead of etcd on every pass and learn exactly
 // which keys changed. On a watch failure (e.g. compaction past our revision) it reloads.
 // It knows the revision it has seen up to, so a reader can wait until it holds every write
 // committed before some moment (WatchCache.sync builds linearizable reads on that).
-// Besides prefixes it can hold single keys, each alone: a key that begins other keys is not their
-// prefix (/strata/cluster, the cluster record, begins /strata/cluster-ca, which holds the CA's
-// private key and must not sit in every process's memory because the cluster record is read).
+//
+// What it mirrors is a list of ranges (lib/etcd/kv.ts's PrefixOrKey): a string is a prefix, every
+// key under it; `{ key }` is that one key alone. A single record's key must be given as `{ key }`
+// whenever other keys start with it: /strata/cluster as a prefix also holds /strata/cluster-ca,
+// the cluster CA with its private key, which an agent must never hold. Either kind is named by its
+// string (the prefix, or the key itself) in get(), all(), mirrors(), addIndex(), keepSorted() and
+// MirrorChange.prefix, so a reader of one record calls get(key, key) whichever it is. A key is
+// stored under the first range it belongs to; a key in none is dropped (see load()).
 import type { Logger } from '../logger.js';
 import { retry } from '../retry.js';
 import { parseRecord } from './client.js';
-import { kvOf, type Kv, type KvClient, type KvWatch } from './kv.js';
+import { kvOf, type Kv, type KvClient, type KvWatch, type PrefixOrKey } from './kv.js';
 
 export interface MirroredRecord<T> {
   readonly record: T;
@@ -21,12 +26,19 @@ export interface MirroredRecord<T> {
   readonly corrupt?: Error;
 }
 
+/** `prefix`: the name of the range the key is mirrored under (an exact key's is the key itself). */
 export type MirrorChange = { readonly prefix: string; readonly key: string; readonly deleted: boolean };
 
 /** Maps a record to the value it is indexed under (undefined: not indexed). */
 export type IndexFunction = (key: string, record: unknown) => string | undefined;
 
 const EMPTY: ReadonlySet<string> = new Set();
+
+/** A mirrored range: its name (the prefix, or the exact key) and whether it is that key alone. */
+interface MirroredRange {
+  readonly name: string;
+  readonly exact: boolean;
+}
 
 export class PrefixMirror {
   private readonly maps = new Map<string, Map<string, MirroredRecord<unknown>>>();
@@ -42,16 +54,17 @@ export class PrefixMirror {
   private readonly sorted = new Map<string, string[]>();
   /** Every event up to this revision has been applied (etcd sends a watch's events in revision order). */
   private seenRevision = 0n;
-  /** Per prefix, how many times its records changed (and were loaded): see changeCount(). */
-  private readonly changes = new Map<string, number>();
-  /** The prefixes, then the single keys: what a range read at load asks for. */
-  private readonly ranges: readonly string[];
-  private readonly singleKeys: ReadonlySet<string>;
   private waiters: { revision: bigint; resolve: () => void }[] = [];
+  /** Per range, how many times its records changed (and were loaded): see changeCount(). */
+  private readonly changes = new Map<string, number>();
+  private readonly ranges: readonly MirroredRange[];
+  /** The ranges as the snapshot reads them (in the order of `ranges`). */
+  private readonly reads: readonly PrefixOrKey[];
 
+  /** `ranges`: prefixes (strings) and exact keys (`{ key }`), each named once. */
   constructor(
     client: KvClient,
-    private readonly prefixes: readonly string[],
+    ranges: readonly PrefixOrKey[],
     private readonly logger: Logger,
     private readonly options: {
       /**
@@ -67,36 +80,16 @@ export class PrefixMirror {
        * cannot be read is not an unassigned volume) sees it.
        */
       readonly keepCorrupt?: boolean;
-      /**
-       * Keys mirrored alone, beside `prefixes`: only the key itself, never the longer keys it
-       * begins. Read as `get(key, key)`; wherever a prefix is named (get, all, mirrors), so is it.
-       */
-      readonly singleKeys?: readonly string[];
     } = {},
   ) {
     this.kv = kvOf(client);
-    this.singleKeys = new Set(options.singleKeys);
-    this.ranges = [...prefixes, ...this.singleKeys];
-    for (const range of this.ranges) this.maps.set(range, new Map());
-  }
-
-  /** The prefix (or single key) `key` belongs to; undefined when it is not mirrored. */
-  private rangeOf(key: string): string | undefined {
-    if (this.singleKeys.has(key)) return key;
-    return this.prefixes.find((p) => key.startsWith(p));
-  }
-
-  /**
-   * A count that moves whenever a record under `prefix` (or the single key) changes, and when
-   * the mirror reads everything again: a reader that built something from its records builds it
-   * again only when the count moved (InventoryReader keeps its maps of unchanged prefixes).
-   */
-  changeCount(prefix: string): number {
-    return this.changes.get(prefix) ?? 0;
-  }
-
-  private changed(prefix: string): void {
-    this.changes.set(prefix, this.changeCount(prefix) + 1);
+    this.reads = ranges;
+    this.ranges = ranges.map((r) => (typeof r === 'string' ? { name: r, exact: false } : { name: r.key, exact: true }));
+    for (const { name } of this.ranges) {
+      // One map per name: a prefix and a key of the same name would share it, and hold the prefix's keys.
+      if (this.maps.has(name)) throw new Error(`${name} is mirrored twice`);
+      this.maps.set(name, new Map());
+    }
   }
 
   /**
@@ -162,7 +155,7 @@ export class PrefixMirror {
     return this.starting;
   }
 
-  /** Whether `prefix` is one of the mirrored prefixes (a reader checks its own are). */
+  /** Whether `prefix` names one of the mirrored ranges, a prefix or an exact key (a reader checks its own are). */
   mirrors(prefix: string): boolean {
     return this.maps.has(prefix);
   }
@@ -232,16 +225,13 @@ export class PrefixMirror {
 
   private async load(): Promise<void> {
     if (!this.ranges[0]) return;
-    // One transaction: every prefix read at the same revision. A single key is read as a prefix
-    // (Kv reads prefixes), and only the key itself is kept.
-    const { revision, ranges } = await this.kv.snapshot(this.ranges);
+    // One transaction: every range read at the same revision (an exact key alone, nothing after it).
+    const { revision, ranges } = await this.kv.snapshot(this.reads);
     ranges.forEach((kvs, index) => {
-      const prefix = this.ranges[index]!;
-      const single = this.singleKeys.has(prefix);
+      const prefix = this.ranges[index]!.name;
       const map = new Map<string, MirroredRecord<unknown>>();
       this.changed(prefix);
       for (const kv of kvs) {
-        if (single && kv.key !== prefix) continue;
         const entry = this.entryOf(kv.key, kv.value, kv.modRevision, kv.createRevision);
         if (entry) map.set(kv.key, entry);
       }
@@ -253,10 +243,14 @@ export class PrefixMirror {
         for (const [key, { record }] of map) this.indexAdd(index, key, record);
       }
     });
-    // ONE watch over the range covering every prefix: etcd orders events only within a watch,
-    // and a controller must never see a volume before the node record written ahead of it.
+    // ONE watch over the range covering every mirrored range: etcd orders events only within a
+    // watch, and a controller must never see a volume before the node record written ahead of it.
+    // That watch is wider than what is mirrored (every key with `everyRevision`; an exact key's
+    // name is a prefix to etcd), so the events of keys in no mirrored range (another prefix, the
+    // cluster CA beside an exact /strata/cluster) are dropped here, never stored nor reported:
+    // only their revision counts, as seen.
     const startRevision = String(BigInt(revision) + 1n);
-    const range = this.options.everyRevision ? '' : commonPrefix(this.ranges);
+    const range = this.options.everyRevision ? '' : commonPrefix(this.ranges.map((r) => r.name));
     const watcher = await this.kv.watch(range, startRevision, {
       events: (events) => {
         const changes: MirrorChange[] = [];
@@ -301,6 +295,25 @@ export class PrefixMirror {
     const loaded = BigInt(revision);
     if (loaded > this.seenRevision) this.seenRevision = loaded;
     this.notify([], true);
+  }
+
+  /**
+   * A count that moves whenever a record of the range `prefix` names (a prefix or an exact key)
+   * changes, and when the mirror reads everything again: a reader that built something from its
+   * records builds it again only when the count moved (InventoryReader keeps its maps of
+   * unchanged prefixes).
+   */
+  changeCount(prefix: string): number {
+    return this.changes.get(prefix) ?? 0;
+  }
+
+  private changed(prefix: string): void {
+    this.changes.set(prefix, this.changeCount(prefix) + 1);
+  }
+
+  /** The name of the first mirrored range `key` belongs to; undefined when it belongs to none. */
+  private rangeOf(key: string): string | undefined {
+    return this.ranges.find((r) => (r.exact ? key === r.name : key.startsWith(r.name)))?.name;
   }
 
   /** The record of a value; undefined (logged) for a corrupt one, unless kept. */
@@ -393,7 +406,7 @@ export function lowerBound(keys: readonly string[], key: string): number {
   return lo;
 }
 
-/** The longest common prefix of the mirrored prefixes (the one range a single watch covers). */
+/** The longest common prefix of the mirrored ranges' names (the one range a single watch covers). */
 function commonPrefix(prefixes: readonly string[]): string {
   let common = prefixes[0] ?? '';
   for (const p of prefixes) while (!p.startsWith(common)) common = common.slice(0, -1);

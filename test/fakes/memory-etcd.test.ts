@@ -181,6 +181,15 @@ function contract(backend: string, kvOf: () => Kv): void {
       assert.deepEqual(ranges.map((r) => r.map((k) => [k.key, k.modRevision])), [[[`${p}1`, at]], [[`${q}1`, at], [`${q}2`, revision]]]);
     });
 
+    it('a snapshot reads an exact key alone, not the keys that start with it; an absent one as no key', async () => {
+      const kv = kvOf();
+      const [key, p] = [fresh('exact'), `${fresh('snap')}/`];
+      const at = await write(kv, put(key, 1), put(`${key}-ca`, 'secret'), put(`${key}/under`, 2), put(`${p}1`, 3));
+      const { revision, ranges } = await kv.snapshot([{ key }, p, { key: `${key}-absent` }]);
+      assert.equal(revision, at);
+      assert.deepEqual(ranges.map((r) => r.map((k) => [k.key, k.modRevision])), [[[key, at]], [[`${p}1`, at]], []]);
+    });
+
     it('a watch replays the changes from its start revision under its prefix, then reports new ones; a delete carries its revision', async () => {
       const kv = kvOf();
       const prefix = `${fresh('watched')}/`;
@@ -302,11 +311,41 @@ function contract(backend: string, kvOf: () => Kv): void {
       }
     });
 
-    it('the watched state holds a single key alone, never the keys it begins (the cluster record, not the cluster CA beside it); a change count moves per prefix', async () => {
+    it('the watched state mirrors an exact key alone: the keys that start with it are neither loaded, followed nor reported', async () => {
+      const kv = kvOf();
+      const [key, prefix] = [fresh('record'), `${fresh('state')}/`];
+      await write(kv, put(key, { v: 1 }), put(`${key}-ca`, { secret: 1 }));
+      const state = new PrefixMirror(kv, [{ key }, prefix], silentLogger(), { everyRevision: true });
+      const heard: MirrorChange[] = [];
+      state.onChange((changes) => heard.push(...changes));
+      await state.start();
+      try {
+        assert.ok(state.mirrors(key));
+        assert.deepEqual([...state.all(key).keys()], [key]);
+        const revision = await write(kv, put(key, { v: 2 }), put(`${key}-ca`, { secret: 2 }), put(`${key}/under`, 0), put(`${prefix}a`, 1));
+        await state.catchUp();
+        assert.equal(state.revision, BigInt(revision));
+        assert.deepEqual([...state.all(key)].map(([k, e]) => [k, e.record, e.revision]), [[key, { v: 2 }, revision]]);
+        assert.deepEqual([...state.all(prefix).keys()], [`${prefix}a`]);
+        assert.deepEqual(heard, [
+          { prefix: key, key, deleted: false },
+          { prefix, key: `${prefix}a`, deleted: false },
+        ]);
+        await write(kv, { delete: key });
+        await state.catchUp();
+        assert.equal(state.get(key, key), undefined);
+        assert.deepEqual(heard.at(-1), { prefix: key, key, deleted: true });
+        assert.throws(() => new PrefixMirror(kv, [key, { key }], silentLogger()), /mirrored twice/);
+      } finally {
+        await state.stop();
+      }
+    });
+
+    it('a change count moves per mirrored range: on its own key changes (an exact key alone, not the keys it begins), deletes and loads, not on another range', async () => {
       const kv = kvOf();
       const [single, prefix] = [fresh('record'), `${fresh('others')}/`];
       await write(kv, put(single, { name: 'held' }), put(`${single}-ca`, { privateKey: 'never held' }), put(`${prefix}a`, 1));
-      const state = new PrefixMirror(kv, [prefix], silentLogger(), { everyRevision: true, singleKeys: [single] });
+      const state = new PrefixMirror(kv, [prefix, { key: single }], silentLogger(), { everyRevision: true });
       await state.start();
       try {
         assert.ok(state.mirrors(single));

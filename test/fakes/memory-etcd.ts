@@ -28,7 +28,7 @@
 // replayed from the same history.
 // Not modelled: leases, compaction, other reads at a past revision, members, auth, and timing (a
 // change reaches the watches at once, never late).
-import type { BoundedRange, KeyAndPrefixes, KeyBounds, Kv, KvEvent, KvWatch, KvWatchHandlers, PrefixChanges, RangeOptions, StoredKey } from '../../lib/etcd/kv.js';
+import type { BoundedRange, KeyAndPrefixes, KeyBounds, Kv, KvEvent, KvWatch, KvWatchHandlers, PrefixChanges, PrefixOrKey, RangeOptions, StoredKey } from '../../lib/etcd/kv.js';
 import { prefixEnd } from '../../lib/etcd/kv.js';
 import { compareKeys } from '../../lib/etcd/prefix-mirror.js';
 import type { CommitResult, Guard, Transaction, Write } from '../../lib/etcd/transaction.js';
@@ -150,8 +150,13 @@ export class MemoryEtcd implements Kv {
     return String(revision);
   }
 
-  async snapshot(prefixes: readonly string[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
-    return { revision: String(this.current), ranges: prefixes.map((prefix) => this.storedUnder(prefix)) };
+  async snapshot(ranges: readonly PrefixOrKey[]): Promise<{ readonly revision: string; readonly ranges: readonly StoredKey[][] }> {
+    const read = (range: PrefixOrKey): StoredKey[] => {
+      if (typeof range === 'string') return this.storedUnder(range);
+      const stored = this.storedKey(range.key);
+      return stored ? [stored] : [];
+    };
+    return { revision: String(this.current), ranges: ranges.map(read) };
   }
 
   async watch(prefix: string, startRevision: string, handlers: KvWatchHandlers): Promise<KvWatch> {

@@ -1,6 +1,7 @@
 // Where a suite runs its store cases twice: on a real etcd (the integration layer) and on the
 // in-memory fake (test/fakes/memory-etcd.ts); and what its fake-only cases need: a concurrent
 // writer let in before a guarded commit, and a record that is not JSON.
+import { after, before, describe } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '../../lib/etcd/client.js';
 import { EtcdKv, kvOf, type KvClient } from '../../lib/etcd/kv.js';
@@ -28,6 +29,28 @@ export async function etcdBackend(): Promise<KvBackend & { readonly client: Etcd
 
 export async function memoryBackend(): Promise<KvBackend> {
   return { client: new MemoryEtcd(), close: async () => {} };
+}
+
+/**
+ * A backend for the tests of one suite: opened before them, closed after (read `client` inside
+ * the tests), as etcdForSuite() does for etcd alone.
+ */
+export function backendForSuite(open: () => Promise<KvBackend>): { readonly client: KvClient } {
+  const suite = {} as { client: KvClient };
+  let close: KvBackend['close'] = async () => {};
+  before(async () => ({ client: suite.client, close } = await open()));
+  after(() => close());
+  return suite;
+}
+
+/**
+ * Runs `cases` twice, in a suite `${title} on etcd` and in one `${title} on the in-memory fake`,
+ * each with its own backend (backendForSuite()).
+ */
+export function describeOnEveryBackend(title: string, cases: (suite: { readonly client: KvClient }) => void): void {
+  for (const [name, open] of [['etcd', etcdBackend], ['the in-memory fake', memoryBackend]] as const) {
+    describe(`${title} on ${name}`, () => cases(backendForSuite(open)));
+  }
 }
 
 /** Lets a concurrent writer in before each of the first `times` guarded commits; counts the commits it saw. */
