@@ -169,7 +169,7 @@ export async function startControlPlane(config: ControlPlaneConfig, logger: Logg
     onLost: () => election.leaseLost(),
   });
   await lease.start();
-  const unobserve = observeControlPlane({ cache, inventory: new InventoryReader(etcd), sessions, election, etcdStatus: () => readMemberStatus(etcd), corruption: new EtcdCorruptionStore(etcd) });
+  const unobserve = observeControlPlane({ cache, inventory: new InventoryReader(cache), sessions, election, etcdStatus: () => readMemberStatus(etcd), corruption: new EtcdCorruptionStore(etcd) });
   const metrics = await startMetricsServer(config.metricsHost, config.metricsPort, child('metrics'));
   logger.info(
     { instanceId, api: `${tls.rest ? 'https' : 'http'}://${config.apiHost}:${apiPort}`, caFile: tls.caPath, grpc: `${config.grpcHost}:${grpcPort}`, clusterUUID: bootstrap.cluster.UUID },

@@ -134,8 +134,9 @@ export function buildResources(ctx: ResourceContext): Resources {
   const { etcd, cache, auth, config, logger } = ctx;
   const events = new EtcdEventLog(new EventLogStore(etcd), logger.child({ component: 'events' }));
 
-  // Inventory views share one reader: it keeps the last snapshot and reads only changes.
-  const inventory = new InventoryReader(etcd);
+  // Inventory views share one reader of the watched state: it keeps its last snapshot and builds
+  // again only the maps whose records changed.
+  const inventory = new InventoryReader(cache);
   const kernelCapabilities = new KernelCapabilitiesService(inventory);
 
   const projectsStore = new ProjectsStore(etcd);
@@ -234,7 +235,7 @@ export function buildResources(ctx: ResourceContext): Resources {
     { name: 'TLS PSK sealing', start: async () => startResealTask(nvmeTcpTls, child('nvme-tcp-tls'), 'TLS on NVMe/TCP') },
     {
       name: 'membership events',
-      start: async () => startMembershipEvents({ store: new MembershipEventsStore(etcd, cache, (transaction) => ctx.election.fencedCommit(transaction)), inventory: new InventoryReader(etcd), events, logger: child('membership-events') }),
+      start: async () => startMembershipEvents({ store: new MembershipEventsStore(etcd, cache, (transaction) => ctx.election.fencedCommit(transaction)), inventory, events, logger: child('membership-events') }),
     },
     {
       name: 'etcd member promotion',

@@ -61,7 +61,7 @@ describe('cluster API', () => {
 
   before(async () => {
     api = await startApiHarness((etcd, auth, cache) => [
-      createClusterRoutes({ auth, cluster: new ClusterService(new InventoryReader(etcd), new WatchedVolumeHealth(cache), { productVersion: '0.10.0' }) }),
+      createClusterRoutes({ auth, cluster: new ClusterService(new InventoryReader(cache), new WatchedVolumeHealth(cache), { productVersion: '0.10.0' }) }),
     ]);
   });
   after(async () => {

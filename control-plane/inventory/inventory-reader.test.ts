@@ -2,7 +2,8 @@
 // (test/fakes/memory-etcd.ts): one revision per snapshot, ids from keys, incremental reads equal
 // to full ones, and the cost of a snapshot (and of every listing built on it) at 100 servers
 // (the figures that matter are etcd's). On the fake alone, through a Kv that counts the reads:
-// which path a read took (what changed, the keys of a prefix that lost some, a full read).
+// what a read asks of the store (the watched state's load, then only the barrier's revision;
+// changes and deletes arrive by the watch; a failed watch or a replaced store reads everything again).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createEtcdClient } from '../../lib/etcd/client.js';
@@ -25,7 +26,8 @@ import { NodesService } from '../nodes/nodes-service.js';
 import { NvmeDevicesService } from '../nvme-devices/nvme-devices-service.js';
 import { EtcdMembers, type EtcdMemberSource } from '../servers/etcd-members.js';
 import { ServersService } from '../servers/servers-service.js';
-import { InventoryReader, type InventorySnapshot } from './inventory-reader.js';
+import { InventoryReaders } from '../../test/helpers/inventory-readers.js';
+import type { InventoryReader, InventorySnapshot } from './inventory-reader.js';
 
 /** A snapshot as plain data in iteration order, to compare an incremental read with a full one. */
 function plain(snapshot: InventorySnapshot) {
@@ -66,12 +68,16 @@ function readerCases(name: string, open: () => Promise<Backend>): void {
     let members: EtcdMemberSource;
     let close: Backend['close'] = async () => {};
     let reader: InventoryReader;
+    const readers = new InventoryReaders();
 
     before(async () => {
       ({ client, members, close } = await open());
-      reader = new InventoryReader(client);
+      reader = readers.of(client);
     });
-    after(() => close());
+    after(async () => {
+      await readers.stop();
+      await close();
+    });
 
     test('an empty store: no cluster, empty maps', async () => {
       const snapshot = await reader.read();
@@ -116,8 +122,8 @@ function readerCases(name: string, open: () => Promise<Backend>): void {
         const records = (entries: [string, unknown][]) => entries.map(([id, entry]) => [id, (entry as { key: string; record: unknown }).key, (entry as { record: unknown }).record]);
         return { cluster: cluster && [cluster.key, cluster.record], ...Object.fromEntries(Object.entries(maps).map(([name, entries]) => [name, records(entries)])) };
       };
-      const onMemory = await new InventoryReader(memory).read();
-      assert.deepEqual(recordsOf(onMemory), recordsOf(await new InventoryReader(client).readAll()));
+      const onMemory = await readers.of(memory).read();
+      assert.deepEqual(recordsOf(onMemory), recordsOf(await readers.of(client).readAll()));
       assert.equal(onMemory.revision, await memory.revision());
       assert.equal(onMemory.servers.get(server.UUID)?.modRevision, (await memory.get(keys.server(server.UUID)))?.modRevision);
       assert.deepEqual(onMemory.cluster?.record, { name: 'c' });
@@ -125,10 +131,10 @@ function readerCases(name: string, open: () => Promise<Backend>): void {
     });
 
     test('incremental reads equal full reads through creates, updates and deletes in every prefix', async () => {
-      const reader = new InventoryReader(client); // keeps its snapshot between reads
+      const reader = readers.of(client); // keeps its snapshot between reads
       const check = async (what: string) => {
         const incremental = await reader.read();
-        const full = await new InventoryReader(client).readAll();
+        const full = await readers.of(client).readAll(); // a state loaded afresh
         assert.deepEqual(plain(incremental), plain(full), what);
         return incremental;
       };
@@ -231,9 +237,30 @@ function readerCases(name: string, open: () => Promise<Backend>): void {
       assert.equal(snapshot.devices.size, 2400);
       assert.equal(snapshot.presence.size, 90);
 
+      const flipped = snapshot.devices.get('SN-0-0-1')!.record;
+      /** A read after one device changed (the write itself not timed): the barrier, and one map built again. */
+      let flips = 0;
+      const afterOneChange = async (runs = 20) => {
+        let total = 0;
+        for (let i = 0; i < runs; i++) {
+          await putRecord(client, keys.device(flipped.serial), { ...flipped, model: `m${flips++}` });
+          const started = process.hrtime.bigint();
+          const changed = await reader.read();
+          total += Number(process.hrtime.bigint() - started) / 1e6;
+          assert.equal(changed.devices.get('SN-0-0-1')?.record.model, `m${flips - 1}`, 'the read sees the write made just before');
+        }
+        return total / runs;
+      };
       const timings = {
+        // A new watched state: one etcd range read of everything (and a watch), as a full read was.
+        coldRead: await timeIt(async () => {
+          const cold = new InventoryReaders();
+          await cold.of(client).read();
+          await cold.stop();
+        }, 5),
         fullRead: await timeIt(() => reader.readAll()),
         snapshot: await timeIt(() => reader.read()),
+        afterOneChange: await afterOneChange(),
         servers: await timeIt(() => new ServersService(reader, members).list()),
         nodes: await timeIt(() => new NodesService(reader).list()),
         devices: await timeIt(() => new NvmeDevicesService(reader).list()),
@@ -269,80 +296,96 @@ readerCases('etcd', async () => {
 readerCases('the in-memory fake', async () => ({ client: new MemoryEtcd(), members: { members: async () => [] }, close: async () => {} }));
 
 describe('InventoryReader: which reads it asks (in-memory fake)', () => {
-  type Read = 'readKeyAndPrefixes' | 'changesAfter' | 'keysAt';
+  type Read = 'snapshot' | 'watch' | 'revision';
   /**
-   * The fake behind a Kv that records each read the reader asks; `instead` stands in for some of
-   * them (e.g. a revision compacted away), and `store` may be swapped (the store replaced).
+   * The fake behind a Kv that records what the reader's watched state asks of the store: its load
+   * (one snapshot read and the watch) and each barrier's revision; `store` may be swapped (the
+   * store replaced).
    */
-  function counting(store: MemoryEtcd, instead: Partial<Pick<Kv, Read>> = {}) {
+  function counting(store: MemoryEtcd) {
     const asked: Read[] = [];
     const target = { store };
     const kv = new Proxy({} as Kv, {
       get(_, name: keyof Kv) {
-        const method = (instead as Partial<Kv>)[name] ?? target.store[name];
+        const method = target.store[name];
         if (typeof method !== 'function') return method;
         return (...args: unknown[]) => {
-          if (name === 'readKeyAndPrefixes' || name === 'changesAfter' || name === 'keysAt') asked.push(name);
+          if (name === 'snapshot' || name === 'watch' || name === 'revision') asked.push(name);
           return (method as (...args: unknown[]) => unknown).apply(target.store, args);
         };
       },
     });
-    /** The reads asked since the last call. */
+    /** What was asked since the last call. */
     const taken = () => asked.splice(0);
     return { kv, target, taken };
   }
+  const readers = new InventoryReaders();
+  after(() => readers.stop());
   const server = (c: string) => keys.server(`${c}0000000-0000-4000-8000-000000000000`);
-  const full = async (store: MemoryEtcd) => plain(await new InventoryReader(store).readAll());
+  const full = async (store: MemoryEtcd) => plain(await readers.of(store).readAll());
+  const withoutRevision = ({ revision: _, ...rest }: ReturnType<typeof plain>) => rest;
 
-  test('the first read is a full one; an unchanged read asks only what changed and reuses every map; a create and an update come from the changes alone', async () => {
+  test('the first read loads the state (one read of everything, one watch); an unchanged read asks only the barrier\'s revision and returns the same snapshot; a create and an update come by the watch alone', async () => {
     const store = new MemoryEtcd();
     await putRecord(store, server('a'), serverRecord({ UUID: 'a' }));
     const { kv, taken } = counting(store);
-    const reader = new InventoryReader(kv);
+    const reader = readers.of(kv);
     const first = await reader.read();
-    assert.deepEqual(taken(), ['readKeyAndPrefixes']);
+    assert.deepEqual(taken(), ['snapshot', 'watch', 'revision']);
     const unchanged = await reader.read();
-    assert.deepEqual(taken(), ['changesAfter']);
+    assert.deepEqual(taken(), ['revision']);
+    assert.equal(unchanged, first, 'the mirror\'s revision did not move: the same snapshot');
     assert.equal(unchanged.servers, first.servers);
     assert.equal(unchanged.devices, first.devices);
     await putRecord(store, server('b'), serverRecord({ UUID: 'b' }));
     await putRecord(store, server('a'), serverRecord({ UUID: 'a', name: 'renamed' }));
     const changed = await reader.read();
-    assert.deepEqual(taken(), ['changesAfter']);
+    assert.deepEqual(taken(), ['revision']);
+    assert.equal(changed.revision, await store.revision(), 'the read sees the writes made just before');
     assert.deepEqual(plain(changed), await full(store));
     assert.equal(changed.devices, first.devices, 'an unchanged prefix keeps its map');
+    assert.equal(changed.servers.get(server('a').slice(-36))?.record.name, 'renamed');
+    assert.equal(changed.servers.get(server('a').slice(-36))?.modRevision, (await store.get(server('a')))?.modRevision);
   });
 
-  test("a deleted key (the prefix's count disagrees): the prefix's keys at the read's revision, no full read; the result is a full read's", async () => {
+  test('a deleted key comes by the watch: no read of the prefix, no full read; the result is a full read\'s', async () => {
     const store = new MemoryEtcd();
     for (const c of ['a', 'b', 'c']) await putRecord(store, server(c), serverRecord({ UUID: c }));
     const { kv, taken } = counting(store);
-    const reader = new InventoryReader(kv);
-    await reader.read();
+    const reader = readers.of(kv);
+    const before = await reader.read();
     taken();
     await remove(store, server('b'));
     const after = await reader.read();
-    assert.deepEqual(taken(), ['changesAfter', 'keysAt']);
+    assert.deepEqual(taken(), ['revision']);
     assert.deepEqual([...after.servers.keys()], [server('a'), server('c')].map((key) => key.slice(-36)));
     assert.deepEqual(plain(after), await full(store));
+    const a = server('a').slice(-36);
+    assert.ok(after.servers.get(a));
+    assert.equal(after.servers.get(a), before.servers.get(a), 'an unchanged record keeps its Stored form');
   });
 
-  test('a full read is the fallback: when the revision read is compacted away, or when the store went back in revisions (replaced)', async () => {
+  test('a full read is the fallback: when the watch fails (compacted away), or when the store went back in revisions (replaced)', async () => {
     const store = new MemoryEtcd();
     for (const c of ['a', 'b']) await putRecord(store, server(c), serverRecord({ UUID: c }));
-    const { kv, target, taken } = counting(store, { keysAt: async () => null });
-    const reader = new InventoryReader(kv);
+    const { kv, target, taken } = counting(store);
+    const reader = readers.of(kv);
     await reader.read();
+    taken();
+    store.failWatches();
     await remove(store, server('a'));
     const compacted = await reader.read();
-    assert.deepEqual(taken(), ['readKeyAndPrefixes', 'changesAfter', 'keysAt', 'readKeyAndPrefixes']);
+    assert.deepEqual(taken().sort(), ['revision', 'snapshot', 'watch'], 'one read of everything again, and a new watch');
     assert.deepEqual(plain(compacted), await full(store));
 
     const replaced = new MemoryEtcd();
     await putRecord(replaced, server('z'), serverRecord({ UUID: 'z' }));
     target.store = replaced;
+    store.failWatches(); // etcd replaced: the watch on the old one ends
     const fresh = await reader.read();
-    assert.deepEqual(taken(), ['changesAfter', 'readKeyAndPrefixes']);
-    assert.deepEqual(plain(fresh), await full(replaced));
+    assert.deepEqual(taken().sort(), ['revision', 'snapshot', 'watch']);
+    // The records are the new store's; the mirror's revision never goes back (PrefixMirror), so
+    // the snapshot's is the old store's, not the new one's.
+    assert.deepEqual(withoutRevision(plain(fresh)), withoutRevision(await full(replaced)));
   });
 });

@@ -19,8 +19,8 @@ describe('kernel capabilities API and check', () => {
   let silent: JoinedServer;
 
   before(async () => {
-    api = await startApiHarness((etcd, auth) => {
-      service = new KernelCapabilitiesService(new InventoryReader(etcd));
+    api = await startApiHarness((_etcd, auth, cache) => {
+      service = new KernelCapabilitiesService(new InventoryReader(cache));
       return [createKernelCapabilitiesRoutes({ auth, capabilities: service })];
     });
     trixie = await joinServer(api.etcd, { server: { name: 'trixie' }, nodes: [{ name: 'trixie-n' }] });

@@ -57,7 +57,7 @@ function membershipEventCases(name: string, open: () => Promise<Backend>): void 
     };
     const names = async () => (await events()).map((e) => `${e.EventName}:${e.ComponentNodeInfo?.Name ?? e.ComponentServerInfo?.Name ?? e.ComponentNVMeSSDInfo?.ID}`);
     const start = async () => {
-      controller = startMembershipEvents({ store: new MembershipEventsStore(etcd, state), inventory: new InventoryReader(etcd), events: log, logger: silentLogger() });
+      controller = startMembershipEvents({ store: new MembershipEventsStore(etcd, state), inventory: new InventoryReader(state), events: log, logger: silentLogger() });
       await controller.ready;
     };
     const stop = async () => {
@@ -186,7 +186,7 @@ function membershipEventCases(name: string, open: () => Promise<Backend>): void 
         store: new MembershipEventsStore(etcd, state, async () => {
           throw new StrataError('NOT_LEADER', 'leadership term ended before the write');
         }),
-        inventory: new InventoryReader(etcd),
+        inventory: new InventoryReader(state),
         events: log,
         logger: silentLogger(),
       });

@@ -39,7 +39,7 @@ describe('nodes API', () => {
   const n = (s: JoinedServer, i: number) => s.nodes[i] as (typeof s.nodes)[number];
 
   before(async () => {
-    api = await startApiHarness((etcd, auth) => [createNodesRoutes({ auth, nodes: new NodesService(new InventoryReader(etcd)) })]);
+    api = await startApiHarness((_etcd, auth, cache) => [createNodesRoutes({ auth, nodes: new NodesService(new InventoryReader(cache)) })]);
     s1 = await joinServer(api.etcd, {
       server: { hostname: 'host-1' },
       nodes: [
@@ -206,7 +206,7 @@ describe('nodes API', () => {
         return [];
       },
     };
-    const service = new NodeCommandsService({ inventory: new InventoryReader(api.etcd), copies, store: new NodeCommandsStore(api.etcd), events: { prepare: async () => null }, maxInProgress: 1 });
+    const service = new NodeCommandsService({ inventory: new InventoryReader(api.cache), copies, store: new NodeCommandsStore(api.etcd), events: { prepare: async () => null }, maxInProgress: 1 });
     const slow = service.stop(first, { force: false });
     await atCheck;
     await service.stop(second, { force: true });

@@ -32,10 +32,10 @@ describe('POST /api/v2/nvmeDevices', () => {
   const node = (s: JoinedServer, i = 0) => s.nodes[i] as NodeRecord;
 
   before(async () => {
-    api = await startApiHarness((etcd, auth) => [
+    api = await startApiHarness((etcd, auth, cache) => [
       createNvmeDevicesRoutes({
         auth,
-        devices: new NvmeDevicesService(new InventoryReader(etcd), { store: new NvmeDevicesStore(etcd), events: new EtcdEventLog(new EventLogStore(etcd), createLogger('test', 'silent')) }),
+        devices: new NvmeDevicesService(new InventoryReader(cache), { store: new NvmeDevicesStore(etcd), events: new EtcdEventLog(new EventLogStore(etcd), createLogger('test', 'silent')) }),
       }),
     ]);
     s1 = await joinServer(api.etcd, {

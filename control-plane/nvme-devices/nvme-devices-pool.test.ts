@@ -27,7 +27,7 @@ describe('storage pools in the API', () => {
 
   before(async () => {
     api = await startApiHarness((etcd, auth, cache) => {
-      const reader = new InventoryReader(etcd);
+      const reader = new InventoryReader(cache);
       return [
         createNodesRoutes({ auth, nodes: new NodesService(reader) }),
         createClusterRoutes({ auth, cluster: new ClusterService(reader, new WatchedVolumeHealth(cache)) }),

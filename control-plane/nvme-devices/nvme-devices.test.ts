@@ -28,7 +28,7 @@ describe('NVMe devices API', () => {
   const nodeOf = (s: JoinedServer) => s.nodes[0]?.UUID as string;
 
   before(async () => {
-    api = await startApiHarness((etcd, auth) => [createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(new InventoryReader(etcd)) })]);
+    api = await startApiHarness((_etcd, auth, cache) => [createNvmeDevicesRoutes({ auth, devices: new NvmeDevicesService(new InventoryReader(cache)) })]);
     s1 = await joinServer(api.etcd, { nodes: [{ managedDeviceSerials: ['D1', 'D2'], journalDeviceSerial: 'J1' }] });
     s2 = await joinServer(api.etcd, { nodes: [{ managedDeviceSerials: ['E1'] }], present: false });
     await reportInventory(api.etcd, s1.server.UUID, {

@@ -36,7 +36,7 @@ describe('servers API', () => {
 
   before(async () => {
     api = await startApiHarness((etcd, auth, cache) => [
-      createServersRoutes({ auth, servers: new ServersService(new InventoryReader(etcd), new EtcdMembers(etcd, { cacheMs: 0 }), new WatchedReplicationRisk(cache)) }),
+      createServersRoutes({ auth, servers: new ServersService(new InventoryReader(cache), new EtcdMembers(etcd, { cacheMs: 0 }), new WatchedReplicationRisk(cache)) }),
     ]);
     healthy = await joinServer(api.etcd, { server: { name: 'alpha', hostname: 'host-a', endpoints: ['10.0.0.1:7443'] }, nodes: [{}, {}] });
     partial = await joinServer(api.etcd, { server: { name: 'beta', hostname: 'host-b' }, nodes: [{}, {}] });

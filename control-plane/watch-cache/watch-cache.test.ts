@@ -44,6 +44,18 @@ describe('watch cache', () => {
     }
   });
 
+  test('the cluster record is held, the cluster CA beside it (its private key) never is', async () => {
+    await put(keys.cluster(), { UUID: 'c', clusterName: 'held' });
+    await put(keys.clusterCa(), { certificate: 'cert', privateKey: 'never held' });
+    await cache.sync();
+    assert.equal(cache.cluster()?.record.clusterName, 'held');
+    assert.deepEqual([...cache.state.all(keys.cluster()).keys()], [keys.cluster()]);
+    assert.equal(cache.state.get(keys.cluster(), keys.clusterCa()), undefined);
+    await cache.state.resync(); // and not after a load either
+    assert.deepEqual([...cache.state.all(keys.cluster()).keys()], [keys.cluster()]);
+    assert.equal(cache.cluster()?.record.clusterName, 'held');
+  });
+
   test('the revision to wait for may come from a key outside /strata/', async () => {
     const UUID = randomUUID();
     await put(keys.volume(UUID), volume(UUID, 'inside'));

@@ -3,7 +3,7 @@
 // spans), commit a transaction (typed guards and writes,
 // lib/etcd/transaction.ts), read the current revision; for the watched state, read several
 // prefixes at one revision and watch changes from a revision on; for a reader that keeps what it
-// read last (InventoryReader), one key with several prefixes at one revision, what changed in
+// read last (InventoryReader before it read the watched state; no caller in the daemons now), one key with several prefixes at one revision, what changed in
 // them after a revision (and their counts), and a prefix's keys at a past revision. `EtcdKv` is etcd (what the
 // daemons run); a test may hand a store or the state any other `Kv` with the same semantics
 // instead of a client (test/fakes/memory-etcd.ts, proven against etcd by

@@ -55,6 +55,8 @@ export class PrefixMirror {
   /** Every event up to this revision has been applied (etcd sends a watch's events in revision order). */
   private seenRevision = 0n;
   private waiters: { revision: bigint; resolve: () => void }[] = [];
+  /** Per range, how many times its records changed (and were loaded): see changeCount(). */
+  private readonly changes = new Map<string, number>();
   private readonly ranges: readonly MirroredRange[];
   /** The ranges as the snapshot reads them (in the order of `ranges`). */
   private readonly reads: readonly PrefixOrKey[];
@@ -228,6 +230,7 @@ export class PrefixMirror {
     ranges.forEach((kvs, index) => {
       const prefix = this.ranges[index]!.name;
       const map = new Map<string, MirroredRecord<unknown>>();
+      this.changed(prefix);
       for (const kv of kvs) {
         const entry = this.entryOf(kv.key, kv.value, kv.modRevision, kv.createRevision);
         if (entry) map.set(kv.key, entry);
@@ -261,6 +264,7 @@ export class PrefixMirror {
           if (event.type === 'delete') {
             if (before) this.sortedRemove(prefix, key);
             map.delete(key);
+            this.changed(prefix);
             changes.push({ prefix, key, deleted: true });
           } else {
             const entry = this.entryOf(key, event.value, event.modRevision, event.createRevision);
@@ -268,6 +272,7 @@ export class PrefixMirror {
               if (!before) this.sortedInsert(prefix, key);
               map.set(key, entry);
               for (const index of this.indexes.values()) if (index.prefix === prefix) this.indexAdd(index, key, entry.record);
+              this.changed(prefix);
               changes.push({ prefix, key, deleted: false });
             }
           }
@@ -290,6 +295,20 @@ export class PrefixMirror {
     const loaded = BigInt(revision);
     if (loaded > this.seenRevision) this.seenRevision = loaded;
     this.notify([], true);
+  }
+
+  /**
+   * A count that moves whenever a record of the range `prefix` names (a prefix or an exact key)
+   * changes, and when the mirror reads everything again: a reader that built something from its
+   * records builds it again only when the count moved (InventoryReader keeps its maps of
+   * unchanged prefixes).
+   */
+  changeCount(prefix: string): number {
+    return this.changes.get(prefix) ?? 0;
+  }
+
+  private changed(prefix: string): void {
+    this.changes.set(prefix, this.changeCount(prefix) + 1);
   }
 
   /** The name of the first mirrored range `key` belongs to; undefined when it belongs to none. */

@@ -340,6 +340,38 @@ function contract(backend: string, kvOf: () => Kv): void {
         await state.stop();
       }
     });
+
+    it('a change count moves per mirrored range: on its own key changes (an exact key alone, not the keys it begins), deletes and loads, not on another range', async () => {
+      const kv = kvOf();
+      const [single, prefix] = [fresh('record'), `${fresh('others')}/`];
+      await write(kv, put(single, { name: 'held' }), put(`${single}-ca`, { privateKey: 'never held' }), put(`${prefix}a`, 1));
+      const state = new PrefixMirror(kv, [prefix, { key: single }], silentLogger(), { everyRevision: true });
+      await state.start();
+      try {
+        assert.ok(state.mirrors(single));
+        assert.deepEqual([...state.all(single).keys()], [single], 'the load keeps the key alone');
+        assert.deepEqual(state.get(single, single)?.record, { name: 'held' });
+        const [singleLoaded, prefixLoaded] = [state.changeCount(single), state.changeCount(prefix)];
+        assert.ok(singleLoaded > 0 && prefixLoaded > 0, 'the load counts as a change');
+        await write(kv, put(`${single}-ca`, { privateKey: 'rotated' }), put(`${single}/below`, 2));
+        await state.catchUp();
+        assert.deepEqual([...state.all(single).keys()], [single], 'the watch keeps the key alone');
+        assert.equal(state.changeCount(single), singleLoaded, 'keys beside it change nothing');
+        const updated = await write(kv, put(single, { name: 'renamed' }));
+        await state.catchUp();
+        assert.equal(state.get(single, single)?.revision, updated);
+        assert.equal(state.changeCount(single), singleLoaded + 1);
+        assert.equal(state.changeCount(prefix), prefixLoaded, 'another prefix\'s count stays');
+        await write(kv, { delete: `${prefix}a` });
+        await state.catchUp();
+        assert.equal(state.changeCount(prefix), prefixLoaded + 1, 'a delete moves it');
+        await write(kv, { delete: single });
+        await state.catchUp();
+        assert.equal(state.get(single, single), undefined);
+      } finally {
+        await state.stop();
+      }
+    });
   });
 }
 

@@ -145,7 +145,7 @@ export async function startVolumesHarness(
     snapshots: new EtcdSnapshotDirectory(new SnapshotStore(etcd)),
     flags: new FeatureFlagsService(new FeatureFlagsStore(etcd), recorder),
     replicaLimits: options.replicaLimits?.(api.cache) ?? limits,
-    ...(options.kernelCapabilities ? { kernelCapabilities: new KernelCapabilitiesService(new InventoryReader(etcd)) } : {}),
+    ...(options.kernelCapabilities ? { kernelCapabilities: new KernelCapabilitiesService(new InventoryReader(api.cache)) } : {}),
     events: recorder,
     clusterUUID: api.cluster.UUID,
     clusterSubsystemNQN: api.cluster.subsystemNQN,
