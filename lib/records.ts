@@ -286,6 +286,14 @@ export interface VolumePlacement {
   nsid: number;
   /** The volume's own NVMe/TCP port, the same on every node that serves it. */
   port: number;
+  /**
+   * The controller-ID window of each nodeList position (window w: controller IDs w*1000+1 to
+   * (w+1)*1000). Absent (volumes placed before it existed, and never re-placed): the position
+   * itself. A node that takes a copy's place gets a window no node of the volume had yet, since
+   * hosts keep the lost node's controller (reconnecting) and refuse a new one with a controller ID
+   * they hold (control-plane/volumes/assignments.ts).
+   */
+  cntlidWindows?: number[];
 }
 
 /** /strata/volumes/<UUID>: the volume as the API sees it (desired spec + lifecycle). */

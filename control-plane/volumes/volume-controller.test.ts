@@ -784,7 +784,11 @@ function controllerSuite(onEtcd: boolean): void {
         assert.deepEqual(moved, [p, spare], 'in the lost copy\'s place, on the server that holds no copy');
         const a = await until('the new node\'s assignment', async () => read<VolumeAssignment>(keys.assignment(spare, v.UUID)).then((x) => x ?? undefined));
         assert.deepEqual([a.role, a.replication?.legs.map((l) => [l.nodeUUID, l.inSync])], ['replica', [[p, true], [spare, false]]], 'a new copy, out of sync until resynced');
-        assert.deepEqual([a.cntlidMin, a.cntlidMax], [1001, 2000], 'the lost copy\'s controller-ID window');
+        // Not the lost copy's window (1001-2000): hosts keep that node's controller, and refuse a new one with its ID.
+        assert.deepEqual([a.cntlidMin, a.cntlidMax], [2001, 3000], 'a controller-ID window no node of the volume had');
+        assert.deepEqual((await readVolume(v.UUID))?.placement?.cntlidWindows, [0, 2]);
+        const kept = await read<VolumeAssignment>(keys.assignment(p, v.UUID));
+        assert.deepEqual([kept?.cntlidMin, kept?.cntlidMax], [1, 1000], 'the primary keeps its window');
         await until('the lost node\'s assignment removed', async () => (await read(keys.assignment(r, v.UUID))) === null);
         assert.ok(events.some((e) => e.eventName === 'VolumeReplicaReplaced'));
 

@@ -19,7 +19,7 @@ import type { EventInput } from '../events/event-recorder.js';
 import { catalogued, type EventName } from '../events/event-catalogue.js';
 import type { EventPreparer } from '../events/etcd-event-log.js';
 import type { ControllerChange, Guard, VolumeControllerStore, Write } from './volume-controller-store.js';
-import { assignmentFor, replicationFor, sameAssignment } from './assignments.js';
+import { assignmentFor, placementWithNodes, replicationFor, sameAssignment } from './assignments.js';
 import { HANDED_OVER } from '../../lib/etcd/replica-set-store.js';
 import { protectionOf } from './protection.js';
 import { effectiveQosPolicyUUID, volumeQos } from '../policies/volume-qos.js';
@@ -487,8 +487,8 @@ export class VolumeController {
   /**
    * A copy whose node has been Inactive longer than the permanent-failure timeout, and that is
    * out of sync already (the primary recorded it so when it lost it), is re-created on another
-   * node: the nodeList names the new node in its place (same position: the same controller-ID
-   * window), its assignment follows, and the primary resynchronizes it in full, then records it
+   * node: the nodeList names the new node in its place (with a controller-ID window no node of the
+   * volume had: placementWithNodes), its assignment follows, and the primary resynchronizes it in full, then records it
    * in sync. Not with the fail-in-place flag on: then the volume waits for its node.
    *
    * A replace moves the source's copy even while the replica set still calls it in sync (its
@@ -526,7 +526,7 @@ export class VolumeController {
       next[next.indexOf(node)] = replacement.UUID;
     }
     if (next.every((n, i) => n === nodeList[i])) return 'none';
-    const moved: VolumeRecord = { ...volume, placement: { ...volume.placement!, nodeList: next } };
+    const moved: VolumeRecord = { ...volume, placement: placementWithNodes(volume.placement!, next) };
     const gone = lost.filter((n) => !next.includes(n));
     const why = gone.every((n) => replacing.has(n)) ? 'replaced by an administrator' : `Inactive over ${timeout / 1000} s`;
     const description = `volume ${volume.name}: copies on node(s) ${gone.join(', ')} (${why}) re-created on ${next.filter((n) => !nodeList.includes(n)).join(', ')}`;
@@ -582,7 +582,7 @@ export class VolumeController {
     const removed = nodeList.filter((n) => !next.includes(n));
     if (removed.length === 0) return 'none';
     const nextSet = this.setWithout(set, removed);
-    const moved: VolumeRecord = { ...volume, placement: { ...volume.placement!, nodeList: next } };
+    const moved: VolumeRecord = { ...volume, placement: placementWithNodes(volume.placement!, next) };
     const description = `volume ${volume.name}: copies on node(s) ${removed.join(', ')} go back to node(s) ${next.filter((n) => !nodeList.includes(n)).join(', ')} (the node replace failed)`;
     const ok = await this.commit(
       [fence, { replicaSet: volume.UUID, revision: setRevision }],
