@@ -18,7 +18,8 @@ export const UNKNOWN_MEMBER: EtcdMemberInfoWire = Object.freeze({ state: 'Unknow
 
 /** What the servers service reads etcd's members from. */
 export interface EtcdMemberSource {
-  members(): Promise<readonly EtcdMember[]>;
+  /** `fresh`: measured now, not a measurement reused from the last seconds. */
+  members(options?: { readonly fresh?: boolean }): Promise<readonly EtcdMember[]>;
 }
 
 /**

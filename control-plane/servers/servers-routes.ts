@@ -30,7 +30,7 @@ export function createServersRoutes(deps: ServersRoutesDeps): Router {
     const input = parseAddServer(await readJsonBody(ctx));
     await deps.auth.require(ctx.headers, permissions.clusterWrite);
     try {
-      ctx.body = await deps.servers.get(await adder.add(input));
+      ctx.body = await deps.servers.get(await adder.add(input), { freshMembers: true });
     } catch (err) {
       // etcd refusing a reconfiguration for now (a member just joined or was promoted): retry.
       if (toStrataError(err).httpStatus === 503) ctx.set('Retry-After', '5');

@@ -83,8 +83,12 @@ export class ServersService {
     return servers;
   }
 
-  async get(uuid: string): Promise<ServerWire> {
-    const [snapshot, members, risk] = await Promise.all([this.inventory.read(), this.etcdMembers.members(), this.replication?.risk()]);
+  /**
+   * `freshMembers`: etcd's members measured now (after an add: a measurement of the seconds
+   * before, reused otherwise, does not have the new member, and the reply said Unknown).
+   */
+  async get(uuid: string, options: { readonly freshMembers?: boolean } = {}): Promise<ServerWire> {
+    const [snapshot, members, risk] = await Promise.all([this.inventory.read(), this.etcdMembers.members({ fresh: options.freshMembers === true }), this.replication?.risk()]);
     const view = new InventoryView(snapshot);
     const server = view.snapshot.servers.get(uuid);
     if (!server) throw errors.notFound('server', uuid);

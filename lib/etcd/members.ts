@@ -30,9 +30,10 @@ export class EtcdMembers {
 
   constructor(private readonly etcd: Etcd3, private readonly options: EtcdMembersOptions = {}) {}
 
-  members(): Promise<readonly EtcdMember[]> {
+  /** `fresh`: measured now, not reused (right after a membership change this process made). */
+  members(options: { readonly fresh?: boolean } = {}): Promise<readonly EtcdMember[]> {
     const now = Date.now();
-    if (this.cached && now - this.cached.at < (this.options.cacheMs ?? 2000)) return this.cached.members;
+    if (!options.fresh && this.cached && now - this.cached.at < (this.options.cacheMs ?? 2000)) return this.cached.members;
     const members = this.measure();
     this.cached = { at: now, members };
     members.catch(() => {

@@ -777,32 +777,43 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     await protectedAgain(v.UUID, primary, copy, 'mid hand-over, kept down');
   });
 
-  it('the primary\'s agent killed (kill -9) mid hand-over and started again before its lease expires: it records the faulty copy out of sync before serving, no acknowledged write lost, the copy resyncs', { skip: AGENT_KILLS_SKIP }, async () => {
+  it('the primary\'s agent killed (kill -9) mid hand-over and started again before any promotion: it records the faulty copy out of sync before serving, no acknowledged write lost, the copy resyncs', { skip: AGENT_KILLS_SKIP }, async () => {
     assert.ok(halfway, 'the scenario before created the volume');
     const uuid = halfway.UUID;
     const writes = await ackedWrites(halfwayDevice, 'halfway-back');
-    const { set, primary, copy, i, stoppedAt } = await killMidHandOver(uuid, writes);
-    // systemd restarts a killed agent within seconds: it registers again with a new lease and
-    // presence, before the old lease (20 s here) expires, so nothing fails over.
-    await step('the killed agent starts again at once', () => storage[i]!.startAgent({ timeoutMs: 240_000 }));
-    // Its mirror still has the copy's leg faulty: the copy leaves the in-sync set (same epoch),
-    // and only then does the host path reach the mirror again.
-    const out = await step('the faulty copy recorded out of sync', () =>
-      until('the copy out of the in-sync set', async () => {
-        const s = await replicaSet(uuid);
-        return !s.inSync.includes(copy) && s;
-      }, 120_000),
-    );
-    assert.equal(out.epoch, set.epoch, `no promotion: ${JSON.stringify(out)}`);
-    assert.equal(out.primaryNodeUUID, primary, 'the primary stayed');
-    assert.match(out.reason ?? '', /^not in the mirror when volume .* started on its primary$/, `recorded by the restarted primary's check: ${JSON.stringify(out)}`);
-    await step('host I/O resumes on the same primary', () => writes.resumed(stoppedAt));
-    await step('the copy resyncs and rejoins', () => until('2 in sync', async () => (await replicaSet(uuid)).inSync.length === 2, 300_000));
-    const final = await replicaSet(uuid);
-    assert.equal(final.epoch, set.epoch, 'never promoted');
-    assert.equal(final.primaryNodeUUID, primary);
-    await writes.noneLost();
-    await until('FullyProtected', async () => (await getVolume(uuid)).protectionState === 'FullyProtected', 120_000);
-    assert.equal(new Set(await Promise.all([primary, copy].map((n) => backingDigest(n, uuid, 32)))).size, 1, 'the two copies are equal again');
+    // systemd restarts a killed agent within seconds; with a lease longer than that, it registers
+    // again before the old lease expires and nothing fails over. Under emulation the agent takes
+    // 10-25 s to start, longer than this suite's lease: the cluster manager is paused (SIGSTOP)
+    // from before the kill until the restarted agent has acted, so no promotion can come first,
+    // and what is checked is what the restarted primary does with its mirror.
+    plane.child.kill('SIGSTOP');
+    let paused = true;
+    try {
+      const { set, primary, copy, i, stoppedAt } = await killMidHandOver(uuid, writes);
+      await step('the killed agent starts again', () => storage[i]!.startAgent({ timeoutMs: 240_000 }));
+      // Its mirror still has the copy's leg faulty: the copy leaves the in-sync set (same epoch),
+      // and only then does the host path reach the mirror again.
+      const out = await step('the faulty copy recorded out of sync', () =>
+        until('the copy out of the in-sync set', async () => {
+          const s = await replicaSet(uuid);
+          return !s.inSync.includes(copy) && s;
+        }, 120_000),
+      );
+      assert.equal(out.epoch, set.epoch, `no promotion: ${JSON.stringify(out)}`);
+      assert.equal(out.primaryNodeUUID, primary, 'the primary stayed');
+      assert.match(out.reason ?? '', /^not in the mirror when volume .* started on its primary$/, `recorded by the restarted primary's check: ${JSON.stringify(out)}`);
+      await step('host I/O resumes on the same primary', () => writes.resumed(stoppedAt));
+      plane.child.kill('SIGCONT');
+      paused = false;
+      await step('the copy resyncs and rejoins', () => until('2 in sync', async () => (await replicaSet(uuid)).inSync.length === 2, 300_000));
+      const final = await replicaSet(uuid);
+      assert.equal(final.epoch, set.epoch, 'never promoted');
+      assert.equal(final.primaryNodeUUID, primary);
+      await writes.noneLost();
+      await until('FullyProtected', async () => (await getVolume(uuid)).protectionState === 'FullyProtected', 120_000);
+      assert.equal(new Set(await Promise.all([primary, copy].map((n) => backingDigest(n, uuid, 32)))).size, 1, 'the two copies are equal again');
+    } finally {
+      if (paused) plane.child.kill('SIGCONT');
+    }
   });
 });
