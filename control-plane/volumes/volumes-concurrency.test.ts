@@ -3,20 +3,23 @@
 // being created, a name free again the moment its volume is Deleting.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { ReplicaSetRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
-import { joinServer } from '../../test/helpers/records.js';
+import { kvOf } from '../../lib/etcd/kv.js';
+import type { Write } from '../../lib/etcd/transaction.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
+import { joinServer, readText } from '../../test/helpers/records.js';
 import { startVolumesHarness, type VolumesHarness } from '../../test/kits/volume-test-support.js';
 
 const GIB = 1024 ** 3;
 
-describe('volumes under concurrency', () => {
+describeForEveryBackend('volumes under concurrency', (backend) => {
   let h: VolumesHarness;
   const admin = () => h.tokens.admin;
 
   before(async () => {
-    h = await startVolumesHarness();
+    h = await startVolumesHarness({ backend });
   });
   after(async () => {
     await h?.close();
@@ -33,7 +36,7 @@ describe('volumes under concurrency', () => {
     await h.sync();
     const all = await h.store.scan((v) => v.name === name);
     assert.deepEqual(all.map((v) => v.record.UUID), [winner.UUID]);
-    assert.deepEqual(JSON.parse((await h.etcd.get(keys.volumeName('default', name)).string())!), { UUID: winner.UUID });
+    assert.deepEqual(JSON.parse((await readText(h.etcd, keys.volumeName('default', name)))!), { UUID: winner.UUID });
   });
 
   test('racing updates never lose one: labels vs rename both land; labels vs size as the state rules allow', async () => {
@@ -142,7 +145,7 @@ describe('volumes under concurrency', () => {
     const server = await joinServer(h.etcd, { nodes: [{}, {}, {}] });
     const nodes = server.nodes.map((node) => node.UUID);
     const now = new Date().toISOString();
-    const ops = [];
+    const ops: Write[] = [];
     for (let i = 0; i < 1000; i++) {
       const UUID = randomUUID();
       const volume: VolumeRecord = {
@@ -151,19 +154,19 @@ describe('volumes under concurrency', () => {
         state: 'Available', generation: 1, placement: { nodeList: nodes, primaryNodeUUID: nodes[0]!, nsid: i + 1, port: 4420 }, failureReason: '',
         rollbackSnapshotUUID: '', creationTime: now,
       };
-      ops.push(h.etcd.put(keys.volume(UUID)).value(JSON.stringify(volume)));
+      ops.push({ put: keys.volume(UUID), value: volume });
       // As the controller places a replicated volume: its replica set, every copy in sync.
       const replicaSet: ReplicaSetRecord = { volumeUUID: UUID, epoch: 1, primaryNodeUUID: nodes[0]!, inSync: [...nodes], reason: 'created', announced: 'Unknown', updatedAt: now };
-      ops.push(h.etcd.put(keys.replicaSet(UUID)).value(JSON.stringify(replicaSet)));
+      ops.push({ put: keys.replicaSet(UUID), value: replicaSet });
       for (const node of nodes) {
         const status: VolumeStatusRecord = {
           volumeUUID: UUID, nodeUUID: node, generation: 1, state: 'Served', error: '', snapshots: [], connectedHosts: [{ hostNQN: 'nqn.2014-08.org.x:h', address: '10.0.0.1' }],
           logicalUsedBytes: String(i), physicalUsedBytes: String(i), reportedAt: now,
         };
-        ops.push(h.etcd.put(keys.volumeStatus(UUID, node)).value(JSON.stringify(status)));
+        ops.push({ put: keys.volumeStatus(UUID, node), value: status });
       }
     }
-    for (let i = 0; i < ops.length; i += 100) await h.etcd.if(keys.cluster(), 'Create', '>', 0).then(...ops.slice(i, i + 100)).commit();
+    for (let i = 0; i < ops.length; i += 100) await kvOf(h.etcd).commit({ guards: [{ key: keys.cluster(), exists: true }], writes: ops.slice(i, i + 100) });
 
     const timings: number[] = [];
     for (let round = 0; round < 3; round++) {

@@ -1,8 +1,10 @@
 // Malformed input to every volume POST/PUT (and hostile paths and queries): never a 5xx, always
 // the JSON error body, and a refused request never changes a record or creates one.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
+import { keysUnder, readKey } from '../../test/helpers/records.js';
 import { startVolumesHarness, type HttpResult, type VolumesHarness } from '../../test/kits/volume-test-support.js';
 
 /** Deterministic PRNG (mulberry32): a failure names its seed and replays. */
@@ -73,17 +75,17 @@ function assertRefusedCleanly(res: HttpResult, what: string): void {
   }
 }
 
-describe('volume routes fuzzed', () => {
+describeForEveryBackend('volume routes fuzzed', (backend) => {
   let h: VolumesHarness;
   let volume: { UUID: string; name: string };
   let snapshotUUID: string;
 
-  const volumeKeys = async () => (await h.etcd.getAll().prefix(keys.volumesPrefix()).keys()).sort();
-  const revisionOf = async (uuid: string) => (await h.etcd.get(keys.volume(uuid)).exec()).kvs[0]?.mod_revision;
-  const indexKeys = async () => (await h.etcd.getAll().prefix(keys.volumeNamesPrefix()).keys()).sort();
+  const volumeKeys = async () => (await keysUnder(h.etcd, keys.volumesPrefix())).sort();
+  const revisionOf = async (uuid: string) => (await readKey(h.etcd, keys.volume(uuid)))?.modRevision;
+  const indexKeys = async () => (await keysUnder(h.etcd, keys.volumeNamesPrefix())).sort();
 
   before(async () => {
-    h = await startVolumesHarness();
+    h = await startVolumesHarness({ backend });
     const res = await h.create({ name: 'volume-a', size: '1GiB' });
     assert.equal(res.status, 200);
     volume = res.body;

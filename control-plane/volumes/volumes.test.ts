@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { NO_KERNEL_CAPABILITIES } from '../../lib/contract/kernel-capabilities.js';
 import { keys } from '../../lib/etcd/keys.js';
-import { fieldsOf, joinServer, markAbsent, markPresent, reportInventory } from '../../test/helpers/records.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
+import { deleteKey, fieldsOf, joinServer, keysUnder, markAbsent, markPresent, readKey, readText, reportInventory, textsUnder } from '../../test/helpers/records.js';
 import type { SnapshotDirectory } from './volume-dependencies.js';
 import { parseCreateVolume, parseUpdateVolume } from './volume-schema.js';
 import { VolumeService, VolumeUsageCounter } from './volume-service.js';
@@ -49,7 +50,7 @@ function fails(res: HttpResult, status: number, grpc: number, what = ''): void {
   assert.match(res.contentType ?? '', /application\/json/);
 }
 
-describe('volumes API', () => {
+describeForEveryBackend('volumes API', (backend) => {
   let h: VolumesHarness;
   const admin = () => h.tokens.admin;
   const createOk = async (body: Record<string, unknown> = {}, project = 'default') =>
@@ -60,7 +61,7 @@ describe('volumes API', () => {
   const available = async (uuid: string) => h.setState(uuid, 'Available');
 
   before(async () => {
-    h = await startVolumesHarness();
+    h = await startVolumesHarness({ backend });
   });
   after(async () => {
     await h?.close();
@@ -104,12 +105,12 @@ describe('volumes API', () => {
       for (const f of STATISTICS_BYTES) assert.equal(v.statistics[f], '0', f);
       assert.equal(v.statistics.compressionRatio, 1);
       // The stored record, its index, its ETag.
-      const kv = (await h.etcd.get(keys.volume(v.UUID)).exec()).kvs[0]!;
-      assert.equal(v.ETag, kv.mod_revision);
+      const kv = (await readKey(h.etcd, keys.volume(v.UUID)))!;
+      assert.equal(v.ETag, kv.modRevision);
       const record = JSON.parse(kv.value.toString());
       assert.equal(record.generation, 1);
       assert.equal(record.placement, null);
-      assert.deepEqual(JSON.parse((await h.etcd.get(keys.volumeName('default', name)).string())!), { UUID: v.UUID });
+      assert.deepEqual(JSON.parse((await readText(h.etcd, keys.volumeName('default', name)))!), { UUID: v.UUID });
       const event = h.recorder.events.find((e) => e.eventName === 'VolumeCreated' && e.component.kind === 'volume' && e.component.volumes[0]?.ID === v.UUID);
       assert.ok(event);
       assert.equal(event.severity, 'Info');
@@ -160,8 +161,8 @@ describe('volumes API', () => {
       const res = await h.create({ name, size: '1GiB', sectorSize: 'sectorSize_512B' });
       fails(res, 400, 3, 'sectorSize_512B');
       assert.match(res.body.error, /sectorSize_512B is not supported: .*logical block size is 4096 bytes/);
-      assert.equal(await h.etcd.get(keys.volumeName('default', name)).string(), null, 'no name index');
-      const records = Object.values(await h.etcd.getAll().prefix(keys.volumesPrefix()).strings());
+      assert.equal(await readText(h.etcd, keys.volumeName('default', name)), null, 'no name index');
+      const records = await textsUnder(h.etcd, keys.volumesPrefix());
       assert.equal(records.some((r) => JSON.parse(r).name === name), false, 'no volume record');
       fails(await h.request('GET', `/api/v2/projects/default/volumes/?name=${name}`, { token: admin() }), 404, 5, 'no volume');
     });
@@ -286,7 +287,7 @@ describe('volumes API', () => {
       await h.putProject('p3', silver.UUID);
       const plain = await createOk({}, 'p3');
       assert.deepEqual([plain.qosPolicyUUID, plain.qosPolicyName], [silver.UUID, silver.name], 'the project default applies');
-      assert.equal(JSON.parse((await h.etcd.get(keys.volume(plain.UUID)).string())!).qosPolicyUUID, '', 'stored as "none given"');
+      assert.equal(JSON.parse((await readText(h.etcd, keys.volume(plain.UUID)))!).qosPolicyUUID, '', 'stored as "none given"');
       await h.putProject('p3', gold.UUID);
       assert.equal(ok(await get(plain.UUID)).qosPolicyName, gold.name, 'follows the project default');
     });
@@ -595,8 +596,8 @@ describe('volumes API', () => {
       const after = ok(await get(v.UUID));
       assert.equal(after.name, newName);
       assert.equal(after.state, 'Available');
-      assert.equal((await h.etcd.get(keys.volumeName('default', v.name)).string()), null);
-      assert.deepEqual(JSON.parse((await h.etcd.get(keys.volumeName('default', newName)).string())!), { UUID: v.UUID });
+      assert.equal((await readText(h.etcd, keys.volumeName('default', v.name))), null);
+      assert.deepEqual(JSON.parse((await readText(h.etcd, keys.volumeName('default', newName)))!), { UUID: v.UUID });
       fails(await h.request('GET', `/api/v2/projects/default/volumes/?name=${v.name}`, { token: admin() }), 404, 5, 'old name');
       assert.equal(ok(await h.request('GET', `/api/v2/projects/default/volumes/?name=${newName}`, { token: admin() })).UUID, v.UUID);
       fails(await put(`/api/v2/volumes/${v.UUID}`, { newName: other.name }), 409, 6, 'taken');
@@ -680,7 +681,7 @@ describe('volumes API', () => {
       const record = (await h.record(v.UUID))!;
       assert.equal(record.state, 'Deleting');
       assert.equal(record.generation, 2);
-      assert.equal(await h.etcd.get(keys.volumeName('default', v.name)).string(), null, 'index removed in the same transaction');
+      assert.equal(await readText(h.etcd, keys.volumeName('default', v.name)), null, 'index removed in the same transaction');
       assert.equal(ok(await get(v.UUID)).state, 'Deleting');
       assert.equal(ok(await h.request('GET', `/api/v2/projects/default/volumes/?name=${v.name}`, { token: admin() })).UUID, v.UUID, 'by name too');
       assert.ok(h.recorder.events.some((e) => e.eventName === 'VolumeDeleteRequested' && e.component.kind === 'volume' && e.component.volumes[0]?.ID === v.UUID));
@@ -690,7 +691,7 @@ describe('volumes API', () => {
       assert.equal(ok(await h.request('GET', `/api/v2/projects/default/volumes/?name=${v.name}`, { token: admin() })).UUID, reborn.UUID, 'the live one wins');
 
       fails(await h.request('DELETE', `/api/v2/volumes/${v.UUID}`, { token: admin() }), 400, 3, 'already Deleting');
-      await h.etcd.delete().key(keys.volume(v.UUID)).exec(); // the cluster manager finishes
+      await deleteKey(h.etcd, keys.volume(v.UUID)); // the cluster manager finishes
       fails(await get(v.UUID), 404, 5, 'gone');
     });
 
@@ -800,7 +801,7 @@ describe('volumes API', () => {
       await h.report(v.UUID, n3, { state: 'Failed', error: 'pool full' });
       assert.equal(ok(await get(v.UUID)).protectionState, 'Degraded');
       await h.report(v.UUID, n3, {});
-      await h.etcd.delete().key(keys.presence(server.server.UUID)).exec();
+      await deleteKey(h.etcd, keys.presence(server.server.UUID));
       got = ok(await get(v.UUID));
       assert.equal(got.protectionState, 'NotAvailable', 'no agent alive');
       const listed = ok(await h.request('GET', `/api/v2/volumes?UUID=${v.UUID}`, { token: admin() })).volumes;
@@ -888,7 +889,7 @@ describe('volumes API', () => {
     ok(await h.request('DELETE', `/api/v2/volumes/${a.UUID}`, { token: admin() }));
     assert.equal(await usage.countInProject('pusage'), 1, 'a Deleting volume no longer counts (docs/volumes.md)');
     assert.equal(await usage.countUsingPolicy(policy.UUID), 1);
-    await h.etcd.delete().key(keys.volume(a.UUID)).exec();
+    await deleteKey(h.etcd, keys.volume(a.UUID));
     assert.equal(await usage.countInProject('pusage'), 1);
     assert.equal(await usage.countUsingPolicy(policy.UUID), 1);
   });
@@ -923,11 +924,11 @@ describe('volumes API', () => {
   });
 });
 
-describe('volumes API while nodes come and go (replica limit from the presence keys)', () => {
+describeForEveryBackend('volumes API while nodes come and go (replica limit from the presence keys)', (backend) => {
   let h: VolumesHarness;
 
   before(async () => {
-    h = await startVolumesHarness({ replicaLimits: (cache) => new PresenceReplicaLimits(cache, 3) });
+    h = await startVolumesHarness({ replicaLimits: (cache) => new PresenceReplicaLimits(cache, 3), backend });
   });
   after(async () => {
     await h?.close();
@@ -962,11 +963,11 @@ describe('volumes API while nodes come and go (replica limit from the presence k
   });
 });
 
-describe('volumes API: a QoS policy needs ublk on the volume\'s nodes (issue 18)', () => {
+describeForEveryBackend('volumes API: a QoS policy needs ublk on the volume\'s nodes (issue 18)', (backend) => {
   let h: VolumesHarness;
 
   before(async () => {
-    h = await startVolumesHarness({ kernelCapabilities: true });
+    h = await startVolumesHarness({ kernelCapabilities: true, backend });
   });
   after(async () => {
     await h?.close();
@@ -980,7 +981,7 @@ describe('volumes API: a QoS policy needs ublk on the volume\'s nodes (issue 18)
     await reportInventory(h.etcd, trixie.server.UUID, { facts: { kernel: '6.12.117+deb13-amd64', kernelCapabilities: { ...NONE, ublk: true } } });
     await reportInventory(h.etcd, bookworm.server.UUID, { facts: { kernel: '6.1.0-56-amd64', kernelCapabilities: NONE } });
     const gold = await h.putPolicy({ name: unique('gold') });
-    const volumeKeys = async () => (await h.etcd.getAll().prefix(keys.volumesPrefix()).keys()).length;
+    const volumeKeys = async () => (await keysUnder(h.etcd, keys.volumesPrefix())).length;
     const refusedFor = (res: HttpResult, what: string) => {
       fails(res, 400, 3, what);
       assert.match(res.body.error, new RegExp(`attach QoS policy ${gold.name} .*bookworm-node \\(${oldNode}, kernel 6\\.1\\.0-56-amd64\\) lacks userspace block devices \\(ublk`), what);

@@ -48,8 +48,16 @@ export function backendForSuite(open: () => Promise<KvBackend>): { readonly clie
  * each with its own backend (backendForSuite()).
  */
 export function describeOnEveryBackend(title: string, cases: (suite: { readonly client: KvClient }) => void): void {
+  describeForEveryBackend(title, (open) => cases(backendForSuite(open)));
+}
+
+/**
+ * describeOnEveryBackend() for a suite whose harness opens and closes the backend itself
+ * (startApiHarnessOn in records.ts): `cases` get how to open it.
+ */
+export function describeForEveryBackend(title: string, cases: (open: () => Promise<KvBackend>) => void): void {
   for (const [name, open] of [['etcd', etcdBackend], ['the in-memory fake', memoryBackend]] as const) {
-    describe(`${title} on ${name}`, () => cases(backendForSuite(open)));
+    describe(`${title} on ${name}`, () => cases(open));
   }
 }
 

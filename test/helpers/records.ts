@@ -1,10 +1,11 @@
 // Inventory records for tests, written into a real etcd (or the in-memory one) the way their writers write them:
 // the agent writes its server, node and presence records when it joins (presence is leased in
 // production; tests put and delete it); the control plane writes server facts and devices from
-// agent reports. Also an API harness: a real etcd, a bootstrapped cluster, tokens, and a Koa
-// app on 127.0.0.1 serving the routers under test.
+// agent reports; reads and deletes of a test's own, on either backend. Also an API harness: a
+// real etcd (or the in-memory one), a bootstrapped cluster, tokens, and a Koa app on 127.0.0.1
+// serving the routers under test.
 import { checkAnswer } from './openapi-answers.js';
-import { EtcdKv, kvOf, type KvClient } from '../../lib/etcd/kv.js';
+import { EtcdKv, kvOf, type KvClient, type StoredKey } from '../../lib/etcd/kv.js';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -13,7 +14,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Router from '@koa/router';
 import type { Etcd3 } from 'etcd3';
-import { createEtcdClient } from '../../lib/etcd/client.js';
 import { keys } from '../../lib/etcd/keys.js';
 import { createLogger } from '../../lib/logger.js';
 import type {
@@ -34,7 +34,7 @@ import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js'
 import { ADMIN_TOKEN_FILE, ROOT_KEY_FILE, bootstrapCluster } from '../../control-plane/bootstrap/bootstrap.js';
 import { BootstrapStore } from '../../control-plane/bootstrap/bootstrap-store.js';
 import { createHttpApp } from '../../control-plane/http/app.js';
-import { startEtcd, type TestEtcd } from './etcd.js';
+import { etcdBackend, type KvBackend } from './kv-backends.js';
 
 const now = () => new Date().toISOString();
 
@@ -160,11 +160,42 @@ export async function markPresent(etcd: KvClient, serverUUID: string, nodeUUIDs:
   await putRecord(etcd, keys.presence(serverUUID), presence);
 }
 
+/** Deletes the key: a plain delete on etcd, a one-write transaction on another Kv (the in-memory etcd). */
+export async function deleteKey(client: KvClient, key: string): Promise<void> {
+  const kv = kvOf(client);
+  if (kv instanceof EtcdKv) await kv.etcd.delete().key(key).exec();
+  else await kv.commit({ guards: [], writes: [{ delete: key }] });
+}
+
 /** The agent's lease expired: the presence key is gone and the server's nodes are Inactive. */
 export async function markAbsent(client: KvClient, serverUUID: string): Promise<void> {
-  const kv = kvOf(client);
-  if (kv instanceof EtcdKv) await kv.etcd.delete().key(keys.presence(serverUUID)).exec();
-  else await kv.commit({ guards: [], writes: [{ delete: keys.presence(serverUUID) }] });
+  await deleteKey(client, keys.presence(serverUUID));
+}
+
+/** The key as stored (its value and revisions); null when absent. */
+export function readKey(client: KvClient, key: string): Promise<StoredKey | null> {
+  return kvOf(client).get(key);
+}
+
+/** The key's value as text; null when absent. */
+export async function readText(client: KvClient, key: string): Promise<string | null> {
+  return (await readKey(client, key))?.value.toString() ?? null;
+}
+
+/** The key's record, parsed; null when absent. */
+export async function readRecord<T>(client: KvClient, key: string): Promise<T | null> {
+  const text = await readText(client, key);
+  return text === null ? null : (JSON.parse(text) as T);
+}
+
+/** The values under `prefix` as text, in key order. */
+export async function textsUnder(client: KvClient, prefix: string): Promise<string[]> {
+  return (await kvOf(client).range(prefix)).map((stored) => stored.value.toString());
+}
+
+/** The keys under `prefix`, in key order. */
+export function keysUnder(client: KvClient, prefix: string): Promise<string[]> {
+  return kvOf(client).keys(prefix);
 }
 
 /** What the control plane persists from an agent's inventory report: facts and devices. */
@@ -181,8 +212,9 @@ export async function reportInventory(
 
 // ---- API harness ----
 
-export interface ApiHarness {
-  readonly etcd: Etcd3;
+/** `etcd` is what the harness runs on: the etcd client (startApiHarness), or the backend's client (startApiHarnessOn). */
+export interface ApiHarness<C extends KvClient = Etcd3> {
+  readonly etcd: C;
   readonly cluster: ClusterRecord;
   readonly baseUrl: string;
   /** system:cluster-admin (the bootstrap token, admin.jwt). */
@@ -203,9 +235,20 @@ export interface ApiHarness {
  * `routers(etcd, auth, cache)` on 127.0.0.1 (port 0), composed as the control plane composes them
  * (a watch cache synced before every /api route).
  */
-export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator, cache: WatchCache) => Router[]): Promise<ApiHarness> {
-  const testEtcd: TestEtcd = await startEtcd();
-  const etcd = createEtcdClient([testEtcd.endpoint]);
+export function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator, cache: WatchCache) => Router[]): Promise<ApiHarness> {
+  return startApiHarnessOn(etcdBackend, routers);
+}
+
+/**
+ * startApiHarness() on the backend `open` gives (kv-backends.ts): a private etcd, or the in-memory
+ * one, so that a suite runs on both; the harness closes the backend when it closes.
+ */
+export async function startApiHarnessOn<C extends KvClient>(
+  open: () => Promise<KvBackend & { readonly client: C }>,
+  routers: (etcd: C, auth: Authenticator, cache: WatchCache) => Router[],
+): Promise<ApiHarness<C>> {
+  const backend = await open();
+  const etcd = backend.client;
   const stateDir = mkdtempSync(join(tmpdir(), 'strata-cp-'));
   let server: Server | undefined;
   let stopCache = async (): Promise<void> => {};
@@ -241,16 +284,14 @@ export async function startApiHarness(routers: (etcd: Etcd3, auth: Authenticator
         httpServer.closeAllConnections();
         await new Promise<void>((resolve) => httpServer.close(() => resolve()));
         await cache.stop();
-        etcd.close();
-        await testEtcd.stop();
+        await backend.close();
         rmSync(stateDir, { recursive: true, force: true });
       },
     };
   } catch (err) {
     server?.close();
     await stopCache();
-    etcd.close();
-    await testEtcd.stop();
+    await backend.close();
     rmSync(stateDir, { recursive: true, force: true });
     throw err;
   }

@@ -1,14 +1,16 @@
 // Test support for the volume tests: the volume routes served with the real directories of
 // projects, policies, snapshots and feature flags, project-scoped tokens, and writers that play
-// the active cluster manager and the agents (placement, status reports).
+// the active cluster manager and the agents (placement, status reports). It runs on a private
+// etcd or on the in-memory one (`backend`), so the suites run on both (describeForEveryBackend).
 import { checkAnswer } from '../helpers/openapi-answers.js';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import type { Etcd3 } from 'etcd3';
 import { keys } from '../../lib/etcd/keys.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
 import { RecordStore } from '../../lib/etcd/record-store.js';
 import { StrataError, errors } from '../../lib/errors.js';
 import type { CredentialRecord, ProjectRecord, ReplicaSetRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
-import { putRecord, startApiHarness, type ApiHarness } from '../helpers/records.js';
+import { etcdBackend, type KvBackend } from '../helpers/kv-backends.js';
+import { putRecord, readRecord, startApiHarnessOn, type ApiHarness } from '../helpers/records.js';
 import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
 import type { EventInput, EventRecorder } from '../../control-plane/events/event-recorder.js';
 import type { PreparedEvent } from '../../control-plane/events/event-log-store.js';
@@ -34,11 +36,6 @@ export interface TestPolicyRecord {
   description: string;
   policyVisibility: 'Unavailable' | 'Scoped' | 'Global';
   projectsNamesScope: string[];
-}
-
-async function read<T>(etcd: Etcd3, key: string): Promise<T | null> {
-  const value = await etcd.get(key).string();
-  return value === null ? null : (JSON.parse(value) as T);
 }
 
 export class FixedReplicaLimits implements ReplicaLimits {
@@ -71,8 +68,9 @@ export interface HttpResult {
 }
 
 export interface VolumesHarness {
-  readonly api: ApiHarness;
-  readonly etcd: Etcd3;
+  readonly api: ApiHarness<KvClient>;
+  /** The backend's client: etcd's, or the in-memory etcd (read and write it through test/helpers/records.ts). */
+  readonly etcd: KvClient;
   readonly store: VolumeStore;
   readonly service: VolumeService;
   readonly recorder: CollectingRecorder;
@@ -108,7 +106,7 @@ export interface VolumesHarness {
 }
 
 /** A credential of `project` and a signer for tokens with that project's roles. */
-async function projectCredential(etcd: Etcd3, project: string): Promise<(roles: string[]) => Promise<string>> {
+async function projectCredential(etcd: KvClient, project: string): Promise<(roles: string[]) => Promise<string>> {
   const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const credential: CredentialRecord = {
     project, name: 'volume-tests', type: 'RS256PubKey', payload: publicKey.export({ type: 'spki', format: 'pem' }).toString(), createdAt: new Date().toISOString(),
@@ -125,6 +123,8 @@ export async function startVolumesHarness(
     replicaLimits?: (cache: WatchCache) => ReplicaLimits;
     /** Check nodes' kernel capabilities (a QoS policy needs ublk) from the servers' facts in etcd. */
     kernelCapabilities?: boolean;
+    /** What it runs on (kv-backends.ts); a private etcd unless given. */
+    backend?: () => Promise<KvBackend>;
   } = {},
 ): Promise<VolumesHarness> {
   const recorder = new CollectingRecorder();
@@ -132,7 +132,7 @@ export async function startVolumesHarness(
   // The service needs the cluster UUID, known once the harness has bootstrapped: the routes
   // read deps.volumes per request, so it is filled in below.
   const routeDeps = { volumes: undefined } as unknown as { -readonly [K in keyof VolumeRoutesDeps]: VolumeRoutesDeps[K] };
-  const api = await startApiHarness((_etcd, auth) => {
+  const api = await startApiHarnessOn(options.backend ?? etcdBackend, (_etcd, auth) => {
     routeDeps.auth = auth;
     return [createVolumeRoutes(routeDeps)];
   });
@@ -241,7 +241,7 @@ export async function startVolumesHarness(
       await putRecord(etcd, keys.volumeStatus(uuid, nodeUUID), record);
     },
     async record(uuid) {
-      return read<VolumeRecord>(etcd, keys.volume(uuid));
+      return readRecord<VolumeRecord>(etcd, keys.volume(uuid));
     },
     sync: () => api.cache.sync(),
     close: () => api.close(),
