@@ -127,6 +127,27 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     }
     return states;
   }
+  /**
+   * Samples the host's paths to the volume every 0.2 s from `since` until the path of node index
+   * `i` left the optimized state and the replica set's epoch moved past `epoch` (or `limitMs`):
+   * when each happened, and how many samples showed two optimized paths.
+   */
+  async function watchPaths(uuid: string, i: number, epoch: number, since: number, limitMs: number): Promise<{ fencedAt: number; promotedAt: number; twoOptimized: number; samples: string[] }> {
+    let fencedAt = 0;
+    let promotedAt = 0;
+    let twoOptimized = 0;
+    const samples: string[] = [];
+    while (Date.now() - since < limitMs && !(fencedAt && promotedAt)) {
+      const states = await pathStates(uuid);
+      const optimized = [...states].filter(([, st]) => st.endsWith('/optimized')).map(([n]) => n);
+      samples.push(`${Date.now() - since}ms:${[...states].map(([n, st]) => `${n}=${st}`).join(',')}`);
+      if (optimized.length > 1) twoOptimized += 1;
+      if (!fencedAt && !optimized.includes(i)) fencedAt = Date.now();
+      if (!promotedAt && (await replicaSet(uuid)).epoch > epoch) promotedAt = Date.now();
+      await sleep(200);
+    }
+    return { fencedAt, promotedAt, twoOptimized, samples };
+  }
   /** The volume's data as stored in one node's backing file (after md's data offset). */
   const backingDigest = (nodeUUID: string, uuid: string, mib: number): Promise<string> => backingDigestOf(storageOf(nodeUUID), uuid, mib);
   /** Read I/Os the primary sent to its remote legs (the replicas' copies over NVMe/TCP). */
@@ -471,19 +492,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     proxies[i]!.etcd.cut();
     proxies[i]!.controlPlane.cut();
     const cutAt = Date.now();
-    let fencedAt = 0;
-    let promotedAt = 0;
-    let twoOptimized = 0;
-    const samples: string[] = [];
-    while (Date.now() - cutAt < 90_000 && !(fencedAt && promotedAt)) {
-      const states = await pathStates(volume.UUID);
-      const optimized = [...states].filter(([, s]) => s.endsWith('/optimized')).map(([n]) => n);
-      samples.push(`${Date.now() - cutAt}ms:${[...states].map(([n, s]) => `${n}=${s}`).join(',')}`);
-      if (optimized.length > 1) twoOptimized += 1;
-      if (!fencedAt && !optimized.includes(i)) fencedAt = Date.now();
-      if (!promotedAt && (await replicaSet(volume.UUID)).epoch > set.epoch) promotedAt = Date.now();
-      await sleep(200);
-    }
+    const { fencedAt, promotedAt, twoOptimized, samples } = await watchPaths(volume.UUID, i, set.epoch, cutAt, 90_000);
     assert.ok(fencedAt > 0, `the partitioned primary left the optimized state: ${samples.join(' ')}`);
     assert.ok(promotedAt > 0, 'another copy was promoted');
     assert.ok(fencedAt <= promotedAt, `fenced ${fencedAt - cutAt} ms after the cut, promotion at ${promotedAt - cutAt} ms`);
@@ -727,19 +736,7 @@ describe(`replication end to end (three storage guests, one initiator, QEMU, ${l
     // lab's runner mirrors, runs the exit fence). The host's paths are watched from the kill on.
     const killedAt = Date.now();
     await storage[i]!.signalAgent('KILL');
-    let fencedAt = 0;
-    let promotedAt = 0;
-    let twoOptimized = 0;
-    const samples: string[] = [];
-    while (Date.now() - killedAt < 120_000 && !(fencedAt && promotedAt)) {
-      const states = await pathStates(v.UUID);
-      const optimized = [...states].filter(([, st]) => st.endsWith('/optimized')).map(([n]) => n);
-      samples.push(`${Date.now() - killedAt}ms:${[...states].map(([n, st]) => `${n}=${st}`).join(',')}`);
-      if (optimized.length > 1) twoOptimized += 1;
-      if (!fencedAt && !optimized.includes(i)) fencedAt = Date.now();
-      if (!promotedAt && (await replicaSet(v.UUID)).epoch > set.epoch) promotedAt = Date.now();
-      await sleep(200);
-    }
+    const { fencedAt, promotedAt, twoOptimized, samples } = await watchPaths(v.UUID, i, set.epoch, killedAt, 120_000);
     await storage[i]!.stopAgent('KILL', 30_000);
     const fenceLine = storage[i]!.agentLogTail(10_000_000).slice(logBefore).split('\n').find((l) => l.includes('"event":"agent.exitFence"'));
     assert.ok(fenceLine, 'the exit fence ran after the agent died');
