@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import { expectError, fieldsOf, fuzzRoute, malformedBodies, startApiKit, type ApiKit } from '../../test/kits/api-test-kit.js';
+import { readKey } from '../../test/helpers/records.js';
 import { createAdminEndpointsRoutes } from './admin-endpoints-routes.js';
 import { AdminEndpointsService } from './admin-endpoints-service.js';
 import { AdminEndpointsStore } from './admin-endpoints-store.js';
@@ -41,7 +42,7 @@ describe('admin endpoints API', () => {
     assert.equal(created.status, 200, JSON.stringify(created.body));
     assert.deepEqual(fieldsOf(created.body), ['ETag', 'ips', 'port']);
     assert.deepEqual({ port: created.body.port, ips: created.body.ips }, { port: 9443, ips: ['10.0.0.1', '::1', 'fe80::1'] });
-    assert.equal(created.body.ETag, (await kit.etcd.get(keys.adminEndpoint(9443)).exec()).kvs[0]?.mod_revision);
+    assert.equal(created.body.ETag, (await readKey(kit.etcd, keys.adminEndpoint(9443)))?.modRevision);
     assert.equal(created.headers.get('etag'), `"${created.body.ETag}"`);
     const fromString = await create({ port: '22', ips: ['192.168.1.10'] });
     assert.equal(fromString.status, 200, JSON.stringify(fromString.body));

@@ -17,6 +17,7 @@ import {
   type ApiKit,
   volumeUsage,
 } from '../../test/kits/api-test-kit.js';
+import { readText } from '../../test/helpers/records.js';
 import { createProjectsRoutes } from '../projects/projects-routes.js';
 import { ProjectsService } from '../projects/projects-service.js';
 import { ProjectsStore } from '../projects/projects-store.js';
@@ -67,7 +68,7 @@ describe('credentials API', () => {
     assert.equal(created.status, 200, JSON.stringify(created.body));
     assert.deepEqual(fieldsOf(created.body), CREDENTIAL_FIELDS);
     assert.deepEqual({ ...created.body, payload: pem(created.body.payload) }, { projectName: 'p1', name: 'ci', ID: 'ci', type: 'RS256PubKey', payload: pem(publicPem) });
-    const stored = JSON.parse((await kit.etcd.get(keys.credential('p1', 'ci')).string())!) as CredentialRecord;
+    const stored = JSON.parse((await readText(kit.etcd, keys.credential('p1', 'ci')))!) as CredentialRecord;
     assert.equal(stored.payload, created.body.payload);
 
     const read = await kit.request('GET', '/api/v2/projects/p1', { token });
@@ -152,7 +153,7 @@ describe('credentials API', () => {
 
     expectError(await kit.request('DELETE', '/api/v2/projects/system/credentials/root', { token: admin }), 400, 3, /installation key/);
     assert.equal((await kit.request('GET', '/api/v2/projects/system/credentials/root', { token: admin })).status, 200);
-    assert.notEqual(await kit.etcd.get(keys.credential('system', 'root')).string(), null);
+    assert.notEqual(await readText(kit.etcd, keys.credential('system', 'root')), null);
   });
 
   test('permissions: the project admin or a cluster admin; system credentials need a cluster admin', async () => {

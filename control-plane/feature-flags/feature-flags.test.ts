@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import { CollectingEventRecorder, expectError, fuzzRoute, malformedBodies, startApiKit, type ApiKit } from '../../test/kits/api-test-kit.js';
+import { putRecord, readKey, readText } from '../../test/helpers/records.js';
 import { FEATURE_FLAG_NAMES } from '../volumes/volume-dependencies.js';
 import { createFeatureFlagsRoutes } from './feature-flags-routes.js';
 import { FEATURE_FLAG_DEFAULTS, FeatureFlagsService } from './feature-flags-service.js';
@@ -62,7 +63,7 @@ describe('feature flags API', () => {
     assert.deepEqual(enabled.body, {});
     assert.equal((await list())['fail-in-place'].enabled, true);
     assert.equal(await flags.isEnabled('fail-in-place'), true);
-    const stored = JSON.parse((await kit.etcd.get(keys.featureFlag('fail-in-place')).string())!);
+    const stored = JSON.parse((await readText(kit.etcd, keys.featureFlag('fail-in-place')))!);
     assert.equal(stored.enabled, true);
     assert.equal(events.events.length, 1);
     const event = events.events[0]!;
@@ -73,9 +74,9 @@ describe('feature flags API', () => {
     assert.deepEqual(event.component, { kind: 'cluster', ID: kit.api.cluster.UUID, Name: kit.api.cluster.clusterName });
     assert.match(event.description, /fail-in-place enabled/);
 
-    const revision = (await kit.etcd.get(keys.featureFlag('fail-in-place')).exec()).kvs[0]?.mod_revision;
+    const revision = (await readKey(kit.etcd, keys.featureFlag('fail-in-place')))?.modRevision;
     assert.deepEqual((await post('fail-in-place', 'enable')).body, {});
-    assert.equal((await kit.etcd.get(keys.featureFlag('fail-in-place')).exec()).kvs[0]?.mod_revision, revision, 'enabling an enabled flag writes nothing');
+    assert.equal((await readKey(kit.etcd, keys.featureFlag('fail-in-place')))?.modRevision, revision, 'enabling an enabled flag writes nothing');
     assert.equal(events.events.length, 1, 'and records no event');
 
     assert.deepEqual((await post('fail-in-place', 'disable')).body, {});
@@ -105,11 +106,11 @@ describe('feature flags API', () => {
     expectError(await post('IN-BAND-AUTHENTICATION', 'enable'), 400, 3, /not implemented/);
     assert.equal(await flags.isEnabled('in-band-authentication'), false);
     assert.equal((await list())['in-band-authentication'].enabled, false);
-    assert.equal(await kit.etcd.get(keys.featureFlag('in-band-authentication')).string(), null, 'nothing written');
+    assert.equal(await readText(kit.etcd, keys.featureFlag('in-band-authentication')), null, 'nothing written');
     assert.equal(events.events.length, before, 'no event for a refused change');
 
     // A flag an earlier build let be enabled is disabled as usual.
-    await kit.etcd.put(keys.featureFlag('in-band-authentication')).value(JSON.stringify({ name: 'in-band-authentication', enabled: true, updatedAt: new Date().toISOString(), updatedBy: 'old build' }));
+    await putRecord(kit.etcd, keys.featureFlag('in-band-authentication'), { name: 'in-band-authentication', enabled: true, updatedAt: new Date().toISOString(), updatedBy: 'old build' });
     assert.equal(await flags.isEnabled('in-band-authentication'), true);
     assert.deepEqual((await post('in-band-authentication', 'disable')).body, {});
     assert.equal(await flags.isEnabled('in-band-authentication'), false);

@@ -16,6 +16,7 @@ import {
   startApiKit,
   type ApiKit,
 } from '../../test/kits/api-test-kit.js';
+import { deleteKey, deleteUnder, putRecord, readKey, readText } from '../../test/helpers/records.js';
 import { PoliciesStore } from './policies-store.js';
 import { WatchedPolicyDirectory } from './policy-directory.js';
 
@@ -59,9 +60,9 @@ describe('policies API', () => {
     assert.deepEqual(reply.body.QoSRateLimitPolicy, { projectsNamesScope: [], policyVisibility: 'Global', limitIOPS: { writeIOPSLimit: 1000, readIOPSLimit: 2000 } });
     assert.equal(reply.headers.get('x-strata-qos-enforced'), 'true', 'no volume uses it: nothing is unenforced');
     gold = reply.body.UUID;
-    const etag = (await kit.etcd.get(keys.policy(gold)).exec()).kvs[0]?.mod_revision;
+    const etag = (await readKey(kit.etcd, keys.policy(gold)))?.modRevision;
     assert.equal(reply.headers.get('etag'), `"${etag}"`);
-    assert.deepEqual(JSON.parse((await kit.etcd.get(keys.policyName('gold')).string())!), { UUID: gold });
+    assert.deepEqual(JSON.parse((await readText(kit.etcd, keys.policyName('gold')))!), { UUID: gold });
   });
 
   test('create is lenient: numeric strings, enum numbers, nulls, unknown keys, the response spelling', async () => {
@@ -233,7 +234,7 @@ describe('policies API', () => {
     const deleted = await kit.request('DELETE', `/api/v2/policies/${gold}`, { token: admin, headers: { 'If-Match': `"${current.ETag}"` } });
     assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
     assert.deepEqual(deleted.body, {});
-    assert.equal(await kit.etcd.get(keys.policyName('gold')).string(), null, 'the name index goes with it');
+    assert.equal(await readText(kit.etcd, keys.policyName('gold')), null, 'the name index goes with it');
     expectError(await kit.request('GET', `/api/v2/policies/${gold}`, { token: admin }), 404, 5);
     expectError(await kit.request('DELETE', `/api/v2/policies/${gold}`, { token: admin }), 404, 5);
     const again = await create({ name: 'gold', qoSRateLimitPolicy: iops() });
@@ -309,7 +310,7 @@ describe('policies API', () => {
         volumeUUID: volume.UUID, nodeUUID: node, generation: 1, state: 'Served', error: '', snapshots: [], connectedHosts: [],
         logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(), ...(qos ? { qos } : {}),
       };
-      await kit.etcd.put(keys.volumeStatus(volume.UUID, node)).value(JSON.stringify(status)).exec();
+      await putRecord(kit.etcd, keys.volumeStatus(volume.UUID, node), status);
     };
     assert.deepEqual(await stateOf(), ['Updating', 'false'], 'placed, nothing reported yet');
     const [pending] = await enforcement();
@@ -339,7 +340,7 @@ describe('policies API', () => {
     assert.deepEqual([listed.body.policies[0].state, listed.headers.get('x-strata-qos-enforced')], ['Failed', 'false']);
 
     // A replicated volume's primary is its replica set's: after a failover, the new primary's report decides.
-    await kit.etcd.put(keys.replicaSet(volume.UUID)).value(JSON.stringify({ volumeUUID: volume.UUID, epoch: 2, primaryNodeUUID: n2, inSync: [n2], reason: 'failover', announced: 'Unknown', updatedAt: new Date().toISOString() })).exec();
+    await putRecord(kit.etcd, keys.replicaSet(volume.UUID), { volumeUUID: volume.UUID, epoch: 2, primaryNodeUUID: n2, inSync: [n2], reason: 'failover', announced: 'Unknown', updatedAt: new Date().toISOString() });
     assert.deepEqual(await stateOf(), ['Updating', 'false'], 'the new primary still reports the earlier limits');
     await report(n2, { state: 'Enforced', reason: '', limits: limits(0, 30) });
     assert.deepEqual(await stateOf(), ['Active', 'true']);
@@ -348,7 +349,7 @@ describe('policies API', () => {
     assert.equal((await enforcement(p1Viewer)).length, 1);
     assert.deepEqual(await enforcement(p2Admin), []);
     expectError(await kit.request('GET', `/api/v2/policies/${randomUUID()}/enforcement`, { token: admin }), 404, 5);
-    await kit.etcd.put(keys.volume(volume.UUID)).value(JSON.stringify({ ...volume, state: 'Failed' })).exec();
+    await putRecord(kit.etcd, keys.volume(volume.UUID), { ...volume, state: 'Failed' });
     await report(n2, { state: 'NotEnforced', reason: 'gone', limits: limits(0, 30) });
     assert.deepEqual(await stateOf(), ['Active', 'true']);
 
@@ -357,9 +358,9 @@ describe('policies API', () => {
     assert.deepEqual(await stateOf(scoped), ['Updating', 'false'], "p1's default policy is in effect for it, not reported yet");
     for (const v of [volume, plain]) {
       await removeVolume(kit.etcd, v);
-      await kit.etcd.delete().prefix(keys.volumeStatusPrefix(v.UUID)).exec();
+      await deleteUnder(kit.etcd, keys.volumeStatusPrefix(v.UUID));
     }
-    await kit.etcd.delete().key(keys.replicaSet(volume.UUID)).exec();
+    await deleteKey(kit.etcd, keys.replicaSet(volume.UUID));
     assert.deepEqual(await stateOf(scoped), ['Active', 'true']);
   });
 
@@ -375,7 +376,7 @@ describe('policies API', () => {
         volumeUUID: volume.UUID, nodeUUID: n1, generation: 1, state: 'Served', error: '', snapshots: [], connectedHosts: [],
         logicalUsedBytes: '0', physicalUsedBytes: '0', reportedAt: new Date().toISOString(), ...(qos ? { qos } : {}),
       };
-      await kit.etcd.put(keys.volumeStatus(volume.UUID, n1)).value(JSON.stringify(status)).exec();
+      await putRecord(kit.etcd, keys.volumeStatus(volume.UUID, n1), status);
     };
     // The stage of earlier limits still runs: behind.
     await report({ state: 'Enforced', reason: '', limits: { readIops: 100, writeIops: 0, readBytesPerSecond: 0, writeBytesPerSecond: 0 } });
@@ -386,7 +387,7 @@ describe('policies API', () => {
     const enforcement = await kit.request('GET', `/api/v2/policies/${uuid}/enforcement`, { token: admin });
     assert.deepEqual(enforcement.body.volumes.map((v: { state: string }) => v.state), ['Enforced']);
     await removeVolume(kit.etcd, volume);
-    await kit.etcd.delete().prefix(keys.volumeStatusPrefix(volume.UUID)).exec();
+    await deleteUnder(kit.etcd, keys.volumeStatusPrefix(volume.UUID));
   });
 
   test('fuzz: malformed POST and PUT bodies never 5xx and never change a record', async () => {

@@ -22,6 +22,7 @@ import {
   startApiKit,
   type ApiKit,
 } from '../../test/kits/api-test-kit.js';
+import { readKey, readText } from '../../test/helpers/records.js';
 import { WatchedProjectDirectory } from './project-directory.js';
 import { ProjectsStore } from './projects-store.js';
 
@@ -63,7 +64,7 @@ describe('projects API', () => {
       assert.deepEqual(fieldsOf(project), PROJECT_FIELDS);
       assert.match(project.UUID, /^[0-9a-f-]{36}$/);
       assert.deepEqual(project.defaultPolicies, []);
-      assert.equal(project.ETag, (await kit.etcd.get(keys.project(name)).exec()).kvs[0]?.mod_revision);
+      assert.equal(project.ETag, (await readKey(kit.etcd, keys.project(name)))?.modRevision);
     }
   });
 
@@ -82,7 +83,7 @@ describe('projects API', () => {
     const bare = await create({ name: 'Alpha', description: null });
     assert.equal(bare.status, 200, 'names are case-sensitive');
     assert.equal(bare.body.description, '');
-    const stored = JSON.parse((await kit.etcd.get(keys.project('alpha')).string())!) as ProjectRecord;
+    const stored = JSON.parse((await readText(kit.etcd, keys.project('alpha')))!) as ProjectRecord;
     assert.equal(stored.builtIn, false);
   });
 

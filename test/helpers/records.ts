@@ -167,6 +167,13 @@ export async function deleteKey(client: KvClient, key: string): Promise<void> {
   else await kv.commit({ guards: [], writes: [{ delete: key }] });
 }
 
+/** Deletes every key under `prefix`: one ranged delete on etcd, one transaction of deletes on another Kv. */
+export async function deleteUnder(client: KvClient, prefix: string): Promise<void> {
+  const kv = kvOf(client);
+  if (kv instanceof EtcdKv) await kv.etcd.delete().prefix(prefix).exec();
+  else await kv.commit({ guards: [], writes: (await kv.keys(prefix)).map((key) => ({ delete: key })) });
+}
+
 /** The agent's lease expired: the presence key is gone and the server's nodes are Inactive. */
 export async function markAbsent(client: KvClient, serverUUID: string): Promise<void> {
   await deleteKey(client, keys.presence(serverUUID));

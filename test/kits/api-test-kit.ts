@@ -1,20 +1,22 @@
 // Test kit for the projects, credentials, policies, feature-flags, admin-endpoints and
-// federation suites, composed over test/helpers/records.ts's startApiHarness (real etcd, a
-// bootstrapped cluster, real HTTP): tokens for any roles, requests with any method and body,
-// etcd snapshots to prove a refused request changed nothing, records written the way the
-// volumes and snapshots services write them, and a malformed-body generator for fuzzing.
+// federation suites, composed over test/helpers/records.ts's startApiHarnessOn (a private etcd
+// or the in-memory one, a bootstrapped cluster, real HTTP): tokens for any roles, requests with
+// any method and body, snapshots of the stored keys to prove a refused request changed nothing,
+// records written the way the volumes and snapshots services write them, and a malformed-body
+// generator for fuzzing. It writes and reads only through Kv (records.ts), so the suites run on
+// both backends (describeForEveryBackend in kv-backends.ts).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type Router from '@koa/router';
-import type { Etcd3 } from 'etcd3';
 import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
 import { ALLOW_ANY } from '../../lib/contract/acl.js';
 import { keys } from '../../lib/etcd/keys.js';
-import type { KvClient } from '../../lib/etcd/kv.js';
+import { kvOf, type KvClient } from '../../lib/etcd/kv.js';
 import { commitTransaction } from '../../lib/etcd/transaction.js';
 import type { CredentialRecord, SnapshotRecord, VolumeRecord } from '../../lib/records.js';
 import { checkAnswer } from '../helpers/openapi-answers.js';
-import { startApiHarness, type ApiHarness } from '../helpers/records.js';
+import { etcdBackend, type KvBackend } from '../helpers/kv-backends.js';
+import { putRecord, startApiHarnessOn, type ApiHarness } from '../helpers/records.js';
 import type { Authenticator } from '../../control-plane/auth/authenticator.js';
 import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
 import type { EventInput, EventRecorder } from '../../control-plane/events/event-recorder.js';
@@ -47,24 +49,31 @@ export interface RequestOptions {
 }
 
 export interface ApiKit {
-  readonly api: ApiHarness;
-  readonly etcd: Etcd3;
+  readonly api: ApiHarness<KvClient>;
+  /** The backend's client: etcd's, or the in-memory etcd (read and write it through test/helpers/records.ts). */
+  readonly etcd: KvClient;
   /** A token carrying exactly these roles (signed by a system credential, so any role passes). */
   token(roles: readonly string[]): Promise<string>;
   request(method: string, path: string, options?: RequestOptions): Promise<Reply>;
-  /** Every key under /strata/ with its mod_revision. */
+  /** Every key under /strata/ with its mod revision. */
   snapshot(): Promise<Map<string, string>>;
   close(): Promise<void>;
 }
 
 export const TOKEN_MINTER = 'test-minter';
 
-export async function startApiKit(routers: (etcd: Etcd3, auth: Authenticator, cache: WatchCache) => Router[]): Promise<ApiKit> {
-  const api = await startApiHarness(routers);
+export async function startApiKit(
+  routers: (etcd: KvClient, auth: Authenticator, cache: WatchCache) => Router[],
+  options: {
+    /** What it runs on (kv-backends.ts); a private etcd unless given. */
+    backend?: () => Promise<KvBackend>;
+  } = {},
+): Promise<ApiKit> {
+  const api = await startApiHarnessOn(options.backend ?? etcdBackend, routers);
   try {
     const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
     const minter: CredentialRecord = { project: 'system', name: TOKEN_MINTER, type: 'RS256PubKey', payload: await exportSPKI(publicKey), createdAt: new Date().toISOString() };
-    await api.etcd.put(keys.credential('system', TOKEN_MINTER)).value(JSON.stringify(minter)).exec();
+    await putRecord(api.etcd, keys.credential('system', TOKEN_MINTER), minter);
     const signingKey = await importPrivateKey(await exportPKCS8(privateKey));
     return {
       api,
@@ -72,8 +81,8 @@ export async function startApiKit(routers: (etcd: Etcd3, auth: Authenticator, ca
       token: (roles) => signToken(signingKey, { kid: `system:${TOKEN_MINTER}`, subject: `test-${roles.join('+') || 'none'}`, roles, ttlSeconds: 3600 }),
       request: (method, path, options = {}) => send(api.baseUrl, method, path, options),
       async snapshot() {
-        const res = await api.etcd.getAll().prefix('/strata/').exec();
-        return new Map(res.kvs.map((kv) => [kv.key.toString(), kv.mod_revision]));
+        const stored = await kvOf(api.etcd).range('/strata/');
+        return new Map(stored.map((kv) => [kv.key, kv.modRevision]));
       },
       close: () => api.close(),
     };
@@ -129,7 +138,7 @@ export function volumeUsage(etcd: KvClient, cache: WatchCache): VolumeUsage {
 }
 
 /** The projects and policies routes over real stores, as the control plane wires them. */
-export function projectAndPolicyRoutes(etcd: Etcd3, auth: Authenticator, cache: WatchCache): { routers: Router[]; projects: ProjectsStore } {
+export function projectAndPolicyRoutes(etcd: KvClient, auth: Authenticator, cache: WatchCache): { routers: Router[]; projects: ProjectsStore } {
   const projects = new ProjectsStore(etcd);
   const policies = new PoliciesStore(etcd);
   const usage = volumeUsage(etcd, cache);
@@ -268,7 +277,7 @@ export function malformedBodies(knownKeys: readonly string[], count: number, see
 
 /**
  * Sends every body to `method path`: never a 5xx, always the JSON error body on a 4xx, and a
- * refused request leaves every key in etcd as it was. Returns how many were accepted (valid by
+ * refused request leaves every stored key as it was. Returns how many were accepted (valid by
  * chance), which callers may bound.
  */
 export async function fuzzRoute(kit: ApiKit, method: string, path: string, token: string, bodies: readonly string[]): Promise<number> {
