@@ -1,15 +1,16 @@
-// Feature flags API against a real etcd, a bootstrapped cluster and real HTTP.
+// Feature flags API on a real etcd and on the in-memory one (describeForEveryBackend), a bootstrapped cluster and real HTTP.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import { CollectingEventRecorder, expectError, fuzzRoute, malformedBodies, startApiKit, type ApiKit } from '../../test/kits/api-test-kit.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
 import { putRecord, readKey, readText } from '../../test/helpers/records.js';
 import { FEATURE_FLAG_NAMES } from '../volumes/volume-dependencies.js';
 import { createFeatureFlagsRoutes } from './feature-flags-routes.js';
 import { FEATURE_FLAG_DEFAULTS, FeatureFlagsService } from './feature-flags-service.js';
 import { FeatureFlagsStore } from './feature-flags-store.js';
 
-describe('feature flags API', () => {
+describeForEveryBackend('feature flags API', (backend) => {
   let kit: ApiKit;
   let admin: string;
   let flags: FeatureFlagsService;
@@ -19,7 +20,7 @@ describe('feature flags API', () => {
     kit = await startApiKit((etcd, auth) => {
       flags = new FeatureFlagsService(new FeatureFlagsStore(etcd), events);
       return [createFeatureFlagsRoutes({ auth, flags })];
-    });
+    }, { backend });
     admin = kit.api.adminToken;
   });
   after(async () => {
