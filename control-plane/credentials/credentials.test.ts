@@ -1,8 +1,9 @@
-// Credentials API against a real etcd, a bootstrapped cluster and real HTTP, including the end
-// to end effect: an uploaded key lets its tokens in, a deleted one locks them out.
+// Credentials API on a real etcd and on the in-memory one (describeForEveryBackend), a
+// bootstrapped cluster and real HTTP, including the end to end effect: an uploaded key lets its
+// tokens in, a deleted one locks them out.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
 import { keys } from '../../lib/etcd/keys.js';
 import type { CredentialRecord } from '../../lib/records.js';
@@ -17,6 +18,7 @@ import {
   type ApiKit,
   volumeUsage,
 } from '../../test/kits/api-test-kit.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
 import { readText } from '../../test/helpers/records.js';
 import { createProjectsRoutes } from '../projects/projects-routes.js';
 import { ProjectsService } from '../projects/projects-service.js';
@@ -35,7 +37,7 @@ async function keyPair() {
   return { publicPem: await exportSPKI(publicKey), privateKey: await importPrivateKey(await exportPKCS8(privateKey)), privatePem: await exportPKCS8(privateKey) };
 }
 
-describe('credentials API', () => {
+describeForEveryBackend('credentials API', (backend) => {
   let kit: ApiKit;
   let admin: string;
   let p1Admin: string;
@@ -47,7 +49,7 @@ describe('credentials API', () => {
         createProjectsRoutes({ auth, projects: new ProjectsService(projects, new PoliciesStore(etcd), volumeUsage(etcd, cache)) }),
         createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projects) }),
       ];
-    });
+    }, { backend });
     admin = kit.api.adminToken;
     p1Admin = await kit.token(['p1:admin']);
     for (const name of ['p1', 'p2']) assert.equal((await kit.request('POST', '/api/v2/projects', { token: admin, body: { name } })).status, 200);
