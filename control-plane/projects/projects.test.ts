@@ -1,7 +1,7 @@
-// Projects API against a real etcd, a bootstrapped cluster and real HTTP.
+// Projects API on a real etcd and on the in-memory one (describeForEveryBackend), a bootstrapped cluster and real HTTP.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { StrataError } from '../../lib/errors.js';
 import type { ProjectRecord } from '../../lib/records.js';
@@ -22,13 +22,14 @@ import {
   startApiKit,
   type ApiKit,
 } from '../../test/kits/api-test-kit.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
 import { readKey, readText } from '../../test/helpers/records.js';
 import { WatchedProjectDirectory } from './project-directory.js';
 import { ProjectsStore } from './projects-store.js';
 
 const PROJECT_FIELDS = ['UUID', 'name', 'description', 'defaultPolicies', 'ETag'].sort();
 
-describe('projects API', () => {
+describeForEveryBackend('projects API', (backend) => {
   let kit: ApiKit;
   let admin: string;
 
@@ -36,7 +37,7 @@ describe('projects API', () => {
     kit = await startApiKit((etcd, auth, cache) => {
       const { routers, projects } = projectAndPolicyRoutes(etcd, auth, cache);
       return [...routers, createCredentialsRoutes({ auth, credentials: new CredentialsService(new CredentialRecordsStore(etcd), projects) })];
-    });
+    }, { backend });
     admin = kit.api.adminToken;
   });
   after(async () => {
