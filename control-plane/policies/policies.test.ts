@@ -1,7 +1,7 @@
-// Policies API against a real etcd, a bootstrapped cluster and real HTTP.
+// Policies API on a real etcd and on the in-memory one (describeForEveryBackend), a bootstrapped cluster and real HTTP.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { StrataError } from '../../lib/errors.js';
 import type { VolumeStatusRecord } from '../../lib/records.js';
@@ -16,20 +16,21 @@ import {
   startApiKit,
   type ApiKit,
 } from '../../test/kits/api-test-kit.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
 import { deleteKey, deleteUnder, putRecord, readKey, readText } from '../../test/helpers/records.js';
 import { PoliciesStore } from './policies-store.js';
 import { WatchedPolicyDirectory } from './policy-directory.js';
 
 const POLICY_FIELDS = ['UUID', 'name', 'description', 'state', 'QoSRateLimitPolicy'].sort();
 
-describe('policies API', () => {
+describeForEveryBackend('policies API', (backend) => {
   let kit: ApiKit;
   let admin: string;
   let p1Viewer: string;
   let p2Admin: string;
 
   before(async () => {
-    kit = await startApiKit((etcd, auth, cache) => projectAndPolicyRoutes(etcd, auth, cache).routers);
+    kit = await startApiKit((etcd, auth, cache) => projectAndPolicyRoutes(etcd, auth, cache).routers, { backend });
     admin = kit.api.adminToken;
     p1Viewer = await kit.token(['p1:viewer']);
     p2Admin = await kit.token(['p2:admin']);
