@@ -1,8 +1,9 @@
-// Admin endpoints API against a real etcd, a bootstrapped cluster and real HTTP.
+// Admin endpoints API on a real etcd and on the in-memory one (describeForEveryBackend), a bootstrapped cluster and real HTTP.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import { expectError, fieldsOf, fuzzRoute, malformedBodies, startApiKit, type ApiKit } from '../../test/kits/api-test-kit.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
 import { readKey } from '../../test/helpers/records.js';
 import { createAdminEndpointsRoutes } from './admin-endpoints-routes.js';
 import { AdminEndpointsService } from './admin-endpoints-service.js';
@@ -15,14 +16,14 @@ const RESERVED = [
   { from: 20000, to: 20999, purpose: 'volume ports' },
 ];
 
-describe('admin endpoints API', () => {
+describeForEveryBackend('admin endpoints API', (backend) => {
   let kit: ApiKit;
   let admin: string;
 
   before(async () => {
     kit = await startApiKit((etcd, auth) => [
       createAdminEndpointsRoutes({ auth, adminEndpoints: new AdminEndpointsService(new AdminEndpointsStore(etcd), RESERVED) }),
-    ]);
+    ], { backend });
     admin = kit.api.adminToken;
   });
   after(async () => {
