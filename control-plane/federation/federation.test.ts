@@ -1,8 +1,9 @@
-// Cluster federation routes (reserved, unavailable) against a real etcd and real HTTP.
+// Cluster federation routes (reserved, unavailable) on a real etcd and on the in-memory one (describeForEveryBackend), and real HTTP.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { expectError, malformedBodies, startApiKit, type ApiKit } from '../../test/kits/api-test-kit.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
 import { createFederationRoutes, isHostPort } from './federation-routes.js';
 
 const ROUTES: [string, string][] = [
@@ -15,12 +16,12 @@ const ROUTES: [string, string][] = [
   ['GET', `/api/v2/workflows/${randomUUID()}`],
 ];
 
-describe('cluster federation API (unavailable)', () => {
+describeForEveryBackend('cluster federation API (unavailable)', (backend) => {
   let kit: ApiKit;
   let admin: string;
 
   before(async () => {
-    kit = await startApiKit((_etcd, auth) => [createFederationRoutes({ auth })]);
+    kit = await startApiKit((_etcd, auth) => [createFederationRoutes({ auth })], { backend });
     admin = kit.api.adminToken;
   });
   after(async () => {
