@@ -1,16 +1,20 @@
 // Test support for the snapshot tests: records written the way their owners write them
 // (volumes and their name index by the volumes service, placement by the leader, status by the
-// control plane from agent reports), the interfaces snapshots depend on implemented over etcd
-// as their owners would, project tokens, and an HTTP helper. Used only by *.test.ts.
+// control plane from agent reports), the interfaces snapshots depend on implemented over the
+// stored records as their owners would, project tokens, and an HTTP helper. Used only by
+// *.test.ts. Everything takes a KvClient (etcd's, or the in-memory etcd), so the suites run on
+// both backends.
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import type { Etcd3, IOperation } from 'etcd3';
 import { ALLOW_ANY } from '../../lib/contract/acl.js';
 import { errors } from '../../lib/errors.js';
 import { keys } from '../../lib/etcd/keys.js';
+import { kvOf, type KvClient } from '../../lib/etcd/kv.js';
 import { RecordStore } from '../../lib/etcd/record-store.js';
+import { commitTransaction, type Write } from '../../lib/etcd/transaction.js';
 import type { CredentialRecord, ProjectRecord, SnapshotRecord, VolumeRecord, VolumeStatusRecord } from '../../lib/records.js';
 import { importPrivateKey, signToken } from '../../control-plane/auth/tokens.js';
 import type { EventInput, EventRecorder } from '../../control-plane/events/event-recorder.js';
+import { deleteKey, putRecord, readText } from '../helpers/records.js';
 import type { ProjectDirectory, VolumeUsage } from '../../control-plane/volumes/volume-dependencies.js';
 
 export function volumeRecord(overrides: Partial<VolumeRecord> = {}): VolumeRecord {
@@ -43,22 +47,23 @@ export function volumeRecord(overrides: Partial<VolumeRecord> = {}): VolumeRecor
 }
 
 /** What the volumes service writes: the record and, unless Deleting, its name index. */
-export async function putVolume(etcd: Etcd3, volume: VolumeRecord): Promise<VolumeRecord> {
+export async function putVolume(etcd: KvClient, volume: VolumeRecord): Promise<VolumeRecord> {
   if (volume.placement && volume.placement.primaryNodeUUID === '') volume.placement.primaryNodeUUID = volume.placement.nodeList[0] ?? '';
-  const ops: IOperation[] = [etcd.put(keys.volume(volume.UUID)).value(JSON.stringify(volume))];
-  if (volume.state !== 'Deleting') ops.push(etcd.put(keys.volumeName(volume.projectName, volume.name)).value(JSON.stringify({ UUID: volume.UUID })));
-  else ops.push(etcd.delete().key(keys.volumeName(volume.projectName, volume.name)));
-  await etcd.if(keys.volume(volume.UUID), 'Version', '>', -1).then(...ops).commit();
+  // Both writes in one transaction (one revision), as the volumes service writes them.
+  const nameIndex: Write = volume.state !== 'Deleting'
+    ? { put: keys.volumeName(volume.projectName, volume.name), value: { UUID: volume.UUID } }
+    : { delete: keys.volumeName(volume.projectName, volume.name) };
+  await commitTransaction(etcd, { guards: [], writes: [{ put: keys.volume(volume.UUID), value: volume }, nameIndex] });
   return volume;
 }
 
 /** Changes a stored volume (state, name...) the way its writers would. */
-export async function changeVolume(etcd: Etcd3, volume: VolumeRecord, change: Partial<VolumeRecord>): Promise<VolumeRecord> {
-  if (change.name !== undefined && change.name !== volume.name) await etcd.delete().key(keys.volumeName(volume.projectName, volume.name)).exec();
+export async function changeVolume(etcd: KvClient, volume: VolumeRecord, change: Partial<VolumeRecord>): Promise<VolumeRecord> {
+  if (change.name !== undefined && change.name !== volume.name) await deleteKey(etcd, keys.volumeName(volume.projectName, volume.name));
   return putVolume(etcd, { ...volume, ...change });
 }
 
-export async function setSnapshotState(etcd: Etcd3, uuid: string, state: SnapshotRecord['state'], change: Partial<SnapshotRecord> = {}): Promise<SnapshotRecord> {
+export async function setSnapshotState(etcd: KvClient, uuid: string, state: SnapshotRecord['state'], change: Partial<SnapshotRecord> = {}): Promise<SnapshotRecord> {
   const store = new RecordStore(etcd);
   const updated = await store.update<SnapshotRecord>(keys.snapshot(uuid), (current) => ({ record: { ...current.record, ...change, state } }), {
     notFound: () => errors.notFound('snapshot', uuid),
@@ -84,21 +89,21 @@ export function statusRecord(volumeUUID: string, nodeUUID: string, snapshots: Vo
 
 /** ProjectDirectory over the project records (what projects/ implements). */
 export class TestProjects implements Pick<ProjectDirectory, 'require'> {
-  constructor(private readonly etcd: Etcd3) {}
+  constructor(private readonly etcd: KvClient) {}
   async require(projectName: string): Promise<void> {
-    const value = await this.etcd.get(keys.project(projectName)).string();
+    const value = await readText(this.etcd, keys.project(projectName));
     if (value === null) throw errors.notFound('project', projectName);
   }
 }
 
-export async function putProject(etcd: Etcd3, name: string): Promise<void> {
+export async function putProject(etcd: KvClient, name: string): Promise<void> {
   const record: ProjectRecord = { UUID: randomUUID(), name, description: '', defaultPolicies: [], builtIn: false, createdAt: new Date().toISOString() };
-  await etcd.put(keys.project(name)).value(JSON.stringify(record)).exec();
+  await putRecord(etcd, keys.project(name), record);
 }
 
 /** VolumeUsage.countClonedFrom over the volume records (what volumes/ implements). */
 export class TestClones implements Pick<VolumeUsage, 'countClonedFrom'> {
-  constructor(private readonly etcd: Etcd3) {}
+  constructor(private readonly etcd: KvClient) {}
   async countClonedFrom(snapshotUUID: string): Promise<number> {
     const volumes = await new RecordStore(this.etcd).list<VolumeRecord>(keys.volumesPrefix());
     return volumes.filter((v) => v.record.sourceSnapshotUUID === snapshotUUID && v.record.state !== 'Deleting').length;
@@ -116,7 +121,7 @@ export class CollectingEvents implements EventRecorder {
 }
 
 /** Uploads a credential for `project` (as a project admin would) and mints tokens with it. */
-export async function projectTokens(etcd: Etcd3, project: string): Promise<{ admin: string; viewer: string; none: string }> {
+export async function projectTokens(etcd: KvClient, project: string): Promise<{ admin: string; viewer: string; none: string }> {
   const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const credential: CredentialRecord = {
     project,
@@ -125,7 +130,7 @@ export async function projectTokens(etcd: Etcd3, project: string): Promise<{ adm
     payload: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
     createdAt: new Date().toISOString(),
   };
-  await etcd.put(keys.credential(project, credential.name)).value(JSON.stringify(credential)).exec();
+  await putRecord(etcd, keys.credential(project, credential.name), credential);
   const key = await importPrivateKey(privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
   const mint = (roles: string[]) => signToken(key, { kid: `${project}:${credential.name}`, subject: 'snapshot-tests', roles, ttlSeconds: 3600 });
   return { admin: await mint([`${project}:admin`]), viewer: await mint([`${project}:viewer`]), none: await mint([]) };
@@ -165,6 +170,6 @@ export async function call(
 }
 
 /** Every key and value under a prefix: to prove a refused request changed nothing. */
-export async function dump(etcd: Etcd3, prefix: string): Promise<Record<string, string>> {
-  return etcd.getAll().prefix(prefix).strings();
+export async function dump(etcd: KvClient, prefix: string): Promise<Record<string, string>> {
+  return Object.fromEntries((await kvOf(etcd).range(prefix)).map((stored) => [stored.key, stored.value.toString()]));
 }
