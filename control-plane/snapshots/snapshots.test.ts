@@ -1,11 +1,14 @@
-// The snapshot API against a real etcd, a bootstrapped cluster, real tokens and real HTTP.
+// The snapshot API on a real etcd and on the in-memory one (describeForEveryBackend), a
+// bootstrapped cluster, real tokens and real HTTP.
 // Volumes, their placement and status are written directly, as their owners would write them.
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { keys } from '../../lib/etcd/keys.js';
 import type { SnapshotRecord, VolumeRecord } from '../../lib/records.js';
-import { fieldsOf, startApiHarness, type ApiHarness } from '../../test/helpers/records.js';
+import type { KvClient } from '../../lib/etcd/kv.js';
+import { describeForEveryBackend } from '../../test/helpers/kv-backends.js';
+import { deleteKey, fieldsOf, readKey, readText, startApiHarnessOn, type ApiHarness } from '../../test/helpers/records.js';
 import { createSnapshotRoutes } from './snapshot-routes.js';
 import { EtcdSnapshotDirectory, SnapshotService } from './snapshot-service.js';
 import { SnapshotStore } from './snapshot-store.js';
@@ -33,8 +36,8 @@ const STATISTICS = ['physicalCapacity', 'physicalOwnedCapacity', 'physicalOwnedM
 const BASE = '/api/v2/projects/default/snapshots';
 const OTHER = '/api/v2/projects/other/snapshots';
 
-describe('snapshots API', () => {
-  let api: ApiHarness;
+describeForEveryBackend('snapshots API', (backend) => {
+  let api: ApiHarness<KvClient>;
   let events: CollectingEvents;
   let directory: EtcdSnapshotDirectory;
   let tokens: { admin: string; viewer: string; none: string };
@@ -42,7 +45,7 @@ describe('snapshots API', () => {
 
   before(async () => {
     events = new CollectingEvents();
-    api = await startApiHarness((etcd, auth) => {
+    api = await startApiHarnessOn(backend, (etcd, auth) => {
       const store = new SnapshotStore(etcd);
       directory = new EtcdSnapshotDirectory(store);
       const snapshots = new SnapshotService({ store, projects: new TestProjects(etcd), clones: new TestClones(etcd), events });
@@ -73,8 +76,8 @@ describe('snapshots API', () => {
     return res.body;
   };
   const stored = async (uuid: string) => {
-    const kv = (await api.etcd.get(keys.snapshot(uuid)).exec()).kvs[0];
-    return kv ? { record: JSON.parse(kv.value.toString()) as SnapshotRecord, revision: kv.mod_revision } : null;
+    const kv = await readKey(api.etcd, keys.snapshot(uuid));
+    return kv ? { record: JSON.parse(kv.value.toString()) as SnapshotRecord, revision: kv.modRevision } : null;
   };
   const unique = (prefix: string) => `${prefix}-${randomUUID().slice(0, 8)}`;
 
@@ -85,7 +88,7 @@ describe('snapshots API', () => {
       const res = await req('POST', BASE, { body: { name, sourceVolumeUUID: volume.UUID } });
       expectError(res, 400, 3, 'replicated');
       assert.match(String(res.body.message), /replicated volumes are not supported yet/);
-      assert.equal((await api.etcd.get(keys.snapshotName('default', name)).exec()).kvs.length, 0, 'no name index');
+      assert.equal(await readKey(api.etcd, keys.snapshotName('default', name)), null, 'no name index');
     });
 
     test('by sourceVolumeUUID: Creating, exactly the record fields, typed for the wire, stored with its name index', async () => {
@@ -126,7 +129,7 @@ describe('snapshots API', () => {
         sizeBytes: '9007199254740993', compression: true, sectorSize: 512, labels: volume.labels, state: 'Creating', failureReason: '',
         retentionSeconds: 86_400, creationTime: snap.creationTime,
       });
-      assert.deepEqual(JSON.parse((await api.etcd.get(keys.snapshotName('default', 'snap-a')).string())!), { UUID: snap.UUID });
+      assert.deepEqual(JSON.parse((await readText(api.etcd, keys.snapshotName('default', 'snap-a')))!), { UUID: snap.UUID });
       const event = events.named('SnapshotCreated').find((e) => e.description.includes(snap.UUID));
       assert.ok(event);
       assert.equal(event.type, 'Volume');
@@ -264,7 +267,7 @@ describe('snapshots API', () => {
       assert.equal(got.primaryNodeUUID, 'b');
       assert.equal(got.size, volume.sizeBytes, 'size is the size when taken');
       // The volume gone (as after a forced cleanup): what the snapshot recorded when taken.
-      await api.etcd.delete().key(keys.volume(volume.UUID)).exec();
+      await deleteKey(api.etcd, keys.volume(volume.UUID));
       got = (await req('GET', `${BASE}/${snap.UUID}`)).body;
       assert.equal(got.sourceVolumeName, volume.name);
       assert.deepEqual(got.nodeList, []);
@@ -357,7 +360,7 @@ describe('snapshots API', () => {
       assert.deepEqual(res.body, {});
       const record = await stored(snap.UUID);
       assert.equal(record?.record.state, 'Deleting');
-      assert.equal(await api.etcd.get(keys.snapshotName('default', snap.name)).string(), null);
+      assert.equal(await readText(api.etcd, keys.snapshotName('default', snap.name)), null);
       assert.ok(events.named('SnapshotDeleteRequested').some((e) => e.description.includes(snap.UUID)));
       // GET still shows it, by UUID and by name, until the cluster manager removes it.
       assert.equal((await req('GET', `${BASE}/${snap.UUID}`)).body.state, 'Deleting');
